@@ -1,0 +1,46 @@
+# ghba — build, test, benchmark and demo targets.
+GO        ?= go
+BIN       := bin/ghba
+PKGS      := ./...
+BENCHTIME ?= 1s
+
+.PHONY: all build test bench demo fuzz vet fmt clean
+
+all: build
+
+## build: static binary in bin/ghba
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/ghba
+
+## test: vet, then every test with the race detector (the README's test command)
+test:
+	$(GO) vet $(PKGS)
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+## bench: the tracked benchmarks (no -race)
+bench:
+	$(GO) test -run=NONE -bench=. -benchmem -benchtime=$(BENCHTIME) ./routing/...
+
+## fuzz: run every decoder fuzzer for FUZZTIME each (default 30s)
+FUZZTIME ?= 30s
+fuzz:
+	@for f in $$($(GO) test -list 'Fuzz.*' ./routing/ | grep ^Fuzz); do \
+		echo "== $$f"; $(GO) test -run=NONE -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) ./routing/ || exit 1; done
+	$(GO) test -run=NONE -fuzz=Fuzz -fuzztime=$(FUZZTIME) ./routing/workload/
+
+## demo: build, then run the simulator's quick mode on generated traces
+## (until the server lands; then it starts a local cluster)
+demo: build
+	./$(BIN) sim pba --quick --servers 10 --bits-per-file 8
+	./$(BIN) sim hba --quick --servers 10 --lru-entries 300
+	./$(BIN) sim ghba --quick --servers 30 --max-group 6
+	./$(BIN) sim migration --quick --servers 30 --max-group 6
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -l -w .
+
+clean:
+	rm -rf bin
