@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// simSeries is one line of a plot.
+type simSeries struct {
+	name string
+	xs   []float64
+	ys   []float64
+}
+
+func (s *simSeries) add(x, y float64) {
+	s.xs = append(s.xs, x)
+	s.ys = append(s.ys, y)
+}
+
+// simChart is a line simChart saved as PNG.
+type simChart struct {
+	title, xlabel, ylabel string
+	logX                  bool
+	// legend is the legend's corner: "tl", "tr", "bl" or "br" (default "tl").
+	legend string
+	series []*simSeries
+}
+
+// line returns the series called name, creating it.
+func (c *simChart) line(name string) *simSeries {
+	for _, s := range c.series {
+		if s.name == name {
+			return s
+		}
+	}
+	s := &simSeries{name: name}
+	c.series = append(c.series, s)
+	return s
+}
+
+// save writes the chart to dir/name. Points are sorted by x.
+func (c *simChart) save(dir, name string) error {
+	p := plot.New()
+	p.Title.Text = c.title
+	p.X.Label.Text = c.xlabel
+	p.Y.Label.Text = c.ylabel
+	p.Legend.Top = c.legend == "" || c.legend[0] == 't'
+	p.Legend.Left = c.legend == "" || c.legend[1] == 'l'
+	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(6), -vg.Points(6)
+	if p.Legend.Left {
+		p.Legend.XOffs = vg.Points(6)
+	}
+	if !p.Legend.Top {
+		p.Legend.YOffs = vg.Points(6)
+	}
+	if c.logX {
+		p.X.Scale = plot.LogScale{}
+		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	var args []any
+	for _, s := range c.series {
+		pts := make(plotter.XYs, len(s.xs))
+		for i := range s.xs {
+			pts[i].X, pts[i].Y = s.xs[i], s.ys[i]
+		}
+		sort.Slice(pts, func(i, j int) bool { return pts[i].X < pts[j].X })
+		args = append(args, s.name, pts)
+	}
+	if err := plotutil.AddLinePoints(p, args...); err != nil {
+		return fmt.Errorf("plot %s: %w", name, err)
+	}
+	if err := p.Save(7*vg.Inch, 4.5*vg.Inch, filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("plot %s: %w", name, err)
+	}
+	return nil
+}
