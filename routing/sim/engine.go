@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -297,8 +298,9 @@ func (c *cluster) dispatch(ev *event, rec workload.Record, models []model) error
 	return nil
 }
 
-// descendants lists the present paths under dir (dir excluded). It scans
-// the namespace, so it runs only for directories that have children.
+// descendants lists the present paths under dir (dir excluded), sorted so
+// that a replay is deterministic for a given seed. It scans the namespace,
+// so it runs only for directories that have children.
 func (c *cluster) descendants(dir string) []string {
 	if c.kids[dir] == 0 {
 		return nil
@@ -313,6 +315,7 @@ func (c *cluster) descendants(dir string) []string {
 			out = append(out, p)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 

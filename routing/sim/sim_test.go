@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/ghba/ghba/routing"
@@ -433,5 +434,26 @@ func TestMean(t *testing.T) {
 	}
 	if z := Mean[res](nil); z.A != 0 || z.M != nil {
 		t.Errorf("Mean(nil) = %+v", z)
+	}
+}
+
+// TestDeterministic replays the same seed twice: every figure must repeat
+// exactly (renames and deletes of directories touch whole subtrees, whose
+// order must not depend on map iteration).
+func TestDeterministic(t *testing.T) {
+	cfg := smallTrace(8000, 30000, 11)
+	cfg.DirRenameFrac = 0.01
+	cfg.RmdirFrac = 0.01
+	runOnce := func() []GHBAResult {
+		rs, err := GHBA(context.Background(), Replay{Source: GeneratedSource(cfg, 2), Servers: 12, Seed: 5},
+			GHBAConfig{MaxGroup: 4, LRUEntries: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	a, b := runOnce(), runOnce()
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("two replays of one seed differ:\n%+v\n%+v", a[0].Levels, b[0].Levels)
 	}
 }
