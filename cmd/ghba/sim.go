@@ -330,3 +330,34 @@ func simPercentages(name string, xs []float64) ([]float64, error) {
 	}
 	return out, nil
 }
+
+// simRunAveraged replays the trace once per server count and seed (--runs)
+// through run, which returns one result per configuration, and averages
+// each configuration's results over the seeds. Results are ordered by
+// server count, then configuration.
+func simRunAveraged[R any](cmd *cobra.Command, o *simOptions, label string, servers []int,
+	run func(ctx context.Context, r sim.Replay) ([]R, error)) ([]R, error) {
+	p := newSimProgress(cmd, o, label, len(servers)*o.runs)
+	var results []R
+	for _, n := range servers {
+		var per [][]R
+		for i := 0; i < o.runs; i++ {
+			p.next(fmt.Sprintf("%s N=%d seed=%d", label, n, o.seed+int64(i)))
+			rs, err := run(cmd.Context(), o.replay(n, i, p))
+			p.done()
+			if err != nil {
+				return nil, simError(err)
+			}
+			if per == nil {
+				per = make([][]R, len(rs))
+			}
+			for j := range rs {
+				per[j] = append(per[j], rs[j])
+			}
+		}
+		for j := range per {
+			results = append(results, sim.Mean(per[j]))
+		}
+	}
+	return results, nil
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -91,24 +92,11 @@ goes to its holder in every other group (found through that group's IDBFA).`,
 				cfgs[i] = base
 				cfgs[i].MaxGroup = m
 			}
-			p := newSimProgress(cmd, o, "ghba", len(servers)*o.runs)
-			var results []sim.GHBAResult
-			for _, n := range servers {
-				per := make([][]sim.GHBAResult, len(cfgs))
-				for i := 0; i < o.runs; i++ {
-					p.next(fmt.Sprintf("ghba N=%d seed=%d", n, o.seed+int64(i)))
-					rs, err := sim.GHBA(cmd.Context(), o.replay(n, i, p), cfgs...)
-					p.done()
-					if err != nil {
-						return simError(err)
-					}
-					for j := range rs {
-						per[j] = append(per[j], rs[j])
-					}
-				}
-				for j := range per {
-					results = append(results, sim.Mean(per[j]))
-				}
+			results, err := simRunAveraged(cmd, o, "ghba", servers, func(ctx context.Context, r sim.Replay) ([]sim.GHBAResult, error) {
+				return sim.GHBA(ctx, r, cfgs...)
+			})
+			if err != nil {
+				return err
 			}
 			return printGHBA(cmd, o, results, len(servers) > 1)
 		},

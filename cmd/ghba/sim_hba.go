@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -60,27 +61,11 @@ gives hit rate vs update messages (HBA Fig. 12).`,
 				return err
 			}
 			cfg := sim.HBAConfig{LRUEntries: entries, Thresholds: thresholds, LRUBitsPerEntry: lruBits, BitsPerFile: bits}
-			p := newSimProgress(cmd, o, "hba", len(servers)*o.runs)
-			var results []sim.HBAResult
-			for _, n := range servers {
-				var per [][]sim.HBAResult
-				for i := 0; i < o.runs; i++ {
-					p.next(fmt.Sprintf("hba N=%d seed=%d", n, o.seed+int64(i)))
-					rs, err := sim.HBA(cmd.Context(), o.replay(n, i, p), cfg)
-					p.done()
-					if err != nil {
-						return simError(err)
-					}
-					if per == nil {
-						per = make([][]sim.HBAResult, len(rs))
-					}
-					for j := range rs {
-						per[j] = append(per[j], rs[j])
-					}
-				}
-				for j := range per {
-					results = append(results, sim.Mean(per[j]))
-				}
+			results, err := simRunAveraged(cmd, o, "hba", servers, func(ctx context.Context, r sim.Replay) ([]sim.HBAResult, error) {
+				return sim.HBA(ctx, r, cfg)
+			})
+			if err != nil {
+				return err
 			}
 			return printHBA(cmd, o, results, len(servers) > 1, len(entries) > 1, len(thresholds) > 1)
 		},

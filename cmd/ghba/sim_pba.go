@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -72,24 +73,11 @@ HBA Table 4.`,
 			if err := o.prepareOut(); err != nil {
 				return err
 			}
-			p := newSimProgress(cmd, o, "pba", len(servers)*o.runs)
-			var results []sim.PBAResult
-			for _, n := range servers {
-				per := make([][]sim.PBAResult, len(cfgs))
-				for i := 0; i < o.runs; i++ {
-					p.next(fmt.Sprintf("pba N=%d seed=%d", n, o.seed+int64(i)))
-					rs, err := sim.PBA(cmd.Context(), o.replay(n, i, p), cfgs...)
-					p.done()
-					if err != nil {
-						return simError(err)
-					}
-					for j := range rs {
-						per[j] = append(per[j], rs[j])
-					}
-				}
-				for j := range per {
-					results = append(results, sim.Mean(per[j]))
-				}
+			results, err := simRunAveraged(cmd, o, "pba", servers, func(ctx context.Context, r sim.Replay) ([]sim.PBAResult, error) {
+				return sim.PBA(ctx, r, cfgs...)
+			})
+			if err != nil {
+				return err
 			}
 			return printPBA(cmd, o, results, len(bits) > 1, len(hashes) > 1, len(thresholds) > 1)
 		},
