@@ -1,0 +1,53 @@
+// Package rpc is the wire protocol between ghba clients and metadata
+// servers and between servers, with a Server that dispatches named methods
+// to typed handlers and a pooling, retrying Client with typed methods for
+// the namespace and cluster operations (types.go).
+//
+// # Wire format
+//
+// TCP. The client opens with the 4-byte preface "GHB\x01"; then both sides
+// exchange length-prefixed frames (uint32 big-endian length, then a kind
+// byte). A request carries a client-chosen sequence number, the time left
+// before the client's deadline (relative, so clocks need not agree), the
+// method name and a msgpack body; a response carries the sequence number,
+// an error code, an error message and a msgpack body. Calls are pipelined:
+// many may be outstanding on one connection and responses come back in any
+// order. A cancel frame asks the server to cancel a call's context; a
+// goaway frame, sent by a server that begins shutting down, tells the
+// client the last request it accepted. Frames are limited in size
+// (DefaultMaxFrameSize); a bad preface, an oversized or malformed frame, or
+// an unknown frame kind closes the connection and nothing else. The layout
+// is specified in frame.go.
+//
+// Bodies are msgpack, encoded with github.com/hashicorp/go-msgpack/v2
+// (already linked through hashicorp/raft). Structs are maps keyed by the
+// names in their json tags, so the same types print as the CLI's --json
+// output and fields can be added compatibly.
+//
+// # Errors
+//
+// Handlers return ordinary Go errors. The server maps them to a Code with
+// ErrorCode (errors.Is against fs.ErrNotExist, fs.ErrExist,
+// fs.ErrPermission, fs.ErrInvalid, ErrNotDir, ErrIsDir, ErrNotEmpty,
+// ErrUnavailable, ErrInvalidPath, context errors, ...; anything else is
+// CodeInternal) and sends err.Error() as the message. The client returns a
+// *RemoteError whose Is method matches the same sentinels, so
+//
+//	_, err := client.Stat(ctx, "/a/b")
+//	if errors.Is(err, fs.ErrNotExist) { ... }
+//
+// works across the network, and across server-to-server hops (a handler
+// that returns a *RemoteError keeps its code).
+//
+// # Retries
+//
+// Client.Call sends to one address and never retries elsewhere. CallAny and
+// the typed methods choose a node (the path's cached home, else random) and
+// move to another node only when that is safe: when the request certainly
+// was not executed (the dial failed, the pooled connection was already
+// broken, the server refused it while shutting down), or, for Idempotent
+// methods, also when a connection broke after the request was sent. A
+// non-idempotent call whose connection broke after sending returns an error
+// matching both ErrUnavailable and ErrOutcomeUnknown: it may have been
+// applied. An answer from a server, even an error, is never retried.
+package rpc

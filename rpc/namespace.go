@@ -1,0 +1,302 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"sync"
+)
+
+// Typed client methods. Each enters the cluster at a node chosen as
+// follows and, through CallAny, moves to another node only when the first
+// is unreachable (reads also when a connection broke after sending):
+//   - Stat, Lookup, ReadDir, SetAttr: the cached home of the path;
+//   - Create, Mkdir, Unlink, Rmdir, Rename: the cached home of the parent
+//     directory (whose home decides and records the change);
+//   - everything else, or when nothing is cached: a random node.
+// Any node answers correctly; the cached home just saves hops. Homes are
+// learned from replies (StatResponse.HomeAddr, LookupResponse.HomeAddr, and
+// node ids resolved through addresses seen in Members and earlier replies).
+
+// Stat returns the inode of p and the level and hops that resolved it.
+func (c *Client) Stat(ctx context.Context, p string) (*StatResponse, error) {
+	resp := new(StatResponse)
+	if err := c.callAny(ctx, c.homes.get(p), MethodStat, true, &StatRequest{Path: p}, resp); err != nil {
+		c.homes.forget(p)
+		return nil, err
+	}
+	c.learn(p, resp.Home, resp.HomeAddr)
+	return resp, nil
+}
+
+// Lookup returns the home of p and the level and hops that resolved it.
+func (c *Client) Lookup(ctx context.Context, p string) (*LookupResponse, error) {
+	resp := new(LookupResponse)
+	if err := c.callAny(ctx, c.homes.get(p), MethodLookup, true, &LookupRequest{Path: p}, resp); err != nil {
+		c.homes.forget(p)
+		return nil, err
+	}
+	c.learn(p, resp.Home, resp.HomeAddr)
+	return resp, nil
+}
+
+// BatchStat stats several paths, sending one request per cached home (and
+// one to a random node for paths with no cached home), concurrently.
+// Results are in the order of paths; a path's failure is in its result
+// (BatchStatResult.Err). The error is non-nil only if every request failed.
+func (c *Client) BatchStat(ctx context.Context, paths []string) (*BatchStatResponse, error) {
+	out := &BatchStatResponse{Results: make([]BatchStatResult, len(paths))}
+	if len(paths) == 0 {
+		return out, nil
+	}
+	groups := make(map[string][]int)
+	for i, p := range paths {
+		h := c.homes.get(p)
+		groups[h] = append(groups[h], i)
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed int
+		first  error
+	)
+	for home, idx := range groups {
+		wg.Go(func() {
+			req := &BatchStatRequest{Paths: make([]string, len(idx))}
+			for j, i := range idx {
+				req.Paths[j] = paths[i]
+			}
+			resp := new(BatchStatResponse)
+			err := c.callAny(ctx, home, MethodBatchStat, true, req, resp)
+			if err == nil && len(resp.Results) != len(idx) {
+				err = fmt.Errorf("rpc: %s: %w: %d results for %d paths", MethodBatchStat, ErrProtocol, len(resp.Results), len(idx))
+			}
+			if err != nil {
+				mu.Lock()
+				failed++
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+				for _, i := range idx {
+					out.Results[i] = BatchStatError(err)
+				}
+				return
+			}
+			for j, i := range idx {
+				r := resp.Results[j]
+				out.Results[i] = r
+				if r.Stat != nil {
+					c.learn(paths[i], r.Stat.Home, r.Stat.HomeAddr)
+				} else {
+					c.homes.forget(paths[i])
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if failed == len(groups) {
+		return out, first
+	}
+	return out, nil
+}
+
+// Create creates a file.
+func (c *Client) Create(ctx context.Context, req *CreateRequest) (*CreateResponse, error) {
+	resp := new(CreateResponse)
+	if err := c.callAny(ctx, c.homes.get(parent(req.Path)), MethodCreate, false, req, resp); err != nil {
+		return nil, err
+	}
+	c.learn(req.Path, resp.Inode.Home, "")
+	return resp, nil
+}
+
+// Mkdir creates a directory (and its parents with req.Parents, which also
+// makes the call idempotent and so retryable after a broken connection).
+func (c *Client) Mkdir(ctx context.Context, req *MkdirRequest) (*MkdirResponse, error) {
+	resp := new(MkdirResponse)
+	if err := c.callAny(ctx, c.homes.get(parent(req.Path)), MethodMkdir, req.Parents, req, resp); err != nil {
+		return nil, err
+	}
+	c.learn(req.Path, resp.Inode.Home, "")
+	return resp, nil
+}
+
+// ReadDir returns one page of a directory listing (see ReadDirRequest).
+func (c *Client) ReadDir(ctx context.Context, req *ReadDirRequest) (*ReadDirResponse, error) {
+	resp := new(ReadDirResponse)
+	if err := c.callAny(ctx, c.homes.get(req.Path), MethodReadDir, true, req, resp); err != nil {
+		c.homes.forget(req.Path)
+		return nil, err
+	}
+	for _, e := range resp.Entries {
+		c.learn(path.Join(req.Path, e.Name), e.Home, "")
+	}
+	return resp, nil
+}
+
+// ReadDirAll lists a whole directory, page by page (pageSize 0: the
+// server's default).
+func (c *Client) ReadDirAll(ctx context.Context, dir string, pageSize int) ([]DirEntry, error) {
+	var all []DirEntry
+	req := &ReadDirRequest{Path: dir, Limit: pageSize}
+	for {
+		resp, err := c.ReadDir(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, resp.Entries...)
+		if resp.Next == "" {
+			return all, nil
+		}
+		req.After = resp.Next
+	}
+}
+
+// SetAttr changes attributes (nil fields of req are left alone).
+func (c *Client) SetAttr(ctx context.Context, req *SetAttrRequest) (*SetAttrResponse, error) {
+	resp := new(SetAttrResponse)
+	if err := c.callAny(ctx, c.homes.get(req.Path), MethodSetAttr, false, req, resp); err != nil {
+		return nil, err
+	}
+	c.learn(req.Path, resp.Inode.Home, "")
+	return resp, nil
+}
+
+// Unlink removes a file.
+func (c *Client) Unlink(ctx context.Context, p string) error {
+	defer c.homes.forget(p)
+	return c.callAny(ctx, c.homes.get(parent(p)), MethodUnlink, false, &UnlinkRequest{Path: p}, &UnlinkResponse{})
+}
+
+// Rmdir removes an empty directory.
+func (c *Client) Rmdir(ctx context.Context, p string) error {
+	defer c.homes.forget(p)
+	return c.callAny(ctx, c.homes.get(parent(p)), MethodRmdir, false, &RmdirRequest{Path: p}, &RmdirResponse{})
+}
+
+// Rename renames src to dst.
+func (c *Client) Rename(ctx context.Context, src, dst string) (*RenameResponse, error) {
+	defer c.homes.forget(src)
+	resp := new(RenameResponse)
+	if err := c.callAny(ctx, c.homes.get(parent(src)), MethodRename, false, &RenameRequest{Src: src, Dst: dst}, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// Members returns the cluster's members as seen by some node, and
+// remembers their addresses for resolving home node ids.
+func (c *Client) Members(ctx context.Context) (*MembersResponse, error) {
+	resp := new(MembersResponse)
+	if err := c.callAny(ctx, "", MethodMembers, true, &MembersRequest{}, resp); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	if c.nodes == nil {
+		c.nodes = make(map[string]string)
+	}
+	for _, m := range resp.Members {
+		if m.RPCAddr != "" {
+			c.nodes[m.ID] = m.RPCAddr
+		}
+	}
+	c.mu.Unlock()
+	return resp, nil
+}
+
+// Refresh replaces the client's addresses with those of the members whose
+// status is "alive" (keeping the old ones if there are none).
+func (c *Client) Refresh(ctx context.Context) error {
+	resp, err := c.Members(ctx)
+	if err != nil {
+		return err
+	}
+	var addrs []string
+	for _, m := range resp.Members {
+		if m.Status == "alive" && m.RPCAddr != "" {
+			addrs = append(addrs, m.RPCAddr)
+		}
+	}
+	if len(addrs) > 0 {
+		c.SetAddrs(addrs)
+	}
+	return nil
+}
+
+// Groups returns the cluster's groups.
+func (c *Client) Groups(ctx context.Context) (*GroupsResponse, error) {
+	resp := new(GroupsResponse)
+	if err := c.callAny(ctx, "", MethodGroups, true, &GroupsRequest{}, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// Status returns the status of the node at addr (any node if addr is "").
+func (c *Client) Status(ctx context.Context, addr string) (*StatusResponse, error) {
+	resp := new(StatusResponse)
+	var err error
+	if addr == "" {
+		err = c.CallAny(ctx, "", MethodStatus, &StatusRequest{}, resp)
+	} else {
+		err = c.Call(ctx, addr, MethodStatus, &StatusRequest{}, resp)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// Ping checks that the node at addr answers and returns its id.
+func (c *Client) Ping(ctx context.Context, addr string) (string, error) {
+	resp := new(PingResponse)
+	if err := c.Call(ctx, addr, MethodPing, &PingRequest{}, resp); err != nil {
+		return "", err
+	}
+	return resp.NodeID, nil
+}
+
+// Join asks the node at addr to join the cluster through the Serf
+// addresses serfAddrs.
+func (c *Client) Join(ctx context.Context, addr string, serfAddrs []string) (*JoinResponse, error) {
+	resp := new(JoinResponse)
+	if err := c.Call(ctx, addr, MethodJoin, &JoinRequest{Addrs: serfAddrs}, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// Leave asks the node at addr to leave the cluster gracefully; nodeID, if
+// set, must be that node's id.
+func (c *Client) Leave(ctx context.Context, addr, nodeID string) (*LeaveResponse, error) {
+	resp := new(LeaveResponse)
+	if err := c.Call(ctx, addr, MethodLeave, &LeaveRequest{NodeID: nodeID}, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// learn caches p's home: addr if known, else the address of node id if the
+// client has seen it. With neither, p is forgotten.
+func (c *Client) learn(p, id, addr string) {
+	if c.homes == nil {
+		return
+	}
+	if addr != "" && id != "" {
+		c.mu.Lock()
+		if c.nodes == nil {
+			c.nodes = make(map[string]string)
+		}
+		c.nodes[id] = addr
+		c.mu.Unlock()
+	} else if addr == "" && id != "" {
+		c.mu.Lock()
+		addr = c.nodes[id]
+		c.mu.Unlock()
+	}
+	c.homes.put(p, addr)
+}
+
+// parent returns the parent directory of an absolute path ("/" for "/").
+func parent(p string) string { return path.Dir(p) }

@@ -1,0 +1,941 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// allSentinels are the errors a remote error may match.
+var allSentinels = []error{
+	fs.ErrNotExist, fs.ErrExist, fs.ErrPermission, fs.ErrInvalid,
+	ErrNotDir, ErrIsDir, ErrNotEmpty, ErrUnavailable, ErrInvalidPath,
+	ErrBadRequest, ErrUnknownMethod, ErrShuttingDown,
+	context.DeadlineExceeded, context.Canceled,
+}
+
+func TestErrorCodesRoundTrip(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{})
+	c := newClient(t, Options{Addrs: []string{ts.addr}})
+	tests := []struct {
+		kind  string
+		code  Code
+		match []error // errors.Is must hold for exactly these sentinels
+	}{
+		{"notexist", CodeNotExist, []error{fs.ErrNotExist}},
+		{"syscall", CodeNotExist, []error{fs.ErrNotExist}},
+		{"exist", CodeExist, []error{fs.ErrExist}},
+		{"perm", CodePermission, []error{fs.ErrPermission}},
+		{"invalid", CodeInvalid, []error{fs.ErrInvalid}},
+		{"notdir", CodeNotDir, []error{ErrNotDir}},
+		{"isdir", CodeIsDir, []error{ErrIsDir}},
+		{"notempty", CodeNotEmpty, []error{ErrNotEmpty}},
+		{"unavail", CodeUnavailable, []error{ErrUnavailable}},
+		{"badpath", CodeInvalidPath, []error{ErrInvalidPath, fs.ErrInvalid}},
+		{"deadline", CodeDeadlineExceeded, []error{context.DeadlineExceeded}},
+		{"canceled", CodeCanceled, []error{context.Canceled}},
+		{"plain", CodeInternal, nil},
+		{"panic", CodeInternal, nil},
+		{"remote", CodeNotEmpty, []error{ErrNotEmpty}},
+		// A downstream node's "shutting down" must not promise the client
+		// that this node did nothing: it becomes plain unavailable.
+		{"remotedown", CodeUnavailable, []error{ErrUnavailable}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			var resp echoResp
+			err := c.Call(context.Background(), ts.addr, mFail, &failReq{Kind: tt.kind}, &resp)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			re, ok := errors.AsType[*RemoteError](err)
+			if !ok {
+				t.Fatalf("error %v (%T) is not a *RemoteError", err, err)
+			}
+			if re.Code != tt.code {
+				t.Errorf("code = %v, want %v", re.Code, tt.code)
+			}
+			if !errors.Is(err, ErrRemote) {
+				t.Errorf("errors.Is(err, ErrRemote) = false")
+			}
+			for _, s := range allSentinels {
+				want := false
+				for _, m := range tt.match {
+					want = want || m == s
+				}
+				if got := errors.Is(err, s); got != want {
+					t.Errorf("errors.Is(err, %v) = %v, want %v", s, got, want)
+				}
+			}
+			if e, ok := failErrors[tt.kind]; ok && err.Error() != e.Error() {
+				t.Errorf("message = %q, want %q", err.Error(), e.Error())
+			}
+		})
+	}
+}
+
+func TestCodeMapping(t *testing.T) {
+	for code := CodeOK; code <= CodeInvalid; code++ {
+		if code == CodeOK {
+			if code.Err("x") != nil {
+				t.Error("CodeOK.Err != nil")
+			}
+			continue
+		}
+		err := code.Err("msg")
+		got := ErrorCode(err)
+		want := code
+		if code == CodeShuttingDown {
+			want = CodeUnavailable
+		}
+		if got != want {
+			t.Errorf("ErrorCode(%v.Err()) = %v, want %v", code, got, want)
+		}
+		if s := code.sentinel(); s != nil {
+			if ErrorCode(fmt.Errorf("wrapped: %w", s)) != want && code != CodeShuttingDown {
+				t.Errorf("ErrorCode(wrapped %v) = %v", s, ErrorCode(fmt.Errorf("w: %w", s)))
+			}
+			if !errors.Is(err, s) {
+				t.Errorf("%v.Err() does not match %v", code, s)
+			}
+		}
+		if strings.HasPrefix(code.String(), "code_") {
+			t.Errorf("code %d has no name", code)
+		}
+	}
+	if ErrorCode(nil) != CodeOK {
+		t.Error("ErrorCode(nil) != CodeOK")
+	}
+	if ErrorCode(errors.New("x")) != CodeInternal {
+		t.Error("plain error is not CodeInternal")
+	}
+	// Unavailable wins over not-exist: a down home must never read as absent.
+	if ErrorCode(errors.Join(fs.ErrNotExist, ErrUnavailable)) != CodeUnavailable {
+		t.Error("unavailable+notexist is not CodeUnavailable")
+	}
+}
+
+func TestUnknownMethodAndBadRequest(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{})
+	c := newClient(t, Options{Addrs: []string{ts.addr}})
+	ctx := context.Background()
+	err := c.Call(ctx, ts.addr, "No.Such", &echoReq{}, nil)
+	if !errors.Is(err, ErrUnknownMethod) {
+		t.Errorf("unknown method: %v", err)
+	}
+	// A body of the wrong shape (a string where a struct is expected).
+	err = c.Call(ctx, ts.addr, mEcho, "not a struct", nil)
+	if !errors.Is(err, ErrBadRequest) {
+		t.Errorf("bad body: %v", err)
+	}
+	// A nil response from a handler decodes as the zero value.
+	resp := echoResp{N: 7}
+	if err := c.Call(ctx, ts.addr, mFail, &failReq{Kind: "nil"}, &resp); err != nil {
+		t.Errorf("nil response: %v", err)
+	}
+	// The connection is still fine.
+	var er echoResp
+	if err := c.Call(ctx, ts.addr, mEcho, &echoReq{N: 1, S: "ok"}, &er); err != nil || er.S != "ok" {
+		t.Errorf("echo after errors: %v %+v", err, er)
+	}
+}
+
+func TestRegisterPanics(t *testing.T) {
+	s := NewServer(ServerOptions{})
+	h := func(ctx context.Context, r *echoReq) (*echoResp, error) { return nil, nil }
+	Register(s, "A.B", h)
+	for _, name := range []string{"A.B", "", strings.Repeat("x", MaxMethodLen+1)} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("Register(%q) did not panic", name)
+				}
+			}()
+			Register(s, name, h)
+		}()
+	}
+	if m := s.Methods(); len(m) != 1 || m[0] != "A.B" {
+		t.Errorf("Methods() = %v", m)
+	}
+}
+
+func TestPipelinedConcurrentCalls(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{})
+	var dials countingDialer
+	c := newClient(t, Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 1, Dial: dials.Dial})
+	const workers, per = 32, 100
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range per {
+				n := w*per + i
+				req := echoReq{N: n, S: fmt.Sprint("v", n), B: bytes.Repeat([]byte{byte(n)}, n%300)}
+				if n%7 == 0 {
+					req.Delay = int64(time.Duration(n%5) * time.Millisecond) // reorder responses
+				}
+				var resp echoResp
+				if err := c.Call(context.Background(), ts.addr, mEcho, &req, &resp); err != nil {
+					errs <- err
+					return
+				}
+				if resp.N != req.N || resp.S != req.S || !bytes.Equal(resp.B, req.B) {
+					errs <- fmt.Errorf("mismatched response %d/%q for request %d/%q", resp.N, resp.S, req.N, req.S)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := dials.n.Load(); n != 1 {
+		t.Errorf("dials = %d, want 1 (one pipelined connection)", n)
+	}
+}
+
+func TestPoolReuse(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{})
+	var dials countingDialer
+	c := newClient(t, Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 3, Dial: dials.Dial, IdleTimeout: 50 * time.Millisecond})
+	ctx := context.Background()
+	for i := range 200 {
+		var resp echoResp
+		if err := c.Call(ctx, ts.addr, mEcho, &echoReq{N: i}, &resp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := dials.n.Load(); n != 1 {
+		t.Fatalf("sequential calls: dials = %d, want 1", n)
+	}
+	// Concurrent slow calls may open more connections, never more than the bound.
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			var resp echoResp
+			if err := c.Call(ctx, ts.addr, mEcho, &echoReq{Delay: int64(20 * time.Millisecond)}, &resp); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := dials.n.Load(); n > 3 {
+		t.Fatalf("concurrent calls: dials = %d, want <= 3", n)
+	}
+	// Idle connections are closed, and the next call dials again.
+	waitFor(t, "idle connections to close", func() bool {
+		c.mu.Lock()
+		p := c.pools[ts.addr]
+		c.mu.Unlock()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.conns) == 0
+	})
+	before := dials.n.Load()
+	var resp echoResp
+	if err := c.Call(ctx, ts.addr, mEcho, &echoReq{N: 1}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if n := dials.n.Load(); n != before+1 {
+		t.Errorf("after idle close: dials = %d, want %d", n, before+1)
+	}
+}
+
+func TestDeadlinePropagation(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{})
+	c := newClient(t, Options{Addrs: []string{ts.addr}, Timeout: -1})
+
+	// The handler sees the client's deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	var resp sleepResp
+	if err := c.Call(ctx, ts.addr, mSleep, &sleepReq{}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-ts.entered
+	if !resp.HadDeadline || resp.Left <= 0 || resp.Left > int64(5*time.Second) {
+		t.Errorf("handler deadline: had=%v left=%v", resp.HadDeadline, time.Duration(resp.Left))
+	}
+
+	// No deadline on the client (Timeout < 0): none on the server.
+	if err := c.Call(context.Background(), ts.addr, mSleep, &sleepReq{}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	<-ts.entered
+	if resp.HadDeadline {
+		t.Error("handler has a deadline the client did not set")
+	}
+
+	// A blocked call: the client gets DeadlineExceeded, the handler's
+	// context ends too.
+	ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := c.Call(ctx, ts.addr, mSleep, &sleepReq{Block: true}, &resp)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("blocked call: %v", err)
+	}
+	// Either the client's timer fired first (ErrOutcomeUnknown: the call
+	// was sent) or the server's answer "deadline exceeded" came first.
+	if !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrRemote) {
+		t.Errorf("deadline after sending: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("call took %v", d)
+	}
+	<-ts.entered
+	select {
+	case e := <-ts.ctxErrs:
+		if !errors.Is(e, context.DeadlineExceeded) && !errors.Is(e, context.Canceled) {
+			t.Errorf("handler ctx error %v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler context never ended")
+	}
+
+	// An expired context fails before sending.
+	err = c.Call(ctx, ts.addr, mEcho, &echoReq{}, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Errorf("expired ctx: %v", err)
+	}
+}
+
+func TestCancelPropagation(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{})
+	c := newClient(t, Options{Addrs: []string{ts.addr}, Timeout: -1})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Call(ctx, ts.addr, mSleep, &sleepReq{Block: true}, nil) }()
+	<-ts.entered
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("client: %v", err)
+	}
+	select {
+	case e := <-ts.ctxErrs: // the cancel frame reached the server
+		if !errors.Is(e, context.Canceled) {
+			t.Errorf("handler ctx error %v", e)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler context not canceled")
+	}
+}
+
+func TestMaxConcurrentBound(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{MaxConcurrent: 2})
+	c := newClient(t, Options{Addrs: []string{ts.addr}})
+	var wg sync.WaitGroup
+	for range 5 {
+		wg.Go(func() {
+			if err := c.Call(context.Background(), ts.addr, mSleep, &sleepReq{Block: true}, nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	<-ts.entered
+	<-ts.entered
+	select {
+	case <-ts.entered:
+		t.Fatal("a third handler ran with MaxConcurrent 2")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(ts.release)
+	wg.Wait()
+}
+
+func TestShutdownWaitsForInflight(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{})
+	c := newClient(t, Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 1})
+	ctx := context.Background()
+	const n = 5
+	results := make(chan error, n)
+	for range n {
+		go func() {
+			var resp sleepResp
+			results <- c.Call(ctx, ts.addr, mSleep, &sleepReq{Block: true}, &resp)
+		}()
+	}
+	for range n {
+		<-ts.entered
+	}
+	shut := make(chan error, 1)
+	go func() { shut <- ts.Shutdown(ctx) }()
+
+	// Once the client has the goaway, new work is refused without being
+	// executed (a redial finds no listener): unavailable, not "unknown".
+	waitFor(t, "the goaway to reach the client", func() bool {
+		c.mu.Lock()
+		p := c.pools[ts.addr]
+		c.mu.Unlock()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.conns) == 0
+	})
+	err := c.Call(ctx, ts.addr, mWrite, &echoReq{}, nil)
+	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Errorf("call during shutdown: %v", err)
+	}
+	if ts.writes.Load() != 0 {
+		t.Error("a write was executed during shutdown")
+	}
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned %v with calls in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(ts.release)
+	for range n {
+		if err := <-results; err != nil {
+			t.Errorf("in-flight call: %v", err)
+		}
+	}
+	if err := <-shut; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	if err := <-ts.serveCh; !errors.Is(err, ErrServerClosed) {
+		t.Errorf("Serve returned %v", err)
+	}
+	ts.serveCh <- nil // for the cleanup
+}
+
+func TestShutdownTimeout(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{})
+	c := newClient(t, Options{Addrs: []string{ts.addr}})
+	done := make(chan error, 1)
+	go func() { done <- c.Call(context.Background(), ts.addr, mSleep, &sleepReq{Block: true}, nil) }()
+	<-ts.entered
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := ts.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown = %v", err)
+	}
+	if e := <-ts.ctxErrs; !errors.Is(e, context.Canceled) {
+		t.Errorf("handler ctx: %v", e)
+	}
+	err := <-done
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrOutcomeUnknown) {
+		t.Errorf("call cut by forced shutdown: %v", err)
+	}
+}
+
+// TestGoAwayRefusesLaterRequests checks the goaway contract at frame level:
+// requests after the last accepted seq get CodeShuttingDown.
+func TestGoAwayRefusesLaterRequests(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{})
+	nc, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	body, _ := newBodyCodec().getEncoder().encode(&sleepReq{Block: true})
+	frame := append([]byte(preface), appendRequestHeader(nil, len(body), 1, 0, mSleep)...)
+	frame = append(frame, body...)
+	if _, err := nc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	<-ts.entered
+	shut := make(chan error, 1)
+	go func() { shut <- ts.Shutdown(context.Background()) }()
+
+	br := &frameReader{r: nc}
+	kind, p := br.next(t)
+	if kind != kindGoAway {
+		t.Fatalf("first frame kind %d, want goaway", kind)
+	}
+	if last, _ := parseControl(p, kindGoAway); last != 1 {
+		t.Fatalf("goaway last = %d, want 1", last)
+	}
+	body2, _ := newBodyCodec().getEncoder().encode(&echoReq{})
+	f2 := appendRequestHeader(nil, len(body2), 2, 0, mWrite)
+	if _, err := nc.Write(append(f2, body2...)); err != nil {
+		t.Fatal(err)
+	}
+	kind, p = br.next(t)
+	h, err := parseResponse(p)
+	if kind != kindResponse || err != nil || h.seq != 2 || h.code != CodeShuttingDown {
+		t.Fatalf("after goaway: kind %d %+v %v", kind, h, err)
+	}
+	close(ts.release)
+	kind, p = br.next(t)
+	h, err = parseResponse(p)
+	if kind != kindResponse || err != nil || h.seq != 1 || h.code != CodeOK {
+		t.Fatalf("accepted call: kind %d %+v %v", kind, h, err)
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+	if ts.writes.Load() != 0 {
+		t.Error("refused write was executed")
+	}
+}
+
+type frameReader struct{ r io.Reader }
+
+func (f *frameReader) next(t *testing.T) (byte, []byte) {
+	t.Helper()
+	var hdr [4]byte
+	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
+		t.Fatalf("reading frame: %v", err)
+	}
+	p := make([]byte, binary.BigEndian.Uint32(hdr[:]))
+	if _, err := io.ReadFull(f.r, p); err != nil {
+		t.Fatalf("reading frame: %v", err)
+	}
+	return p[0], p
+}
+
+func TestGarbageFromRawClient(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{MaxFrameSize: 64 << 10, HandshakeTimeout: 2 * time.Second})
+	good := newClient(t, Options{Addrs: []string{ts.addr}})
+
+	// A good client keeps calling throughout.
+	stop := make(chan struct{})
+	var goodCalls atomic.Int64
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var resp echoResp
+			if err := good.Call(context.Background(), ts.addr, mEcho, &echoReq{N: i}, &resp); err != nil || resp.N != i {
+				t.Errorf("good client: %v (n=%d want %d)", err, resp.N, i)
+				return
+			}
+			goodCalls.Add(1)
+		}
+	})
+
+	u32 := func(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
+	req := func(seq uint64, method string, body []byte) []byte {
+		return append(appendRequestHeader(nil, len(body), seq, 0, method), body...)
+	}
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	pre := []byte(preface)
+	tests := []struct {
+		name  string
+		bytes []byte
+		close bool // the client closes its side after writing (truncation)
+	}{
+		{"http request", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), false},
+		{"random bytes", bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef}, 1000), false},
+		{"wrong version", []byte("GHB\x09"), false},
+		{"oversized frame", cat(pre, u32(1<<30), []byte("xxxx")), false},
+		{"just over the limit", cat(pre, u32(64<<10+1)), false},
+		{"zero-length frame", cat(pre, u32(0)), false},
+		{"unknown kind", cat(pre, u32(9), []byte{99, 0, 0, 0, 0, 0, 0, 0, 1}), false},
+		{"short request", cat(pre, u32(3), []byte{kindRequest, 0, 0}), false},
+		{"zero method length", cat(pre, u32(requestFixedLen), []byte{kindRequest}, make([]byte, 17)), false},
+		{"method past end", cat(pre, u32(requestFixedLen+1), []byte{kindRequest}, make([]byte, 16), []byte{200, 'x'}), false},
+		{"bad cancel", cat(pre, u32(3), []byte{kindCancel, 1, 2}), false},
+		{"response from client", cat(pre, u32(responseFixedLen), []byte{kindResponse}, make([]byte, 12)), false},
+		{"sequence going back", cat(pre, req(5, mEcho, []byte{0x80}), req(5, mEcho, []byte{0x80})), false},
+		{"truncated frame", cat(pre, u32(1000), []byte("only a little")), true},
+		{"truncated preface", []byte("GH"), true},
+		{"timeout out of range", cat(pre, u32(requestFixedLen+1), []byte{kindRequest}, make([]byte, 8), []byte{0xff, 0, 0, 0, 0, 0, 0, 0}, []byte{1, 'x'}), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nc, err := net.Dial("tcp", ts.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			if _, err := nc.Write(tt.bytes); err != nil {
+				t.Fatal(err)
+			}
+			if tt.close {
+				nc.(*net.TCPConn).CloseWrite()
+			}
+			// The server must close the connection; it may first answer
+			// requests it could parse (e.g. the first of two same-seq ones).
+			nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			_, err = io.Copy(io.Discard, nc)
+			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+				t.Fatal("server did not close the connection")
+			}
+		})
+	}
+	n := goodCalls.Load()
+	waitFor(t, "good client progress", func() bool { return goodCalls.Load() > n+10 })
+	close(stop)
+	wg.Wait()
+	ts.mu.Lock()
+	conns := len(ts.conns)
+	ts.mu.Unlock()
+	if conns > 1 { // only the good client's connection remains
+		t.Errorf("%d server connections left", conns)
+	}
+}
+
+func TestBadBodyKeepsConnection(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{})
+	nc, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	garbage := []byte{0xc1, 0xff, 0x00} // not msgpack
+	f := append([]byte(preface), appendRequestHeader(nil, len(garbage), 1, 0, mEcho)...)
+	body, _ := newBodyCodec().getEncoder().encode(&echoReq{N: 42})
+	f = append(f, garbage...)
+	f = append(f, appendRequestHeader(nil, len(body), 2, 0, mEcho)...)
+	f = append(f, body...)
+	if _, err := nc.Write(f); err != nil {
+		t.Fatal(err)
+	}
+	fr := &frameReader{r: nc}
+	got := map[uint64]Code{}
+	for range 2 {
+		_, p := fr.next(t)
+		h, err := parseResponse(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[h.seq] = h.code
+	}
+	if got[1] != CodeBadRequest || got[2] != CodeOK {
+		t.Errorf("codes = %v, want 1:bad_request 2:ok", got)
+	}
+}
+
+func TestRetryOnAnotherAddress(t *testing.T) {
+	live := startServer(t, "live", ServerOptions{})
+	dead := deadAddr(t)
+	c := newClient(t, Options{Addrs: []string{dead, live.addr}})
+	ctx := context.Background()
+
+	// A write preferring the dead node lands on the live one exactly once:
+	// a refused dial means it was never sent.
+	var resp echoResp
+	if err := c.CallAny(ctx, dead, mWrite, &echoReq{N: 1}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Node != "live" || live.writes.Load() != 1 {
+		t.Errorf("node %q, writes %d", resp.Node, live.writes.Load())
+	}
+	// Call never moves.
+	if err := c.Call(ctx, dead, mEcho, &echoReq{}, &resp); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOutcomeUnknown) {
+		t.Errorf("Call to dead node: %v", err)
+	}
+	// Every address down.
+	c2 := newClient(t, Options{Addrs: []string{dead, deadAddr(t)}})
+	err := c2.CallAny(ctx, "", mEcho, &echoReq{}, &resp)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Errorf("all down: %v", err)
+	}
+	// No address at all.
+	c3 := newClient(t, Options{})
+	if err := c3.CallAny(ctx, "", mEcho, &echoReq{}, &resp); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("no addresses: %v", err)
+	}
+}
+
+// TestRetryAfterGracefulShutdown: a node that was in use shuts down;
+// writes move to the other node at once and exactly once each (the goaway
+// frame says what was not executed).
+func TestRetryAfterGracefulShutdown(t *testing.T) {
+	a := startServer(t, "a", ServerOptions{})
+	b := startServer(t, "b", ServerOptions{})
+	c := newClient(t, Options{Addrs: []string{a.addr, b.addr}})
+	ctx := context.Background()
+	var resp echoResp
+	if err := c.Call(ctx, a.addr, mEcho, &echoReq{}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := c.CallAny(ctx, a.addr, mWrite, &echoReq{N: i}, &resp); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if resp.Node != "b" {
+			t.Fatalf("answered by %q", resp.Node)
+		}
+	}
+	if a.writes.Load() != 0 || b.writes.Load() != 20 {
+		t.Errorf("writes a=%d b=%d, want 0 and 20", a.writes.Load(), b.writes.Load())
+	}
+}
+
+// TestRetryAfterListenerClosed: a node that was in use dies abruptly (its
+// listener and connections close). Reads move to the other node at once;
+// writes too, once the client has seen the connection close.
+func TestRetryAfterListenerClosed(t *testing.T) {
+	a := startServer(t, "a", ServerOptions{})
+	b := startServer(t, "b", ServerOptions{})
+	c := newClient(t, Options{Addrs: []string{a.addr, b.addr}})
+	ctx := context.Background()
+	var resp echoResp
+	if err := c.Call(ctx, a.addr, mEcho, &echoReq{}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	for i := range 20 {
+		if err := c.Invoke(ctx, a.addr, mEcho, true, &echoReq{N: i}, &resp); err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		if resp.Node != "b" || resp.N != i {
+			t.Fatalf("read answered by %q", resp.Node)
+		}
+	}
+	waitFor(t, "the client to drop a's connection", func() bool {
+		c.mu.Lock()
+		p := c.pools[a.addr]
+		c.mu.Unlock()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.conns) == 0
+	})
+	for i := range 20 {
+		if err := c.CallAny(ctx, a.addr, mWrite, &echoReq{N: i}, &resp); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	if a.writes.Load() != 0 || b.writes.Load() != 20 {
+		t.Errorf("writes a=%d b=%d, want 0 and 20", a.writes.Load(), b.writes.Load())
+	}
+}
+
+// dropProxy forwards connections to target but cuts each one as soon as
+// the server starts answering: the request was executed, its answer lost.
+type dropProxy struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+}
+
+func startDropProxy(t *testing.T, target string) *dropProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &dropProxy{ln: ln, target: target}
+	p.wg.Go(func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.wg.Go(func() { io.Copy(out, in); out.Close() })
+			p.wg.Go(func() {
+				var b [1]byte
+				out.Read(b[:]) // the first byte of the answer
+				in.(*net.TCPConn).SetLinger(0)
+				in.Close()
+				out.Close()
+			})
+		}
+	})
+	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
+	return p
+}
+
+func TestNoBlindRetryOfWrites(t *testing.T) {
+	first := startServer(t, "first", ServerOptions{})
+	second := startServer(t, "second", ServerOptions{})
+	proxy := startDropProxy(t, first.addr)
+	c := newClient(t, Options{Addrs: []string{proxy.ln.Addr().String(), second.addr}})
+	ctx := context.Background()
+
+	// A write whose answer was lost is not sent elsewhere.
+	var resp echoResp
+	err := c.Invoke(ctx, proxy.ln.Addr().String(), mWrite, false, &echoReq{}, &resp)
+	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("write through dropping proxy: %v", err)
+	}
+	if first.writes.Load() != 1 || second.writes.Load() != 0 {
+		t.Errorf("writes first=%d second=%d, want 1 and 0", first.writes.Load(), second.writes.Load())
+	}
+	// A read is retried on the other node.
+	if err := c.Invoke(ctx, proxy.ln.Addr().String(), mEcho, true, &echoReq{N: 3}, &resp); err != nil {
+		t.Fatalf("read through dropping proxy: %v", err)
+	}
+	if resp.Node != "second" {
+		t.Errorf("read answered by %q", resp.Node)
+	}
+}
+
+func TestFrameLimits(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{MaxFrameSize: 4 << 10})
+	c := newClient(t, Options{Addrs: []string{ts.addr}, MaxFrameSize: 4 << 10})
+	ctx := context.Background()
+	var resp echoResp
+	// Too large to send: refused locally, nothing sent.
+	err := c.Call(ctx, ts.addr, mEcho, &echoReq{B: make([]byte, 8<<10)}, &resp)
+	if !errors.Is(err, ErrFrameTooLarge) {
+		t.Errorf("big request: %v", err)
+	}
+	// A response over the server's limit becomes an error, not a dead connection.
+	c2 := newClient(t, Options{Addrs: []string{ts.addr}})
+	ts2 := startServer(t, "s2", ServerOptions{MaxFrameSize: 4 << 10})
+	Register(ts2.Server, "Test.Big", func(ctx context.Context, r *echoReq) (*echoResp, error) {
+		return &echoResp{B: make([]byte, 8<<10)}, nil
+	})
+	if err := c2.Call(ctx, ts2.addr, "Test.Big", &echoReq{}, &resp); !errors.Is(err, ErrRemote) {
+		t.Errorf("big response: %v", err)
+	}
+	if err := c2.Call(ctx, ts2.addr, mEcho, &echoReq{N: 5}, &resp); err != nil || resp.N != 5 {
+		t.Errorf("after big response: %v", err)
+	}
+	if err := c.Call(ctx, ts.addr, mEcho, &echoReq{N: 6}, &resp); err != nil || resp.N != 6 {
+		t.Errorf("after big request: %v", err)
+	}
+}
+
+func TestClientClose(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{})
+	c := NewClient(Options{Addrs: []string{ts.addr}})
+	done := make(chan error, 1)
+	go func() { done <- c.Call(context.Background(), ts.addr, mSleep, &sleepReq{Block: true}, nil) }()
+	<-ts.entered
+	c.Close()
+	if err := <-done; err == nil {
+		t.Error("in-flight call survived Close")
+	}
+	if err := c.Call(context.Background(), ts.addr, mEcho, &echoReq{}, nil); !errors.Is(err, ErrClientClosed) {
+		t.Errorf("after Close: %v", err)
+	}
+	c.Close() // idempotent
+}
+
+func TestServeAfterClose(t *testing.T) {
+	s := NewServer(ServerOptions{})
+	s.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Serve(context.Background(), ln); !errors.Is(err, ErrServerClosed) {
+		t.Errorf("Serve after Close = %v", err)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Errorf("Shutdown after Close = %v", err)
+	}
+}
+
+func TestServeContextCancel(t *testing.T) {
+	s := NewServer(ServerOptions{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, ln) }()
+	c := newClient(t, Options{})
+	if err := c.Call(context.Background(), ln.Addr().String(), "X.Y", &echoReq{}, nil); !errors.Is(err, ErrUnknownMethod) {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Serve = %v", err)
+	}
+}
+
+func TestServerIdleTimeout(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{IdleTimeout: 30 * time.Millisecond})
+	nc, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.Write([]byte(preface))
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.Copy(io.Discard, nc); err != nil {
+		t.Errorf("idle connection not closed by the server: %v", err)
+	}
+}
+
+func TestDefaultTimeout(t *testing.T) {
+	ts := startServer(t, "s1", ServerOptions{})
+	c := newClient(t, Options{Addrs: []string{ts.addr}, Timeout: 100 * time.Millisecond})
+	var resp sleepResp
+	if err := c.Call(context.Background(), ts.addr, mSleep, &sleepReq{}, &resp); err != nil {
+		t.Fatal(err)
+	}
+	<-ts.entered
+	if !resp.HadDeadline || resp.Left > int64(100*time.Millisecond) {
+		t.Errorf("handler deadline: had=%v left=%v", resp.HadDeadline, time.Duration(resp.Left))
+	}
+	err := c.CallAny(context.Background(), "", mSleep, &sleepReq{Block: true}, &resp)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("blocked call with default timeout: %v", err)
+	}
+	<-ts.entered
+	<-ts.ctxErrs
+	// The pooled call (and its timer) is reused safely.
+	for i := range 50 {
+		var er echoResp
+		if err := c.Call(context.Background(), ts.addr, mEcho, &echoReq{N: i}, &er); err != nil || er.N != i {
+			t.Fatalf("call %d after timeout: %v", i, err)
+		}
+	}
+}
+
+// TestNoGoroutineLeak: every goroutine of a client and a server ends when
+// they are closed, including those of calls that were canceled, timed out
+// or cut off.
+func TestNoGoroutineLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	func() {
+		s := NewServer(ServerOptions{IdleTimeout: time.Second})
+		release := make(chan struct{})
+		Register(s, mSleep, func(ctx context.Context, r *sleepReq) (*sleepResp, error) {
+			select {
+			case <-ctx.Done():
+			case <-release:
+			}
+			return &sleepResp{}, nil
+		})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan struct{})
+		go func() { s.Serve(context.Background(), ln); close(served) }()
+		c := NewClient(Options{Addrs: []string{ln.Addr().String()}, IdleTimeout: time.Second})
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i+1)*5*time.Millisecond)
+				defer cancel()
+				c.CallAny(ctx, "", mSleep, &sleepReq{}, nil)
+			})
+		}
+		wg.Wait()
+		garbage, err := net.Dial("tcp", ln.Addr().String())
+		if err == nil {
+			garbage.Write([]byte("GHB\x01\xff\xff\xff\xff"))
+			defer garbage.Close()
+		}
+		c.Close()
+		close(release)
+		if err := s.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+		<-served
+	}()
+	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+}

@@ -1,0 +1,600 @@
+package rpc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// ServerOptions configure a Server. The zero value is usable.
+type ServerOptions struct {
+	// Logger receives connection and handler problems; nil discards them.
+	Logger *slog.Logger
+	// MaxFrameSize limits the size of a frame in either direction
+	// (default DefaultMaxFrameSize). Larger frames close the connection.
+	MaxFrameSize int
+	// MaxConcurrent bounds the handlers running at once across all
+	// connections (default 256). When it is reached, connections stop
+	// reading new requests until a handler finishes (back-pressure).
+	MaxConcurrent int
+	// HandshakeTimeout bounds the wait for a new connection's preface
+	// (default 10s).
+	HandshakeTimeout time.Duration
+	// IdleTimeout closes a connection that had no frame and no running call
+	// for between IdleTimeout and twice that (default 5m; negative: never).
+	IdleTimeout time.Duration
+	// WriteTimeout bounds each socket write of responses (default 30s).
+	WriteTimeout time.Duration
+}
+
+func (o *ServerOptions) withDefaults() ServerOptions {
+	r := *o
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.DiscardHandler)
+	}
+	if r.MaxFrameSize <= 0 {
+		r.MaxFrameSize = DefaultMaxFrameSize
+	}
+	r.MaxFrameSize = max(r.MaxFrameSize, MinMaxFrameSize)
+	if r.MaxConcurrent <= 0 {
+		r.MaxConcurrent = 256
+	}
+	if r.HandshakeTimeout <= 0 {
+		r.HandshakeTimeout = 10 * time.Second
+	}
+	if r.IdleTimeout == 0 {
+		r.IdleTimeout = 5 * time.Minute
+	}
+	if r.WriteTimeout <= 0 {
+		r.WriteTimeout = 30 * time.Second
+	}
+	return r
+}
+
+// handler is a registered method.
+type handler struct {
+	name string
+	// call decodes body, runs the typed function and returns its response.
+	call func(ctx context.Context, bc *bodyCodec, body []byte) (any, error)
+}
+
+// Server serves registered methods over the ghba wire protocol (see the
+// package documentation). Register every method, then call Serve for each
+// listener; stop it with Shutdown (graceful) or Close.
+type Server struct {
+	opts  ServerOptions
+	log   *slog.Logger
+	codec *bodyCodec
+	bufs  bufPool
+
+	regMu    sync.Mutex
+	handlers atomic.Pointer[map[string]*handler]
+
+	sem        chan struct{}
+	baseCtx    context.Context // parent of every call's context; canceled by Close
+	baseCancel context.CancelFunc
+	done       chan struct{} // closed when Shutdown or Close starts
+
+	inflight atomic.Int64 // dispatched calls not yet answered
+	stopping atomic.Bool  // set by Shutdown; finishing calls signal idle
+	idle     chan struct{}
+
+	mu        sync.Mutex
+	state     serverState
+	listeners map[net.Listener]struct{}
+	conns     map[*serverConn]struct{}
+	connWG    sync.WaitGroup // connection readers
+}
+
+type serverState int
+
+const (
+	stateRunning serverState = iota
+	stateDraining
+	stateClosed
+)
+
+// NewServer returns a Server with no methods.
+func NewServer(opts ServerOptions) *Server {
+	o := opts.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		opts:       o,
+		log:        o.Logger,
+		codec:      newBodyCodec(),
+		sem:        make(chan struct{}, o.MaxConcurrent),
+		baseCtx:    ctx,
+		baseCancel: cancel,
+		done:       make(chan struct{}),
+		idle:       make(chan struct{}, 1),
+		listeners:  make(map[net.Listener]struct{}),
+		conns:      make(map[*serverConn]struct{}),
+	}
+	empty := map[string]*handler{}
+	s.handlers.Store(&empty)
+	return s
+}
+
+// Register adds a method to s: requests named method are decoded into a new
+// Req, passed to fn with a context that carries the client's deadline and
+// is canceled if the client cancels the call, disconnects or the server
+// closes, and fn's *Resp is sent back. An error from fn is mapped to a
+// wire code with ErrorCode, its text sent as the message. A nil *Resp with
+// a nil error sends an empty response.
+//
+// Register panics if method is empty, longer than MaxMethodLen, or already
+// registered: those are programming errors. Methods may be registered while
+// the server runs.
+func Register[Req, Resp any](s *Server, method string, fn func(ctx context.Context, req *Req) (*Resp, error)) {
+	s.register(&handler{
+		name: method,
+		call: func(ctx context.Context, bc *bodyCodec, body []byte) (any, error) {
+			req := new(Req)
+			if err := bc.unmarshal(body, req); err != nil {
+				return nil, fmt.Errorf("%w: %s: %v", ErrBadRequest, method, err)
+			}
+			resp, err := fn(ctx, req)
+			if err != nil {
+				return nil, err
+			}
+			return resp, nil
+		},
+	})
+}
+
+func (s *Server) register(h *handler) {
+	if h.name == "" || len(h.name) > MaxMethodLen {
+		panic(fmt.Sprintf("rpc: invalid method name %q", h.name))
+	}
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	old := *s.handlers.Load()
+	if _, dup := old[h.name]; dup {
+		panic(fmt.Sprintf("rpc: method %q registered twice", h.name))
+	}
+	m := maps.Clone(old)
+	m[h.name] = h
+	s.handlers.Store(&m)
+}
+
+// Methods returns the registered method names (unsorted).
+func (s *Server) Methods() []string {
+	m := *s.handlers.Load()
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Serve accepts connections on ln and serves them until Shutdown or Close
+// (then it returns ErrServerClosed), until ln fails (the error), or until
+// ctx is canceled: then it closes the whole server abruptly, as Close does,
+// and returns ctx.Err(). Use Shutdown for a graceful stop. Serve closes ln
+// when it returns. It may be called for several listeners.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	if s.state != stateRunning {
+		s.mu.Unlock()
+		ln.Close()
+		return ErrServerClosed
+	}
+	s.listeners[ln] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, ln)
+		s.mu.Unlock()
+		ln.Close()
+	}()
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				s.Close()
+				return ctx.Err()
+			}
+			select {
+			case <-s.done:
+				return ErrServerClosed
+			default:
+			}
+			if !temporaryAcceptError(err) {
+				return fmt.Errorf("rpc: accept: %w", err)
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("rpc: accept failed; retrying", "err", err, "delay", backoff)
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-s.done:
+				t.Stop()
+			case <-ctx.Done():
+				t.Stop()
+			}
+			continue
+		}
+		backoff = 0
+		s.startConn(nc)
+	}
+}
+
+func temporaryAcceptError(err error) bool {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return true
+	}
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.ENOBUFS) ||
+		errors.Is(err, syscall.ENOMEM)
+}
+
+func (s *Server) startConn(nc net.Conn) {
+	s.mu.Lock()
+	if s.state != stateRunning {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	ctx, cancel := context.WithCancel(s.baseCtx)
+	c := &serverConn{
+		s:      s,
+		nc:     nc,
+		br:     bufio.NewReaderSize(nc, 16<<10),
+		w:      newConnWriter(nc, 16<<10, s.opts.WriteTimeout),
+		ctx:    ctx,
+		cancel: cancel,
+		calls:  make(map[uint64]context.CancelFunc),
+		remote: nc.RemoteAddr().String(),
+	}
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	s.mu.Unlock()
+	go c.serve()
+}
+
+// Shutdown stops the server gracefully: it stops accepting connections,
+// tells every client (a goaway frame) which of its requests were accepted,
+// answers later requests with CodeShuttingDown (not executed, so clients
+// may send them elsewhere), waits for the accepted calls to finish and be
+// answered, then closes every connection. If ctx ends first, it closes
+// everything at once (canceling the running calls' contexts) and returns
+// ctx.Err().
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.state == stateClosed {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.state == stateRunning {
+		s.state = stateDraining
+		close(s.done)
+	}
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	conns := make([]*serverConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.stopping.Store(true)
+	s.mu.Unlock()
+
+	for _, c := range conns {
+		c.drain()
+	}
+	for s.inflight.Load() > 0 {
+		select {
+		case <-s.idle:
+		case <-ctx.Done():
+			s.Close()
+			return ctx.Err()
+		}
+	}
+	return s.Close()
+}
+
+// Close stops the server at once: listeners and connections are closed and
+// the contexts of running calls are canceled. It waits for the connection
+// goroutines, not for handlers (which should return once their context is
+// canceled; their answers are dropped).
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.state == stateRunning {
+		close(s.done)
+	}
+	s.state = stateClosed
+	for ln := range s.listeners {
+		ln.Close()
+	}
+	conns := make([]*serverConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns { // first, so that no answer of a canceled call goes out
+		c.nc.Close()
+	}
+	s.baseCancel()
+	s.connWG.Wait()
+	return nil
+}
+
+// serverConn is one accepted connection. Its goroutine (serve) reads frames
+// and dispatches requests, each to its own goroutine, bounded by s.sem.
+type serverConn struct {
+	s      *Server
+	nc     net.Conn
+	br     *bufio.Reader
+	w      *connWriter
+	ctx    context.Context // canceled when the connection ends
+	cancel context.CancelFunc
+	remote string
+	hdr    [frameLenSize]byte
+	frames atomic.Uint64 // frames read, for idle detection
+
+	mu       sync.Mutex
+	calls    map[uint64]context.CancelFunc // running calls by seq
+	closed   bool
+	draining bool
+	lastSeq  uint64 // highest seq accepted for execution
+	maxSeen  uint64 // highest seq read (seqs must increase)
+}
+
+func (c *serverConn) serve() {
+	var idle *time.Timer
+	defer func() {
+		c.mu.Lock()
+		c.closed = true
+		if idle != nil {
+			idle.Stop()
+		}
+		c.mu.Unlock()
+		c.cancel()
+		c.nc.Close()
+		c.s.mu.Lock()
+		delete(c.s.conns, c)
+		c.s.mu.Unlock()
+		c.s.connWG.Done()
+	}()
+
+	if err := c.readPreface(); err != nil {
+		c.logClose(err)
+		return
+	}
+	if d := c.s.opts.IdleTimeout; d > 0 {
+		var seen uint64
+		c.mu.Lock() // the callback reads idle under c.mu: assign it first
+		idle = time.AfterFunc(d, func() {
+			n := c.frames.Load()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.closed {
+				return
+			}
+			if n == seen && len(c.calls) == 0 {
+				c.s.log.Debug("rpc: closing idle connection", "remote", c.remote)
+				c.nc.Close()
+				return
+			}
+			seen = n
+			idle.Reset(d)
+		})
+		c.mu.Unlock()
+	}
+	for {
+		b, err := readFrame(c.br, &c.hdr, c.s.opts.MaxFrameSize, &c.s.bufs)
+		if err != nil {
+			c.logClose(err)
+			return
+		}
+		c.frames.Add(1)
+		switch (*b)[0] {
+		case kindRequest:
+			err = c.dispatch(b)
+		case kindCancel:
+			var seq uint64
+			seq, err = parseControl(*b, kindCancel)
+			c.s.bufs.put(b)
+			if err == nil {
+				c.mu.Lock()
+				cancel := c.calls[seq]
+				c.mu.Unlock()
+				if cancel != nil {
+					cancel()
+				}
+			}
+		default:
+			kind := (*b)[0]
+			c.s.bufs.put(b)
+			err = fmt.Errorf("%w: unknown frame kind %d", ErrProtocol, kind)
+		}
+		if err != nil {
+			c.logClose(err)
+			return
+		}
+	}
+}
+
+func (c *serverConn) readPreface() error {
+	if err := c.nc.SetReadDeadline(time.Now().Add(c.s.opts.HandshakeTimeout)); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
+		return fmt.Errorf("reading preface: %w", err)
+	}
+	if string(c.hdr[:]) != preface {
+		return fmt.Errorf("%w: bad preface %q", ErrProtocol, c.hdr[:])
+	}
+	return c.nc.SetReadDeadline(time.Time{})
+}
+
+// logClose logs why a connection ended: protocol violations as warnings,
+// ordinary disconnects at debug level.
+func (c *serverConn) logClose(err error) {
+	switch {
+	case errors.Is(err, ErrProtocol), errors.Is(err, ErrFrameTooLarge), errors.Is(err, io.ErrUnexpectedEOF):
+		c.s.log.Warn("rpc: closing connection", "remote", c.remote, "err", err)
+	default:
+		c.s.log.Debug("rpc: connection ended", "remote", c.remote, "err", err)
+	}
+}
+
+// dispatch handles one request frame b (ownership passes to dispatch). A
+// returned error is a protocol violation that ends the connection.
+func (c *serverConn) dispatch(b *[]byte) error {
+	s := c.s
+	h, err := parseRequest(*b)
+	if err != nil {
+		s.bufs.put(b)
+		return err
+	}
+	if h.seq <= c.maxSeen {
+		s.bufs.put(b)
+		return fmt.Errorf("%w: sequence %d after %d", ErrProtocol, h.seq, c.maxSeen)
+	}
+	c.maxSeen = h.seq
+	hd := (*s.handlers.Load())[string(h.method)]
+	if hd == nil {
+		msg := fmt.Sprintf("%s: %q", ErrUnknownMethod, h.method)
+		s.bufs.put(b)
+		c.respond(h.seq, CodeUnknownMethod, msg, nil)
+		return nil
+	}
+	select { // back-pressure: stop reading this connection until a slot is free
+	case s.sem <- struct{}{}:
+	case <-c.ctx.Done():
+		s.bufs.put(b)
+		return c.ctx.Err()
+	}
+
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if h.timeout > 0 {
+		ctx, cancel = context.WithTimeout(c.ctx, time.Duration(h.timeout))
+	} else {
+		ctx, cancel = context.WithCancel(c.ctx)
+	}
+	c.mu.Lock()
+	if c.draining || c.closed {
+		c.mu.Unlock()
+		<-s.sem
+		cancel()
+		s.bufs.put(b)
+		c.respond(h.seq, CodeShuttingDown, ErrShuttingDown.Error(), nil)
+		return nil
+	}
+	c.lastSeq = h.seq
+	c.calls[h.seq] = cancel
+	s.inflight.Add(1)
+	c.mu.Unlock()
+
+	go c.run(ctx, cancel, hd, h.seq, b, h.body)
+	return nil
+}
+
+// run executes one call and answers it.
+func (c *serverConn) run(ctx context.Context, cancel context.CancelFunc, hd *handler, seq uint64, b *[]byte, body []byte) {
+	s := c.s
+	resp, err := c.invoke(ctx, hd, body, b)
+	if err != nil {
+		c.respond(seq, ErrorCode(err), err.Error(), nil)
+	} else {
+		c.respond(seq, CodeOK, "", resp)
+	}
+	cancel()
+	c.mu.Lock()
+	delete(c.calls, seq)
+	c.mu.Unlock()
+	<-s.sem
+	if s.inflight.Add(-1) == 0 && s.stopping.Load() {
+		select {
+		case s.idle <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// invoke runs the handler, turning a panic into an error. The frame buffer
+// b is recycled as soon as the handler returns.
+func (c *serverConn) invoke(ctx context.Context, hd *handler, body []byte, b *[]byte) (resp any, err error) {
+	defer func() {
+		c.s.bufs.put(b)
+		if r := recover(); r != nil {
+			c.s.log.Error("rpc: handler panic", "method", hd.name, "panic", r, "stack", string(debug.Stack()))
+			resp, err = nil, fmt.Errorf("rpc: %s: internal error (handler panic)", hd.name)
+		}
+	}()
+	return hd.call(ctx, c.s.codec, body)
+}
+
+// respond encodes resp (if code is CodeOK) and writes the response frame.
+// Write errors end the connection through the reader; they are not
+// reported here.
+func (c *serverConn) respond(seq uint64, code Code, msg string, resp any) {
+	var body []byte
+	var enc *encoder
+	if code == CodeOK {
+		enc = c.s.codec.getEncoder()
+		var err error
+		body, err = enc.encode(resp)
+		switch {
+		case err != nil:
+			code, msg, body = CodeInternal, fmt.Sprintf("rpc: encoding response: %v", err), nil
+		case responseFixedLen+len(body) > c.s.opts.MaxFrameSize:
+			code, msg, body = CodeInternal, fmt.Sprintf("rpc: response of %d bytes exceeds the frame limit", len(body)), nil
+		}
+	}
+	buf, err := c.w.begin()
+	if err == nil {
+		buf = appendResponseHeader(buf, len(body), seq, code, msg)
+		err = c.w.commit(append(buf, body...))
+	} else {
+		c.w.abort()
+	}
+	if err != nil {
+		c.s.log.Debug("rpc: writing response", "remote", c.remote, "err", err)
+		c.nc.Close() // unblock the reader; the connection is unusable
+	}
+	if enc != nil {
+		c.s.codec.putEncoder(enc)
+	}
+}
+
+// drain marks the connection as shutting down and sends the goaway frame
+// naming the last accepted request.
+func (c *serverConn) drain() {
+	c.mu.Lock()
+	if c.draining || c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.draining = true
+	last := c.lastSeq
+	c.mu.Unlock()
+	// Do not wait behind a backlog for a client that stopped reading: it
+	// then learns nothing from a goaway anyway (its pending calls end as
+	// "outcome unknown" when the connection closes).
+	w := c.w
+	w.mu.Lock()
+	if w.err != nil || len(w.buf) >= writeBufferLimit {
+		w.abort()
+		return
+	}
+	if err := w.commit(appendControl(w.buf, kindGoAway, last)); err != nil {
+		c.nc.Close()
+	}
+}

@@ -1,0 +1,693 @@
+package rpc
+
+import (
+	"io/fs"
+	"time"
+)
+
+// Method names. Requests name their method as a string on the wire; the
+// server dispatches on it. The "Namespace." and "Cluster." methods are
+// served to clients; "Filter.", "Route." and "Txn." are server-to-server.
+const (
+	MethodStat      = "Namespace.Stat"      // StatRequest → StatResponse
+	MethodLookup    = "Namespace.Lookup"    // LookupRequest → LookupResponse
+	MethodBatchStat = "Namespace.BatchStat" // BatchStatRequest → BatchStatResponse
+	MethodCreate    = "Namespace.Create"    // CreateRequest → CreateResponse
+	MethodMkdir     = "Namespace.Mkdir"     // MkdirRequest → MkdirResponse
+	MethodReadDir   = "Namespace.ReadDir"   // ReadDirRequest → ReadDirResponse
+	MethodSetAttr   = "Namespace.SetAttr"   // SetAttrRequest → SetAttrResponse
+	MethodUnlink    = "Namespace.Unlink"    // UnlinkRequest → UnlinkResponse
+	MethodRmdir     = "Namespace.Rmdir"     // RmdirRequest → RmdirResponse
+	MethodRename    = "Namespace.Rename"    // RenameRequest → RenameResponse
+
+	MethodMembers = "Cluster.Members" // MembersRequest → MembersResponse
+	MethodGroups  = "Cluster.Groups"  // GroupsRequest → GroupsResponse
+	MethodJoin    = "Cluster.Join"    // JoinRequest → JoinResponse
+	MethodLeave   = "Cluster.Leave"   // LeaveRequest → LeaveResponse
+	MethodStatus  = "Cluster.Status"  // StatusRequest → StatusResponse
+	MethodPing    = "Cluster.Ping"    // PingRequest → PingResponse
+
+	MethodFilterPull = "Filter.Pull"      // FilterPullRequest → FilterPullResponse
+	MethodFilterPush = "Filter.Push"      // FilterPushRequest → FilterPushResponse
+	MethodL3Query    = "Route.L3Query"    // L3QueryRequest → L3QueryResponse
+	MethodLocalCheck = "Route.LocalCheck" // LocalCheckRequest → LocalCheckResponse
+	MethodGetEntry   = "Route.GetEntry"   // GetEntryRequest → GetEntryResponse
+
+	MethodPrepareChild = "Txn.PrepareChild" // PrepareChildRequest → PrepareChildResponse
+	MethodCommitChild  = "Txn.CommitChild"  // CommitChildRequest → CommitChildResponse
+	MethodAbortChild   = "Txn.AbortChild"   // AbortChildRequest → AbortChildResponse
+	MethodTxnStatus    = "Txn.Status"       // TxnStatusRequest → TxnStatusResponse
+	MethodRekey        = "Txn.Rekey"        // RekeyRequest → RekeyResponse
+)
+
+// Idempotent reports whether executing method twice has the same effect as
+// executing it once. Client.CallAny retries only idempotent methods on
+// another node after a request may have reached a node whose answer was
+// lost; everything else is retried only when the request certainly was not
+// executed (dial failure, refused by a shutting-down server).
+func Idempotent(method string) bool {
+	switch method {
+	case MethodStat, MethodLookup, MethodBatchStat, MethodReadDir,
+		MethodMembers, MethodGroups, MethodStatus, MethodPing,
+		MethodFilterPull, MethodL3Query, MethodLocalCheck, MethodGetEntry,
+		MethodTxnStatus:
+		return true
+	}
+	return false
+}
+
+// File types in Inode.Type and DirEntry.Type.
+const (
+	TypeFile = "file"
+	TypeDir  = "dir"
+)
+
+// Lookup levels reported in replies: which step of the G-HBA query path
+// (DESIGN §3) resolved the path.
+const (
+	LevelL1 = "L1" // the L1 array (LRU filters) had exactly one hit
+	LevelL2 = "L2" // the entry node's segment array had exactly one hit
+	LevelL3 = "L3" // the group multicast found exactly one positive
+	LevelL4 = "L4" // the authoritative step (parent's home or broadcast)
+)
+
+// Inode is the metadata of one file or directory, as stored at its home.
+type Inode struct {
+	// Path is the normalized absolute path.
+	Path string `json:"path"`
+	// Type is TypeFile or TypeDir.
+	Type string `json:"type"`
+	// Mode holds the permission bits (0o7777: rwx for user, group, other,
+	// plus setuid, setgid and sticky), as in chmod.
+	Mode uint32 `json:"mode"`
+	// UID is the owner's user id.
+	UID uint32 `json:"uid"`
+	// GID is the owner's group id.
+	GID uint32 `json:"gid"`
+	// Size is the file size in bytes (0 for directories).
+	Size int64 `json:"size"`
+	// Atime is the access time in Unix nanoseconds.
+	Atime int64 `json:"atime"`
+	// Mtime is the modification time in Unix nanoseconds.
+	Mtime int64 `json:"mtime"`
+	// Ctime is the inode change time in Unix nanoseconds.
+	Ctime int64 `json:"ctime"`
+	// Nlink is the link count.
+	Nlink uint32 `json:"nlink"`
+	// Version increases with every change of the inode.
+	Version uint64 `json:"version"`
+	// Home is the node id of the path's home.
+	Home string `json:"home"`
+	// Layout is an opaque data-layout blob kept for the data servers.
+	Layout []byte `json:"layout,omitempty"`
+}
+
+// IsDir reports whether the inode is a directory.
+func (in *Inode) IsDir() bool { return in.Type == TypeDir }
+
+// FileMode returns the type and permission bits as an fs.FileMode.
+func (in *Inode) FileMode() fs.FileMode {
+	m := fs.FileMode(in.Mode & 0o777)
+	if in.Mode&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if in.Mode&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if in.Mode&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	if in.IsDir() {
+		m |= fs.ModeDir
+	}
+	return m
+}
+
+// ModTime returns Mtime as a time.Time.
+func (in *Inode) ModTime() time.Time { return time.Unix(0, in.Mtime) }
+
+// ---- Namespace (client-facing) ----
+
+// StatRequest asks for the inode of Path.
+type StatRequest struct {
+	// Path is the absolute path to stat.
+	Path string `json:"path"`
+}
+
+// StatResponse is the inode of the path and how it was found. Inode's
+// fields are flattened into the JSON object.
+type StatResponse struct {
+	Inode
+	// HomeAddr is the RPC address of the home node (for the client's home
+	// cache); may be empty.
+	HomeAddr string `json:"home_addr,omitempty"`
+	// Level is the lookup level that resolved the path (LevelL1..LevelL4).
+	Level string `json:"level"`
+	// Hops is the number of server-to-server RPCs the lookup took.
+	Hops int `json:"hops"`
+}
+
+// LookupRequest asks which node is the home of Path.
+type LookupRequest struct {
+	// Path is the absolute path to look up.
+	Path string `json:"path"`
+}
+
+// LookupResponse names the home of a path and how it was found.
+type LookupResponse struct {
+	// Path is the normalized path looked up.
+	Path string `json:"path"`
+	// Home is the home node's id.
+	Home string `json:"home"`
+	// HomeAddr is the home node's RPC address; may be empty.
+	HomeAddr string `json:"home_addr,omitempty"`
+	// Type is TypeFile or TypeDir.
+	Type string `json:"type,omitempty"`
+	// Level is the lookup level that resolved the path (LevelL1..LevelL4).
+	Level string `json:"level"`
+	// Hops is the number of server-to-server RPCs the lookup took.
+	Hops int `json:"hops"`
+}
+
+// BatchStatRequest asks for the inodes of several paths in one call (used
+// by the prefetching client).
+type BatchStatRequest struct {
+	// Paths are the absolute paths to stat.
+	Paths []string `json:"paths"`
+}
+
+// BatchStatResponse holds one result per requested path, in request order.
+type BatchStatResponse struct {
+	// Results[i] answers Paths[i].
+	Results []BatchStatResult `json:"results"`
+}
+
+// BatchStatResult is the answer for one path of a batch: either Stat or an
+// error code and message.
+type BatchStatResult struct {
+	// Stat is the answer when Code is CodeOK.
+	Stat *StatResponse `json:"stat,omitempty"`
+	// Code is the error code for this path (CodeOK on success).
+	Code Code `json:"code,omitempty"`
+	// Message is the error text when Code is not CodeOK.
+	Message string `json:"message,omitempty"`
+}
+
+// Err returns the result's error (matching errors.Is like a call's error),
+// or nil.
+func (r *BatchStatResult) Err() error { return r.Code.Err(r.Message) }
+
+// BatchStatError builds the BatchStatResult for a failed path from a Go
+// error, mapping it the same way the server maps handler errors.
+func BatchStatError(err error) BatchStatResult {
+	return BatchStatResult{Code: ErrorCode(err), Message: err.Error()}
+}
+
+// CreateRequest creates a regular file. It fails with fs.ErrExist if the
+// name exists and with fs.ErrNotExist if the parent does not.
+type CreateRequest struct {
+	// Path is the absolute path of the new file.
+	Path string `json:"path"`
+	// Mode is the permission bits (0o7777).
+	Mode uint32 `json:"mode"`
+	// UID is the owner's user id.
+	UID uint32 `json:"uid"`
+	// GID is the owner's group id.
+	GID uint32 `json:"gid"`
+	// Layout is an optional opaque layout blob.
+	Layout []byte `json:"layout,omitempty"`
+}
+
+// CreateResponse is the new file's inode.
+type CreateResponse struct {
+	// Inode is the created inode (Home says where it was placed).
+	Inode Inode `json:"inode"`
+	// Hops is the number of server-to-server RPCs the operation took.
+	Hops int `json:"hops"`
+}
+
+// MkdirRequest creates a directory.
+type MkdirRequest struct {
+	// Path is the absolute path of the new directory.
+	Path string `json:"path"`
+	// Mode is the permission bits (0o7777).
+	Mode uint32 `json:"mode"`
+	// UID is the owner's user id.
+	UID uint32 `json:"uid"`
+	// GID is the owner's group id.
+	GID uint32 `json:"gid"`
+	// Parents creates missing parents and succeeds if Path already is a
+	// directory (mkdir -p).
+	Parents bool `json:"parents,omitempty"`
+}
+
+// MkdirResponse is the directory's inode.
+type MkdirResponse struct {
+	// Inode is the directory's inode (the existing one under Parents).
+	Inode Inode `json:"inode"`
+	// Created lists the directories this call created, outermost first.
+	Created []string `json:"created,omitempty"`
+	// Hops is the number of server-to-server RPCs the operation took.
+	Hops int `json:"hops"`
+}
+
+// ReadDirRequest lists a directory, one page at a time, in name order.
+type ReadDirRequest struct {
+	// Path is the absolute path of the directory.
+	Path string `json:"path"`
+	// After is the last name of the previous page ("" for the first page);
+	// the page starts with the first name greater than After.
+	After string `json:"after,omitempty"`
+	// Limit is the maximum number of entries; 0 means the server default.
+	Limit int `json:"limit,omitempty"`
+}
+
+// DirEntry is one name in a directory.
+type DirEntry struct {
+	// Name is the entry's name (one path component).
+	Name string `json:"name"`
+	// Type is TypeFile or TypeDir.
+	Type string `json:"type"`
+	// Home is the node id of the child's home.
+	Home string `json:"home,omitempty"`
+}
+
+// ReadDirResponse is one page of a directory listing.
+type ReadDirResponse struct {
+	// Entries are sorted by name.
+	Entries []DirEntry `json:"entries"`
+	// Next is the After value for the next page; "" when this is the last.
+	Next string `json:"next,omitempty"`
+}
+
+// SetAttrRequest changes attributes of a path; nil fields are left alone.
+type SetAttrRequest struct {
+	// Path is the absolute path.
+	Path string `json:"path"`
+	// Mode sets the permission bits (chmod).
+	Mode *uint32 `json:"mode,omitempty"`
+	// UID sets the owner (chown).
+	UID *uint32 `json:"uid,omitempty"`
+	// GID sets the group (chown).
+	GID *uint32 `json:"gid,omitempty"`
+	// Size truncates or extends a file (directories: fs.ErrInvalid/ErrIsDir).
+	Size *int64 `json:"size,omitempty"`
+	// Atime sets the access time, Unix nanoseconds.
+	Atime *int64 `json:"atime,omitempty"`
+	// Mtime sets the modification time, Unix nanoseconds.
+	Mtime *int64 `json:"mtime,omitempty"`
+}
+
+// SetAttrResponse is the inode after the change.
+type SetAttrResponse struct {
+	// Inode is the updated inode.
+	Inode Inode `json:"inode"`
+}
+
+// UnlinkRequest removes a file (ErrIsDir for a directory).
+type UnlinkRequest struct {
+	// Path is the absolute path of the file.
+	Path string `json:"path"`
+}
+
+// UnlinkResponse is the (empty) answer to UnlinkRequest.
+type UnlinkResponse struct{}
+
+// RmdirRequest removes an empty directory (ErrNotEmpty otherwise, ErrNotDir
+// for a file).
+type RmdirRequest struct {
+	// Path is the absolute path of the directory.
+	Path string `json:"path"`
+}
+
+// RmdirResponse is the (empty) answer to RmdirRequest.
+type RmdirResponse struct{}
+
+// RenameRequest renames a file or directory, within or across directories,
+// atomically to observers.
+type RenameRequest struct {
+	// Src is the existing absolute path.
+	Src string `json:"src"`
+	// Dst is the new absolute path.
+	Dst string `json:"dst"`
+}
+
+// RenameResponse reports what a rename moved.
+type RenameResponse struct {
+	// Rekeyed is the number of descendants re-keyed (directory renames).
+	Rekeyed int64 `json:"rekeyed,omitempty"`
+}
+
+// ---- Cluster and admin ----
+
+// MembersRequest asks a node for the cluster's members as it sees them.
+type MembersRequest struct{}
+
+// Member describes one node.
+type Member struct {
+	// ID is the node id.
+	ID string `json:"id"`
+	// Group is the node's group name.
+	Group string `json:"group"`
+	// Status is "alive", "failed", "leaving" or "left".
+	Status string `json:"status"`
+	// RPCAddr is the node's RPC address (host:port).
+	RPCAddr string `json:"rpc_addr"`
+	// RaftAddr is the node's Raft address.
+	RaftAddr string `json:"raft_addr,omitempty"`
+	// SerfAddr is the node's Serf address.
+	SerfAddr string `json:"serf_addr,omitempty"`
+	// HTTPAddr is the node's HTTP (metrics, status) address.
+	HTTPAddr string `json:"http_addr,omitempty"`
+	// RaftRole is "leader", "follower", "candidate", "nonvoter" or "".
+	RaftRole string `json:"raft_role"`
+	// Files is the number of paths homed on the node.
+	Files int64 `json:"files"`
+	// ReplicasHeld is the number of segment-filter replicas the node holds.
+	ReplicasHeld int `json:"replicas_held"`
+}
+
+// MembersResponse lists the members.
+type MembersResponse struct {
+	// Members is sorted by ID.
+	Members []Member `json:"members"`
+}
+
+// GroupsRequest asks for the cluster's groups.
+type GroupsRequest struct{}
+
+// GroupInfo describes one group.
+type GroupInfo struct {
+	// Group is the group name.
+	Group string `json:"group"`
+	// Members are the member node ids.
+	Members []string `json:"members"`
+	// Leader is the Raft leader's node id ("" if none).
+	Leader string `json:"leader"`
+	// Replicas is the number of replicas assigned to each member (the
+	// assignment balance).
+	Replicas map[string]int `json:"replicas,omitempty"`
+}
+
+// GroupsResponse lists the groups.
+type GroupsResponse struct {
+	// Groups is sorted by name.
+	Groups []GroupInfo `json:"groups"`
+}
+
+// JoinRequest asks the receiving node to join the Serf pool through the
+// given addresses.
+type JoinRequest struct {
+	// Addrs are Serf addresses (host:port) of existing members.
+	Addrs []string `json:"addrs"`
+}
+
+// JoinResponse reports how many addresses were contacted successfully.
+type JoinResponse struct {
+	// Joined is the number of nodes contacted.
+	Joined int `json:"joined"`
+}
+
+// LeaveRequest asks the receiving node to leave the cluster gracefully:
+// hand over its replicas, drain its files, leave Raft and Serf.
+type LeaveRequest struct {
+	// NodeID, if set, must be the receiving node's id (a guard against
+	// draining the wrong node).
+	NodeID string `json:"node_id,omitempty"`
+}
+
+// LeaveResponse reports what the leave moved.
+type LeaveResponse struct {
+	// DrainedFiles is the number of paths moved to other nodes.
+	DrainedFiles int64 `json:"drained_files"`
+	// HandedReplicas is the number of replicas handed to group-mates.
+	HandedReplicas int `json:"handed_replicas"`
+}
+
+// StatusRequest asks a node for its status.
+type StatusRequest struct{}
+
+// LevelCounts counts lookups by the level that resolved them.
+type LevelCounts struct {
+	// L1 counts lookups resolved by the L1 array.
+	L1 uint64 `json:"l1"`
+	// L2 counts lookups resolved by the segment array.
+	L2 uint64 `json:"l2"`
+	// L3 counts lookups resolved by the group multicast.
+	L3 uint64 `json:"l3"`
+	// L4 counts lookups resolved by the authoritative step.
+	L4 uint64 `json:"l4"`
+}
+
+// StatusResponse is one node's status (the RPC form of /v1/status).
+type StatusResponse struct {
+	// NodeID is the node's id.
+	NodeID string `json:"node_id"`
+	// Group is the node's group.
+	Group string `json:"group"`
+	// RaftRole is the node's role in its group's Raft.
+	RaftRole string `json:"raft_role"`
+	// Leader is the node id of its group's leader.
+	Leader string `json:"leader"`
+	// Files is the number of paths homed here.
+	Files int64 `json:"files"`
+	// ReplicasHeld is the number of segment replicas held here.
+	ReplicasHeld int `json:"replicas_held"`
+	// FilterBytes is the memory used by all filters on this node.
+	FilterBytes int64 `json:"filter_bytes"`
+	// Levels counts the lookups this node entered, by resolving level.
+	Levels LevelCounts `json:"levels"`
+	// Hops is the total number of hops of those lookups.
+	Hops uint64 `json:"hops"`
+	// Version is the software version.
+	Version string `json:"version,omitempty"`
+	// StartedAt is the process start time, Unix nanoseconds.
+	StartedAt int64 `json:"started_at,omitempty"`
+}
+
+// PingRequest is an empty request used to check that a node answers.
+type PingRequest struct{}
+
+// PingResponse names the node that answered.
+type PingResponse struct {
+	// NodeID is the answering node's id.
+	NodeID string `json:"node_id"`
+}
+
+// ---- Server to server: filters and routing ----
+
+// Filter kinds in FilterPull/FilterPush.
+const (
+	FilterLocal = "local" // the origin's counting local filter
+	FilterLRU   = "lru"   // the origin's LRU filter (the L1 array entry)
+)
+
+// FilterPullRequest asks an origin for the full encoding of one of its
+// filters (a new replica holder does this before receiving pushes).
+type FilterPullRequest struct {
+	// Origin is the node id whose filter is wanted (the receiver checks it
+	// is itself).
+	Origin string `json:"origin"`
+	// Kind is FilterLocal or FilterLRU.
+	Kind string `json:"kind"`
+}
+
+// FilterPullResponse carries a full filter encoding.
+type FilterPullResponse struct {
+	// Origin is the node id the filter belongs to.
+	Origin string `json:"origin"`
+	// Kind is FilterLocal or FilterLRU.
+	Kind string `json:"kind"`
+	// Version is the filter version of Data.
+	Version uint64 `json:"version"`
+	// Data is the routing package's full encoding of the filter.
+	Data []byte `json:"data"`
+}
+
+// FilterPushRequest sends a filter change from its origin to a holder: a
+// delta from BaseVersion to Version, or the full encoding.
+type FilterPushRequest struct {
+	// Origin is the node id the filter belongs to.
+	Origin string `json:"origin"`
+	// Kind is FilterLocal or FilterLRU.
+	Kind string `json:"kind"`
+	// Full says Data is a full encoding rather than a delta.
+	Full bool `json:"full,omitempty"`
+	// BaseVersion is the version a delta applies to.
+	BaseVersion uint64 `json:"base_version,omitempty"`
+	// Version is the filter version after applying Data.
+	Version uint64 `json:"version"`
+	// Data is the routing package's delta or full encoding.
+	Data []byte `json:"data"`
+}
+
+// FilterPushResponse says whether the holder applied the push.
+type FilterPushResponse struct {
+	// Applied is true if the holder's replica is now at Version.
+	Applied bool `json:"applied"`
+	// NotHolder is true if the receiver does not hold this origin's replica
+	// (a false IDBFA hit or a stale assignment); the update is dropped.
+	NotHolder bool `json:"not_holder,omitempty"`
+	// NeedFull asks the origin to send (or the holder will pull) the full
+	// encoding because the delta's base version did not match.
+	NeedFull bool `json:"need_full,omitempty"`
+	// HaveVersion is the holder's replica version after the push.
+	HaveVersion uint64 `json:"have_version"`
+}
+
+// L3QueryRequest multicasts a path to the members of the entry node's group
+// (L3); each answers from its segment array and local filter.
+type L3QueryRequest struct {
+	// Path is the normalized path being looked up.
+	Path string `json:"path"`
+	// Entry is the node id of the node that received the client's request.
+	Entry string `json:"entry,omitempty"`
+}
+
+// L3QueryResponse lists the origins whose filters (replicas held by the
+// answering node, or its own local filter) report the path.
+type L3QueryResponse struct {
+	// NodeID is the answering node.
+	NodeID string `json:"node_id"`
+	// Positives are the node ids whose filters say "maybe".
+	Positives []string `json:"positives,omitempty"`
+}
+
+// LocalCheckRequest asks a node whether it is the home of Path (verifying a
+// filter hit in its store, or answering an L4 broadcast).
+type LocalCheckRequest struct {
+	// Path is the normalized path.
+	Path string `json:"path"`
+	// WithInode asks for the inode too (saves a hop for stat).
+	WithInode bool `json:"with_inode,omitempty"`
+}
+
+// LocalCheckResponse says whether the path is homed on the answering node.
+type LocalCheckResponse struct {
+	// NodeID is the answering node.
+	NodeID string `json:"node_id"`
+	// Exists is true if the path is homed here.
+	Exists bool `json:"exists"`
+	// Type is the file type when Exists.
+	Type string `json:"type,omitempty"`
+	// Inode is the inode when Exists and WithInode.
+	Inode *Inode `json:"inode,omitempty"`
+}
+
+// GetEntryRequest asks a directory's home for one entry (the L4 step: the
+// parent's entry is the authority on existence and names the child's home).
+type GetEntryRequest struct {
+	// Dir is the directory's normalized path.
+	Dir string `json:"dir"`
+	// Name is the child's name.
+	Name string `json:"name"`
+}
+
+// GetEntryResponse is the entry, if it exists.
+type GetEntryResponse struct {
+	// Exists is true if Dir has an entry Name.
+	Exists bool `json:"exists"`
+	// Entry is the entry when Exists.
+	Entry DirEntry `json:"entry"`
+}
+
+// ---- Server to server: intents and two-phase changes ----
+
+// Child operations in PrepareChildRequest.Op.
+const (
+	ChildCreate = "create" // stage a new inode (file or dir) at its home
+	ChildDelete = "delete" // stage removal of an inode at its home
+	ChildMove   = "move"   // stage re-keying an inode (rename) at its home
+)
+
+// Transaction states in TxnStatusResponse.State.
+const (
+	TxnPending   = "pending"
+	TxnCommitted = "committed"
+	TxnAborted   = "aborted"
+	TxnUnknown   = "unknown"
+)
+
+// PrepareChildRequest is sent by a coordinator (the parent's home, which
+// has recorded an intent under TxnID) to a participant (a child's home) to
+// stage a change. The participant makes it durable but invisible, and keeps
+// it until CommitChild or AbortChild; after a crash it asks the coordinator
+// with TxnStatus.
+type PrepareChildRequest struct {
+	// TxnID identifies the intent (unique per coordinator).
+	TxnID string `json:"txn_id"`
+	// Coordinator is the node id that owns the intent.
+	Coordinator string `json:"coordinator"`
+	// Op is ChildCreate, ChildDelete or ChildMove.
+	Op string `json:"op"`
+	// Path is the child's path (the old path for ChildMove).
+	Path string `json:"path"`
+	// NewPath is the new path for ChildMove.
+	NewPath string `json:"new_path,omitempty"`
+	// Inode is the new inode for ChildCreate.
+	Inode *Inode `json:"inode,omitempty"`
+	// IfVersion, if non-zero, requires the inode's current version.
+	IfVersion uint64 `json:"if_version,omitempty"`
+}
+
+// PrepareChildResponse acknowledges a staged change.
+type PrepareChildResponse struct {
+	// Version is the inode version the change will produce.
+	Version uint64 `json:"version"`
+}
+
+// CommitChildRequest makes a prepared change visible. Committing twice is
+// harmless.
+type CommitChildRequest struct {
+	// TxnID identifies the intent.
+	TxnID string `json:"txn_id"`
+}
+
+// CommitChildResponse is the inode after the commit (nil after a delete).
+type CommitChildResponse struct {
+	// Inode is the committed inode, if any.
+	Inode *Inode `json:"inode,omitempty"`
+}
+
+// AbortChildRequest discards a prepared change. Aborting an unknown or
+// already aborted transaction is harmless.
+type AbortChildRequest struct {
+	// TxnID identifies the intent.
+	TxnID string `json:"txn_id"`
+}
+
+// AbortChildResponse is the (empty) answer to AbortChildRequest.
+type AbortChildResponse struct{}
+
+// TxnStatusRequest asks a coordinator how an intent ended (participants
+// resolving prepared changes after a restart).
+type TxnStatusRequest struct {
+	// TxnID identifies the intent.
+	TxnID string `json:"txn_id"`
+}
+
+// TxnStatusResponse is the intent's state.
+type TxnStatusResponse struct {
+	// State is TxnPending, TxnCommitted, TxnAborted or TxnUnknown.
+	State string `json:"state"`
+}
+
+// RekeyRequest asks a home to re-key every path it homes under OldPrefix to
+// NewPrefix as part of a directory rename (staged under TxnID, made visible
+// by CommitChild).
+type RekeyRequest struct {
+	// TxnID identifies the rename intent.
+	TxnID string `json:"txn_id"`
+	// Coordinator is the node id that owns the intent.
+	Coordinator string `json:"coordinator"`
+	// OldPrefix is the directory's old path.
+	OldPrefix string `json:"old_prefix"`
+	// NewPrefix is the directory's new path.
+	NewPrefix string `json:"new_prefix"`
+}
+
+// RekeyResponse reports how many paths were re-keyed on the node.
+type RekeyResponse struct {
+	// Rekeyed is the number of paths staged for re-keying.
+	Rekeyed int64 `json:"rekeyed"`
+}

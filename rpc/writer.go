@@ -1,0 +1,147 @@
+package rpc
+
+import (
+	"net"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Write buffering limits.
+const (
+	// writeBufferLimit is the pending-bytes level above which writers wait
+	// for the flusher (back-pressure toward a slow peer).
+	writeBufferLimit = 1 << 20
+	// keepBuffer is the largest buffer kept for reuse after a flush.
+	keepBuffer = 256 << 10
+)
+
+// connWriter serializes frame writes on one connection and batches them
+// without a goroutine of its own. Writers append complete frames to a
+// pending buffer under a mutex (no syscall). The first writer that finds no
+// flush in progress becomes the flusher: it swaps the buffer out, writes it
+// to the socket with the mutex released, and repeats until nothing is
+// pending. Frames appended meanwhile ride along in the flusher's next
+// write (their writers wait for it), so under load many pipelined frames
+// share one syscall and when idle every frame goes out at once. After the
+// first write error every write fails with it.
+type connWriter struct {
+	nc      net.Conn
+	timeout time.Duration // write deadline per socket write; 0 = none
+
+	mu       sync.Mutex
+	space    sync.Cond // signaled after each socket write
+	buf      []byte    // pending frames
+	spare    []byte    // the other buffer, reused
+	flushing bool
+	appended uint64 // bytes ever appended
+	written  uint64 // bytes ever handed to the socket (or dropped on error)
+	err      error
+}
+
+func newConnWriter(nc net.Conn, size int, timeout time.Duration) *connWriter {
+	w := &connWriter{
+		nc:      nc,
+		timeout: timeout,
+		buf:     make([]byte, 0, size),
+		spare:   make([]byte, 0, size),
+	}
+	w.space.L = &w.mu
+	return w
+}
+
+// begin takes the lock, waiting while too much is pending, and returns
+// the pending buffer to append one frame to, or the sticky error (the lock
+// is held in both cases). Finish with commit or abort.
+func (w *connWriter) begin() ([]byte, error) {
+	w.mu.Lock()
+	for w.err == nil && w.flushing && len(w.buf) >= writeBufferLimit {
+		w.space.Wait()
+	}
+	return w.buf, w.err
+}
+
+// abort releases the lock without adding anything.
+func (w *connWriter) abort() { w.mu.Unlock() }
+
+// commit stores buf (the pending buffer with the caller's frame appended),
+// writes it to the socket — itself, or by waiting for the writer already
+// flushing — and releases the lock. When commit returns nil the frame has
+// been handed to the kernel; an error is the connection's error, and the
+// frame may or may not have been sent.
+func (w *connWriter) commit(buf []byte) error {
+	return w.commitFrame(buf, true)
+}
+
+// commitNoWait is commit for best-effort frames: if another writer is
+// flushing, it leaves the frame to that writer and returns at once.
+func (w *connWriter) commitNoWait(buf []byte) error {
+	return w.commitFrame(buf, false)
+}
+
+func (w *connWriter) commitFrame(buf []byte, wait bool) error {
+	w.appended += uint64(len(buf) - len(w.buf))
+	w.buf = buf
+	if w.flushing {
+		end := w.appended
+		for wait && w.err == nil && w.written < end {
+			w.space.Wait()
+		}
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		return err
+	}
+	w.flushing = true
+	// Let runnable goroutines (other callers, other handlers) append their
+	// frames before the syscall: on few cores this is what makes batches
+	// (grpc-go's writer yields the same way).
+	w.mu.Unlock()
+	runtime.Gosched()
+	w.mu.Lock()
+	for len(w.buf) > 0 && w.err == nil {
+		out := w.buf
+		w.buf = w.spare[:0]
+		w.spare = nil
+		w.mu.Unlock()
+		var err error
+		if w.timeout > 0 {
+			err = w.nc.SetWriteDeadline(time.Now().Add(w.timeout))
+		}
+		if err == nil {
+			_, err = w.nc.Write(out)
+		}
+		w.mu.Lock()
+		w.written += uint64(len(out))
+		if cap(out) <= keepBuffer {
+			w.spare = out[:0]
+		} else {
+			w.spare = make([]byte, 0, initialBufferSize)
+		}
+		if err != nil {
+			w.err = err
+		}
+		w.space.Broadcast()
+	}
+	w.flushing = false
+	w.space.Broadcast()
+	err := w.err
+	w.mu.Unlock()
+	return err
+}
+
+// write appends the concatenation of a and b as one frame and flushes.
+func (w *connWriter) write(a, b []byte) error {
+	buf, err := w.begin()
+	if err != nil {
+		w.abort()
+		return err
+	}
+	buf = append(buf, a...)
+	buf = append(buf, b...)
+	return w.commit(buf)
+}
