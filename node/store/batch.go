@@ -1,0 +1,236 @@
+package store
+
+import (
+	"time"
+)
+
+type condKind uint8
+
+const (
+	condInodeAbsent condKind = iota + 1
+	condInodeExists
+	condInodeVersion
+	condEntryAbsent
+	condEntryExists
+	condDirEmpty
+	condIntentAbsent
+	condIntentExists
+	condMetaEquals
+)
+
+var condNames = [...]string{
+	condInodeAbsent:  "inode absent",
+	condInodeExists:  "inode exists",
+	condInodeVersion: "inode version",
+	condEntryAbsent:  "entry absent",
+	condEntryExists:  "entry exists",
+	condDirEmpty:     "directory empty",
+	condIntentAbsent: "intent absent",
+	condIntentExists: "intent exists",
+	condMetaEquals:   "meta equals",
+}
+
+type cond struct {
+	kind   condKind
+	key    []byte
+	target string
+	ver    uint64
+	val    []byte // condMetaEquals; nil means absent
+}
+
+type mutKind uint8
+
+const (
+	mutSet mutKind = iota + 1
+	mutDelete
+	mutSetInode
+	mutDeleteInode
+)
+
+type mutation struct {
+	kind mutKind
+	key  []byte
+	val  []byte
+}
+
+// Batch groups preconditions and mutations that Commit applies atomically:
+// either every mutation is applied and durable, or none is.
+//
+// All preconditions are checked first, in the order they were added,
+// against the state that includes every batch committed before this one
+// (including earlier batches of the same group commit); then the mutations
+// are applied in the order they were added, so a later mutation of the same
+// key wins. Deleting a record that does not exist is not an error.
+//
+// Arguments are validated and encoded when they are added; the first
+// invalid argument is reported by Err and by Commit, which then applies
+// nothing. The zero Batch is empty and ready to use. A Batch must not be
+// modified while a Commit of it is in progress, and is not safe for
+// concurrent use.
+type Batch struct {
+	conds []cond
+	muts  []mutation
+	err   error
+}
+
+// Err returns the first validation error of the batch, if any.
+func (b *Batch) Err() error { return b.err }
+
+// Len returns the number of preconditions plus mutations in the batch.
+func (b *Batch) Len() int { return len(b.conds) + len(b.muts) }
+
+// Reset empties the batch so it can be reused.
+func (b *Batch) Reset() {
+	clear(b.conds)
+	clear(b.muts)
+	b.conds, b.muts, b.err = b.conds[:0], b.muts[:0], nil
+}
+
+func (b *Batch) ok(err error) bool {
+	if err != nil && b.err == nil {
+		b.err = err
+	}
+	return err == nil && b.err == nil
+}
+
+func (b *Batch) addCond(c cond) { b.conds = append(b.conds, c) }
+
+func (b *Batch) addMut(m mutation) { b.muts = append(b.muts, m) }
+
+func (b *Batch) entryArgs(dir, name string) bool {
+	return b.ok(checkPath(dir)) && b.ok(checkName(name))
+}
+
+// PutInode stores ino at path, replacing any inode there.
+func (b *Batch) PutInode(path string, ino Inode) {
+	if b.ok(checkPath(path)) && b.ok(checkType(ino.Type)) && b.ok(checkBlob("layout", ino.Layout)) {
+		b.addMut(mutation{kind: mutSetInode, key: inodeKey(path), val: encodeInode(&ino)})
+	}
+}
+
+// DeleteInode removes the inode at path.
+func (b *Batch) DeleteInode(path string) {
+	if b.ok(checkPath(path)) {
+		b.addMut(mutation{kind: mutDeleteInode, key: inodeKey(path)})
+	}
+}
+
+// PutEntry stores entry e in directory dir, replacing any entry of that name.
+func (b *Batch) PutEntry(dir string, e Entry) {
+	if b.entryArgs(dir, e.Name) && b.ok(checkType(e.Type)) && b.ok(checkID("home", e.Home)) {
+		b.addMut(mutation{kind: mutSet, key: entryKey(dir, e.Name), val: encodeEntry(&e)})
+	}
+}
+
+// DeleteEntry removes the entry name from directory dir.
+func (b *Batch) DeleteEntry(dir, name string) {
+	if b.entryArgs(dir, name) {
+		b.addMut(mutation{kind: mutDelete, key: entryKey(dir, name)})
+	}
+}
+
+// PutIntent records intent id with an opaque payload, replacing any intent
+// with that id. Its Created time is the time of this call.
+func (b *Batch) PutIntent(id string, payload []byte) {
+	if b.ok(checkID("intent id", id)) && b.ok(checkBlob("intent payload", payload)) {
+		in := Intent{ID: id, Created: time.Now().UnixNano(), Payload: payload}
+		b.addMut(mutation{kind: mutSet, key: intentKey(id), val: encodeIntent(&in)})
+	}
+}
+
+// DeleteIntent removes intent id.
+func (b *Batch) DeleteIntent(id string) {
+	if b.ok(checkID("intent id", id)) {
+		b.addMut(mutation{kind: mutDelete, key: intentKey(id)})
+	}
+}
+
+// SetMeta stores val under the meta key (see Store.GetMeta).
+func (b *Batch) SetMeta(key string, val []byte) {
+	if b.ok(checkID("meta key", key)) && b.ok(checkBlob("meta value", val)) {
+		b.addMut(mutation{kind: mutSet, key: metaKey(key), val: append([]byte(nil), val...)})
+	}
+}
+
+// DeleteMeta removes the meta key.
+func (b *Batch) DeleteMeta(key string) {
+	if b.ok(checkID("meta key", key)) {
+		b.addMut(mutation{kind: mutDelete, key: metaKey(key)})
+	}
+}
+
+// RequireInodeAbsent fails the batch with ErrExists if an inode exists at
+// path.
+func (b *Batch) RequireInodeAbsent(path string) {
+	if b.ok(checkPath(path)) {
+		b.addCond(cond{kind: condInodeAbsent, key: inodeKey(path), target: path})
+	}
+}
+
+// RequireInodeExists fails the batch with ErrNotFound if no inode exists at
+// path.
+func (b *Batch) RequireInodeExists(path string) {
+	if b.ok(checkPath(path)) {
+		b.addCond(cond{kind: condInodeExists, key: inodeKey(path), target: path})
+	}
+}
+
+// RequireInodeVersion fails the batch with ErrNotFound if no inode exists
+// at path, and with ErrConflict if its Version is not v.
+func (b *Batch) RequireInodeVersion(path string, v uint64) {
+	if b.ok(checkPath(path)) {
+		b.addCond(cond{kind: condInodeVersion, key: inodeKey(path), target: path, ver: v})
+	}
+}
+
+// RequireEntryAbsent fails the batch with ErrExists if directory dir has
+// an entry called name.
+func (b *Batch) RequireEntryAbsent(dir, name string) {
+	if b.entryArgs(dir, name) {
+		b.addCond(cond{kind: condEntryAbsent, key: entryKey(dir, name), target: dir + " " + name})
+	}
+}
+
+// RequireEntryExists fails the batch with ErrNotFound if directory dir has
+// no entry called name.
+func (b *Batch) RequireEntryExists(dir, name string) {
+	if b.entryArgs(dir, name) {
+		b.addCond(cond{kind: condEntryExists, key: entryKey(dir, name), target: dir + " " + name})
+	}
+}
+
+// RequireDirEmpty fails the batch with ErrNotEmpty if directory dir has any
+// entry.
+func (b *Batch) RequireDirEmpty(dir string) {
+	if b.ok(checkPath(dir)) {
+		b.addCond(cond{kind: condDirEmpty, key: entryDirPrefix(dir), target: dir})
+	}
+}
+
+// RequireIntentAbsent fails the batch with ErrExists if intent id exists.
+func (b *Batch) RequireIntentAbsent(id string) {
+	if b.ok(checkID("intent id", id)) {
+		b.addCond(cond{kind: condIntentAbsent, key: intentKey(id), target: id})
+	}
+}
+
+// RequireIntentExists fails the batch with ErrNotFound if intent id does
+// not exist.
+func (b *Batch) RequireIntentExists(id string) {
+	if b.ok(checkID("intent id", id)) {
+		b.addCond(cond{kind: condIntentExists, key: intentKey(id), target: id})
+	}
+}
+
+// RequireMeta fails the batch with ErrConflict unless the meta key holds
+// exactly val; a nil val requires the key to be absent. It lets a node make
+// "apply once" updates idempotent (e.g. compare an applied index).
+func (b *Batch) RequireMeta(key string, val []byte) {
+	if b.ok(checkID("meta key", key)) {
+		var v []byte
+		if val != nil {
+			v = append([]byte{}, val...)
+		}
+		b.addCond(cond{kind: condMetaEquals, key: metaKey(key), target: key, val: v})
+	}
+}

@@ -1,0 +1,424 @@
+package store
+
+import (
+	"encoding/binary"
+	"math"
+	"path"
+	"strings"
+)
+
+// Key encoding. Every key starts with one prefix byte naming its record
+// kind, followed by the record's identity; Badger orders keys bytewise, so
+// each kind is one contiguous range.
+//
+//	inode   0x01 path                     path is normalized ("/", "/a/b")
+//	entry   0x02 dir 0x00 name            a directory's entries are contiguous
+//	                                      and sorted by name
+//	intent  0x03 id
+//	meta    0x04 key
+//	rekey   0x05 oldPath                  a subtree rekey in progress
+//	system  0x06 name                     schema version, inode counts
+//
+// Paths and names never contain NUL, so "dir 0x00" is a unique prefix for
+// the entries of dir: the entries of "/a" ("/a" 0x00 ...) sort before, and
+// never interleave with, those of "/a b" ("/a" 0x20 ...) or "/a/b"
+// ("/a" 0x2f ...).
+const (
+	pfxInode  byte = 0x01
+	pfxEntry  byte = 0x02
+	pfxIntent byte = 0x03
+	pfxMeta   byte = 0x04
+	pfxRekey  byte = 0x05
+	pfxSys    byte = 0x06
+)
+
+// Value encoding. Every value starts with a format version byte (currently
+// 1); decoders reject unknown versions, truncated input and trailing bytes,
+// and never panic.
+//
+//	inode   v=1 type:u8 mode:uvarint uid:uvarint gid:uvarint size:varint
+//	        atime:varint mtime:varint ctime:varint nlink:uvarint
+//	        version:uvarint len:uvarint layout[len]
+//	entry   v=1 type:u8 len:uvarint home[len]          (name is in the key)
+//	intent  v=1 created:varint len:uvarint payload[len] (id is in the key)
+//	rekey   v=1 started:varint len:uvarint new[len]     (old is in the key)
+//	counts  v=1 files:uvarint dirs:uvarint
+//	schema  v=1 schema:u8
+//	meta    raw bytes, opaque to the store
+const formatV1 byte = 1
+
+// Limits enforced on every write.
+const (
+	// MaxPathLen is the longest path accepted, in bytes.
+	MaxPathLen = 4096
+	// MaxNameLen is the longest entry name accepted, in bytes.
+	MaxNameLen = 255
+	// MaxIDLen is the longest intent id, meta key or home node id accepted.
+	MaxIDLen = 1024
+	// MaxBlobLen is the longest layout, intent payload or meta value
+	// accepted.
+	MaxBlobLen = 1 << 20
+)
+
+var (
+	sysSchemaKey = []byte{pfxSys, 's', 'c', 'h', 'e', 'm', 'a'}
+	sysCountsKey = []byte{pfxSys, 'c', 'o', 'u', 'n', 't', 's'}
+)
+
+// schemaVersion is the on-disk layout version recorded at sysSchemaKey.
+const schemaVersion byte = 1
+
+func inodeKey(p string) []byte {
+	k := make([]byte, 1+len(p))
+	k[0] = pfxInode
+	copy(k[1:], p)
+	return k
+}
+
+func entryKey(dir, name string) []byte {
+	k := make([]byte, 0, len(dir)+len(name)+2)
+	k = append(k, pfxEntry)
+	k = append(k, dir...)
+	k = append(k, 0)
+	return append(k, name...)
+}
+
+// entryDirPrefix is the common prefix of all entries of dir.
+func entryDirPrefix(dir string) []byte {
+	k := make([]byte, 0, len(dir)+2)
+	k = append(k, pfxEntry)
+	k = append(k, dir...)
+	return append(k, 0)
+}
+
+func intentKey(id string) []byte { return append([]byte{pfxIntent}, id...) }
+func metaKey(key string) []byte  { return append([]byte{pfxMeta}, key...) }
+func rekeyKey(old string) []byte { return append([]byte{pfxRekey}, old...) }
+
+// parseEntryKey splits an entry key into directory and name.
+func parseEntryKey(k []byte) (dir, name string, ok bool) {
+	if len(k) < 2 || k[0] != pfxEntry {
+		return "", "", false
+	}
+	for i := 1; i < len(k); i++ {
+		if k[i] == 0 {
+			return string(k[1:i]), string(k[i+1:]), true
+		}
+	}
+	return "", "", false
+}
+
+// checkPath accepts normalized absolute paths: "/" or "/a/b" without empty,
+// "." or ".." components, trailing slash or NUL byte.
+func checkPath(p string) error {
+	switch {
+	case p == "":
+		return invalidf("empty path")
+	case len(p) > MaxPathLen:
+		return invalidf("path longer than %d bytes", MaxPathLen)
+	case p[0] != '/':
+		return invalidf("path %q is not absolute", p)
+	case strings.IndexByte(p, 0) >= 0:
+		return invalidf("path %q contains a NUL byte", p)
+	case path.Clean(p) != p:
+		return invalidf("path %q is not normalized", p)
+	}
+	return nil
+}
+
+func checkName(n string) error {
+	switch {
+	case n == "":
+		return invalidf("empty name")
+	case len(n) > MaxNameLen:
+		return invalidf("name longer than %d bytes", MaxNameLen)
+	case n == "." || n == "..":
+		return invalidf("name %q is reserved", n)
+	case strings.IndexByte(n, '/') >= 0:
+		return invalidf("name %q contains a slash", n)
+	case strings.IndexByte(n, 0) >= 0:
+		return invalidf("name %q contains a NUL byte", n)
+	}
+	return nil
+}
+
+func checkID(what, id string) error {
+	if id == "" || len(id) > MaxIDLen {
+		return invalidf("%s must be 1..%d bytes, got %d", what, MaxIDLen, len(id))
+	}
+	return nil
+}
+
+func checkBlob(what string, b []byte) error {
+	if len(b) > MaxBlobLen {
+		return invalidf("%s longer than %d bytes", what, MaxBlobLen)
+	}
+	return nil
+}
+
+func checkType(t FileType) error {
+	if !t.Valid() {
+		return invalidf("bad file type %d", uint8(t))
+	}
+	return nil
+}
+
+// reader decodes the fields of a value; the first error sticks.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = corruptf("%s", what)
+	}
+}
+
+func (r *reader) byte(what string) byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) == 0 {
+		r.fail("truncated " + what)
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *reader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail("bad " + what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) uint32(what string) uint32 {
+	v := r.uvarint(what)
+	if v > math.MaxUint32 {
+		r.fail(what + " out of range")
+		return 0
+	}
+	return uint32(v)
+}
+
+func (r *reader) varint(what string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail("bad " + what)
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// bytes returns a copy of a length-prefixed byte string (nil when empty).
+func (r *reader) bytes(what string, max int) []byte {
+	n := r.uvarint(what + " length")
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(max) || n > uint64(len(r.b)) {
+		r.fail(what + " length out of range")
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]byte, n)
+	copy(out, r.b[:n])
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *reader) version(kind string) {
+	if v := r.byte(kind + " format version"); r.err == nil && v != formatV1 {
+		r.err = corruptf("%s format version %d unknown", kind, v)
+	}
+}
+
+func (r *reader) ftype(kind string) FileType {
+	t := FileType(r.byte(kind + " type"))
+	if r.err == nil && !t.Valid() {
+		r.fail(kind + " type invalid")
+	}
+	return t
+}
+
+func (r *reader) end(kind string) error {
+	if r.err == nil && len(r.b) != 0 {
+		r.err = corruptf("%d trailing bytes after %s", len(r.b), kind)
+	}
+	return r.err
+}
+
+func encodeInode(ino *Inode) []byte {
+	b := make([]byte, 0, 2+8*binary.MaxVarintLen64+len(ino.Layout))
+	b = append(b, formatV1, byte(ino.Type))
+	b = binary.AppendUvarint(b, uint64(ino.Mode))
+	b = binary.AppendUvarint(b, uint64(ino.UID))
+	b = binary.AppendUvarint(b, uint64(ino.GID))
+	b = binary.AppendVarint(b, ino.Size)
+	b = binary.AppendVarint(b, ino.Atime)
+	b = binary.AppendVarint(b, ino.Mtime)
+	b = binary.AppendVarint(b, ino.Ctime)
+	b = binary.AppendUvarint(b, uint64(ino.Nlink))
+	b = binary.AppendUvarint(b, ino.Version)
+	b = binary.AppendUvarint(b, uint64(len(ino.Layout)))
+	return append(b, ino.Layout...)
+}
+
+func decodeInode(b []byte) (Inode, error) {
+	r := reader{b: b}
+	var ino Inode
+	r.version("inode")
+	ino.Type = r.ftype("inode")
+	ino.Mode = r.uint32("mode")
+	ino.UID = r.uint32("uid")
+	ino.GID = r.uint32("gid")
+	ino.Size = r.varint("size")
+	ino.Atime = r.varint("atime")
+	ino.Mtime = r.varint("mtime")
+	ino.Ctime = r.varint("ctime")
+	ino.Nlink = r.uint32("nlink")
+	ino.Version = r.uvarint("version")
+	ino.Layout = r.bytes("layout", MaxBlobLen)
+	if err := r.end("inode"); err != nil {
+		return Inode{}, err
+	}
+	return ino, nil
+}
+
+// inodeTypeOf returns the type byte of an encoded inode without decoding
+// the rest (used to maintain the inode counts).
+func inodeTypeOf(b []byte) FileType {
+	if len(b) < 2 || b[0] != formatV1 {
+		return 0
+	}
+	return FileType(b[1])
+}
+
+func encodeEntry(e *Entry) []byte {
+	b := make([]byte, 0, 2+binary.MaxVarintLen64+len(e.Home))
+	b = append(b, formatV1, byte(e.Type))
+	b = binary.AppendUvarint(b, uint64(len(e.Home)))
+	return append(b, e.Home...)
+}
+
+// decodeEntry decodes an entry value; name comes from the key.
+func decodeEntry(name string, b []byte) (Entry, error) {
+	r := reader{b: b}
+	r.version("entry")
+	t := r.ftype("entry")
+	home := r.bytes("home", MaxIDLen)
+	if err := r.end("entry"); err != nil {
+		return Entry{}, err
+	}
+	return Entry{Name: name, Type: t, Home: string(home)}, nil
+}
+
+func encodeIntent(in *Intent) []byte {
+	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(in.Payload))
+	b = append(b, formatV1)
+	b = binary.AppendVarint(b, in.Created)
+	b = binary.AppendUvarint(b, uint64(len(in.Payload)))
+	return append(b, in.Payload...)
+}
+
+// decodeIntent decodes an intent value; id comes from the key.
+func decodeIntent(id string, b []byte) (Intent, error) {
+	r := reader{b: b}
+	r.version("intent")
+	created := r.varint("created")
+	payload := r.bytes("payload", MaxBlobLen)
+	if err := r.end("intent"); err != nil {
+		return Intent{}, err
+	}
+	return Intent{ID: id, Created: created, Payload: payload}, nil
+}
+
+func encodeRekey(rk *Rekey) []byte {
+	b := make([]byte, 0, 1+2*binary.MaxVarintLen64+len(rk.New))
+	b = append(b, formatV1)
+	b = binary.AppendVarint(b, rk.Started)
+	b = binary.AppendUvarint(b, uint64(len(rk.New)))
+	return append(b, rk.New...)
+}
+
+// decodeRekey decodes a rekey record; old comes from the key. Both paths
+// must be valid.
+func decodeRekey(old string, b []byte) (Rekey, error) {
+	r := reader{b: b}
+	r.version("rekey")
+	started := r.varint("started")
+	nw := r.bytes("new path", MaxPathLen)
+	if err := r.end("rekey"); err != nil {
+		return Rekey{}, err
+	}
+	rk := Rekey{Old: old, New: string(nw), Started: started}
+	if checkPath(rk.Old) != nil || checkPath(rk.New) != nil {
+		return Rekey{}, corruptf("rekey record with invalid path (%q -> %q)", rk.Old, rk.New)
+	}
+	return rk, nil
+}
+
+func encodeCounts(c InodeCounts) []byte {
+	b := make([]byte, 0, 1+2*binary.MaxVarintLen64)
+	b = append(b, formatV1)
+	b = binary.AppendUvarint(b, uint64(c.Files))
+	return binary.AppendUvarint(b, uint64(c.Dirs))
+}
+
+func decodeCounts(b []byte) (InodeCounts, error) {
+	r := reader{b: b}
+	r.version("counts")
+	f := r.uvarint("files")
+	d := r.uvarint("dirs")
+	if err := r.end("counts"); err != nil {
+		return InodeCounts{}, err
+	}
+	if f > math.MaxInt64 || d > math.MaxInt64 {
+		return InodeCounts{}, corruptf("inode counts out of range")
+	}
+	return InodeCounts{Files: int64(f), Dirs: int64(d)}, nil
+}
+
+func encodeSchema() []byte { return []byte{formatV1, schemaVersion} }
+
+func decodeSchema(b []byte) (byte, error) {
+	r := reader{b: b}
+	r.version("schema")
+	v := r.byte("schema version")
+	if err := r.end("schema"); err != nil {
+		return 0, err
+	}
+	return v, nil
+}
+
+// rekeyed replaces the path prefix old at the start of the identity of key
+// (after the prefix byte) with nw.
+func rekeyed(key []byte, old, nw string) []byte {
+	out := make([]byte, 0, len(key)-len(old)+len(nw))
+	out = append(out, key[0])
+	out = append(out, nw...)
+	return append(out, key[1+len(old):]...)
+}
+
+// isUnder reports whether p is root or a descendant of root.
+func isUnder(p, root string) bool {
+	if root == "/" {
+		return true
+	}
+	return p == root || (len(p) > len(root) && p[len(root)] == '/' && p[:len(root)] == root)
+}

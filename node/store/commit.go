@@ -1,0 +1,446 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Request states: the caller and the committer race to move a request out
+// of statePending; whoever wins decides whether it is applied.
+const (
+	statePending int32 = iota
+	stateTaken
+	stateCancelled
+)
+
+// request is one unit of work for the committer: a Commit of a batch, or a
+// rekey step.
+type request struct {
+	state atomicState
+	// check evaluates preconditions without writing: a non-nil
+	// PreconditionError fails this request alone; an error is internal.
+	check func(w *wtxn) (*PreconditionError, error)
+	// write applies the mutations. It may run more than once (when a group
+	// is split) against the same state, so it must be deterministic and
+	// reset any output it records.
+	write func(w *wtxn) error
+	// err is the result, set by the committer.
+	err  error
+	done chan error
+}
+
+// wtxn is the write transaction of one group (or part of a group).
+type wtxn struct {
+	txn   *badger.Txn
+	delta InodeCounts
+}
+
+func (w *wtxn) get(key []byte) ([]byte, bool, error) {
+	item, err := w.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v, err := item.ValueCopy(nil)
+	return v, err == nil, err
+}
+
+func (w *wtxn) exists(key []byte) (bool, error) {
+	_, err := w.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// inodeType returns the type of the inode stored at key, or 0 if none.
+func (w *wtxn) inodeType(key []byte) (FileType, error) {
+	item, err := w.txn.Get(key)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	var t FileType
+	err = item.Value(func(v []byte) error { t = inodeTypeOf(v); return nil })
+	return t, err
+}
+
+func (w *wtxn) count(t FileType, d int64) {
+	switch t {
+	case TypeFile:
+		w.delta.Files += d
+	case TypeDir:
+		w.delta.Dirs += d
+	}
+}
+
+// setInode writes an encoded inode and keeps the counts.
+func (w *wtxn) setInode(key, val []byte) error {
+	old, err := w.inodeType(key)
+	if err != nil {
+		return err
+	}
+	if err := w.txn.Set(key, val); err != nil {
+		return err
+	}
+	w.count(old, -1)
+	w.count(inodeTypeOf(val), +1)
+	return nil
+}
+
+// deleteInode deletes an inode (if present) and keeps the counts.
+func (w *wtxn) deleteInode(key []byte) error {
+	old, err := w.inodeType(key)
+	if err != nil || old == 0 {
+		return err
+	}
+	if err := w.txn.Delete(key); err != nil {
+		return err
+	}
+	w.count(old, -1)
+	return nil
+}
+
+// check evaluates the batch's preconditions in order.
+func (b *Batch) check(w *wtxn) (*PreconditionError, error) {
+	for i := range b.conds {
+		c := &b.conds[i]
+		var fail error
+		switch c.kind {
+		case condInodeAbsent, condEntryAbsent, condIntentAbsent:
+			ok, err := w.exists(c.key)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				fail = ErrExists
+			}
+		case condInodeExists, condEntryExists, condIntentExists:
+			ok, err := w.exists(c.key)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				fail = ErrNotFound
+			}
+		case condInodeVersion:
+			v, ok, err := w.get(c.key)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				fail = ErrNotFound
+				break
+			}
+			ino, err := decodeInode(v)
+			if err != nil {
+				return nil, fmt.Errorf("store: inode %q: %w", c.target, err)
+			}
+			if ino.Version != c.ver {
+				fail = ErrConflict
+			}
+		case condDirEmpty:
+			it := w.txn.NewIterator(badger.IteratorOptions{Prefix: c.key})
+			it.Rewind()
+			if it.Valid() {
+				fail = ErrNotEmpty
+			}
+			it.Close()
+		case condMetaEquals:
+			v, ok, err := w.get(c.key)
+			if err != nil {
+				return nil, err
+			}
+			if ok != (c.val != nil) || !bytes.Equal(v, c.val) {
+				fail = ErrConflict
+			}
+		default:
+			return nil, fmt.Errorf("store: unknown precondition kind %d", c.kind)
+		}
+		if fail != nil {
+			return &PreconditionError{Index: i, Cond: condNames[c.kind], Target: c.target, Err: fail}, nil
+		}
+	}
+	return nil, nil
+}
+
+// write applies the batch's mutations in order.
+func (b *Batch) write(w *wtxn) error {
+	for i := range b.muts {
+		m := &b.muts[i]
+		var err error
+		switch m.kind {
+		case mutSet:
+			err = w.txn.Set(m.key, m.val)
+		case mutDelete:
+			err = w.txn.Delete(m.key)
+		case mutSetInode:
+			err = w.setInode(m.key, m.val)
+		case mutDeleteInode:
+			err = w.deleteInode(m.key)
+		default:
+			err = fmt.Errorf("store: unknown mutation kind %d", m.kind)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Commit applies the batch atomically and durably: when it returns nil every
+// mutation is synced to disk; when it returns an error none was applied,
+// except that an error wrapping a Badger commit failure leaves the outcome
+// unknown (the disk failed). Concurrent Commits are grouped into one Badger
+// transaction and one sync (group commit), in the order the committer
+// receives them; a request whose precondition fails returns a
+// *PreconditionError (wrapping ErrExists, ErrNotFound, ErrConflict or
+// ErrNotEmpty) without affecting the others of its group.
+//
+// If ctx is done before the committer takes the request, Commit returns
+// ctx.Err() and nothing is applied; once taken, the request completes (one
+// group commit) and Commit reports its outcome.
+func (s *Store) Commit(ctx context.Context, b *Batch) error {
+	if b == nil {
+		return invalidf("nil batch")
+	}
+	if b.err != nil {
+		return b.err
+	}
+	return s.submit(ctx, &request{check: b.check, write: b.write})
+}
+
+// submit hands r to the committer and waits for its result.
+func (s *Store) submit(ctx context.Context, r *request) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.done = make(chan error, 1)
+	select {
+	case <-s.closing:
+		return ErrClosed
+	default:
+	}
+	select {
+	case s.reqs <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.closing:
+		return ErrClosed
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		if r.state.cas(statePending, stateCancelled) {
+			s.stats.cancelled.Add(1)
+			return ctx.Err()
+		}
+		return <-r.done // taken: the group completes shortly
+	case <-s.stopped:
+		select {
+		case err := <-r.done:
+			return err
+		default:
+		}
+		if r.state.cas(statePending, stateCancelled) {
+			return ErrClosed
+		}
+		return <-r.done
+	}
+}
+
+// run is the committer goroutine: it collects the requests queued while the
+// previous group was being synced and commits them together.
+//
+// Writers that wait for their acknowledgement tend to split into two
+// cohorts that alternate (one syncing while the other queues), halving the
+// group size. So when the previous group's writers are likely to come back
+// (the last group acknowledged a requests while q others were queued), the
+// committer lingers for up to min(Options.Linger, half the last commit's
+// duration) until a+q requests are here, which merges the cohorts.
+func (s *Store) run() {
+	defer close(s.stopped)
+	group := make([]*request, 0, s.maxGroup)
+	var timer *time.Timer
+	var acked, queued int
+	var lastDur time.Duration
+	for {
+		// Close wins over queued requests: they fail with ErrClosed.
+		select {
+		case <-s.closing:
+			s.failQueued()
+			return
+		default:
+		}
+		select {
+		case <-s.closing:
+			s.failQueued()
+			return
+		case r := <-s.reqs:
+			group = append(group[:0], r)
+		}
+	collect:
+		for len(group) < s.maxGroup {
+			select {
+			case r := <-s.reqs:
+				group = append(group, r)
+			default:
+				break collect
+			}
+		}
+		if target := min(s.maxGroup, acked+queued); len(group) < target && s.linger > 0 {
+			if wait := min(s.linger, lastDur/2); wait > 0 {
+				if timer == nil {
+					timer = time.NewTimer(wait)
+				} else {
+					timer.Reset(wait)
+				}
+				s.stats.lingers.Add(1)
+			linger:
+				for len(group) < target {
+					select {
+					case r := <-s.reqs:
+						group = append(group, r)
+					case <-timer.C:
+						break linger
+					case <-s.closing:
+						break linger
+					}
+				}
+				timer.Stop()
+			}
+		}
+		acked, queued, lastDur = s.process(group)
+		clear(group)
+	}
+}
+
+// failQueued answers every queued request with ErrClosed.
+func (s *Store) failQueued() {
+	for {
+		select {
+		case r := <-s.reqs:
+			if r.state.cas(statePending, stateTaken) {
+				r.done <- ErrClosed
+			}
+		default:
+			return
+		}
+	}
+}
+
+// process commits one group: every live request is answered exactly once.
+// It returns the number of requests answered, the number queued meanwhile
+// and how long the commit took.
+func (s *Store) process(group []*request) (acked, queued int, took time.Duration) {
+	live := group[:0]
+	for _, r := range group {
+		if r.state.cas(statePending, stateTaken) {
+			live = append(live, r)
+		}
+	}
+	if len(live) == 0 {
+		return 0, 0, 0
+	}
+	s.stats.groups.Add(1)
+	s.stats.requests.Add(uint64(len(live)))
+	start := time.Now()
+	for rest := live; len(rest) > 0; {
+		n := s.commitPrefix(rest)
+		rest = rest[n:]
+	}
+	took = time.Since(start)
+	queued = len(s.reqs)
+	for _, r := range live {
+		if r.err != nil {
+			s.stats.failed.Add(1)
+		}
+		r.done <- r.err
+	}
+	return len(live), queued, took
+}
+
+// commitPrefix commits as many of reqs, from the first, as fit in one Badger
+// transaction, and returns how many it handled (at least one).
+func (s *Store) commitPrefix(reqs []*request) int {
+	limit := len(reqs)
+	for {
+		fit, err := s.tryTxn(reqs[:limit])
+		switch {
+		case err == nil:
+			return limit
+		case errors.Is(err, badger.ErrTxnTooBig):
+			if fit == 0 {
+				reqs[0].err = fmt.Errorf("%w (limit %d bytes, %d entries)", ErrTooLarge, s.db.MaxBatchSize(), s.db.MaxBatchCount())
+				return 1
+			}
+			s.log.Debug("splitting group commit", "requests", limit, "fit", fit)
+			limit = fit
+		default:
+			s.log.Error("group commit failed", "requests", limit, "err", err)
+			for _, r := range reqs[:limit] {
+				r.err = err
+			}
+			return limit
+		}
+	}
+}
+
+// tryTxn applies reqs in one transaction and commits it. On ErrTxnTooBig it
+// returns the number of requests that fit, and commits nothing.
+func (s *Store) tryTxn(reqs []*request) (fit int, err error) {
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	w := &wtxn{txn: txn}
+	for i, r := range reqs {
+		r.err = nil
+		if r.check != nil {
+			perr, err := r.check(w)
+			if err != nil {
+				return i, fmt.Errorf("store: check: %w", err)
+			}
+			if perr != nil {
+				r.err = perr
+				continue
+			}
+		}
+		if err := r.write(w); err != nil {
+			return i, fmt.Errorf("store: write: %w", err)
+		}
+	}
+	s.countsMu.Lock()
+	next := InodeCounts{Files: max(0, s.counts.Files+w.delta.Files), Dirs: max(0, s.counts.Dirs+w.delta.Dirs)}
+	s.countsMu.Unlock()
+	if w.delta != (InodeCounts{}) {
+		if err := txn.Set(sysCountsKey, encodeCounts(next)); err != nil {
+			return len(reqs) - 1, fmt.Errorf("store: write counts: %w", err)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return len(reqs), fmt.Errorf("store: commit: %w", err)
+	}
+	s.stats.txns.Add(1)
+	if w.delta != (InodeCounts{}) {
+		s.countsMu.Lock()
+		s.counts = next
+		s.countsMu.Unlock()
+	}
+	return len(reqs), nil
+}
+
+// atomicState is a request's state (statePending, stateTaken,
+// stateCancelled).
+type atomicState struct{ v atomic.Int32 }
+
+func (a *atomicState) cas(from, to int32) bool { return a.v.CompareAndSwap(from, to) }

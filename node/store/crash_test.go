@@ -1,0 +1,177 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The crash tests run a child process (this test binary, selected by
+// environment variables) that writes to a store, and kill it with SIGKILL
+// while it is writing. Then the parent opens the store and checks it.
+
+const (
+	childModeEnv = "GHBA_STORE_TEST_CHILD"
+	childDirEnv  = "GHBA_STORE_TEST_DIR"
+)
+
+// TestCrashChild is the child's body; it does nothing in a normal run.
+func TestCrashChild(t *testing.T) {
+	mode := os.Getenv(childModeEnv)
+	if mode == "" {
+		t.Skip("only runs as the child of a crash test")
+	}
+	opts := rekeyOptions(t)
+	opts.Dir = os.Getenv(childDirEnv)
+	s, err := Open(context.Background(), opts)
+	if err != nil {
+		fmt.Printf("ERR %v\n", err)
+		os.Exit(1)
+	}
+	var mu sync.Mutex
+	say := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Printf(format+"\n", args...)
+	}
+	switch mode {
+	case "commit":
+		// 16 writers creating files forever; "ACK path" after each success.
+		var wg sync.WaitGroup
+		for w := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					p := fmt.Sprintf("/w%02d/f%06d", w, i)
+					if err := s.Commit(context.Background(), createBatch(p, TypeFile, "n1")); err != nil {
+						say("ERR %v", err)
+						return
+					}
+					say("ACK %s", p)
+				}
+			}()
+		}
+		wg.Wait()
+	case "rekey":
+		// "STEP k" after each durable step; hang after step 20.
+		s.rekeyHook = func(step int) error {
+			say("STEP %d", step)
+			if step == 20 {
+				select {}
+			}
+			return nil
+		}
+		err := s.RekeyPrefix(context.Background(), "/src", "/dst/moved", nil)
+		say("ERR rekey returned %v", err)
+	}
+	os.Exit(1)
+}
+
+// runChild starts the child and calls onLine for each line it prints until
+// onLine returns true; then it kills the child with SIGKILL.
+func runChild(t *testing.T, mode, dir string, onLine func(line string) (stop bool)) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childModeEnv+"="+mode, childDirEnv+"="+dir)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	stopped := false
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "ERR ") {
+			t.Errorf("child: %s", line)
+			break
+		}
+		if onLine(line) {
+			stopped = true
+			break
+		}
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait() // killed: an error is expected
+	if !stopped {
+		t.Fatalf("child ended before the test was done: %v", sc.Err())
+	}
+}
+
+// TestKillDuringGroupCommit: every write the child acknowledged before it
+// was killed is present after reopening, and the inode counts agree.
+func TestKillDuringGroupCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a child process")
+	}
+	dir := t.TempDir()
+	var acked []string
+	start := time.Now()
+	runChild(t, "commit", dir, func(line string) bool {
+		if p, ok := strings.CutPrefix(line, "ACK "); ok {
+			acked = append(acked, p)
+		}
+		return len(acked) >= 3000
+	})
+	t.Logf("child acknowledged %d creates in %v before SIGKILL", len(acked), time.Since(start))
+	opts := testOptions(t)
+	opts.Dir = dir
+	s := openStore(t, opts)
+	ctx := context.Background()
+	for _, p := range acked {
+		if _, err := s.GetInode(ctx, p); err != nil {
+			t.Fatalf("acknowledged %s lost: %v", p, err)
+		}
+	}
+	c := checkCounts(t, s)
+	if c.Files < int64(len(acked)) {
+		t.Errorf("counts %+v < %d acknowledged", c, len(acked))
+	}
+	t.Logf("%d files present (%d committed but not yet acknowledged when killed)", c.Files, c.Files-int64(len(acked)))
+}
+
+// TestKillDuringRekey: a rekey killed after 20 steps is resumed to exactly
+// the state of an uninterrupted one.
+func TestKillDuringRekey(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a child process")
+	}
+	ctx := context.Background()
+	opts := rekeyOptions(t)
+	s, err := Open(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buildFixture(t, s)
+	want := expectRekey(dump(t, s), "/src", "/dst/moved")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runChild(t, "rekey", opts.Dir, func(line string) bool { return line == "STEP 20" })
+
+	s = openStore(t, opts)
+	pending, err := s.PendingRekeys(ctx)
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("PendingRekeys = %+v, %v", pending, err)
+	}
+	if _, err := s.GetInode(ctx, "/src/d29/f 099"); err != nil {
+		t.Errorf("an inode the crashed rekey had not reached yet: %v", err)
+	}
+	if err := s.ResumeRekey(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	diffDumps(t, dump(t, s), want)
+	checkCounts(t, s)
+}

@@ -1,0 +1,273 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// MovedFunc is told about each inode moved by a rekey, after the step that
+// moved it is durable (the node updates its filters from it).
+type MovedFunc func(oldPath, newPath string)
+
+// RekeyPrefix moves every inode and directory entry of the subtree rooted at
+// oldPrefix (the root's own inode, every descendant's inode, the root's
+// entries and those of every descendant directory) to the same place under
+// newPrefix. It is the local half of a directory rename. onMoved may be nil.
+//
+// The move is done in bounded transactions (Options.RekeyStepKeys and
+// RekeyStepBytes) with this crash protocol:
+//
+//  1. start: one transaction checks that no pending rekey overlaps (either
+//     path equal to, an ancestor or a descendant of, either path of another
+//     rekey; else ErrConflict) and that the destination is empty (no inode
+//     at or under newPrefix, no entries of newPrefix or of a directory under
+//     it; else ErrExists), and records the rekey record (0x05 oldPrefix ->
+//     newPrefix).
+//  2. steps: each transaction takes the first keys still under oldPrefix
+//     (up to the step bounds), writes each at its new key and deletes the
+//     old one. A step is atomic, so every key is in exactly one place, and
+//     idempotent: the next step simply takes whatever is still under
+//     oldPrefix.
+//  3. finish: the step that finds fewer keys than its bound left also
+//     deletes the rekey record, in the same transaction.
+//
+// A rekey is forward-only: if RekeyPrefix returns an error after step 1
+// (crash, Close, ctx cancelled), the record stays and ResumeRekey completes
+// the move, ending in the same state as an uninterrupted rekey. While a
+// rekey is pending the subtree is split between both prefixes: the caller
+// must keep other operations off both subtrees until it completes (the node
+// does so, and runs ResumeRekey at start before serving).
+//
+// Neither path may be "/", and neither may be inside the other
+// (ErrInvalid). The subtree need not have anything stored here.
+func (s *Store) RekeyPrefix(ctx context.Context, oldPrefix, newPrefix string, onMoved MovedFunc) error {
+	for _, p := range []string{oldPrefix, newPrefix} {
+		if err := checkPath(p); err != nil {
+			return err
+		}
+		if p == "/" {
+			return invalidf("cannot rekey the root")
+		}
+	}
+	if isUnder(newPrefix, oldPrefix) || isUnder(oldPrefix, newPrefix) {
+		return invalidf("rekey %q -> %q: one path contains the other", oldPrefix, newPrefix)
+	}
+	rk := Rekey{Old: oldPrefix, New: newPrefix, Started: time.Now().UnixNano()}
+	start := &request{
+		check: func(w *wtxn) (*PreconditionError, error) { return rekeyStartCheck(w, rk) },
+		write: func(w *wtxn) error { return w.txn.Set(rekeyKey(rk.Old), encodeRekey(&rk)) },
+	}
+	if err := s.submit(ctx, start); err != nil {
+		return fmt.Errorf("store: rekey %q -> %q: %w", oldPrefix, newPrefix, err)
+	}
+	s.log.Info("rekey started", "old", rk.Old, "new", rk.New)
+	if s.rekeyHook != nil {
+		if err := s.rekeyHook(0); err != nil {
+			return fmt.Errorf("store: rekey %q -> %q after start: %w", rk.Old, rk.New, err)
+		}
+	}
+	return s.runRekey(ctx, rk, onMoved)
+}
+
+func rekeyStartCheck(w *wtxn, rk Rekey) (*PreconditionError, error) {
+	it := w.txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pfxRekey}, PrefetchValues: true})
+	for it.Rewind(); it.Valid(); it.Next() {
+		item := it.Item()
+		old := string(item.Key()[1:])
+		var other Rekey
+		err := item.Value(func(v []byte) (err error) { other, err = decodeRekey(old, v); return err })
+		if err != nil {
+			it.Close()
+			return nil, fmt.Errorf("store: rekey record %q: %w", old, err)
+		}
+		if overlaps(rk, other) {
+			it.Close()
+			return &PreconditionError{Cond: "no overlapping rekey", Target: other.Old + " -> " + other.New, Err: ErrConflict}, nil
+		}
+	}
+	it.Close()
+
+	ok, err := w.exists(inodeKey(rk.New))
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range subtreePrefixes(rk.New) {
+		if ok {
+			break
+		}
+		it := w.txn.NewIterator(badger.IteratorOptions{Prefix: p})
+		it.Rewind()
+		ok = it.Valid()
+		it.Close()
+	}
+	if ok {
+		return &PreconditionError{Cond: "rekey destination empty", Target: rk.New, Err: ErrExists}, nil
+	}
+	return nil, nil
+}
+
+func overlaps(a, b Rekey) bool {
+	for _, x := range []string{a.Old, a.New} {
+		for _, y := range []string{b.Old, b.New} {
+			if isUnder(x, y) || isUnder(y, x) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// subtreePrefixes are the key prefixes of a subtree below root, besides
+// root's own inode key: descendants' inodes, root's entries, descendant
+// directories' entries.
+func subtreePrefixes(root string) [][]byte {
+	descEntries := append([]byte{pfxEntry}, root...)
+	descEntries = append(descEntries, '/')
+	return [][]byte{inodeKey(root + "/"), entryDirPrefix(root), descEntries}
+}
+
+// runRekey runs steps until the rekey record is gone.
+func (s *Store) runRekey(ctx context.Context, rk Rekey, onMoved MovedFunc) error {
+	keys := min(s.rekeyStepKeys, int(s.db.MaxBatchCount()/4))
+	size := min(s.rekeyStepBytes, int(s.db.MaxBatchSize()/4))
+	total := 0
+	for step := 1; ; step++ {
+		var moved [][2]string
+		var done bool
+		r := &request{write: func(w *wtxn) (err error) {
+			moved, done, err = rekeyStep(w, rk, keys, size)
+			return err
+		}}
+		if err := s.submit(ctx, r); err != nil {
+			if errors.Is(err, ErrTooLarge) && keys > 1 {
+				// A step of large values did not fit in one transaction:
+				// nothing was applied; retry it smaller.
+				keys, size = max(1, keys/2), max(1, size/2)
+				step--
+				continue
+			}
+			return fmt.Errorf("store: rekey %q -> %q step %d: %w", rk.Old, rk.New, step, err)
+		}
+		total += len(moved)
+		if onMoved != nil {
+			for _, m := range moved {
+				onMoved(m[0], m[1])
+			}
+		}
+		if done {
+			s.log.Info("rekey finished", "old", rk.Old, "new", rk.New, "inodes", total, "steps", step)
+			return nil
+		}
+		if s.rekeyHook != nil {
+			if err := s.rekeyHook(step); err != nil {
+				return fmt.Errorf("store: rekey %q -> %q after step %d: %w", rk.Old, rk.New, step, err)
+			}
+		}
+	}
+}
+
+// rekeyStep moves up to maxKeys keys (about maxBytes) of the subtree and,
+// when it exhausts the subtree, deletes the rekey record.
+func rekeyStep(w *wtxn, rk Rekey, maxKeys, maxBytes int) (moved [][2]string, done bool, err error) {
+	type kv struct{ key, val []byte }
+	var kvs []kv
+	n := 0
+	full := func() bool { return len(kvs) >= maxKeys || n >= maxBytes }
+
+	root := inodeKey(rk.Old)
+	if v, ok, err := w.get(root); err != nil {
+		return nil, false, err
+	} else if ok {
+		kvs = append(kvs, kv{root, v})
+		n += len(root) + len(v)
+	}
+	for _, p := range subtreePrefixes(rk.Old) {
+		if full() {
+			break
+		}
+		it := w.txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: true, PrefetchSize: 100})
+		for it.Rewind(); it.Valid() && !full(); it.Next() {
+			item := it.Item()
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				it.Close()
+				return nil, false, err
+			}
+			k := item.KeyCopy(nil)
+			kvs = append(kvs, kv{k, v})
+			n += len(k) + len(v)
+		}
+		it.Close()
+	}
+	more := full()
+	for _, e := range kvs {
+		nk := rekeyed(e.key, rk.Old, rk.New)
+		if e.key[0] == pfxInode {
+			if err := w.setInode(nk, e.val); err != nil {
+				return nil, false, err
+			}
+			if err := w.txn.Delete(e.key); err != nil {
+				return nil, false, err
+			}
+			w.count(inodeTypeOf(e.val), -1)
+			moved = append(moved, [2]string{string(e.key[1:]), string(nk[1:])})
+			continue
+		}
+		if err := w.txn.Set(nk, e.val); err != nil {
+			return nil, false, err
+		}
+		if err := w.txn.Delete(e.key); err != nil {
+			return nil, false, err
+		}
+	}
+	if !more {
+		if err := w.txn.Delete(rekeyKey(rk.Old)); err != nil {
+			return nil, false, err
+		}
+	}
+	return moved, !more, nil
+}
+
+// PendingRekeys returns the rekeys that started and did not finish, sorted
+// by old path.
+func (s *Store) PendingRekeys(ctx context.Context) ([]Rekey, error) {
+	var out []Rekey
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pfxRekey}, PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			old := string(item.Key()[1:])
+			var rk Rekey
+			if err := item.Value(func(v []byte) (err error) { rk, err = decodeRekey(old, v); return err }); err != nil {
+				return fmt.Errorf("store: rekey record %q: %w", old, err)
+			}
+			out = append(out, rk)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ResumeRekey completes every pending rekey (see RekeyPrefix); the node
+// calls it at start, before serving and before rebuilding its filters with
+// ScanInodes. onMoved, if not nil, is told about the inodes moved now
+// (not those moved before the interruption).
+func (s *Store) ResumeRekey(ctx context.Context, onMoved MovedFunc) error {
+	pending, err := s.PendingRekeys(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, rk := range pending {
+		s.log.Info("resuming rekey", "old", rk.Old, "new", rk.New, "started", time.Unix(0, rk.Started))
+		if err := s.runRekey(ctx, rk, onMoved); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
