@@ -3,6 +3,8 @@ GO        ?= go
 BIN       := bin/ghba
 PKGS      := ./...
 BENCHTIME ?= 1s
+# Link only hashicorp/go-metrics (raft-boltdb's compat layer would pull in armon/go-metrics).
+TAGS      := -tags hashicorpmetrics
 
 .PHONY: all build test bench demo fuzz vet fmt clean
 
@@ -10,23 +12,25 @@ all: build
 
 ## build: static binary in bin/ghba
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/ghba
+	CGO_ENABLED=0 $(GO) build $(TAGS) -trimpath -o $(BIN) ./cmd/ghba
 
 ## test: vet, then every test with the race detector (the README's test command)
 test:
-	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(GO) vet $(TAGS) $(PKGS)
+	$(GO) test $(TAGS) -race -count=1 -timeout 15m $(PKGS)
 
 ## bench: the tracked benchmarks (no -race)
 bench:
-	$(GO) test -run=NONE -bench=. -benchmem -benchtime=$(BENCHTIME) ./routing/...
+	$(GO) test $(TAGS) -run=NONE -bench=. -benchmem -benchtime=$(BENCHTIME) ./routing/... ./rpc/ ./node/store/
 
 ## fuzz: run every decoder fuzzer for FUZZTIME each (default 30s)
 FUZZTIME ?= 30s
 fuzz:
-	@for f in $$($(GO) test -list 'Fuzz.*' ./routing/ | grep ^Fuzz); do \
+	@for f in $$($(GO) test $(TAGS) -list 'Fuzz.*' ./routing/ | grep ^Fuzz); do \
 		echo "== $$f"; $(GO) test -run=NONE -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) ./routing/ || exit 1; done
-	$(GO) test -run=NONE -fuzz=Fuzz -fuzztime=$(FUZZTIME) ./routing/workload/
+	@for p in ./routing/workload/ ./rpc/ ./node/store/ ./fsm/; do \
+		for f in $$($(GO) test $(TAGS) -list 'Fuzz.*' $$p | grep ^Fuzz); do \
+			echo "== $$p $$f"; $(GO) test $(TAGS) -run=NONE -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s $$p || exit 1; done; done
 
 ## demo: build, then run the simulator's quick mode on generated traces
 ## (until the server lands; then it starts a local cluster)
@@ -37,7 +41,7 @@ demo: build
 	./$(BIN) sim migration --quick --servers 30 --max-group 6
 
 vet:
-	$(GO) vet $(PKGS)
+	$(GO) vet $(TAGS) $(PKGS)
 
 fmt:
 	gofmt -l -w .

@@ -1,0 +1,318 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/ghba/ghba/routing"
+	"github.com/hashicorp/go-msgpack/v2/codec"
+)
+
+// MsgType is the first byte of a log entry: which command it carries.
+type MsgType uint8
+
+// Message types. Values are part of the log format: never renumber.
+const (
+	MsgBootstrap     MsgType = 1 // BootstrapCommand
+	MsgAddMember     MsgType = 2 // AddMemberCommand
+	MsgRemoveMember  MsgType = 3 // RemoveMemberCommand
+	MsgSetStatus     MsgType = 4 // SetStatusCommand
+	MsgSetOrigins    MsgType = 5 // SetOriginsCommand
+	MsgAddOrigins    MsgType = 6 // AddOriginsCommand
+	MsgRemoveOrigins MsgType = 7 // RemoveOriginsCommand
+	MsgSplit         MsgType = 8 // SplitCommand
+	MsgAbsorb        MsgType = 9 // AbsorbCommand
+)
+
+// FormatV1 is the format version (second byte of a log entry) this build
+// writes.
+const FormatV1 uint8 = 1
+
+// String names the message type.
+func (t MsgType) String() string {
+	if s, ok := specOf(t); ok {
+		return s.name
+	}
+	return fmt.Sprintf("msg(%d)", uint8(t))
+}
+
+// Command is a decoded log entry.
+type Command interface {
+	// MsgType is the command's message type.
+	MsgType() MsgType
+}
+
+// BootstrapCommand sets the group's configuration. It must be the first
+// command; repeating it with the same configuration changes nothing, with a
+// different geometry it fails with ErrGeometryChanged and with another
+// group name or size with ErrConfigConflict.
+type BootstrapCommand struct {
+	// Config is the group's configuration.
+	Config Config
+}
+
+// AddMemberCommand adds a member to the group (status active, JoinIndex the
+// entry's index) and performs the light-weight migration: each active
+// member hands it about current − T/(M'+1) replicas. It fails with
+// ErrGroupFull when the group already has MaxGroupSize members. A member
+// already present gets its addresses updated and, unless it was active, is
+// reactivated (a rejoin). An origin with the same id stops being an origin.
+type AddMemberCommand struct {
+	// Member is the joining node.
+	Member Member
+}
+
+// RemoveMemberCommand removes a member (it leaves Raft); its replicas, if
+// it was active, go to the other active members (G-HBA §2.4 in reverse).
+// An unknown id fails with ErrUnknownMember.
+type RemoveMemberCommand struct {
+	// ID is the member to remove.
+	ID string
+}
+
+// SetStatusCommand changes a member's status. Leaving active status
+// reassigns the member's replicas to the other active members (graceful
+// leave, or a Serf member-failed); returning to active performs the
+// light-weight migration towards it.
+type SetStatusCommand struct {
+	// ID is the member.
+	ID string
+	// Status is its new status.
+	Status Status
+}
+
+// SetOriginsCommand makes Origins the exact set of origins (the nodes
+// outside the group, as the leader sees them in Serf): origins not listed
+// are removed, new ones added. Listing a member fails with
+// ErrOriginIsMember.
+type SetOriginsCommand struct {
+	// Origins are the ids of all nodes outside the group.
+	Origins []string
+}
+
+// AddOriginsCommand adds origins; each goes to the least loaded active
+// member. Origins already present are kept where they are.
+type AddOriginsCommand struct {
+	// Origins are the ids to add.
+	Origins []string
+}
+
+// RemoveOriginsCommand removes origins (unknown ones are ignored); the
+// group is rebalanced with at most one move per removal.
+type RemoveOriginsCommand struct {
+	// Origins are the ids to remove.
+	Origins []string
+}
+
+// SplitCommand removes members IDs from the group at once: they form a new
+// group (NewGroup, informational) elsewhere and become origins of this one
+// (g-hba-survey §VI: splitting deletes them one by one). At least one member
+// must remain.
+type SplitCommand struct {
+	// IDs are the members leaving for the new group.
+	IDs []string
+	// NewGroup names the new group.
+	NewGroup string
+}
+
+// AbsorbCommand adds Members at once, merging group FromGroup
+// (informational) into this one with the light-weight migration. The total
+// must stay within MaxGroupSize. Members already present are treated as in
+// AddMemberCommand.
+type AbsorbCommand struct {
+	// Members are the nodes joining.
+	Members []Member
+	// FromGroup names the group they come from.
+	FromGroup string
+}
+
+// MsgType implements Command.
+func (*BootstrapCommand) MsgType() MsgType { return MsgBootstrap }
+
+// MsgType implements Command.
+func (*AddMemberCommand) MsgType() MsgType { return MsgAddMember }
+
+// MsgType implements Command.
+func (*RemoveMemberCommand) MsgType() MsgType { return MsgRemoveMember }
+
+// MsgType implements Command.
+func (*SetStatusCommand) MsgType() MsgType { return MsgSetStatus }
+
+// MsgType implements Command.
+func (*SetOriginsCommand) MsgType() MsgType { return MsgSetOrigins }
+
+// MsgType implements Command.
+func (*AddOriginsCommand) MsgType() MsgType { return MsgAddOrigins }
+
+// MsgType implements Command.
+func (*RemoveOriginsCommand) MsgType() MsgType { return MsgRemoveOrigins }
+
+// MsgType implements Command.
+func (*SplitCommand) MsgType() MsgType { return MsgSplit }
+
+// MsgType implements Command.
+func (*AbsorbCommand) MsgType() MsgType { return MsgAbsorb }
+
+// cmdSpec is one entry of the command registry.
+type cmdSpec struct {
+	name string
+	// decode decodes a body of the given format version.
+	decode func(version uint8, body []byte) (Command, error)
+	// apply validates cmd against s; it returns nil (no change) or the next
+	// state, and the moves.
+	apply func(s *state, cmd Command, index uint64) (*state, []routing.Move, error)
+}
+
+// specOf is the command registry: message type → name, decoders by
+// version, and the function applying it. A switch keeps it immutable.
+func specOf(t MsgType) (cmdSpec, bool) {
+	switch t {
+	case MsgBootstrap:
+		return cmdSpec{"bootstrap", v1[BootstrapCommand], applyBootstrap}, true
+	case MsgAddMember:
+		return cmdSpec{"add-member", v1[AddMemberCommand], applyAddMember}, true
+	case MsgRemoveMember:
+		return cmdSpec{"remove-member", v1[RemoveMemberCommand], applyRemoveMember}, true
+	case MsgSetStatus:
+		return cmdSpec{"set-status", v1[SetStatusCommand], applySetStatus}, true
+	case MsgSetOrigins:
+		return cmdSpec{"set-origins", v1[SetOriginsCommand], applySetOrigins}, true
+	case MsgAddOrigins:
+		return cmdSpec{"add-origins", v1[AddOriginsCommand], applyAddOrigins}, true
+	case MsgRemoveOrigins:
+		return cmdSpec{"remove-origins", v1[RemoveOriginsCommand], applyRemoveOrigins}, true
+	case MsgSplit:
+		return cmdSpec{"split", v1[SplitCommand], applySplit}, true
+	case MsgAbsorb:
+		return cmdSpec{"absorb", v1[AbsorbCommand], applyAbsorb}, true
+	}
+	return cmdSpec{}, false
+}
+
+// commandPtr is a pointer to a command struct.
+type commandPtr[T any] interface {
+	*T
+	Command
+}
+
+// v1 decodes a format-1 msgpack body into a new T.
+func v1[T any, P commandPtr[T]](version uint8, body []byte) (Command, error) {
+	if version != FormatV1 {
+		return nil, fmt.Errorf("version %d: %w", version, ErrUnsupportedVersion)
+	}
+	var v T
+	if err := decodeBody(body, &v); err != nil {
+		return nil, err
+	}
+	return P(&v), nil
+}
+
+// newHandle returns the msgpack handle of the command and snapshot
+// encodings (one per use: no package-level mutable state).
+func newHandle() *codec.MsgpackHandle {
+	h := &codec.MsgpackHandle{}
+	h.RawToString = true
+	h.MaxInitLen = 4096 // preallocate little for lengths read from input
+	return h
+}
+
+// encodeBody appends the msgpack encoding of v to dst.
+func encodeBody(dst []byte, v any) ([]byte, error) {
+	buf := bytes.NewBuffer(dst)
+	if err := codec.NewEncoder(buf, newHandle()).Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// decodeBody decodes the msgpack value that must fill body exactly.
+func decodeBody(body []byte, v any) (err error) {
+	defer func() { // the codec recovers its own panics; belt and braces
+		if r := recover(); r != nil {
+			err = fmt.Errorf("decode: %v: %w", r, ErrMalformedCommand)
+		}
+	}()
+	d := codec.NewDecoderBytes(body, newHandle())
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("decode: %w: %w", ErrMalformedCommand, err)
+	}
+	if n := d.NumBytesRead(); n != len(body) {
+		return fmt.Errorf("%d trailing bytes: %w", len(body)-n, ErrMalformedCommand)
+	}
+	return nil
+}
+
+// Encode returns the log entry of cmd in the current format: type byte,
+// version byte, msgpack body. Encoding the package's command types cannot
+// fail; Encode panics if it does (a programming error).
+func Encode(cmd Command) []byte {
+	b, err := encodeBody([]byte{byte(cmd.MsgType()), FormatV1}, cmd)
+	if err != nil {
+		panic(fmt.Sprintf("fsm: encoding %s: %v", cmd.MsgType(), err))
+	}
+	return b
+}
+
+// DecodeCommand parses a log entry. Errors wrap ErrMalformedCommand,
+// ErrUnknownCommand or ErrUnsupportedVersion.
+func DecodeCommand(b []byte) (Command, error) {
+	if len(b) < 2 {
+		return nil, fmt.Errorf("entry of %d bytes: %w", len(b), ErrMalformedCommand)
+	}
+	t := MsgType(b[0])
+	s, ok := specOf(t)
+	if !ok {
+		return nil, fmt.Errorf("type %d: %w", b[0], ErrUnknownCommand)
+	}
+	cmd, err := s.decode(b[1], b[2:])
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", s.name, err)
+	}
+	return cmd, nil
+}
+
+// EncodeBootstrap builds a Bootstrap entry. A zero cfg.IDFilter is replaced
+// by DefaultIDFilter, so the log carries the concrete geometry.
+func EncodeBootstrap(cfg Config) []byte {
+	if cfg.IDFilter == (Config{}).IDFilter {
+		cfg.IDFilter = DefaultIDFilter()
+	}
+	return Encode(&BootstrapCommand{Config: cfg})
+}
+
+// EncodeAddMember builds an AddMember entry (m.Status and m.JoinIndex are
+// ignored).
+func EncodeAddMember(m Member) []byte { return Encode(&AddMemberCommand{Member: m}) }
+
+// EncodeRemoveMember builds a RemoveMember entry.
+func EncodeRemoveMember(id string) []byte { return Encode(&RemoveMemberCommand{ID: id}) }
+
+// EncodeSetStatus builds a SetStatus entry.
+func EncodeSetStatus(id string, st Status) []byte {
+	return Encode(&SetStatusCommand{ID: id, Status: st})
+}
+
+// EncodeSetOrigins builds a SetOrigins entry.
+func EncodeSetOrigins(origins []string) []byte {
+	return Encode(&SetOriginsCommand{Origins: origins})
+}
+
+// EncodeAddOrigins builds an AddOrigins entry.
+func EncodeAddOrigins(origins ...string) []byte {
+	return Encode(&AddOriginsCommand{Origins: origins})
+}
+
+// EncodeRemoveOrigins builds a RemoveOrigins entry.
+func EncodeRemoveOrigins(origins ...string) []byte {
+	return Encode(&RemoveOriginsCommand{Origins: origins})
+}
+
+// EncodeSplit builds a Split entry.
+func EncodeSplit(ids []string, newGroup string) []byte {
+	return Encode(&SplitCommand{IDs: ids, NewGroup: newGroup})
+}
+
+// EncodeAbsorb builds an Absorb entry.
+func EncodeAbsorb(members []Member, fromGroup string) []byte {
+	return Encode(&AbsorbCommand{Members: members, FromGroup: fromGroup})
+}

@@ -1,0 +1,452 @@
+package fsm
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+	"slices"
+	"strconv"
+
+	"github.com/ghba/ghba/routing"
+	"github.com/hashicorp/raft"
+)
+
+// Snapshot layout:
+//
+//	"GHBS" | format u8 | records… | end record
+//	record = type u8 | body length uvarint | msgpack body
+//
+// Records, in this order: one header, the config (once bootstrapped), the
+// members sorted by id, one holding per active member sorted by id (the
+// origins it holds), one holding with an empty member listing the
+// unassigned origins (only when there is no active member and some
+// origins), the IDBFA encoding (once bootstrapped), and the end record
+// with the number of records before it and the CRC-32C of every byte
+// before it. The encoding of a state is canonical: equal states give equal
+// bytes.
+const snapshotFormat uint8 = 1
+
+var snapshotMagic = [4]byte{'G', 'H', 'B', 'S'}
+
+// Record types of the snapshot encoding.
+const (
+	recHeader  uint8 = 1
+	recConfig  uint8 = 2
+	recMember  uint8 = 3
+	recHolding uint8 = 4
+	recIDBFA   uint8 = 5
+	recEnd     uint8 = 255
+)
+
+// maxRecord bounds one snapshot record (the IDBFA record is the largest:
+// at most MaxGroupSizeLimit members × MaxIDFilterBits/2 bytes in theory,
+// a few MiB in practice).
+const maxRecord = 1 << 30
+
+type snapHeader struct {
+	Index        uint64
+	Migrated     uint64
+	Bootstrapped bool
+}
+
+type snapHolding struct {
+	Member  string // "" for unassigned origins
+	Origins []string
+}
+
+type snapIDBFA struct {
+	Data []byte
+}
+
+type snapEnd struct {
+	Records uint64
+	CRC     uint32
+}
+
+// fsmSnapshot is a point-in-time state: a pointer to an immutable state.
+type fsmSnapshot struct {
+	st    *state
+	index uint64
+}
+
+// Snapshot implements raft.FSM. It only captures the current (immutable)
+// state; Persist encodes it while Apply goes on.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &fsmSnapshot{st: f.st, index: f.applied}, nil
+}
+
+// Persist implements raft.FSMSnapshot: it writes the state as typed
+// records, then closes the sink (or cancels it on error).
+func (sn *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := writeSnapshot(sink, sn.st, sn.index); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("fsm snapshot: %w", err)
+	}
+	if err := sink.Close(); err != nil {
+		return fmt.Errorf("fsm snapshot: close: %w", err)
+	}
+	return nil
+}
+
+// Release implements raft.FSMSnapshot; the state needs no release.
+func (sn *fsmSnapshot) Release() {}
+
+// Restore implements raft.FSM: it replaces the whole state with the
+// snapshot read from rc (raft closes rc). On error the state is unchanged.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	st, index, err := readSnapshot(rc)
+	if err != nil {
+		return fmt.Errorf("fsm restore: %w", err)
+	}
+	f.mu.Lock()
+	f.st, f.applied = st, index
+	f.mu.Unlock()
+	if f.onChange != nil {
+		f.onChange(Event{Index: index, Restored: true})
+	}
+	return nil
+}
+
+// crcWriter writes through to a buffered writer and hashes what it writes.
+type crcWriter struct {
+	w *bufio.Writer
+	h hash.Hash32
+}
+
+func (c *crcWriter) Write(p []byte) (int, error) {
+	c.h.Write(p)
+	return c.w.Write(p)
+}
+
+// writeRecord writes one record.
+func writeRecord(w io.Writer, t uint8, v any) error {
+	body, err := encodeBody(nil, v)
+	if err != nil {
+		return fmt.Errorf("record %d: %w", t, err)
+	}
+	hdr := binary.AppendUvarint([]byte{t}, uint64(len(body)))
+	if _, err := w.Write(hdr); err != nil {
+		return err
+	}
+	_, err = w.Write(body)
+	return err
+}
+
+// writeSnapshot writes the canonical encoding of s, taken at index.
+func writeSnapshot(w io.Writer, s *state, index uint64) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	cw := &crcWriter{w: bw, h: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
+	if _, err := cw.Write(append(snapshotMagic[:], snapshotFormat)); err != nil {
+		return err
+	}
+	n := uint64(0)
+	put := func(t uint8, v any) error {
+		n++
+		return writeRecord(cw, t, v)
+	}
+	if err := put(recHeader, snapHeader{Index: index, Migrated: s.migrated, Bootstrapped: s.bootstrapped}); err != nil {
+		return err
+	}
+	if s.bootstrapped {
+		if err := put(recConfig, s.cfg); err != nil {
+			return err
+		}
+	}
+	for _, m := range s.sortedMembers() {
+		if err := put(recMember, m); err != nil {
+			return err
+		}
+	}
+	active := s.asg.Members()
+	for _, m := range active {
+		if err := put(recHolding, snapHolding{Member: m, Origins: s.asg.Held(m)}); err != nil {
+			return err
+		}
+	}
+	if len(active) == 0 && s.asg.Len() > 0 {
+		if err := put(recHolding, snapHolding{Origins: s.asg.Origins()}); err != nil {
+			return err
+		}
+	}
+	if s.idb != nil {
+		if err := put(recIDBFA, snapIDBFA{Data: s.idbfaBytes()}); err != nil {
+			return err
+		}
+	}
+	if err := writeRecord(bw, recEnd, snapEnd{Records: n, CRC: cw.h.Sum32()}); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
+
+// crcReader reads from a buffered reader and hashes what it consumes.
+type crcReader struct {
+	r *bufio.Reader
+	h hash.Hash32
+}
+
+func (c *crcReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.h.Write(p[:n])
+	return n, err
+}
+
+func (c *crcReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.h.Write([]byte{b})
+	}
+	return b, err
+}
+
+// corrupt wraps a snapshot decoding problem.
+func corrupt(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrCorruptSnapshot)
+}
+
+// readSnapshot decodes and validates a snapshot and rebuilds the state.
+func readSnapshot(r io.Reader) (*state, uint64, error) {
+	cr := &crcReader{r: bufio.NewReaderSize(r, 64<<10), h: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
+	var magic [5]byte
+	if _, err := io.ReadFull(cr, magic[:]); err != nil {
+		return nil, 0, corrupt("header: %v", err)
+	}
+	if [4]byte(magic[:4]) != snapshotMagic {
+		return nil, 0, corrupt("bad magic %q", magic[:4])
+	}
+	if magic[4] != snapshotFormat {
+		return nil, 0, corrupt("format %d (want %d)", magic[4], snapshotFormat)
+	}
+	var (
+		hdr       *snapHeader
+		cfg       *Config
+		members   []Member
+		holdings  []snapHolding
+		idbData   []byte
+		haveIDBFA bool
+		records   uint64
+		body      bytes.Buffer
+	)
+	for {
+		sum := cr.h.Sum32()
+		t, err := cr.ReadByte()
+		if err != nil {
+			return nil, 0, corrupt("record %d: %v (truncated?)", records, err)
+		}
+		l, err := binary.ReadUvarint(cr)
+		if err != nil || l > maxRecord {
+			return nil, 0, corrupt("record %d: length %d: %v", records, l, err)
+		}
+		body.Reset()
+		if n, err := io.CopyN(&body, cr, int64(l)); err != nil {
+			return nil, 0, corrupt("record %d: %d of %d bytes: %v", records, n, l, err)
+		}
+		if t == recEnd {
+			var e snapEnd
+			if err := decodeBody(body.Bytes(), &e); err != nil {
+				return nil, 0, corrupt("end record: %v", err)
+			}
+			if e.Records != records || e.CRC != sum {
+				return nil, 0, corrupt("end record: %d records crc %08x, read %d crc %08x", e.Records, e.CRC, records, sum)
+			}
+			break
+		}
+		if records == 0 && t != recHeader {
+			return nil, 0, corrupt("first record has type %d", t)
+		}
+		records++
+		var v any
+		switch t {
+		case recHeader:
+			if hdr != nil {
+				return nil, 0, corrupt("second header")
+			}
+			hdr = new(snapHeader)
+			v = hdr
+		case recConfig:
+			if cfg != nil {
+				return nil, 0, corrupt("second config")
+			}
+			cfg = new(Config)
+			v = cfg
+		case recMember:
+			members = append(members, Member{})
+			v = &members[len(members)-1]
+		case recHolding:
+			holdings = append(holdings, snapHolding{})
+			v = &holdings[len(holdings)-1]
+		case recIDBFA:
+			if haveIDBFA {
+				return nil, 0, corrupt("second idbfa")
+			}
+			haveIDBFA = true
+			var x snapIDBFA
+			if err := decodeBody(body.Bytes(), &x); err != nil {
+				return nil, 0, corrupt("idbfa record: %v", err)
+			}
+			idbData = x.Data
+			continue
+		default:
+			return nil, 0, corrupt("record %d has unknown type %d", records, t)
+		}
+		if err := decodeBody(body.Bytes(), v); err != nil {
+			return nil, 0, corrupt("record %d (type %d): %v", records, t, err)
+		}
+	}
+	if _, err := cr.r.ReadByte(); !errors.Is(err, io.EOF) {
+		return nil, 0, corrupt("data after the end record")
+	}
+	if hdr == nil {
+		return nil, 0, corrupt("no header")
+	}
+	st, err := buildState(hdr, cfg, members, holdings, idbData, haveIDBFA)
+	if err != nil {
+		return nil, 0, err
+	}
+	return st, hdr.Index, nil
+}
+
+// buildState validates decoded snapshot records and assembles a state.
+func buildState(hdr *snapHeader, cfg *Config, members []Member, holdings []snapHolding, idbData []byte, haveIDBFA bool) (*state, error) {
+	st := newState()
+	st.migrated = hdr.Migrated
+	if hdr.Bootstrapped != (cfg != nil) || hdr.Bootstrapped != haveIDBFA {
+		return nil, corrupt("bootstrapped=%v with config=%v idbfa=%v", hdr.Bootstrapped, cfg != nil, haveIDBFA)
+	}
+	if !hdr.Bootstrapped {
+		if len(members) > 0 || len(holdings) > 0 {
+			return nil, corrupt("members or origins before bootstrap")
+		}
+		return st, nil
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, corrupt("config: %v", err)
+	}
+	st.bootstrapped, st.cfg = true, *cfg
+	var active []string
+	for i, m := range members {
+		if err := m.validate(); err != nil || !m.Status.Valid() {
+			return nil, corrupt("member %q: status %q: %v", m.ID, m.Status, err)
+		}
+		if i > 0 && m.ID <= members[i-1].ID {
+			return nil, corrupt("member %q out of order", m.ID)
+		}
+		st.members[m.ID] = m
+		if m.Status == StatusActive {
+			active = append(active, m.ID)
+		}
+	}
+	if len(members) > cfg.MaxGroupSize {
+		return nil, corrupt("%d members, max %d", len(members), cfg.MaxGroupSize)
+	}
+	held := make(map[string][]string, len(active))
+	var unassigned []string
+	seen := make(map[string]bool)
+	for i, h := range holdings {
+		switch {
+		case h.Member == "" && (len(active) > 0 || i != len(holdings)-1):
+			return nil, corrupt("unassigned origins with active members")
+		case h.Member != "" && (i >= len(active) || active[i] != h.Member):
+			return nil, corrupt("holding of %q does not match active member", h.Member)
+		}
+		for j, o := range h.Origins {
+			if err := validID("origin", o); err != nil || seen[o] || st.members[o].ID != "" {
+				return nil, corrupt("origin %q: duplicate, member or invalid (%v)", o, err)
+			}
+			if j > 0 && o <= h.Origins[j-1] {
+				return nil, corrupt("origin %q out of order", o)
+			}
+			seen[o] = true
+		}
+		if h.Member == "" {
+			unassigned = h.Origins
+		} else {
+			held[h.Member] = h.Origins
+		}
+	}
+	if len(holdings) < len(active) {
+		return nil, corrupt("%d holdings for %d active members", len(holdings), len(active))
+	}
+	asg, err := rebuildAssignment(active, held, unassigned)
+	if err != nil {
+		return nil, err
+	}
+	st.asg = asg
+	idb, err := routing.DecodeIDBFA(idbData)
+	if err != nil {
+		return nil, corrupt("idbfa: %v", err)
+	}
+	if idb.Geometry() != cfg.IDFilter || !slices.Equal(idb.Members(), active) {
+		return nil, corrupt("idbfa (%v, members %v) does not match config and active members", idb.Geometry(), idb.Members())
+	}
+	st.idb = idb
+	return st, nil
+}
+
+// rebuildAssignment reproduces an assignment from its held sets through the
+// routing.Assignment API: members first, then origins one at a time, each
+// to the member AddOrigin will pick (the least loaded, smallest id on
+// ties), chosen among that member's targets. A target-q member that has
+// all its origins while others still need one more gets a placeholder
+// origin, removed at the end (without a rebalancing move, since the loads
+// then differ by at most one). The result is checked against the targets;
+// an unbalanced or otherwise unreproducible input is an error.
+func rebuildAssignment(active []string, held map[string][]string, unassigned []string) (*routing.Assignment, error) {
+	a := routing.NewAssignment()
+	for _, m := range active {
+		a.AddMember(m)
+	}
+	if len(active) == 0 {
+		for _, o := range unassigned {
+			a.AddOrigin(o)
+		}
+		return a, nil
+	}
+	next := make(map[string]int, len(active))
+	left := 0
+	for _, m := range active {
+		left += len(held[m])
+	}
+	var placeholders []string
+	for left > 0 {
+		pick, load := "", -1
+		for _, m := range active { // sorted: the first minimum is the smallest id
+			if n := a.Load(m); load < 0 || n < load {
+				pick, load = m, n
+			}
+		}
+		o := ""
+		if i := next[pick]; i < len(held[pick]) {
+			o = held[pick][i]
+			next[pick]++
+			left--
+		} else {
+			if len(placeholders) >= len(active) {
+				return nil, corrupt("assignment is not balanced")
+			}
+			o = "\x00placeholder" + strconv.Itoa(len(placeholders)) // NUL: never a valid id
+			placeholders = append(placeholders, o)
+		}
+		if h := a.AddOrigin(o); h != pick {
+			return nil, corrupt("rebuilding assignment: origin %q went to %q, not %q", o, h, pick)
+		}
+	}
+	for _, o := range placeholders {
+		if _, mv, _ := a.RemoveOriginMoves(o); len(mv) > 0 {
+			return nil, corrupt("assignment is not balanced")
+		}
+	}
+	for _, m := range active {
+		if !slices.Equal(a.Held(m), held[m]) {
+			return nil, corrupt("rebuilding assignment: member %q differs", m)
+		}
+	}
+	return a, nil
+}
