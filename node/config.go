@@ -1,0 +1,164 @@
+// Package node is one ghba metadata server: its Badger store, its group's
+// Raft, cluster-wide Serf membership, the routing filters, the RPC server and
+// the HTTP status endpoints.
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Placement policies for a new child's home (DESIGN §2).
+const (
+	PlacementRandom   = "random"
+	PlacementBalanced = "balanced"
+	PlacementParent   = "parent"
+)
+
+// GroupAuto asks the cluster to choose the group (DESIGN §4).
+const GroupAuto = "auto"
+
+// Ports are the TCP (and for Serf also UDP) ports a node listens on.
+type Ports struct {
+	RPC  int `mapstructure:"rpc"`
+	Raft int `mapstructure:"raft"`
+	Serf int `mapstructure:"serf"`
+	HTTP int `mapstructure:"http"`
+}
+
+// Config is a node's configuration. cmd/ghba fills it from a YAML file,
+// GHBA_* environment variables and flags; node never reads files or the
+// environment itself. The mapstructure names are the config-file keys (a
+// contract).
+type Config struct {
+	NodeID             string        `mapstructure:"node_id"`
+	DataDir            string        `mapstructure:"data_dir"`
+	BindAddr           string        `mapstructure:"bind_addr"`
+	AdvertiseAddr      string        `mapstructure:"advertise_addr"`
+	Ports              Ports         `mapstructure:"ports"`
+	Group              string        `mapstructure:"group"`
+	Bootstrap          bool          `mapstructure:"bootstrap"`
+	RetryJoin          []string      `mapstructure:"retry_join"`
+	MaxGroupSize       int           `mapstructure:"max_group_size"`
+	BitsPerFile        float64       `mapstructure:"bits_per_file"`
+	FilterCapacity     int           `mapstructure:"filter_capacity"`
+	LRUEntries         int           `mapstructure:"lru_entries"`
+	LRUBitsPerFile     float64       `mapstructure:"lru_bits_per_file"`
+	PropagateThreshold float64       `mapstructure:"propagate_threshold"`
+	PropagateInterval  time.Duration `mapstructure:"propagate_interval"`
+	Placement          string        `mapstructure:"placement"`
+	LogLevel           string        `mapstructure:"log_level"`
+}
+
+// DefaultConfig returns the defaults documented in the README.
+func DefaultConfig() Config {
+	return Config{
+		BindAddr:           "127.0.0.1",
+		Ports:              Ports{RPC: 7400, Raft: 7401, Serf: 7402, HTTP: 7403},
+		Group:              GroupAuto,
+		MaxGroupSize:       7,
+		BitsPerFile:        8,
+		FilterCapacity:     1_000_000,
+		LRUEntries:         1600,
+		LRUBitsPerFile:     20,
+		PropagateThreshold: 0.01,
+		PropagateInterval:  2 * time.Second,
+		Placement:          PlacementBalanced,
+		LogLevel:           "info",
+	}
+}
+
+// ErrConfig is wrapped by every validation error; the message names the key.
+var ErrConfig = errors.New("invalid config")
+
+var nodeIDRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+// Validate checks every key and returns an error naming the first bad one.
+func (c *Config) Validate() error {
+	bad := func(key, format string, a ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrConfig, key, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case !nodeIDRe.MatchString(c.NodeID):
+		return bad("node_id", "%q must be 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", c.NodeID)
+	case c.DataDir == "":
+		return bad("data_dir", "is required")
+	case net.ParseIP(c.BindAddr) == nil:
+		return bad("bind_addr", "%q is not an IP address", c.BindAddr)
+	}
+	if c.AdvertiseAddr != "" {
+		ip := net.ParseIP(c.AdvertiseAddr)
+		if ip == nil || ip.IsUnspecified() {
+			return bad("advertise_addr", "%q must be a concrete IP address", c.AdvertiseAddr)
+		}
+	} else if ip := net.ParseIP(c.BindAddr); ip.IsUnspecified() {
+		return bad("advertise_addr", "is required when bind_addr is %s", c.BindAddr)
+	}
+	ports := map[string]int{"ports.rpc": c.Ports.RPC, "ports.raft": c.Ports.Raft, "ports.serf": c.Ports.Serf, "ports.http": c.Ports.HTTP}
+	seen := map[int]string{}
+	for _, k := range []string{"ports.rpc", "ports.raft", "ports.serf", "ports.http"} {
+		p := ports[k]
+		if p < 1 || p > 65535 {
+			return bad(k, "%d is not a port (1-65535)", p)
+		}
+		if other, dup := seen[p]; dup {
+			return bad(k, "%d is also %s", p, other)
+		}
+		seen[p] = k
+	}
+	if c.Group != GroupAuto && !nodeIDRe.MatchString(c.Group) {
+		return bad("group", "%q must be %q or a name of letters, digits, '.', '_' or '-'", c.Group, GroupAuto)
+	}
+	for _, a := range c.RetryJoin {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return bad("retry_join", "%q is not host:port", a)
+		}
+	}
+	switch {
+	case c.MaxGroupSize < 1 || c.MaxGroupSize > 64:
+		return bad("max_group_size", "%d must be 1-64", c.MaxGroupSize)
+	case !(c.BitsPerFile >= 1 && c.BitsPerFile <= 64):
+		return bad("bits_per_file", "%v must be 1-64", c.BitsPerFile)
+	case c.FilterCapacity < 1 || c.FilterCapacity > 1<<32:
+		return bad("filter_capacity", "%d must be 1-2^32", c.FilterCapacity)
+	case c.LRUEntries < 0 || c.LRUEntries > 1<<24:
+		return bad("lru_entries", "%d must be 0-16777216", c.LRUEntries)
+	case !(c.LRUBitsPerFile >= 1 && c.LRUBitsPerFile <= 64):
+		return bad("lru_bits_per_file", "%v must be 1-64", c.LRUBitsPerFile)
+	case !(c.PropagateThreshold > 0 && c.PropagateThreshold <= 1):
+		return bad("propagate_threshold", "%v must be a fraction in (0, 1]", c.PropagateThreshold)
+	case c.PropagateInterval <= 0:
+		return bad("propagate_interval", "%v must be positive", c.PropagateInterval)
+	}
+	switch c.Placement {
+	case PlacementRandom, PlacementBalanced, PlacementParent:
+	default:
+		return bad("placement", "%q must be random, balanced or parent", c.Placement)
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad("log_level", "%q must be debug, info, warn or error", c.LogLevel)
+	}
+	if !filepath.IsAbs(c.DataDir) {
+		abs, err := filepath.Abs(c.DataDir)
+		if err != nil {
+			return bad("data_dir", "%v", err)
+		}
+		c.DataDir = abs
+	}
+	return nil
+}
+
+// Advertise returns the address other nodes use to reach this one.
+func (c *Config) Advertise() string {
+	if c.AdvertiseAddr != "" {
+		return c.AdvertiseAddr
+	}
+	return c.BindAddr
+}
