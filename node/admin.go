@@ -1,0 +1,302 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/ghba/ghba/fsm"
+	"github.com/ghba/ghba/rpc"
+	"github.com/hashicorp/serf/serf"
+)
+
+// Server-to-server methods of the cluster layer (not part of the client
+// API in rpc/).
+const (
+	// methodGroupJoin asks a group's leader (through any member, which
+	// forwards) to add a node to the group.
+	methodGroupJoin = "Cluster.GroupJoin" // GroupJoinRequest → GroupJoinResponse
+	// methodGroupLeave asks a group's leader (through any member) to
+	// remove a node from the group.
+	methodGroupLeave = "Cluster.GroupLeave" // GroupLeaveRequest → GroupLeaveResponse
+)
+
+// GroupJoinRequest asks a group's leader to add Member to group Group.
+type GroupJoinRequest struct {
+	// Group is the group to join.
+	Group string `json:"group"`
+	// Auto reports that the joiner chose the group itself (group: auto).
+	Auto bool `json:"auto,omitempty"`
+	// Member describes the joiner (id and addresses).
+	Member fsm.Member `json:"member"`
+	// Forwarded is set by a member that forwards the request to its
+	// leader; a forwarded request is not forwarded again.
+	Forwarded bool `json:"forwarded,omitempty"`
+}
+
+// GroupJoinResponse tells the joiner its group.
+type GroupJoinResponse struct {
+	// Group is the group the node is now a member of.
+	Group string `json:"group"`
+	// Leader is the id of the leader that added it.
+	Leader string `json:"leader"`
+}
+
+// GroupLeaveRequest asks a group's leader to remove member ID (its
+// replicas go to the other members, then it leaves Raft).
+type GroupLeaveRequest struct {
+	// ID is the leaving node.
+	ID string `json:"id"`
+	// Group is its group.
+	Group string `json:"group"`
+	// Forwarded: as in GroupJoinRequest.
+	Forwarded bool `json:"forwarded,omitempty"`
+}
+
+// GroupLeaveResponse is empty.
+type GroupLeaveResponse struct{}
+
+// registerAdmin registers the Cluster.* methods on the RPC server.
+func (n *Node) registerAdmin() {
+	s := n.rpcSrv
+	rpc.Register(s, rpc.MethodMembers, func(ctx context.Context, _ *rpc.MembersRequest) (*rpc.MembersResponse, error) {
+		return &rpc.MembersResponse{Members: n.Members(ctx)}, nil
+	})
+	rpc.Register(s, rpc.MethodGroups, func(ctx context.Context, _ *rpc.GroupsRequest) (*rpc.GroupsResponse, error) {
+		return &rpc.GroupsResponse{Groups: n.Groups(ctx, nil)}, nil
+	})
+	rpc.Register(s, rpc.MethodStatus, func(ctx context.Context, _ *rpc.StatusRequest) (*rpc.StatusResponse, error) {
+		return n.Status(), nil
+	})
+	rpc.Register(s, rpc.MethodPing, func(ctx context.Context, _ *rpc.PingRequest) (*rpc.PingResponse, error) {
+		return &rpc.PingResponse{NodeID: n.cfg.NodeID}, nil
+	})
+	rpc.Register(s, rpc.MethodJoin, func(ctx context.Context, req *rpc.JoinRequest) (*rpc.JoinResponse, error) {
+		if len(req.Addrs) == 0 {
+			return nil, fmt.Errorf("%w: join: no addresses", fs.ErrInvalid)
+		}
+		for _, a := range req.Addrs {
+			if _, _, err := net.SplitHostPort(a); err != nil {
+				return nil, fmt.Errorf("%w: join: %q is not host:port", fs.ErrInvalid, a)
+			}
+		}
+		k, err := n.Join(ctx, req.Addrs)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", rpc.ErrUnavailable, err)
+		}
+		return &rpc.JoinResponse{Joined: k}, nil
+	})
+	rpc.Register(s, rpc.MethodLeave, func(ctx context.Context, req *rpc.LeaveRequest) (*rpc.LeaveResponse, error) {
+		if req.NodeID != "" && req.NodeID != n.cfg.NodeID {
+			return nil, fmt.Errorf("%w: this is node %q, not %q", fs.ErrInvalid, n.cfg.NodeID, req.NodeID)
+		}
+		return n.Leave(ctx)
+	})
+	rpc.Register(s, methodGroupJoin, n.handleGroupJoin)
+	rpc.Register(s, methodGroupLeave, n.handleGroupLeave)
+}
+
+// forwardToLeader sends method to the group's leader; it fails as
+// unavailable when no leader is known (the caller retries).
+func (n *Node) forwardToLeader(ctx context.Context, method string, req, resp any) error {
+	leader := n.leaderID()
+	if leader == "" || leader == n.cfg.NodeID {
+		return fmt.Errorf("%w: group %q has no established leader", rpc.ErrUnavailable, n.group())
+	}
+	addr := n.cluster.rpcAddrOf(leader)
+	if addr == "" {
+		return fmt.Errorf("%w: no rpc address for leader %s", rpc.ErrUnavailable, leader)
+	}
+	return n.client.Call(ctx, addr, method, req, resp)
+}
+
+// handleGroupJoin adds the requester to this node's group: on the leader
+// directly, elsewhere by forwarding to the leader once.
+func (n *Node) handleGroupJoin(ctx context.Context, req *GroupJoinRequest) (*GroupJoinResponse, error) {
+	if !n.isJoined() || req.Group != n.group() {
+		return nil, fmt.Errorf("%w: node %s is not a member of group %q", rpc.ErrUnavailable, n.cfg.NodeID, req.Group)
+	}
+	if req.Member.ID == "" || req.Member.RaftAddr == "" {
+		return nil, fmt.Errorf("%w: join: member id and raft address are required", fs.ErrInvalid)
+	}
+	if !n.isLeader() {
+		if req.Forwarded {
+			return nil, errNotLeader
+		}
+		fwd := *req
+		fwd.Forwarded = true
+		var resp GroupJoinResponse
+		if err := n.forwardToLeader(ctx, methodGroupJoin, &fwd, &resp); err != nil {
+			return nil, err
+		}
+		return &resp, nil
+	}
+	if err := n.addMember(ctx, req.Member); err != nil {
+		return nil, err
+	}
+	n.log.Info("node joined the group", "member", req.Member.ID, "group", n.group(), "auto", req.Auto)
+	n.signalRefresh()
+	return &GroupJoinResponse{Group: n.group(), Leader: n.cfg.NodeID}, nil
+}
+
+// handleGroupLeave removes the requester from this node's group.
+func (n *Node) handleGroupLeave(ctx context.Context, req *GroupLeaveRequest) (*GroupLeaveResponse, error) {
+	if !n.isJoined() || req.Group != n.group() {
+		return nil, fmt.Errorf("%w: node %s is not a member of group %q", rpc.ErrUnavailable, n.cfg.NodeID, req.Group)
+	}
+	if !n.isLeader() {
+		if req.Forwarded {
+			return nil, errNotLeader
+		}
+		fwd := *req
+		fwd.Forwarded = true
+		var resp GroupLeaveResponse
+		if err := n.forwardToLeader(ctx, methodGroupLeave, &fwd, &resp); err != nil {
+			return nil, err
+		}
+		return &resp, nil
+	}
+	if err := n.removeMember(ctx, req.ID); err != nil {
+		return nil, err
+	}
+	n.log.Info("node left the group", "member", req.ID, "group", n.group())
+	n.signalRefresh()
+	return &GroupLeaveResponse{}, nil
+}
+
+// Members returns every node Serf knows (left ones until Serf forgets
+// them) and group members only the FSM knows, sorted by id. Raft role,
+// files and replicas come from each alive node's status, fetched
+// concurrently with a short timeout (left empty for nodes that do not
+// answer).
+func (n *Node) Members(ctx context.Context) []rpc.Member {
+	byID := map[string]*rpc.Member{}
+	self := n.Status()
+	byID[n.cfg.NodeID] = &rpc.Member{
+		ID: n.cfg.NodeID, Group: self.Group, Status: statusAlive,
+		RPCAddr: n.addr(n.cfg.Ports.RPC), RaftAddr: n.addr(n.cfg.Ports.Raft),
+		SerfAddr: n.addr(n.cfg.Ports.Serf), HTTPAddr: n.addr(n.cfg.Ports.HTTP),
+		RaftRole: self.RaftRole, Files: self.Files, ReplicasHeld: self.ReplicasHeld,
+	}
+	if n.leaving.Load() {
+		byID[n.cfg.NodeID].Status = statusLeaving
+	}
+	if s := n.serfAgent(); s != nil {
+		for _, m := range s.Members() {
+			if m.Tags[tagRole] != roleGHBA || m.Name == n.cfg.NodeID {
+				continue
+			}
+			st := serfStatus(m.Status)
+			if m.Tags[tagLeaving] == "1" && m.Status == serf.StatusAlive {
+				st = statusLeaving
+			}
+			g := m.Tags[tagGroup]
+			if g == "" && n.fsm != nil && n.isJoined() {
+				if _, ok := n.fsm.Member(m.Name); ok {
+					g = n.group() // joined; its new tags have not reached us yet
+				}
+			}
+			byID[m.Name] = &rpc.Member{
+				ID: m.Name, Group: g, Status: st,
+				RPCAddr: m.Tags[tagRPC], RaftAddr: m.Tags[tagRaft], HTTPAddr: m.Tags[tagHTTP],
+				SerfAddr: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
+			}
+		}
+	}
+	if n.fsm != nil && n.isJoined() {
+		for _, m := range n.fsm.Members() {
+			if _, ok := byID[m.ID]; ok {
+				continue
+			}
+			st := statusAlive
+			if m.Status == fsm.StatusFailed {
+				st = statusFailed
+			}
+			byID[m.ID] = &rpc.Member{
+				ID: m.ID, Group: n.group(), Status: st, RPCAddr: m.RPCAddr,
+				RaftAddr: m.RaftAddr, SerfAddr: m.SerfAddr, HTTPAddr: m.HTTPAddr,
+			}
+		}
+	}
+
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for id, m := range byID {
+		if id == n.cfg.NodeID || m.RPCAddr == "" || (m.Status != statusAlive && m.Status != statusLeaving) {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			cctx, cancel := context.WithTimeout(ctx, n.tune.statusTimeout)
+			defer cancel()
+			var st rpc.StatusResponse
+			if err := n.client.Call(cctx, m.RPCAddr, rpc.MethodStatus, &rpc.StatusRequest{}, &st); err != nil {
+				n.log.Debug("member status", "member", id, "err", err)
+				return
+			}
+			m.RaftRole, m.Files, m.ReplicasHeld = st.RaftRole, st.Files, st.ReplicasHeld
+		}()
+	}
+	wg.Wait()
+
+	out := make([]rpc.Member, 0, len(byID))
+	for _, m := range byID {
+		out = append(out, *m)
+	}
+	slices.SortFunc(out, func(a, b rpc.Member) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Groups returns the groups the members belong to (members as returned by
+// Members; nil fetches them), sorted by name, with each group's leader
+// (as the members report their roles) and the replicas each member holds.
+func (n *Node) Groups(ctx context.Context, members []rpc.Member) []rpc.GroupInfo {
+	if members == nil {
+		members = n.Members(ctx)
+	}
+	byName := map[string]*rpc.GroupInfo{}
+	for _, m := range members {
+		if m.Group == "" || m.Status == statusLeft {
+			continue
+		}
+		g := byName[m.Group]
+		if g == nil {
+			g = &rpc.GroupInfo{Group: m.Group, Replicas: map[string]int{}}
+			byName[m.Group] = g
+		}
+		g.Members = append(g.Members, m.ID)
+		g.Replicas[m.ID] = m.ReplicasHeld
+		if m.RaftRole == "leader" {
+			g.Leader = m.ID
+		}
+	}
+	if g := byName[n.group()]; g != nil && n.fsm != nil {
+		if l := n.leaderID(); l != "" {
+			g.Leader = l
+		}
+		for _, id := range g.Members {
+			if _, ok := n.fsm.Member(id); ok {
+				g.Replicas[id] = n.fsm.Load(id)
+			}
+		}
+	}
+	out := make([]rpc.GroupInfo, 0, len(byName))
+	for _, g := range byName {
+		slices.Sort(g.Members)
+		out = append(out, *g)
+	}
+	slices.SortFunc(out, func(a, b rpc.GroupInfo) int { return strings.Compare(a.Group, b.Group) })
+	return out
+}

@@ -1,0 +1,549 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ghba/ghba/routing"
+	"github.com/ghba/ghba/rpc"
+)
+
+// Routing state of a node (DESIGN §3, HBA §4.2.2):
+//   - the local filter: a counting Bloom filter of every path homed here
+//     (rebuilt from the store at start, updated by every change);
+//   - the LRU list of recently used local paths and its LRU filter;
+//   - the L1 array: the LRU filters of the other nodes;
+//   - the L2 array: replicas of other nodes' local filters. For now every
+//     node holds every other node's local filter (one group); l2Holders is
+//     the single place that decides who receives this node's local filter,
+//     so that G-HBA (issue 4) can restrict it to the holders its group's
+//     FSM assigns (through the IDBFA) and add the L3 multicast.
+//
+// Replicas are pulled in full (Filter.Pull) when a node is first seen or
+// comes back up, and kept fresh by pushes (Filter.Push): a delta encoding
+// when the share of changed bits passes propagate_threshold or when
+// propagate_interval has passed since the last push with changes. A holder
+// whose replica is not at a delta's base version refuses it and pulls the
+// full filter. Nodes also push their full filters to every node at start.
+
+// propState is the propagation bookkeeping.
+type propState struct {
+	sendMu   sync.Mutex // one propagate at a time: pushes to a peer stay in order
+	mu       sync.Mutex
+	lastPush [2]time.Time       // by kind index
+	needFull map[string][2]bool // peer → kinds to send in full next time
+	seenUp   map[string]bool    // peer → up at the last reconcile
+	pulling  map[string]bool    // origin/kind pulls in flight
+	snapshot *peerSet           // peer set of the last reconcile
+}
+
+func (s *propState) init() {
+	s.needFull = make(map[string][2]bool)
+	s.seenUp = make(map[string]bool)
+	s.pulling = make(map[string]bool)
+}
+
+const (
+	kindLocal = 0
+	kindLRU   = 1
+)
+
+var kindNames = [2]string{rpc.FilterLocal, rpc.FilterLRU}
+
+func kindIndex(k string) (int, bool) {
+	switch k {
+	case rpc.FilterLocal:
+		return kindLocal, true
+	case rpc.FilterLRU:
+		return kindLRU, true
+	}
+	return 0, false
+}
+
+// localAdd adds p to the local filter.
+func (n *Namespace) localAdd(p string) {
+	n.localMu.Lock()
+	n.local.Add(p)
+	n.localMu.Unlock()
+}
+
+// localRemove removes p (which was added) from the local filter and the
+// LRU list.
+func (n *Namespace) localRemove(p string) {
+	n.localMu.Lock()
+	n.local.Remove(p)
+	n.localMu.Unlock()
+	n.lruMu.Lock()
+	n.lru.Remove(p)
+	n.lruMu.Unlock()
+}
+
+// touch records a use of a local path on the LRU list.
+func (n *Namespace) touch(p string) {
+	if n.cfg.LRUEntries <= 0 {
+		return
+	}
+	n.lruMu.Lock()
+	n.lru.Touch(p)
+	n.lruMu.Unlock()
+}
+
+// selfTest tests this node's own live filters: inLRU (L1) and inLocal (L2).
+func (n *Namespace) selfTest(k routing.Key) (inLRU, inLocal bool) {
+	if n.cfg.LRUEntries > 0 {
+		n.lruMu.Lock()
+		inLRU = n.lru.Filter().TestKey(k)
+		n.lruMu.Unlock()
+	}
+	n.localMu.RLock()
+	inLocal = inLRU || n.local.TestKey(k)
+	n.localMu.RUnlock()
+	return inLRU, inLocal
+}
+
+// l2Holders returns the nodes that hold a replica of this node's local
+// filter: every other node for now (see the comment at the top).
+func (n *Namespace) l2Holders(ps *peerSet) []Peer {
+	out := make([]Peer, 0, len(ps.list))
+	for _, p := range ps.list {
+		if p.ID != n.id && p.Up && p.RPCAddr != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// l1Holders returns the nodes that hold this node's LRU filter: all.
+func (n *Namespace) l1Holders(ps *peerSet) []Peer { return n.l2Holders(ps) }
+
+// holdsReplica reports whether this node keeps a replica of origin's local
+// filter in its L2 array: every other node's for now (with G-HBA, the
+// origins its group's FSM assigns to it; pushes from others are answered
+// NotHolder).
+func (n *Namespace) holdsReplica(origin string) bool {
+	return origin != n.id && n.peer(origin) != nil
+}
+
+// ---- handlers ----
+
+func (n *Namespace) handleFilterPull(ctx context.Context, r *rpc.FilterPullRequest) (*rpc.FilterPullResponse, error) {
+	if r.Origin != "" && r.Origin != n.id {
+		return nil, fmt.Errorf("%w: filter pull for %q sent to %s", rpc.ErrBadRequest, r.Origin, n.id)
+	}
+	k, ok := kindIndex(r.Kind)
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown filter kind %q", rpc.ErrBadRequest, r.Kind)
+	}
+	data, ver := n.encodeFull(k)
+	n.counters.pullsServed.Add(1)
+	return &rpc.FilterPullResponse{Origin: n.id, Kind: r.Kind, Version: ver, Data: data}, nil
+}
+
+// encodeFull returns the full encoding of one of this node's filters (the
+// plain view) and its version.
+func (n *Namespace) encodeFull(k int) ([]byte, uint64) {
+	if k == kindLocal {
+		n.localMu.RLock()
+		defer n.localMu.RUnlock()
+		f := n.local.Filter()
+		return f.AppendBinary(nil), f.Version()
+	}
+	n.lruMu.Lock()
+	defer n.lruMu.Unlock()
+	f := n.lru.Filter()
+	return f.AppendBinary(nil), f.Version()
+}
+
+func (n *Namespace) handleFilterPush(ctx context.Context, r *rpc.FilterPushRequest) (*rpc.FilterPushResponse, error) {
+	k, ok := kindIndex(r.Kind)
+	if !ok {
+		return nil, fmt.Errorf("%w: unknown filter kind %q", rpc.ErrBadRequest, r.Kind)
+	}
+	if k == kindLocal && !n.holdsReplica(r.Origin) || k == kindLRU && (r.Origin == n.id || n.peer(r.Origin) == nil) {
+		return &rpc.FilterPushResponse{NotHolder: true}, nil
+	}
+	n.counters.pushesRecv.Add(1)
+	arr := n.l2
+	if k == kindLRU {
+		arr = n.l1
+	}
+	n.arrMu.Lock()
+	if !arr.Has(r.Origin) {
+		if err := arr.Add(r.Origin, routing.NewFilter(arr.Geometry())); err != nil {
+			n.arrMu.Unlock()
+			return nil, err
+		}
+	}
+	var err error
+	if r.Full {
+		err = arr.ReplaceEncoded(r.Origin, r.Data)
+	} else {
+		err = arr.ApplyDelta(r.Origin, r.Data)
+	}
+	have, _ := arr.Version(r.Origin)
+	n.arrMu.Unlock()
+	switch {
+	case err == nil:
+		return &rpc.FilterPushResponse{Applied: true, HaveVersion: have}, nil
+	case errors.Is(err, routing.ErrVersionMismatch):
+		n.counters.mismatches.Add(1)
+		n.pullAsync(r.Origin, k)
+		return &rpc.FilterPushResponse{NeedFull: true, HaveVersion: have}, nil
+	case errors.Is(err, routing.ErrCorrupt), errors.Is(err, routing.ErrGeometryMismatch):
+		return nil, fmt.Errorf("%w: filter push from %s: %w", rpc.ErrBadRequest, r.Origin, err)
+	}
+	return nil, err
+}
+
+func (n *Namespace) handleL3Query(ctx context.Context, r *rpc.L3QueryRequest) (*rpc.L3QueryResponse, error) {
+	p, err := CleanPath(r.Path)
+	if err != nil {
+		return nil, err
+	}
+	k := routing.HashPath(n.hash, p)
+	resp := &rpc.L3QueryResponse{NodeID: n.id}
+	n.arrMu.RLock()
+	resp.Positives = n.l2.Positives(k, nil)
+	n.arrMu.RUnlock()
+	if _, in := n.selfTest(k); in {
+		resp.Positives = append(resp.Positives, n.id)
+	}
+	return resp, nil
+}
+
+// ---- pulls ----
+
+// pullAsync pulls origin's filter of kind k in the background, once at a
+// time per origin and kind.
+func (n *Namespace) pullAsync(origin string, k int) {
+	key := origin + "/" + kindNames[k]
+	n.prop.mu.Lock()
+	if n.prop.pulling[key] || n.ctx.Err() != nil {
+		n.prop.mu.Unlock()
+		return
+	}
+	n.prop.pulling[key] = true
+	n.prop.mu.Unlock()
+	done := func() {
+		n.prop.mu.Lock()
+		delete(n.prop.pulling, key)
+		n.prop.mu.Unlock()
+	}
+	ok := n.spawn(func() {
+		defer done()
+		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		defer cancel()
+		if err := n.pull(ctx, origin, k); err != nil {
+			n.log.Debug("filter pull failed", "origin", origin, "kind", kindNames[k], "err", err)
+		}
+	})
+	if !ok {
+		done()
+	}
+}
+
+// pull fetches origin's full filter of kind k into the array.
+func (n *Namespace) pull(ctx context.Context, origin string, k int) error {
+	var resp rpc.FilterPullResponse
+	n.counters.pullsSent.Add(1)
+	if err := n.call(ctx, origin, rpc.MethodFilterPull, &rpc.FilterPullRequest{Origin: origin, Kind: kindNames[k]}, &resp); err != nil {
+		return err
+	}
+	arr := n.l2
+	if k == kindLRU {
+		arr = n.l1
+	}
+	n.arrMu.Lock()
+	defer n.arrMu.Unlock()
+	if n.peer(origin) == nil {
+		return nil // left meanwhile
+	}
+	if !arr.Has(origin) {
+		if err := arr.Add(origin, routing.NewFilter(arr.Geometry())); err != nil {
+			return err
+		}
+	}
+	if cur, _ := arr.Version(origin); resp.Version < cur {
+		// A push overtook the pull: the replica is newer than the answer.
+		// (A restarted origin's versions start again at 0, but its full
+		// push at start and the reset on its return replace the replica.)
+		return nil
+	}
+	return arr.ReplaceEncoded(origin, resp.Data)
+}
+
+// ---- the background loop ----
+
+// loop runs filter propagation and membership reconciliation until Stop;
+// load polling and transaction resolution run in a second goroutine, so
+// that a slow peer never delays propagation.
+func (n *Namespace) loop() {
+	sub, unsub := n.dir.Subscribe()
+	defer unsub()
+	tick := min(n.cfg.PropagateInterval/4, 100*time.Millisecond)
+	tick = max(tick, 5*time.Millisecond)
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	n.reconcile(true)
+	n.spawn(n.maintain)
+	lastPeers := time.Now()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-sub:
+			n.reconcile(false)
+		case now := <-t.C:
+			if n.peers.Load() != n.prop.snapshot {
+				n.reconcile(false)
+			} else if now.Sub(lastPeers) >= time.Second {
+				// A safety net for a missed notification.
+				lastPeers = now
+				if !samePeers(n.prop.snapshot, n.dir.Peers(), n.dir.RootHome()) {
+					n.reconcile(false)
+				}
+			}
+			n.propagate(false)
+		}
+	}
+}
+
+// maintain polls the other nodes' loads (balanced placement) every
+// propagate_interval and resolves transactions every 500ms, until Stop.
+func (n *Namespace) maintain() {
+	n.pollLoads(n.ctx)
+	loads := time.NewTicker(n.cfg.PropagateInterval)
+	defer loads.Stop()
+	resolve := time.NewTicker(500 * time.Millisecond)
+	defer resolve.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-loads.C:
+			n.pollLoads(n.ctx)
+		case <-resolve.C:
+			n.resolveTxns(n.ctx)
+		}
+	}
+}
+
+// reconcile brings the filter arrays in line with the Directory: new
+// nodes get an (empty, then pulled) replica, departed ones are removed,
+// nodes that came up are pulled from and sent full filters.
+func (n *Namespace) reconcile(first bool) {
+	ps := n.refreshPeers()
+	n.rootOverride.Store(nil)
+	var fresh, returned []string
+	added := map[string]bool{}
+	n.arrMu.Lock()
+	for _, p := range ps.list {
+		if p.ID == n.id {
+			continue
+		}
+		for _, arr := range []*routing.FilterArray{n.l1, n.l2} {
+			if !arr.Has(p.ID) {
+				_ = arr.Add(p.ID, routing.NewFilter(arr.Geometry()))
+				added[p.ID] = true
+			}
+		}
+	}
+	for _, arr := range []*routing.FilterArray{n.l1, n.l2} {
+		for _, id := range arr.IDs() {
+			if ps.byID[id] == nil {
+				_ = arr.Remove(id)
+			}
+		}
+	}
+	n.arrMu.Unlock()
+	n.prop.mu.Lock()
+	for _, p := range ps.list {
+		if p.ID == n.id {
+			continue
+		}
+		if p.Up && (first || !n.prop.seenUp[p.ID]) {
+			fresh = append(fresh, p.ID)
+			n.prop.needFull[p.ID] = [2]bool{true, true}
+			if !first && !added[p.ID] {
+				returned = append(returned, p.ID)
+			}
+		} else if p.Up && added[p.ID] {
+			fresh = append(fresh, p.ID) // a replica to fill
+		}
+		n.prop.seenUp[p.ID] = p.Up
+	}
+	for id := range n.prop.seenUp {
+		if ps.byID[id] == nil {
+			delete(n.prop.seenUp, id)
+			delete(n.prop.needFull, id)
+		}
+	}
+	n.prop.snapshot = ps
+	n.prop.mu.Unlock()
+	if len(returned) > 0 {
+		// A node that comes back may have restarted (its versions start
+		// again): start its replicas afresh before pulling them.
+		n.arrMu.Lock()
+		for _, id := range returned {
+			_ = n.l1.Replace(id, routing.NewFilter(n.l1.Geometry()))
+			_ = n.l2.Replace(id, routing.NewFilter(n.l2.Geometry()))
+		}
+		n.arrMu.Unlock()
+	}
+	if ps.root == n.id && !first {
+		// This node became the root's home after Start.
+		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		if err := n.ensureRoot(ctx); err != nil {
+			n.log.Warn("creating /", "err", err)
+		}
+		cancel()
+	}
+	for _, id := range fresh {
+		n.pullAsync(id, kindLocal)
+		n.pullAsync(id, kindLRU)
+	}
+	if len(fresh) > 0 {
+		n.propagate(true)
+	}
+}
+
+// samePeers reports whether a snapshot still matches the Directory.
+func samePeers(ps *peerSet, list []Peer, root string) bool {
+	if ps == nil || ps.root != root || len(ps.list) != len(list) {
+		return false
+	}
+	for i := range list {
+		if ps.list[i] != list[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// propagate pushes this node's filter changes: a delta to every holder
+// when the changed share passes the threshold or the interval has passed,
+// the full filter to holders that need it.
+func (n *Namespace) propagate(force bool) {
+	n.prop.sendMu.Lock()
+	defer n.prop.sendMu.Unlock()
+	ps := n.peers.Load()
+	for k := range 2 {
+		var holders []Peer
+		if k == kindLocal {
+			holders = n.l2Holders(ps)
+		} else {
+			holders = n.l1Holders(ps)
+		}
+		n.prop.mu.Lock()
+		var full []Peer
+		var rest []Peer
+		for _, h := range holders {
+			if n.prop.needFull[h.ID][k] {
+				full = append(full, h)
+			} else {
+				rest = append(rest, h)
+			}
+		}
+		last := n.prop.lastPush[k]
+		n.prop.mu.Unlock()
+		if !force && len(full) == 0 && !n.pushDue(k, last) {
+			continue
+		}
+		var delta, fullData []byte
+		var base, ver uint64
+		n.lockKind(k)
+		f := n.kindFilter(k)
+		if f.ChangedBits() > 0 {
+			base = f.Version()
+			delta = f.MarkDelta(nil)
+		}
+		ver = f.Version()
+		if len(full) > 0 {
+			fullData = f.AppendBinary(nil)
+		}
+		n.unlockKind(k)
+		n.prop.mu.Lock()
+		n.prop.lastPush[k] = time.Now()
+		for _, h := range full {
+			nf := n.prop.needFull[h.ID]
+			nf[k] = false
+			n.prop.needFull[h.ID] = nf
+		}
+		n.prop.mu.Unlock()
+		var wg sync.WaitGroup
+		send := func(h Peer, req *rpc.FilterPushRequest) {
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+				defer cancel()
+				var resp rpc.FilterPushResponse
+				n.counters.pushesSent.Add(1)
+				n.counters.bytesSent.Add(uint64(len(req.Data)))
+				err := n.cl.Call(ctx, h.RPCAddr, rpc.MethodFilterPush, req, &resp)
+				if err != nil || resp.NeedFull {
+					// Send the full filter next time (the holder also
+					// pulls it after a version mismatch).
+					n.prop.mu.Lock()
+					nf := n.prop.needFull[h.ID]
+					nf[k] = true
+					n.prop.needFull[h.ID] = nf
+					n.prop.mu.Unlock()
+				}
+				if err != nil {
+					n.counters.pushFails.Add(1)
+					n.log.Debug("filter push failed", "to", h.ID, "kind", kindNames[k], "err", err)
+				}
+			})
+		}
+		for _, h := range full {
+			send(h, &rpc.FilterPushRequest{Origin: n.id, Kind: kindNames[k], Full: true, Version: ver, Data: fullData})
+		}
+		if delta != nil {
+			for _, h := range rest {
+				send(h, &rpc.FilterPushRequest{Origin: n.id, Kind: kindNames[k], BaseVersion: base, Version: ver, Data: delta})
+			}
+		}
+		wg.Wait()
+	}
+}
+
+// pushDue reports whether filter k has changes to push now.
+func (n *Namespace) pushDue(k int, last time.Time) bool {
+	n.lockKind(k)
+	defer n.unlockKind(k)
+	f := n.kindFilter(k)
+	if f.ChangedBits() == 0 {
+		return false
+	}
+	return f.ChangedFraction() >= n.cfg.PropagateThreshold || time.Since(last) >= n.cfg.PropagateInterval
+}
+
+func (n *Namespace) lockKind(k int) {
+	if k == kindLocal {
+		n.localMu.Lock()
+	} else {
+		n.lruMu.Lock()
+	}
+}
+
+func (n *Namespace) unlockKind(k int) {
+	if k == kindLocal {
+		n.localMu.Unlock()
+	} else {
+		n.lruMu.Unlock()
+	}
+}
+
+// kindFilter returns the plain view of filter k; callers hold its lock.
+func (n *Namespace) kindFilter(k int) *routing.Filter {
+	if k == kindLocal {
+		return n.local.Filter()
+	}
+	return n.lru.Filter()
+}
+
+// SyncFilters pushes every pending filter change now and waits for the
+// pushes (tests and benchmarks use it to warm the replicas).
+func (n *Namespace) SyncFilters() { n.propagate(true) }

@@ -1,0 +1,399 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"html/template"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/ghba/ghba/fsm"
+	"github.com/ghba/ghba/rpc"
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// nodeMetrics are the node's Prometheus metrics, in a registry of its own (no
+// global state: several nodes may share a process, as in tests). Counters
+// of events are updated where they happen; everything else is read from
+// the node's parts at scrape time by nodeCollector.
+type nodeMetrics struct {
+	reg           *prometheus.Registry
+	serfEvents    *prometheus.CounterVec
+	fsmChanges    prometheus.Counter
+	fsmRefused    prometheus.Counter
+	leaderChanges prometheus.Counter
+	reconciles    prometheus.Counter
+	joins         prometheus.Counter
+	leaves        prometheus.Counter
+}
+
+func newNodeMetrics(n *Node) *nodeMetrics {
+	m := &nodeMetrics{
+		reg: prometheus.NewRegistry(),
+		serfEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "ghba_serf_events_total", Help: "Serf member events received, by type.",
+		}, []string{"event"}),
+		fsmChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghba_fsm_changes_total", Help: "Group FSM commands applied here that changed the state (and restores).",
+		}),
+		fsmRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghba_fsm_commands_refused_total", Help: "FSM commands this node proposed as leader that the FSM refused.",
+		}),
+		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghba_raft_leadership_acquired_total", Help: "Times this node became its group's Raft leader.",
+		}),
+		reconciles: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghba_reconcile_runs_total", Help: "Runs of the leader's Serf/FSM reconcile loop on this node.",
+		}),
+		joins: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghba_group_joins_total", Help: "Times this node joined a group.",
+		}),
+		leaves: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghba_leaves_total", Help: "Graceful leaves started on this node.",
+		}),
+	}
+	m.reg.MustRegister(
+		m.serfEvents, m.fsmChanges, m.fsmRefused, m.leaderChanges, m.reconciles, m.joins, m.leaves,
+		newNodeCollector(n),
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// nodeCollector reads the node's state at scrape time.
+type nodeCollector struct {
+	n *Node
+
+	info, files, filterBytes, replicas, lookups, hops          *prometheus.Desc
+	raftLeader, raftState, raftTerm, raftCommit, raftApplied   *prometheus.Desc
+	raftLastContact, groupMembers, groupOrigins, migrated      *prometheus.Desc
+	serfMembers, storeCommits, storeSyncs, storeCommitFailures *prometheus.Desc
+
+	lookupOutcomes, broadcasts, txns, prepared, rekeyed, drained *prometheus.Desc
+	filterPushes, filterPulls, filterMismatches, filterBytesSent *prometheus.Desc
+	arrayMembers, lruLen                                         *prometheus.Desc
+}
+
+func newNodeCollector(n *Node) *nodeCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, labels, nil)
+	}
+	return &nodeCollector{
+		n:                   n,
+		info:                d("ghba_node_info", "Constant 1, labelled with the node's id, group and version.", "node_id", "group", "version"),
+		files:               d("ghba_inodes", "Paths homed on this node, by type.", "type"),
+		filterBytes:         d("ghba_filter_bytes", "Memory used by all filters on this node."),
+		replicas:            d("ghba_replicas_held", "Segment-filter replicas held by this node."),
+		lookups:             d("ghba_lookups_total", "Lookups entered at this node, by the level that resolved them.", "level"),
+		hops:                d("ghba_lookup_hops_total", "Total RPC hops of the lookups entered at this node."),
+		raftLeader:          d("ghba_raft_leader", "1 if this node leads its group's Raft."),
+		raftState:           d("ghba_raft_state", "1 for this node's current Raft state.", "state"),
+		raftTerm:            d("ghba_raft_term", "Current Raft term."),
+		raftCommit:          d("ghba_raft_commit_index", "Raft commit index."),
+		raftApplied:         d("ghba_raft_applied_index", "Raft index last applied to the FSM."),
+		raftLastContact:     d("ghba_raft_last_contact_seconds", "Seconds since a follower last heard from its leader (0 on the leader)."),
+		groupMembers:        d("ghba_group_members", "Members of this node's group in its FSM, by status.", "status"),
+		groupOrigins:        d("ghba_group_origins", "Nodes outside the group whose replicas the group holds."),
+		migrated:            d("ghba_replicas_migrated_total", "Replicas moved between members of this node's group since it began."),
+		serfMembers:         d("ghba_serf_members", "Serf members as this node sees them, by status.", "status"),
+		storeCommits:        d("ghba_store_commits_total", "Write requests taken by the store's group committer."),
+		storeSyncs:          d("ghba_store_syncs_total", "Badger transactions (syncs) committed by the store."),
+		storeCommitFailures: d("ghba_store_commit_failures_total", "Write requests the store answered with an error."),
+		lookupOutcomes:      d("ghba_lookup_failures_total", "Lookups entered here that answered not found or unavailable.", "result"),
+		broadcasts:          d("ghba_l4_broadcasts_total", "L4 broadcasts to every node started here."),
+		txns:                d("ghba_txns_total", "Coordinated transactions (create, unlink, rename across homes) by outcome.", "result"),
+		prepared:            d("ghba_txn_parts_prepared", "Prepared transaction parts held here."),
+		rekeyed:             d("ghba_rekeyed_total", "Inodes re-keyed here by directory renames."),
+		drained:             d("ghba_drained_total", "Paths moved away from this node by a drain (ghba leave)."),
+		filterPushes:        d("ghba_filter_pushes_total", "Filter update pushes, by direction and result.", "kind"),
+		filterPulls:         d("ghba_filter_pulls_total", "Full filter pulls, sent and served.", "kind"),
+		filterMismatches:    d("ghba_filter_version_mismatches_total", "Filter deltas refused for a version mismatch."),
+		filterBytesSent:     d("ghba_filter_bytes_sent_total", "Filter bytes sent in pushes and pulls."),
+		arrayMembers:        d("ghba_filter_array_members", "Filters held in the L1 (LRU) and L2 (segment) arrays.", "array"),
+		lruLen:              d("ghba_lru_entries", "Paths in this node's LRU list."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{
+		c.info, c.files, c.filterBytes, c.replicas, c.lookups, c.hops,
+		c.raftLeader, c.raftState, c.raftTerm, c.raftCommit, c.raftApplied,
+		c.raftLastContact, c.groupMembers, c.groupOrigins, c.migrated,
+		c.serfMembers, c.storeCommits, c.storeSyncs, c.storeCommitFailures,
+		c.lookupOutcomes, c.broadcasts, c.txns, c.prepared, c.rekeyed, c.drained,
+		c.filterPushes, c.filterPulls, c.filterMismatches, c.filterBytesSent,
+		c.arrayMembers, c.lruLen,
+	} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.n
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(c.info, 1, n.cfg.NodeID, n.group(), buildVersion())
+	if n.store != nil {
+		if ic, err := n.store.CountInodes(context.Background()); err == nil {
+			gauge(c.files, float64(ic.Files), "file")
+			gauge(c.files, float64(ic.Dirs), "dir")
+		}
+		s := n.store.Stats()
+		counter(c.storeCommits, float64(s.Requests))
+		counter(c.storeSyncs, float64(s.Txns))
+		counter(c.storeCommitFailures, float64(s.Failed))
+	}
+	if n.ns != nil {
+		s := n.ns.Stats()
+		gauge(c.filterBytes, float64(s.FilterBytes))
+		counter(c.lookups, float64(s.Levels.L1), rpc.LevelL1)
+		counter(c.lookups, float64(s.Levels.L2), rpc.LevelL2)
+		counter(c.lookups, float64(s.Levels.L3), rpc.LevelL3)
+		counter(c.lookups, float64(s.Levels.L4), rpc.LevelL4)
+		counter(c.hops, float64(s.Hops))
+		counter(c.lookupOutcomes, float64(s.NotFound), "not_found")
+		counter(c.lookupOutcomes, float64(s.Unavailable), "unavailable")
+		counter(c.broadcasts, float64(s.Broadcasts))
+		counter(c.txns, float64(s.TxnsCommitted), "committed")
+		counter(c.txns, float64(s.TxnsAborted), "aborted")
+		counter(c.txns, float64(s.TxnsBusy), "busy")
+		gauge(c.prepared, float64(s.Prepared))
+		counter(c.rekeyed, float64(s.Rekeyed))
+		counter(c.drained, float64(s.Drained))
+		counter(c.filterPushes, float64(s.PushesSent), "sent")
+		counter(c.filterPushes, float64(s.PushFailures), "failed")
+		counter(c.filterPushes, float64(s.PushesReceived), "received")
+		counter(c.filterPulls, float64(s.PullsSent), "sent")
+		counter(c.filterPulls, float64(s.PullsServed), "served")
+		counter(c.filterMismatches, float64(s.VersionMismatches))
+		counter(c.filterBytesSent, float64(s.FilterBytesSent))
+		gauge(c.arrayMembers, float64(s.L1Members), "l1")
+		gauge(c.arrayMembers, float64(s.L2Members), "l2")
+		gauge(c.lruLen, float64(s.LRULen))
+	}
+	if r := n.raft; r != nil {
+		st := r.State()
+		leader := 0.0
+		if st == raft.Leader {
+			leader = 1
+		}
+		gauge(c.raftLeader, leader)
+		for _, s := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
+			v := 0.0
+			if s == st {
+				v = 1
+			}
+			gauge(c.raftState, v, s.String())
+		}
+		gauge(c.raftTerm, float64(r.CurrentTerm()))
+		gauge(c.raftCommit, float64(r.CommitIndex()))
+		gauge(c.raftApplied, float64(r.AppliedIndex()))
+		lc := 0.0
+		if st != raft.Leader {
+			if t := r.LastContact(); !t.IsZero() {
+				lc = time.Since(t).Seconds()
+			}
+		}
+		gauge(c.raftLastContact, lc)
+	}
+	if f := n.fsm; f != nil {
+		by := map[fsm.Status]int{fsm.StatusActive: 0, fsm.StatusLeaving: 0, fsm.StatusFailed: 0}
+		for _, m := range f.Members() {
+			by[m.Status]++
+		}
+		for st, k := range by {
+			gauge(c.groupMembers, float64(k), string(st))
+		}
+		gauge(c.groupOrigins, float64(len(f.Origins())))
+		counter(c.migrated, float64(f.ReplicasMigrated()))
+		if n.isJoined() {
+			gauge(c.replicas, float64(f.Load(n.cfg.NodeID)))
+		} else {
+			gauge(c.replicas, 0)
+		}
+	}
+	if s := n.serfAgent(); s != nil {
+		by := map[string]int{statusAlive: 0, statusFailed: 0, statusLeaving: 0, statusLeft: 0}
+		for _, m := range s.Members() {
+			if m.Tags[tagRole] == roleGHBA && m.Status != serf.StatusNone {
+				by[serfStatus(m.Status)]++
+			}
+		}
+		for st, k := range by {
+			gauge(c.serfMembers, float64(k), st)
+		}
+	}
+}
+
+// StatusJSON is the body of /v1/status: the node's status (the fields of
+// rpc.StatusResponse) plus its view of the cluster, all local (no calls to
+// other nodes).
+type StatusJSON struct {
+	rpc.StatusResponse
+	// Joined reports whether the node is a member of its group.
+	Joined bool `json:"joined"`
+	// Leaving reports a graceful leave in progress.
+	Leaving bool `json:"leaving"`
+	// RootHome is the id of the node homing "/".
+	RootHome string `json:"root_home"`
+	// Raft has the group's Raft indexes as this node sees them.
+	Raft RaftStatus `json:"raft"`
+	// GroupMembers are the members of this node's group in its FSM.
+	GroupMembers []fsm.Member `json:"group_members"`
+	// Peers is the Directory: every node this one knows of.
+	Peers []PeerJSON `json:"peers"`
+}
+
+// RaftStatus is the Raft part of StatusJSON.
+type RaftStatus struct {
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastIndex    uint64 `json:"last_index"`
+	Voters       int    `json:"voters"`
+}
+
+// PeerJSON is a Peer in StatusJSON.
+type PeerJSON struct {
+	ID       string `json:"id"`
+	Group    string `json:"group"`
+	RPCAddr  string `json:"rpc_addr"`
+	HTTPAddr string `json:"http_addr"`
+	Up       bool   `json:"up"`
+	Leaving  bool   `json:"leaving"`
+}
+
+// StatusJSON returns the body of /v1/status.
+func (n *Node) StatusJSON(ctx context.Context) *StatusJSON {
+	s := &StatusJSON{
+		StatusResponse: *n.Status(),
+		Joined:         n.isJoined(),
+		Leaving:        n.leaving.Load(),
+		RootHome:       n.cluster.RootHome(),
+		GroupMembers:   []fsm.Member{},
+		Peers:          []PeerJSON{},
+	}
+	if r := n.raft; r != nil {
+		s.Raft = RaftStatus{Term: r.CurrentTerm(), CommitIndex: r.CommitIndex(), AppliedIndex: r.AppliedIndex(), LastIndex: r.LastIndex()}
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		if servers, err := n.raftServers(cctx); err == nil {
+			for _, sv := range servers {
+				if sv.Suffrage == raft.Voter {
+					s.Raft.Voters++
+				}
+			}
+		}
+		cancel()
+	}
+	if n.fsm != nil && s.Joined {
+		s.GroupMembers = n.fsm.Members()
+	}
+	for _, p := range n.cluster.Peers() {
+		s.Peers = append(s.Peers, PeerJSON(p))
+	}
+	return s
+}
+
+// newHTTPServer returns the HTTP server of /metrics, /v1/status and the
+// status page.
+func (n *Node) newHTTPServer() *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{
+		ErrorLog: newStdLogger(n.log, "metrics"),
+	}))
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(n.StatusJSON(r.Context())); err != nil {
+			n.log.Debug("writing /v1/status", "err", err)
+		}
+	})
+	mux.HandleFunc("GET /{$}", n.serveStatusPage)
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          newStdLogger(n.log, "http"),
+		BaseContext:       func(net.Listener) context.Context { return n.bgCtx },
+	}
+}
+
+// statusPage is the template of the HTML status page.
+var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
+	"bytes": func(b int64) string {
+		switch {
+		case b >= 1<<30:
+			return strconv.FormatFloat(float64(b)/(1<<30), 'f', 1, 64) + " GiB"
+		case b >= 1<<20:
+			return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MiB"
+		case b >= 1<<10:
+			return strconv.FormatFloat(float64(b)/(1<<10), 'f', 1, 64) + " KiB"
+		}
+		return strconv.FormatInt(b, 10) + " B"
+	},
+	"since": func(ns int64) string { return time.Since(time.Unix(0, ns)).Truncate(time.Second).String() },
+}).Parse(`<!DOCTYPE html>
+<html><head><meta charset="utf-8"><meta http-equiv="refresh" content="5">
+<title>ghba {{.Self.NodeID}}</title>
+<style>
+body{font-family:sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}
+th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}
+th{background:#f0f0f0}
+.alive{color:#070}.failed{color:#b00;font-weight:bold}.leaving,.left{color:#a60}
+</style></head><body>
+<h1>ghba node {{.Self.NodeID}}</h1>
+<p>group <b>{{or .Self.Group "(none yet)"}}</b> · raft role <b>{{or .Self.RaftRole "-"}}</b> · leader <b>{{or .Self.Leader "-"}}</b>
+· root home <b>{{or .Root "-"}}</b> · up {{since .Self.StartedAt}}{{if .Self.Version}} · version {{.Self.Version}}{{end}}</p>
+<h2>This node</h2>
+<table>
+<tr><th>files homed</th><th>replicas held</th><th>filter memory</th><th>L1</th><th>L2</th><th>L3</th><th>L4</th><th>hops</th></tr>
+<tr><td>{{.Self.Files}}</td><td>{{.Self.ReplicasHeld}}</td><td>{{bytes .Self.FilterBytes}}</td>
+<td>{{.Self.Levels.L1}}</td><td>{{.Self.Levels.L2}}</td><td>{{.Self.Levels.L3}}</td><td>{{.Self.Levels.L4}}</td><td>{{.Self.Hops}}</td></tr>
+</table>
+<h2>Members</h2>
+<table>
+<tr><th>id</th><th>group</th><th>status</th><th>raft role</th><th>files</th><th>replicas</th><th>rpc</th><th>http</th></tr>
+{{range .Members}}<tr><td>{{.ID}}</td><td>{{.Group}}</td><td class="{{.Status}}">{{.Status}}</td><td>{{.RaftRole}}</td>
+<td>{{.Files}}</td><td>{{.ReplicasHeld}}</td><td>{{.RPCAddr}}</td>
+<td>{{if .HTTPAddr}}<a href="http://{{.HTTPAddr}}/">{{.HTTPAddr}}</a>{{end}}</td></tr>
+{{end}}</table>
+<h2>Groups</h2>
+<table>
+<tr><th>group</th><th>leader</th><th>members (replicas held)</th></tr>
+{{range .Groups}}{{$g := .}}<tr><td>{{.Group}}</td><td>{{or .Leader "-"}}</td>
+<td>{{range .Members}}{{.}} ({{index $g.Replicas .}}) {{end}}</td></tr>
+{{end}}</table>
+<p><a href="/v1/status">/v1/status</a> · <a href="/metrics">/metrics</a></p>
+</body></html>
+`))
+
+// serveStatusPage renders the HTML status page.
+func (n *Node) serveStatusPage(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), n.tune.statusTimeout+time.Second)
+	defer cancel()
+	members := n.Members(ctx)
+	data := struct {
+		Self    *rpc.StatusResponse
+		Root    string
+		Members []rpc.Member
+		Groups  []rpc.GroupInfo
+	}{n.Status(), n.cluster.RootHome(), members, n.Groups(ctx, members)}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	if err := statusPage.Execute(w, data); err != nil {
+		n.log.Debug("writing the status page", "err", err)
+	}
+}

@@ -1,0 +1,122 @@
+package node
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/ghba/ghba/rpc"
+)
+
+// TestLookupLevels: after warm-up most lookups are resolved by L1 or L2 in
+// at most one hop; a lookup at the home takes no hop; L4 is rare.
+func TestLookupLevels(t *testing.T) {
+	c := newNSCluster(t, 3, nsTestConfig())
+	var paths []string
+	for d := range 10 {
+		dir := fmt.Sprintf("/lv%d", d)
+		mustOK(t, c.via(c.ids[d%3]).mkdir(dir, false), "mkdir")
+		paths = append(paths, dir)
+		for f := range 30 {
+			p := fmt.Sprintf("%s/f%d", dir, f)
+			mustOK(t, c.via(c.ids[f%3]).create(p), "create")
+			paths = append(paths, p)
+		}
+	}
+	c.waitFilters()
+	// Warm-up: touch every path at its home (the LRU lists fill), then
+	// let the LRU filters propagate.
+	for _, p := range paths {
+		_, err := c.via("n1").stat(p)
+		mustOK(t, err, "stat %s", p)
+	}
+	c.waitFilters()
+	levels := map[string]int{}
+	total, maxHops := 0, 0
+	for _, id := range c.ids {
+		for _, p := range paths {
+			st, err := c.via(id).stat(p)
+			mustOK(t, err, "stat %s via %s", p, id)
+			levels[st.Level]++
+			total++
+			maxHops = max(maxHops, st.Hops)
+			if st.Home == id && st.Hops != 0 {
+				t.Errorf("stat %s at its home %s took %d hops", p, id, st.Hops)
+			}
+			if (st.Level == rpc.LevelL1 || st.Level == rpc.LevelL2) && st.Hops > 1 {
+				t.Errorf("stat %s via %s: %s in %d hops", p, id, st.Level, st.Hops)
+			}
+		}
+	}
+	hit := levels[rpc.LevelL1] + levels[rpc.LevelL2]
+	t.Logf("levels %v of %d lookups, max hops %d", levels, total, maxHops)
+	if hit < total*9/10 {
+		t.Errorf("only %d of %d lookups resolved by L1/L2: %v", hit, total, levels)
+	}
+	if levels[rpc.LevelL1] < total/2 {
+		t.Errorf("only %d of %d lookups resolved by L1", levels[rpc.LevelL1], total)
+	}
+	// Counters agree with the replies.
+	var sum rpc.LevelCounts
+	for _, id := range c.ids {
+		s := c.ns(id).Stats()
+		sum.L1 += s.Levels.L1
+		sum.L2 += s.Levels.L2
+		sum.L4 += s.Levels.L4
+		if s.FilterBytes <= 0 || s.L1Members != 2 || s.L2Members != 2 {
+			t.Errorf("%s: stats %+v", id, s)
+		}
+	}
+	if sum.L1+sum.L2+sum.L4 < uint64(total) {
+		t.Errorf("level counters %+v below %d lookups", sum, total)
+	}
+	// Lookup (not stat) reports the same way.
+	var r rpc.LookupResponse
+	mustOK(t, c.via("n2").call(rpc.MethodLookup, &rpc.LookupRequest{Path: paths[5]}, &r), "lookup")
+	if r.Home == "" || r.Level == "" || r.Type != rpc.TypeFile {
+		t.Errorf("lookup: %+v", r)
+	}
+	// Batch stat: one result per path, in order, errors in place.
+	var br rpc.BatchStatResponse
+	req := &rpc.BatchStatRequest{Paths: []string{paths[0], "/nope", "bad", paths[1]}}
+	mustOK(t, c.via("n3").call(rpc.MethodBatchStat, req, &br), "batch stat")
+	if len(br.Results) != 4 || br.Results[0].Stat == nil || br.Results[0].Stat.Path != paths[0] ||
+		errKind(br.Results[1].Err()) != "notexist" || errKind(br.Results[2].Err()) != "invalid" ||
+		br.Results[3].Stat == nil || br.Results[3].Stat.Path != paths[1] {
+		t.Errorf("batch stat: %+v", br.Results)
+	}
+}
+
+// TestLookupFalsePositive: a filter that claims a path it does not have
+// costs a wasted verification, never a wrong answer.
+func TestLookupFalsePositive(t *testing.T) {
+	c := newNSCluster(t, 3, nsTestConfig())
+	mustOK(t, c.via("n1").mkdir("/fp", false), "mkdir")
+	mustOK(t, c.via("n1").create("/fp/real"), "create")
+	home := c.homeOf(t, "/fp/real")
+	c.waitFilters()
+	// Make another node's local filter claim a missing path and the real
+	// one: both arrays of the entry node point at the liar.
+	liar := "n2"
+	if home == liar {
+		liar = "n3"
+	}
+	entry := "n1"
+	if entry == home || entry == liar {
+		entry = "n3"
+		if entry == home || entry == liar {
+			entry = "n2"
+		}
+	}
+	ns := c.ns(liar)
+	ns.localAdd("/fp/ghost")
+	ns.localAdd("/fp/real")
+	c.waitFilters()
+	if _, err := c.via(entry).stat("/fp/ghost"); errKind(err) != "notexist" {
+		t.Errorf("stat of a false positive: %v", err)
+	}
+	st, err := c.via(entry).stat("/fp/real")
+	mustOK(t, err, "stat real")
+	if st.Home != home {
+		t.Errorf("stat real: home %s, want %s", st.Home, home)
+	}
+}

@@ -1,0 +1,194 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ghba/ghba/rpc"
+)
+
+// nsBenchClients is the number of client goroutines of the benchmarks.
+const nsBenchClients = 16
+
+// nsLatencies collects per-operation latencies from parallel goroutines.
+type nsLatencies struct {
+	mu  sync.Mutex
+	all []time.Duration
+}
+
+func (l *nsLatencies) add(d []time.Duration) {
+	l.mu.Lock()
+	l.all = append(l.all, d...)
+	l.mu.Unlock()
+}
+
+// report adds ops/s, p50 and p99 (microseconds) to b.
+func (l *nsLatencies) report(b *testing.B, elapsed time.Duration) {
+	if len(l.all) == 0 {
+		return
+	}
+	slices.Sort(l.all)
+	q := func(f float64) float64 {
+		return float64(l.all[min(len(l.all)-1, int(f*float64(len(l.all))))].Microseconds())
+	}
+	b.ReportMetric(float64(len(l.all))/elapsed.Seconds(), "ops/s")
+	b.ReportMetric(q(0.50), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+}
+
+// runParallel runs op with nsBenchClients goroutines and reports ops/s and
+// latency percentiles.
+func runParallel(b *testing.B, op func(r *rand.Rand) error) {
+	b.Helper()
+	b.SetParallelism((nsBenchClients + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	var lat nsLatencies
+	var seed atomic.Uint64
+	var failed atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		s := seed.Add(1)
+		r := rand.New(rand.NewPCG(s, s))
+		local := make([]time.Duration, 0, 1024)
+		for pb.Next() {
+			t0 := time.Now()
+			if err := op(r); err != nil {
+				if failed.Add(1) == 1 {
+					b.Errorf("operation failed: %v", err)
+				}
+			}
+			local = append(local, time.Since(t0))
+		}
+		lat.add(local)
+	})
+	elapsed := time.Since(start)
+	b.StopTimer()
+	lat.report(b, elapsed)
+}
+
+// benchCluster returns a cluster of n nodes and a client of it (with or
+// without the client's home cache).
+func benchCluster(b *testing.B, n int, homeCache bool) (*nsCluster, *rpc.Client) {
+	cfg := nsTestConfig()
+	cfg.FilterCapacity = 200_000
+	cfg.LRUEntries = 4096
+	cfg.PropagateInterval = 200 * time.Millisecond
+	c := newNSCluster(b, n, cfg)
+	var addrs []string
+	for _, id := range c.ids {
+		addrs = append(addrs, c.nodes[id].addr)
+	}
+	size := 0
+	if !homeCache {
+		size = -1
+	}
+	cl := rpc.NewClient(rpc.Options{Addrs: addrs, HomeCacheSize: size, MaxConnsPerAddr: 4})
+	b.Cleanup(func() { cl.Close() })
+	return c, cl
+}
+
+func benchLevels(b *testing.B, c *nsCluster, before map[string]NamespaceStats) {
+	var l1, l2, l4, hops, lookups uint64
+	for _, id := range c.ids {
+		s := c.ns(id).Stats()
+		p := before[id]
+		l1 += s.Levels.L1 - p.Levels.L1
+		l2 += s.Levels.L2 - p.Levels.L2
+		l4 += s.Levels.L4 - p.Levels.L4
+		hops += s.Hops - p.Hops
+		lookups += s.Lookups - p.Lookups
+	}
+	if lookups == 0 {
+		return
+	}
+	b.ReportMetric(100*float64(l1)/float64(lookups), "%L1")
+	b.ReportMetric(100*float64(l2)/float64(lookups), "%L2")
+	b.ReportMetric(100*float64(l4)/float64(lookups), "%L4")
+	b.ReportMetric(float64(hops)/float64(lookups), "hops/lookup")
+}
+
+func snapshotStats(c *nsCluster) map[string]NamespaceStats {
+	out := map[string]NamespaceStats{}
+	for _, id := range c.ids {
+		out[id] = c.ns(id).Stats()
+	}
+	return out
+}
+
+// BenchmarkStat: stats of existing files by 16 client goroutines through
+// 1 and 3 nodes (the Go client caches homes, as a real client does;
+// "nocache" enters at a random node every time).
+func BenchmarkStat(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		nodes int
+		cache bool
+	}{{"nodes=1", 1, true}, {"nodes=3", 3, true}, {"nodes=3/nocache", 3, false}} {
+		b.Run(tc.name, func(b *testing.B) {
+			c, cl := benchCluster(b, tc.nodes, tc.cache)
+			ctx := context.Background()
+			const dirs, files = 20, 100
+			var paths []string
+			for d := range dirs {
+				dir := fmt.Sprintf("/b%d", d)
+				if _, err := cl.Mkdir(ctx, &rpc.MkdirRequest{Path: dir, Mode: 0o755}); err != nil {
+					b.Fatal(err)
+				}
+				for f := range files {
+					p := fmt.Sprintf("%s/f%d", dir, f)
+					if _, err := cl.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644}); err != nil {
+						b.Fatal(err)
+					}
+					paths = append(paths, p)
+				}
+			}
+			for _, p := range paths { // warm the LRU lists and the client's cache
+				if _, err := cl.Stat(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			c.waitFilters()
+			before := snapshotStats(c)
+			runParallel(b, func(r *rand.Rand) error {
+				_, err := cl.Stat(ctx, paths[r.IntN(len(paths))])
+				return err
+			})
+			benchLevels(b, c, before)
+		})
+	}
+}
+
+// BenchmarkCreate: creates of new files in 64 directories by 16 client
+// goroutines through 1 and 3 nodes (balanced placement: with 3 nodes
+// about 2/3 of the files are homed away from their directory, a
+// two-phase commit).
+func BenchmarkCreate(b *testing.B) {
+	for _, nodes := range []int{1, 3} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			_, cl := benchCluster(b, nodes, true)
+			ctx := context.Background()
+			const dirs = 64
+			for d := range dirs {
+				if _, err := cl.Mkdir(ctx, &rpc.MkdirRequest{Path: fmt.Sprintf("/c%d", d), Mode: 0o755}); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := cl.Stat(ctx, fmt.Sprintf("/c%d", d)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			var seq atomic.Int64
+			runParallel(b, func(r *rand.Rand) error {
+				i := seq.Add(1)
+				_, err := cl.Create(ctx, &rpc.CreateRequest{Path: fmt.Sprintf("/c%d/f%d", i%dirs, i), Mode: 0o644})
+				return err
+			})
+		})
+	}
+}

@@ -1,0 +1,413 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ghba/ghba/rpc"
+)
+
+// Paths in flux.
+//
+// A node that has staged (prepared) a part of a transaction marks the
+// paths the part changes. A mark covers the path and its whole subtree.
+// Until the transaction is resolved:
+//   - a reader of a marked path at this node asks the coordinator how the
+//     transaction ended (and applies or discards the part accordingly)
+//     before reading, so that no reader sees a change and then not;
+//   - an operation that changes paths at this node (a registration) waits
+//     for marks on related paths to be resolved;
+//   - a new mark on related paths by another transaction is refused (the
+//     coordinator retries).
+//
+// A registration names the paths an operation in progress at this node
+// depends on ("parents", which must not be deleted or moved meanwhile) and
+// changes ("targets"). Staging a part waits until no registration of
+// another transaction is related to its marks, so a part never overlaps an
+// operation that started before it. The table is in memory; marks are
+// rebuilt from the durable prepared records at start.
+
+// fluxReg is an operation in progress at this node.
+type fluxReg struct {
+	txn     string   // the operation's transaction id, if any
+	parents []string // must stay (conflict with marks at or above them)
+	targets []string // change (conflict with marks at, above or below them)
+	// removes are targets this node may delete in a local batch without
+	// staging them: they also conflict with other registrations whose
+	// parents are at or under them (a local rmdir waits for a create in
+	// the directory, and the other way round).
+	removes []string
+	done    chan struct{}
+}
+
+type fluxTable struct {
+	mu    sync.Mutex
+	count atomic.Int32 // len(marks): readers skip the table when 0
+	marks map[string]*partTxn
+	regs  map[*fluxReg]struct{}
+}
+
+func (f *fluxTable) init() {
+	f.marks = make(map[string]*partTxn)
+	f.regs = make(map[*fluxReg]struct{})
+}
+
+// markAtOrAbove returns a mark on p or an ancestor of p whose transaction
+// is not txn. Callers hold mu.
+func (f *fluxTable) markAtOrAbove(p, txn string) *partTxn {
+	if m := f.marks[p]; m != nil && m.id != txn {
+		return m
+	}
+	for i := len(p) - 1; i > 0; i-- {
+		if p[i] == '/' {
+			if m := f.marks[p[:i]]; m != nil && m.id != txn {
+				return m
+			}
+		}
+	}
+	if p != "/" {
+		if m := f.marks["/"]; m != nil && m.id != txn {
+			return m
+		}
+	}
+	return nil
+}
+
+// markBelow returns a mark strictly under p whose transaction is not txn.
+// Callers hold mu.
+func (f *fluxTable) markBelow(p, txn string) *partTxn {
+	for mp, m := range f.marks {
+		if m.id != txn && strictlyUnder(mp, p) {
+			return m
+		}
+	}
+	return nil
+}
+
+// conflictFor returns a mark that conflicts with registration r. Callers
+// hold mu.
+func (f *fluxTable) conflictFor(r *fluxReg) *partTxn {
+	for _, p := range r.parents {
+		if m := f.markAtOrAbove(p, r.txn); m != nil {
+			return m
+		}
+	}
+	for _, p := range r.targets {
+		if m := f.markAtOrAbove(p, r.txn); m != nil {
+			return m
+		}
+		if m := f.markBelow(p, r.txn); m != nil {
+			return m
+		}
+	}
+	return nil
+}
+
+// regBlockedBy returns a registration of another operation that r must
+// wait for (see fluxReg.removes). Callers hold mu.
+func (f *fluxTable) regBlockedBy(r *fluxReg) *fluxReg {
+	if len(f.regs) == 0 {
+		return nil
+	}
+	for e := range f.regs {
+		if e.txn == r.txn && r.txn != "" {
+			continue
+		}
+		if removesParent(r.removes, e.parents) || removesParent(e.removes, r.parents) {
+			return e
+		}
+	}
+	return nil
+}
+
+// removesParent reports whether a path of removes is at or above a path
+// of parents.
+func removesParent(removes, parents []string) bool {
+	for _, x := range removes {
+		for _, a := range parents {
+			if isUnder(a, x) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// regConflicts reports whether registration r is related to a new mark m.
+func regConflicts(r *fluxReg, m string) bool {
+	for _, p := range r.parents {
+		if isUnder(p, m) {
+			return true
+		}
+	}
+	for _, p := range r.targets {
+		if isUnder(p, m) || isUnder(m, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// register records an operation in progress, first waiting (resolving
+// them with their coordinators) for marks that conflict with it, and for
+// operations it must not overlap (see fluxReg.removes). The caller must
+// call unregister.
+func (n *Namespace) register(ctx context.Context, txn string, parents, targets, removes []string) (*fluxReg, error) {
+	r := &fluxReg{txn: txn, parents: parents, targets: append(targets, removes...), removes: removes, done: make(chan struct{})}
+	backoff := time.Millisecond
+	for {
+		f := &n.flux
+		f.mu.Lock()
+		m := f.conflictFor(r)
+		var e *fluxReg
+		if m == nil {
+			e = f.regBlockedBy(r)
+		}
+		if m == nil && e == nil {
+			f.regs[r] = struct{}{}
+			f.mu.Unlock()
+			return r, nil
+		}
+		f.mu.Unlock()
+		if e != nil {
+			select {
+			case <-e.done:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("waiting for an operation on a related path: %w: %w", rpc.ErrUnavailable, ctx.Err())
+			}
+		}
+		pending, err := n.resolvePart(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		if pending {
+			if err := sleepCtx(ctx, backoff); err != nil {
+				return nil, fmt.Errorf("waiting for transaction %s: %w: %w", m.id, rpc.ErrUnavailable, err)
+			}
+			backoff = min(2*backoff, 20*time.Millisecond)
+		}
+	}
+}
+
+// unregister ends an operation recorded by register.
+func (n *Namespace) unregister(r *fluxReg) {
+	if r == nil {
+		return
+	}
+	n.flux.mu.Lock()
+	delete(n.flux.regs, r)
+	n.flux.mu.Unlock()
+	close(r.done)
+}
+
+// addMarks marks paths for part p. It fails (busy) if a mark of another
+// transaction is related to one of them; otherwise it returns the done
+// channels of the registrations of other transactions related to them,
+// which the caller must wait for.
+func (n *Namespace) addMarks(p *partTxn) (wait []chan struct{}, conflict *partTxn) {
+	f := &n.flux
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range p.marks {
+		if c := f.markAtOrAbove(m, p.id); c != nil {
+			return nil, c
+		}
+		if c := f.markBelow(m, p.id); c != nil {
+			return nil, c
+		}
+	}
+	for _, m := range p.marks {
+		if _, ok := f.marks[m]; !ok {
+			f.marks[m] = p
+		}
+	}
+	f.count.Store(int32(len(f.marks)))
+	for r := range f.regs {
+		if r.txn == p.id {
+			continue
+		}
+		for _, m := range p.marks {
+			if regConflicts(r, m) {
+				wait = append(wait, r.done)
+				break
+			}
+		}
+	}
+	return wait, nil
+}
+
+// removeMarks removes the marks of part p.
+func (n *Namespace) removeMarks(p *partTxn) {
+	f := &n.flux
+	f.mu.Lock()
+	for _, m := range p.marks {
+		if f.marks[m] == p {
+			delete(f.marks, m)
+		}
+	}
+	f.count.Store(int32(len(f.marks)))
+	f.mu.Unlock()
+}
+
+// settle resolves every mark at or above p (and, with below, under p)
+// before a read of p at this node. A pending transaction is left alone:
+// the reader sees the state before it. An error means a coordinator could
+// not be asked: the reader must answer unavailable.
+func (n *Namespace) settle(ctx context.Context, p string, below bool) error {
+	f := &n.flux
+	if f.count.Load() == 0 {
+		return nil
+	}
+	var tried []*partTxn
+	for {
+		f.mu.Lock()
+		var m *partTxn
+		if c := f.markAtOrAbove(p, ""); c != nil && !slices.Contains(tried, c) {
+			m = c
+		} else if below {
+			for mp, c := range f.marks {
+				if strictlyUnder(mp, p) && !slices.Contains(tried, c) {
+					m = c
+					break
+				}
+			}
+		}
+		f.mu.Unlock()
+		if m == nil {
+			return nil
+		}
+		tried = append(tried, m)
+		if _, err := n.resolvePart(ctx, m); err != nil {
+			return err
+		}
+	}
+}
+
+// marksSnapshot returns the marked paths (for tests and status).
+func (n *Namespace) marksSnapshot() []string {
+	n.flux.mu.Lock()
+	defer n.flux.mu.Unlock()
+	out := make([]string, 0, len(n.flux.marks))
+	for p := range n.flux.marks {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// waitAll waits for every channel, or until ctx is done or d passes.
+func waitAll(ctx context.Context, chans []chan struct{}, d time.Duration) bool {
+	if len(chans) == 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for _, c := range chans {
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return false
+		}
+	}
+	return true
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// keyLocks is a table of mutexes by key; entries exist only while locked
+// or waited for, so memory is bounded by the operations in progress.
+type keyLocks struct {
+	mu sync.Mutex
+	m  map[string]*keyLock
+}
+
+type keyLock struct {
+	refs int
+	ch   chan struct{} // holds one token while locked
+}
+
+// lock acquires the locks of keys (sorted and deduplicated, so two callers
+// never deadlock each other), waiting at most until ctx is done.
+func (l *keyLocks) lock(ctx context.Context, keys ...string) (unlock func(), err error) {
+	keys = slices.Clone(keys)
+	sort.Strings(keys)
+	keys = slices.Compact(keys)
+	held := make([]*keyLock, 0, len(keys))
+	release := func() {
+		for i := len(held) - 1; i >= 0; i-- {
+			<-held[i].ch
+		}
+		l.mu.Lock()
+		for _, k := range keys {
+			if kl := l.m[k]; kl != nil {
+				if kl.refs--; kl.refs == 0 {
+					delete(l.m, k)
+				}
+			}
+		}
+		l.mu.Unlock()
+	}
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = make(map[string]*keyLock)
+	}
+	locks := make([]*keyLock, len(keys))
+	for i, k := range keys {
+		kl := l.m[k]
+		if kl == nil {
+			kl = &keyLock{ch: make(chan struct{}, 1)}
+			l.m[k] = kl
+		}
+		kl.refs++
+		locks[i] = kl
+	}
+	l.mu.Unlock()
+	for _, kl := range locks {
+		select {
+		case kl.ch <- struct{}{}:
+			held = append(held, kl)
+		case <-ctx.Done():
+			release()
+			return nil, fmt.Errorf("waiting for a lock: %w", ctx.Err())
+		}
+	}
+	return release, nil
+}
+
+// size returns the number of keys locked or waited for.
+func (l *keyLocks) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.m)
+}
+
+// forceMarks marks p's paths without checks (loading prepared parts at
+// start, when they are known not to conflict).
+func (n *Namespace) forceMarks(p *partTxn) {
+	f := &n.flux
+	f.mu.Lock()
+	for _, m := range p.marks {
+		if _, ok := f.marks[m]; !ok {
+			f.marks[m] = p
+		}
+	}
+	f.count.Store(int32(len(f.marks)))
+	f.mu.Unlock()
+}

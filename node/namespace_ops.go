@@ -1,0 +1,708 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/ghba/ghba/node/store"
+	"github.com/ghba/ghba/rpc"
+)
+
+const (
+	// DefaultReadDirLimit is the page size of ReadDir when the request
+	// gives none.
+	DefaultReadDirLimit = 1000
+	// MaxReadDirLimit caps the page size of ReadDir.
+	MaxReadDirLimit = 10000
+	// MaxBatchStat bounds the paths of one BatchStat request.
+	MaxBatchStat = 10000
+	// maxRelocate bounds how often an entry node looks a home up again
+	// after being told "not the home" (a concurrent rename or drain).
+	maxRelocate = 4
+	// maxBusyRetries bounds the re-tries of a transaction that met a
+	// conflicting one (with backoff up to 200ms: a few seconds in all).
+	maxBusyRetries = 25
+)
+
+// errMoved is returned when a home could not be pinned down after several
+// attempts (paths moving under heavy concurrent renames or a drain).
+func errMoved(p string) error {
+	return fmt.Errorf("%w: %s keeps moving; try again", rpc.ErrUnavailable, p)
+}
+
+// Stat returns the inode of path, with the level and hops of its lookup.
+func (n *Namespace) Stat(ctx context.Context, path string) (*rpc.StatResponse, error) {
+	p, err := CleanPath(path)
+	if err != nil {
+		return nil, err
+	}
+	l, err := n.locate(ctx, p, true)
+	n.countLookup(l, err)
+	if err != nil {
+		return nil, err
+	}
+	return &rpc.StatResponse{Inode: *l.inode, HomeAddr: n.addrOf(l.home), Level: l.level, Hops: l.hops}, nil
+}
+
+// Lookup returns the home of path, with the level and hops that found it.
+func (n *Namespace) Lookup(ctx context.Context, path string) (*rpc.LookupResponse, error) {
+	p, err := CleanPath(path)
+	if err != nil {
+		return nil, err
+	}
+	l, err := n.locate(ctx, p, false)
+	n.countLookup(l, err)
+	if err != nil {
+		return nil, err
+	}
+	return &rpc.LookupResponse{Path: p, Home: l.home, HomeAddr: n.addrOf(l.home), Type: l.typ, Level: l.level, Hops: l.hops}, nil
+}
+
+// BatchStat stats several paths (up to MaxBatchStat), concurrently; each
+// path's failure is in its result.
+func (n *Namespace) BatchStat(ctx context.Context, paths []string) (*rpc.BatchStatResponse, error) {
+	if len(paths) > MaxBatchStat {
+		return nil, fmt.Errorf("%w: %d paths in one batch (limit %d)", fs.ErrInvalid, len(paths), MaxBatchStat)
+	}
+	out := &rpc.BatchStatResponse{Results: make([]rpc.BatchStatResult, len(paths))}
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for i, p := range paths {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			st, err := n.Stat(ctx, p)
+			if err != nil {
+				out.Results[i] = rpc.BatchStatError(err)
+				return
+			}
+			out.Results[i] = rpc.BatchStatResult{Stat: st}
+		})
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// Create creates a regular file.
+func (n *Namespace) Create(ctx context.Context, r *rpc.CreateRequest) (*rpc.CreateResponse, error) {
+	in, hops, err := n.create(ctx, r.Path, rpc.TypeFile, r.Mode, r.UID, r.GID, r.Layout)
+	if err != nil {
+		return nil, err
+	}
+	return &rpc.CreateResponse{Inode: in, Hops: hops}, nil
+}
+
+// Mkdir creates a directory (with Parents: and its missing parents,
+// succeeding if it already is a directory).
+func (n *Namespace) Mkdir(ctx context.Context, r *rpc.MkdirRequest) (*rpc.MkdirResponse, error) {
+	if r.Parents {
+		return n.mkdirAll(ctx, r)
+	}
+	in, hops, err := n.create(ctx, r.Path, rpc.TypeDir, r.Mode, r.UID, r.GID, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &rpc.MkdirResponse{Inode: in, Created: []string{in.Path}, Hops: hops}, nil
+}
+
+func (n *Namespace) mkdirAll(ctx context.Context, r *rpc.MkdirRequest) (*rpc.MkdirResponse, error) {
+	p, err := CleanPath(r.Path)
+	if err != nil {
+		return nil, err
+	}
+	resp := &rpc.MkdirResponse{}
+	// existing returns the directory at q, or an error if q is a file.
+	existing := func(q string) (*rpc.Inode, error) {
+		l, err := n.locate(ctx, q, true)
+		resp.Hops += l.hops
+		if err != nil {
+			return nil, err
+		}
+		if l.typ != rpc.TypeDir {
+			return nil, fmt.Errorf("%s exists and is not a directory: %w", q, fs.ErrExist)
+		}
+		return l.inode, nil
+	}
+	if p == "/" {
+		in, err := existing(p)
+		if err != nil {
+			return nil, err
+		}
+		resp.Inode = *in
+		return resp, nil
+	}
+	in, hops, err := n.create(ctx, p, rpc.TypeDir, r.Mode, r.UID, r.GID, nil)
+	resp.Hops += hops
+	switch {
+	case err == nil:
+		resp.Inode, resp.Created = in, []string{p}
+		return resp, nil
+	case errors.Is(err, fs.ErrExist):
+		in, err := existing(p)
+		if err != nil {
+			return nil, err
+		}
+		resp.Inode = *in
+		return resp, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, err
+	}
+	// A parent is missing: create the chain from the top.
+	for i := 1; i <= len(p); i++ {
+		if i < len(p) && p[i] != '/' {
+			continue
+		}
+		q := p[:i]
+		in, hops, err := n.create(ctx, q, rpc.TypeDir, r.Mode, r.UID, r.GID, nil)
+		resp.Hops += hops
+		switch {
+		case err == nil:
+			resp.Created = append(resp.Created, q)
+			resp.Inode = in
+		case errors.Is(err, fs.ErrExist):
+			ex, err := existing(q)
+			if err != nil {
+				if i < len(p) && errors.Is(err, fs.ErrExist) {
+					return nil, fmt.Errorf("%s: %w", q, rpc.ErrNotDir)
+				}
+				return nil, err
+			}
+			resp.Inode = *ex
+		default:
+			return nil, err
+		}
+	}
+	return resp, nil
+}
+
+// create validates and routes a create to the parent directory's home.
+func (n *Namespace) create(ctx context.Context, path, typ string, mode, uid, gid uint32, layout []byte) (rpc.Inode, int, error) {
+	p, err := CleanPath(path)
+	if err != nil {
+		return rpc.Inode{}, 0, err
+	}
+	if p == "/" {
+		return rpc.Inode{}, 0, fmt.Errorf("/: %w", fs.ErrExist)
+	}
+	if mode&^0o7777 != 0 {
+		return rpc.Inode{}, 0, fmt.Errorf("%w: mode %#o has bits outside 0o7777", fs.ErrInvalid, mode)
+	}
+	if len(layout) > store.MaxBlobLen {
+		return rpc.Inode{}, 0, fmt.Errorf("%w: layout of %d bytes (limit %d)", fs.ErrInvalid, len(layout), store.MaxBlobLen)
+	}
+	req := &homeCreateReq{Path: p, Type: typ, Mode: mode, UID: uid, GID: gid, Layout: layout}
+	dir, _ := splitPath(p)
+	hops := 0
+	for range maxRelocate {
+		pl, err := n.locate(ctx, dir, false)
+		hops += pl.hops
+		if err != nil {
+			return rpc.Inode{}, hops, parentErr(p, dir, err)
+		}
+		if pl.typ != rpc.TypeDir {
+			return rpc.Inode{}, hops, fmt.Errorf("%s: %s: %w", p, dir, rpc.ErrNotDir)
+		}
+		var resp homeCreateResp
+		if pl.home == n.id {
+			resp, err = n.coordCreate(ctx, req)
+		} else {
+			err = n.call(ctx, pl.home, methodHomeCreate, req, &resp)
+			hops++
+		}
+		if err != nil {
+			return rpc.Inode{}, hops, err
+		}
+		if resp.NotHome {
+			continue
+		}
+		return resp.Inode, hops + resp.Hops, nil
+	}
+	return rpc.Inode{}, hops, errMoved(dir)
+}
+
+// parentErr describes a failed lookup of p's parent dir.
+func parentErr(p, dir string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: parent %s does not exist: %w", p, dir, fs.ErrNotExist)
+	}
+	return err
+}
+
+func (n *Namespace) handleHomeCreate(ctx context.Context, r *homeCreateReq) (*homeCreateResp, error) {
+	p, err := CleanPath(r.Path)
+	if err != nil {
+		return nil, err
+	}
+	if p == "/" || storeType(r.Type) == 0 || r.Mode&^0o7777 != 0 {
+		return nil, fmt.Errorf("%w: bad create request", rpc.ErrBadRequest)
+	}
+	r.Path = p
+	resp, err := n.coordCreate(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// retryBusy runs fn until it does not fail with errBusy (bounded, with
+// jittered backoff).
+func (n *Namespace) retryBusy(ctx context.Context, fn func() error) error {
+	backoff := time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := fn()
+		if err == nil || !errors.Is(err, errBusy) || attempt >= maxBusyRetries {
+			return err
+		}
+		n.counters.busy.Add(1)
+		d := backoff/2 + rand.N(backoff)
+		if err := sleepCtx(ctx, d); err != nil {
+			return fmt.Errorf("%w: %w", errBusy, err)
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
+// coordCreate creates r.Path at its parent's home (this node).
+func (n *Namespace) coordCreate(ctx context.Context, r *homeCreateReq) (resp homeCreateResp, err error) {
+	err = n.retryBusy(ctx, func() error {
+		var e error
+		resp, e = n.coordCreateOnce(ctx, r)
+		return e
+	})
+	return resp, err
+}
+
+func (n *Namespace) coordCreateOnce(ctx context.Context, r *homeCreateReq) (homeCreateResp, error) {
+	p := r.Path
+	dir, name := splitPath(p)
+	unlock, err := n.locks.lock(ctx, "e:"+p)
+	if err != nil {
+		return homeCreateResp{}, err
+	}
+	defer unlock()
+	txn := n.newTxnID()
+	reg, err := n.register(ctx, txn, []string{dir}, []string{p}, nil)
+	if err != nil {
+		return homeCreateResp{}, err
+	}
+	defer n.unregister(reg)
+	dino, err := n.st.GetInode(ctx, dir)
+	if errors.Is(err, store.ErrNotFound) {
+		return homeCreateResp{NotHome: true}, nil
+	} else if err != nil {
+		return homeCreateResp{}, err
+	}
+	if dino.Type != store.TypeDir {
+		return homeCreateResp{}, fmt.Errorf("%s: %s: %w", p, dir, rpc.ErrNotDir)
+	}
+	if _, err := n.st.GetEntry(ctx, dir, name); err == nil {
+		return homeCreateResp{}, fmt.Errorf("%s: %w", p, fs.ErrExist)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return homeCreateResp{}, err
+	}
+	var failed []string
+	for {
+		home := n.placeChild(ctx, failed...)
+		if home == "" {
+			return homeCreateResp{}, fmt.Errorf("%w: no node takes new files", rpc.ErrUnavailable)
+		}
+		resp, err := n.createAt(ctx, r, txn, home)
+		var pu *prepareUnreachable
+		if err != nil && home != n.id && len(failed) < 2 && errors.As(err, &pu) && pu.node == home && ctx.Err() == nil {
+			// The chosen home did not answer: the transaction was
+			// aborted; place the child elsewhere.
+			n.log.Debug("child home unavailable; placing elsewhere", "path", p, "home", home, "err", err)
+			failed = append(failed, home)
+			txn = n.newTxnID()
+			continue
+		}
+		return resp, err
+	}
+}
+
+// createAt creates r.Path homed at home; the caller (the parent's home)
+// holds the name's lock and a registration.
+func (n *Namespace) createAt(ctx context.Context, r *homeCreateReq, txn, home string) (homeCreateResp, error) {
+	p := r.Path
+	dir, name := splitPath(p)
+	now := time.Now().UnixNano()
+	nlink := uint32(1)
+	if r.Type == rpc.TypeDir {
+		nlink = 2
+	}
+	ino := rpc.Inode{
+		Path: p, Type: r.Type, Mode: r.Mode, UID: r.UID, GID: r.GID,
+		Atime: now, Mtime: now, Ctime: now, Nlink: nlink, Version: 1, Home: home, Layout: r.Layout,
+	}
+	ent := store.Entry{Name: name, Type: storeType(r.Type), Home: home}
+	if home == n.id {
+		var b store.Batch
+		b.RequireInodeExists(dir)
+		b.RequireEntryAbsent(dir, name)
+		b.RequireInodeAbsent(p)
+		b.PutInode(p, storeInode(&ino))
+		b.PutEntry(dir, ent)
+		if err := n.st.Commit(ctx, &b); err != nil {
+			return homeCreateResp{}, fmt.Errorf("create %s: %w", p, storeErr(err))
+		}
+		n.localAdd(p)
+		n.touch(p)
+		return homeCreateResp{Inode: ino}, nil
+	}
+	plan := &txnPlan{id: txn, parts: map[string]*txnPrepareReq{}}
+	plan.add(home, n.id, []string{p}, txnOp{Kind: opPutInode, Path: p, Inode: &ino})
+	plan.local = func(b *store.Batch) {
+		b.RequireInodeExists(dir)
+		b.RequireEntryAbsent(dir, name)
+		b.PutEntry(dir, ent)
+	}
+	plan.async = true
+	if _, err := n.runTxn(ctx, plan); err != nil {
+		return homeCreateResp{}, fmt.Errorf("create %s: %w", p, err)
+	}
+	return homeCreateResp{Inode: ino, Hops: 2}, nil
+}
+
+// Unlink removes a file.
+func (n *Namespace) Unlink(ctx context.Context, path string) error { return n.remove(ctx, path, false) }
+
+// Rmdir removes an empty directory.
+func (n *Namespace) Rmdir(ctx context.Context, path string) error { return n.remove(ctx, path, true) }
+
+func (n *Namespace) remove(ctx context.Context, path string, isDir bool) error {
+	p, err := CleanPath(path)
+	if err != nil {
+		return err
+	}
+	if p == "/" {
+		if !isDir {
+			return fmt.Errorf("/: %w", rpc.ErrIsDir)
+		}
+		return fmt.Errorf("%w: the root cannot be removed", rpc.ErrInvalidPath)
+	}
+	dir, _ := splitPath(p)
+	req := &homeRemoveReq{Path: p, Dir: isDir}
+	for range maxRelocate {
+		pl, err := n.locate(ctx, dir, false)
+		if err != nil {
+			return parentErr(p, dir, err)
+		}
+		if pl.typ != rpc.TypeDir {
+			return fmt.Errorf("%s: %s: %w", p, dir, rpc.ErrNotDir)
+		}
+		var resp homeRemoveResp
+		if pl.home == n.id {
+			resp, err = n.coordRemove(ctx, req)
+		} else {
+			err = n.call(ctx, pl.home, methodHomeRemove, req, &resp)
+		}
+		if err != nil {
+			return err
+		}
+		if !resp.NotHome {
+			return nil
+		}
+	}
+	return errMoved(dir)
+}
+
+func (n *Namespace) handleHomeRemove(ctx context.Context, r *homeRemoveReq) (*homeRemoveResp, error) {
+	p, err := CleanPath(r.Path)
+	if err != nil {
+		return nil, err
+	}
+	if p == "/" {
+		return nil, fmt.Errorf("%w: the root cannot be removed", rpc.ErrInvalidPath)
+	}
+	r.Path = p
+	resp, err := n.coordRemove(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// coordRemove unlinks or rmdirs r.Path at its parent's home (this node).
+func (n *Namespace) coordRemove(ctx context.Context, r *homeRemoveReq) (resp homeRemoveResp, err error) {
+	err = n.retryBusy(ctx, func() error {
+		var e error
+		resp, e = n.coordRemoveOnce(ctx, r)
+		return e
+	})
+	return resp, err
+}
+
+func (n *Namespace) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (homeRemoveResp, error) {
+	p := r.Path
+	dir, name := splitPath(p)
+	unlock, err := n.locks.lock(ctx, "e:"+p)
+	if err != nil {
+		return homeRemoveResp{}, err
+	}
+	defer unlock()
+	txn := n.newTxnID()
+	reg, err := n.register(ctx, txn, []string{dir}, nil, []string{p})
+	if err != nil {
+		return homeRemoveResp{}, err
+	}
+	defer n.unregister(reg)
+	dino, err := n.st.GetInode(ctx, dir)
+	if errors.Is(err, store.ErrNotFound) {
+		return homeRemoveResp{NotHome: true}, nil
+	} else if err != nil {
+		return homeRemoveResp{}, err
+	}
+	if dino.Type != store.TypeDir {
+		return homeRemoveResp{}, fmt.Errorf("%s: %s: %w", p, dir, rpc.ErrNotDir)
+	}
+	e, err := n.st.GetEntry(ctx, dir, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return homeRemoveResp{}, notExist(p)
+	} else if err != nil {
+		return homeRemoveResp{}, err
+	}
+	switch {
+	case r.Dir && e.Type != store.TypeDir:
+		return homeRemoveResp{}, fmt.Errorf("%s: %w", p, rpc.ErrNotDir)
+	case !r.Dir && e.Type == store.TypeDir:
+		return homeRemoveResp{}, fmt.Errorf("%s: %w", p, rpc.ErrIsDir)
+	}
+	if e.Home == n.id {
+		var b store.Batch
+		b.RequireEntryExists(dir, name)
+		b.RequireInodeExists(p)
+		if r.Dir {
+			b.RequireDirEmpty(p)
+		}
+		b.DeleteEntry(dir, name)
+		b.DeleteInode(p)
+		if err := n.st.Commit(ctx, &b); err != nil {
+			return homeRemoveResp{}, fmt.Errorf("remove %s: %w", p, storeErr(err))
+		}
+		n.localRemove(p)
+		return homeRemoveResp{}, nil
+	}
+	plan := &txnPlan{id: txn, parts: map[string]*txnPrepareReq{}}
+	plan.add(e.Home, n.id, []string{p}, txnOp{Kind: opDelInode, Path: p, Type: typeString(e.Type), EmptyDir: r.Dir})
+	plan.local = func(b *store.Batch) {
+		b.RequireEntryExists(dir, name)
+		b.DeleteEntry(dir, name)
+	}
+	plan.async = true
+	if _, err := n.runTxn(ctx, plan); err != nil {
+		return homeRemoveResp{}, fmt.Errorf("remove %s: %w", p, err)
+	}
+	return homeRemoveResp{Hops: 2}, nil
+}
+
+// ReadDir returns one page of a directory, sorted by name.
+func (n *Namespace) ReadDir(ctx context.Context, r *rpc.ReadDirRequest) (*rpc.ReadDirResponse, error) {
+	p, err := CleanPath(r.Path)
+	if err != nil {
+		return nil, err
+	}
+	limit := r.Limit
+	switch {
+	case limit < 0:
+		return nil, fmt.Errorf("%w: negative limit %d", fs.ErrInvalid, limit)
+	case limit == 0:
+		limit = DefaultReadDirLimit
+	case limit > MaxReadDirLimit:
+		limit = MaxReadDirLimit
+	}
+	if r.After != "" && (len(r.After) > MaxNameLen || containsSlashOrNUL(r.After)) {
+		return nil, fmt.Errorf("%w: bad page start %q", fs.ErrInvalid, r.After)
+	}
+	req := &homeReadDirReq{Path: p, After: r.After, Limit: limit}
+	for range maxRelocate {
+		l, err := n.locate(ctx, p, false)
+		if err != nil {
+			return nil, err
+		}
+		if l.typ != rpc.TypeDir {
+			return nil, fmt.Errorf("%s: %w", p, rpc.ErrNotDir)
+		}
+		var resp homeReadDirResp
+		if l.home == n.id {
+			resp, err = n.readDirHere(ctx, req)
+		} else {
+			err = n.call(ctx, l.home, methodHomeReadDir, req, &resp)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if resp.NotHome {
+			continue
+		}
+		if resp.Entries == nil {
+			resp.Entries = []rpc.DirEntry{}
+		}
+		return &rpc.ReadDirResponse{Entries: resp.Entries, Next: resp.Next}, nil
+	}
+	return nil, errMoved(p)
+}
+
+func (n *Namespace) handleHomeReadDir(ctx context.Context, r *homeReadDirReq) (*homeReadDirResp, error) {
+	p, err := CleanPath(r.Path)
+	if err != nil {
+		return nil, err
+	}
+	r.Path = p
+	if r.Limit <= 0 || r.Limit > MaxReadDirLimit {
+		r.Limit = DefaultReadDirLimit
+	}
+	resp, err := n.readDirHere(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// readDirHere reads a page of a directory homed here.
+func (n *Namespace) readDirHere(ctx context.Context, r *homeReadDirReq) (homeReadDirResp, error) {
+	if err := n.settle(ctx, r.Path, true); err != nil {
+		return homeReadDirResp{}, err
+	}
+	ino, err := n.st.GetInode(ctx, r.Path)
+	if errors.Is(err, store.ErrNotFound) {
+		return homeReadDirResp{NotHome: true}, nil
+	} else if err != nil {
+		return homeReadDirResp{}, err
+	}
+	if ino.Type != store.TypeDir {
+		return homeReadDirResp{}, fmt.Errorf("%s: %w", r.Path, rpc.ErrNotDir)
+	}
+	ents, more, err := n.st.ReadDir(ctx, r.Path, r.After, r.Limit)
+	if err != nil {
+		return homeReadDirResp{}, err
+	}
+	resp := homeReadDirResp{Entries: make([]rpc.DirEntry, len(ents))}
+	for i, e := range ents {
+		resp.Entries[i] = wireEntry(e)
+	}
+	if more && len(ents) > 0 {
+		resp.Next = ents[len(ents)-1].Name
+	}
+	n.touch(r.Path)
+	return resp, nil
+}
+
+// SetAttr changes the attributes of a path at its home.
+func (n *Namespace) SetAttr(ctx context.Context, r *rpc.SetAttrRequest) (*rpc.SetAttrResponse, error) {
+	p, err := CleanPath(r.Path)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSetAttr(r); err != nil {
+		return nil, err
+	}
+	req := &homeSetAttrReq{Req: *r}
+	req.Req.Path = p
+	for range maxRelocate {
+		l, err := n.locate(ctx, p, false)
+		if err != nil {
+			return nil, err
+		}
+		var resp homeSetAttrResp
+		if l.home == n.id {
+			resp, err = n.setAttrHere(ctx, &req.Req)
+		} else {
+			err = n.call(ctx, l.home, methodHomeSetAttr, req, &resp)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !resp.NotHome {
+			return &rpc.SetAttrResponse{Inode: resp.Inode}, nil
+		}
+	}
+	return nil, errMoved(p)
+}
+
+func checkSetAttr(r *rpc.SetAttrRequest) error {
+	if r.Mode != nil && *r.Mode&^0o7777 != 0 {
+		return fmt.Errorf("%w: mode %#o has bits outside 0o7777", fs.ErrInvalid, *r.Mode)
+	}
+	if r.Size != nil && *r.Size < 0 {
+		return fmt.Errorf("%w: negative size %d", fs.ErrInvalid, *r.Size)
+	}
+	return nil
+}
+
+func (n *Namespace) handleHomeSetAttr(ctx context.Context, r *homeSetAttrReq) (*homeSetAttrResp, error) {
+	p, err := CleanPath(r.Req.Path)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSetAttr(&r.Req); err != nil {
+		return nil, err
+	}
+	r.Req.Path = p
+	resp, err := n.setAttrHere(ctx, &r.Req)
+	if err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// setAttrHere changes a path homed here.
+func (n *Namespace) setAttrHere(ctx context.Context, r *rpc.SetAttrRequest) (homeSetAttrResp, error) {
+	p := r.Path
+	unlock, err := n.locks.lock(ctx, "a:"+p)
+	if err != nil {
+		return homeSetAttrResp{}, err
+	}
+	defer unlock()
+	reg, err := n.register(ctx, "", []string{p}, nil, nil)
+	if err != nil {
+		return homeSetAttrResp{}, err
+	}
+	defer n.unregister(reg)
+	ino, err := n.st.GetInode(ctx, p)
+	if errors.Is(err, store.ErrNotFound) {
+		return homeSetAttrResp{NotHome: true}, nil
+	} else if err != nil {
+		return homeSetAttrResp{}, err
+	}
+	if r.Size != nil && ino.Type == store.TypeDir {
+		return homeSetAttrResp{}, fmt.Errorf("%s: cannot set the size of a directory: %w", p, rpc.ErrIsDir)
+	}
+	old := ino.Version
+	now := time.Now().UnixNano()
+	if r.Mode != nil {
+		ino.Mode = *r.Mode
+	}
+	if r.UID != nil {
+		ino.UID = *r.UID
+	}
+	if r.GID != nil {
+		ino.GID = *r.GID
+	}
+	if r.Size != nil {
+		ino.Size = *r.Size
+		if r.Mtime == nil {
+			ino.Mtime = now
+		}
+	}
+	if r.Atime != nil {
+		ino.Atime = *r.Atime
+	}
+	if r.Mtime != nil {
+		ino.Mtime = *r.Mtime
+	}
+	ino.Ctime = now
+	ino.Version++
+	var b store.Batch
+	b.RequireInodeVersion(p, old)
+	b.PutInode(p, ino)
+	if err := n.st.Commit(ctx, &b); err != nil {
+		return homeSetAttrResp{}, fmt.Errorf("setattr %s: %w", p, storeErr(err))
+	}
+	n.touch(p)
+	return homeSetAttrResp{Inode: wireInode(p, n.id, &ino)}, nil
+}

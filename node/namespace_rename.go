@@ -1,0 +1,232 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ghba/ghba/node/store"
+	"github.com/ghba/ghba/rpc"
+)
+
+// Rename renames src to dst, atomically to observers (POSIX-ish): a file
+// replaces an existing file at dst; a directory replaces an empty
+// directory at dst (a non-empty one: rpc.ErrNotEmpty); a file onto a
+// directory is rpc.ErrIsDir, a directory onto a file rpc.ErrNotDir; moving
+// a directory into its own subtree, or renaming "/", is
+// rpc.ErrInvalidPath.
+//
+// The source parent's home coordinates. A file keeps its home: its inode
+// is re-keyed there, the source entry deleted and the destination entry
+// written (at the destination parent's home), and a replaced file's inode
+// deleted at its home, all in one transaction. A directory rename is a
+// transaction with every node of the cluster: each re-keys the part of
+// the subtree it homes (store.RekeyPrefix, forward-only and resumed after
+// a crash) and updates its filters; operations under either name wait at
+// each node until its part is done. Every node must be up.
+func (n *Namespace) Rename(ctx context.Context, src, dst string) (*rpc.RenameResponse, error) {
+	s, err := CleanPath(src)
+	if err != nil {
+		return nil, err
+	}
+	d, err := CleanPath(dst)
+	if err != nil {
+		return nil, err
+	}
+	if s == "/" || d == "/" {
+		return nil, fmt.Errorf("%w: cannot rename the root", rpc.ErrInvalidPath)
+	}
+	if strictlyUnder(d, s) {
+		return nil, fmt.Errorf("%w: cannot move %s into its own subtree (%s)", rpc.ErrInvalidPath, s, d)
+	}
+	if s == d {
+		if _, err := n.locate(ctx, s, false); err != nil {
+			return nil, err
+		}
+		return &rpc.RenameResponse{}, nil
+	}
+	sdir, _ := splitPath(s)
+	req := &homeRenameReq{Src: s, Dst: d}
+	for range maxRelocate {
+		pl, err := n.locate(ctx, sdir, false)
+		if err != nil {
+			return nil, parentErr(s, sdir, err)
+		}
+		if pl.typ != rpc.TypeDir {
+			return nil, fmt.Errorf("%s: %s: %w", s, sdir, rpc.ErrNotDir)
+		}
+		var resp homeRenameResp
+		if pl.home == n.id {
+			resp, err = n.coordRename(ctx, req)
+		} else {
+			err = n.call(ctx, pl.home, methodHomeRename, req, &resp)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if !resp.NotHome {
+			return &rpc.RenameResponse{Rekeyed: resp.Rekeyed}, nil
+		}
+	}
+	return nil, errMoved(sdir)
+}
+
+func (n *Namespace) handleHomeRename(ctx context.Context, r *homeRenameReq) (*homeRenameResp, error) {
+	s, err := CleanPath(r.Src)
+	if err != nil {
+		return nil, err
+	}
+	d, err := CleanPath(r.Dst)
+	if err != nil {
+		return nil, err
+	}
+	if s == "/" || d == "/" || isUnder(d, s) {
+		return nil, fmt.Errorf("%w: cannot rename %s to %s", rpc.ErrInvalidPath, s, d)
+	}
+	r.Src, r.Dst = s, d
+	resp, err := n.coordRename(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+func (n *Namespace) coordRename(ctx context.Context, r *homeRenameReq) (resp homeRenameResp, err error) {
+	err = n.retryBusy(ctx, func() error {
+		var e error
+		resp, e = n.coordRenameOnce(ctx, r)
+		return e
+	})
+	return resp, err
+}
+
+func (n *Namespace) coordRenameOnce(ctx context.Context, r *homeRenameReq) (homeRenameResp, error) {
+	src, dst := r.Src, r.Dst
+	sdir, sname := splitPath(src)
+	ddir, dname := splitPath(dst)
+	unlock, err := n.locks.lock(ctx, "e:"+src, "e:"+dst)
+	if err != nil {
+		return homeRenameResp{}, err
+	}
+	defer unlock()
+	txn := n.newTxnID()
+	reg, err := n.register(ctx, txn, []string{sdir, ddir}, []string{src, dst}, nil)
+	if err != nil {
+		return homeRenameResp{}, err
+	}
+	defer n.unregister(reg)
+	sdino, err := n.st.GetInode(ctx, sdir)
+	if errors.Is(err, store.ErrNotFound) {
+		return homeRenameResp{NotHome: true}, nil
+	} else if err != nil {
+		return homeRenameResp{}, err
+	}
+	if sdino.Type != store.TypeDir {
+		return homeRenameResp{}, fmt.Errorf("%s: %s: %w", src, sdir, rpc.ErrNotDir)
+	}
+	se, err := n.st.GetEntry(ctx, sdir, sname)
+	if errors.Is(err, store.ErrNotFound) {
+		return homeRenameResp{}, notExist(src)
+	} else if err != nil {
+		return homeRenameResp{}, err
+	}
+	srcType := typeString(se.Type)
+	// The destination's parent and entry.
+	dhome := n.id
+	if ddir != sdir {
+		dl, err := n.locate(ctx, ddir, false)
+		if err != nil {
+			return homeRenameResp{}, parentErr(dst, ddir, err)
+		}
+		if dl.typ != rpc.TypeDir {
+			return homeRenameResp{}, fmt.Errorf("%s: %s: %w", dst, ddir, rpc.ErrNotDir)
+		}
+		dhome = dl.home
+	}
+	de, err := n.getEntry(ctx, dhome, ddir, dname)
+	if err != nil {
+		return homeRenameResp{}, err
+	}
+	switch {
+	case de.NotHome:
+		return homeRenameResp{}, errBusy // the destination parent moved: again
+	case de.NotDir:
+		return homeRenameResp{}, fmt.Errorf("%s: %s: %w", dst, ddir, rpc.ErrNotDir)
+	}
+	if de.Exists {
+		dType := de.Entry.Type
+		switch {
+		case isUnder(src, dst): // dst is an ancestor of src: a non-empty directory
+			if srcType == rpc.TypeFile {
+				return homeRenameResp{}, fmt.Errorf("%s: %w", dst, rpc.ErrIsDir)
+			}
+			return homeRenameResp{}, fmt.Errorf("%s: %w", dst, rpc.ErrNotEmpty)
+		case srcType == rpc.TypeDir && dType == rpc.TypeFile:
+			return homeRenameResp{}, fmt.Errorf("%s: %w", dst, rpc.ErrNotDir)
+		case srcType == rpc.TypeFile && dType == rpc.TypeDir:
+			return homeRenameResp{}, fmt.Errorf("%s: %w", dst, rpc.ErrIsDir)
+		}
+	}
+	plan := &txnPlan{id: txn, parts: map[string]*txnPrepareReq{}}
+	newEnt := rpc.DirEntry{Name: dname, Type: srcType, Home: se.Home}
+	// Entries: the source entry is deleted here at the commit point; the
+	// destination entry is written here too, or staged at its home.
+	var putHere bool
+	if dhome == n.id {
+		putHere = true
+	} else {
+		op := txnOp{Kind: opPutEntry, Path: ddir, Entry: &newEnt}
+		if de.Exists {
+			op.ExpectHome, op.ExpectType = de.Entry.Home, de.Entry.Type
+		} else {
+			op.ExpectAbsent = true
+		}
+		plan.add(dhome, n.id, []string{dst}, op)
+	}
+	plan.local = func(b *store.Batch) {
+		b.RequireEntryExists(sdir, sname)
+		b.DeleteEntry(sdir, sname)
+		if putHere {
+			b.RequireInodeExists(ddir)
+			if de.Exists {
+				b.RequireEntryExists(ddir, dname)
+			} else {
+				b.RequireEntryAbsent(ddir, dname)
+			}
+			b.PutEntry(ddir, storeEntry(&newEnt))
+		}
+	}
+	// Inodes: a replaced destination is deleted first.
+	if de.Exists {
+		plan.add(de.Entry.Home, n.id, []string{dst}, txnOp{
+			Kind: opDelInode, Path: dst, Type: de.Entry.Type, EmptyDir: de.Entry.Type == rpc.TypeDir,
+		})
+	}
+	if srcType == rpc.TypeFile {
+		plan.add(se.Home, n.id, []string{src, dst}, txnOp{
+			Kind: opMoveInode, Path: src, New: dst, Type: rpc.TypeFile, Ctime: time.Now().UnixNano(),
+		})
+	} else {
+		for _, p := range n.peers.Load().list {
+			plan.add(p.ID, n.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst})
+		}
+		if plan.parts[n.id] == nil || !hasRekey(plan.parts[n.id]) {
+			plan.add(n.id, n.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst})
+		}
+	}
+	rekeyed, err := n.runTxn(ctx, plan)
+	if err != nil {
+		return homeRenameResp{}, fmt.Errorf("rename %s to %s: %w", src, dst, err)
+	}
+	return homeRenameResp{Rekeyed: rekeyed, Hops: len(plan.parts)}, nil
+}
+
+func hasRekey(p *txnPrepareReq) bool {
+	for _, op := range p.Ops {
+		if op.Kind == opRekey {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,677 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ghba/ghba/fsm"
+	"github.com/ghba/ghba/node/store"
+	"github.com/ghba/ghba/rpc"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/hashicorp/serf/serf"
+)
+
+// Store meta keys owned by the cluster layer.
+const (
+	// metaGroup holds the name of the group this node is a member of,
+	// written once the group's leader has added it (or it bootstrapped
+	// the group); deleted when it leaves.
+	metaGroup = "cluster/group"
+	// metaRoot holds the id of the node homing "/", once known.
+	metaRoot = "cluster/root"
+)
+
+// raftShutdownTimeout bounds the wait for Raft's goroutines at Shutdown.
+const raftShutdownTimeout = 10 * time.Second
+
+// defaultAutoGroup names the group a node bootstrapping with group "auto"
+// creates.
+const defaultAutoGroup = "g1"
+
+var (
+	// errNotRunning reports a call on a node that is not started or has
+	// shut down.
+	errNotRunning = errors.New("node: not running")
+	// ErrLeaving reports a request refused because the node is leaving the
+	// cluster.
+	ErrLeaving = errors.New("node: leaving the cluster")
+)
+
+// lifecycle is a Node's state.
+type lifecycle int
+
+const (
+	lcNew lifecycle = iota
+	lcStarting
+	lcRunning
+	lcStopped
+)
+
+// tuning holds timers that operators do not configure but tests shorten.
+type tuning struct {
+	raftHeartbeat    time.Duration
+	raftElection     time.Duration
+	raftLeaderLease  time.Duration
+	raftCommit       time.Duration
+	raftApplyTimeout time.Duration // bound of one Apply/AddVoter/RemoveServer
+	raftSnapshotN    uint64        // SnapshotThreshold (0: raft's default)
+
+	fastGossip              bool // short memberlist probe/gossip intervals
+	serfReconnectTimeout    time.Duration
+	serfTombstoneTimeout    time.Duration
+	serfReapInterval        time.Duration
+	serfReconnectInterval   time.Duration
+	serfBroadcastTimeout    time.Duration
+	serfLeavePropagateDelay time.Duration
+
+	reconcileInterval time.Duration // leader's periodic reconcile
+	refreshInterval   time.Duration // periodic Directory refresh from Serf
+	retryJoinAttempts int
+	retryJoinMin      time.Duration
+	retryJoinMax      time.Duration
+	groupJoinMin      time.Duration // backoff of the group join loop
+	groupJoinMax      time.Duration
+	rpcTimeout        time.Duration // node-to-node admin calls
+	statusTimeout     time.Duration // fan-out of Members/Groups/status page
+	// bootstrapJoinTimeout bounds the join a bootstrapping node with
+	// retry_join tries before deciding it starts a new cluster.
+	bootstrapJoinTimeout time.Duration
+}
+
+func defaultTuning() tuning {
+	return tuning{
+		raftHeartbeat:           time.Second,
+		raftElection:            time.Second,
+		raftLeaderLease:         500 * time.Millisecond,
+		raftCommit:              50 * time.Millisecond,
+		raftApplyTimeout:        10 * time.Second,
+		serfReconnectTimeout:    24 * time.Hour,
+		serfTombstoneTimeout:    24 * time.Hour,
+		serfReapInterval:        15 * time.Second,
+		serfReconnectInterval:   30 * time.Second,
+		serfBroadcastTimeout:    5 * time.Second,
+		serfLeavePropagateDelay: time.Second,
+		reconcileInterval:       30 * time.Second,
+		refreshInterval:         5 * time.Second,
+		retryJoinAttempts:       30,
+		retryJoinMin:            time.Second,
+		retryJoinMax:            30 * time.Second,
+		groupJoinMin:            500 * time.Millisecond,
+		groupJoinMax:            10 * time.Second,
+		rpcTimeout:              15 * time.Second,
+		statusTimeout:           2 * time.Second,
+		bootstrapJoinTimeout:    5 * time.Second,
+	}
+}
+
+// Node is one ghba metadata server: its Badger store, its group's Raft and
+// FSM, Serf membership, the RPC server with the namespace and admin
+// methods, and the HTTP server with /metrics, /v1/status and a status page.
+//
+// Create it with New, then Start it; stop it with Shutdown (a crash-like
+// stop: the node stays a member and comes back with its data dir) or,
+// before that, Leave (drain its files and leave the cluster for good).
+type Node struct {
+	cfg  Config
+	log  *slog.Logger
+	tune tuning
+
+	startedAt time.Time
+
+	mu       sync.Mutex
+	state    lifecycle
+	groupNm  string // the node's group ("" while an auto node has none)
+	joined   bool   // a member of groupNm's Raft and FSM
+	serf     *serf.Serf
+	stopOnce sync.Once
+	stopErr  error
+
+	store      *store.Store
+	fsm        *fsm.FSM
+	raft       *raft.Raft
+	raftTrans  *raft.NetworkTransport
+	raftBolt   *raftboltdb.BoltStore
+	raftNotify chan bool
+
+	serfEvents chan serf.Event
+	serfDone   chan struct{} // closed after serf.Shutdown: stops the drainer
+	tagsMu     sync.Mutex
+
+	rpcSrv  *rpc.Server
+	rpcLn   net.Listener
+	client  *rpc.Client
+	httpSrv *http.Server
+	httpLn  net.Listener
+
+	ns       namespaceLayer
+	nsCancel context.CancelFunc // ends the namespace's context
+	cluster  *cluster
+	metrics  *nodeMetrics
+
+	bgCtx       context.Context // canceled by Shutdown: stops background work
+	bgCancel    context.CancelFunc
+	bgWG        sync.WaitGroup // background goroutines
+	raftWG      sync.WaitGroup // the leader loop; waited for after raft.Shutdown
+	raftStopped chan struct{}  // closed after raft.Shutdown
+	joinWG      sync.WaitGroup // serf.Join calls in flight
+
+	reconcileCh chan struct{} // wakes the leader's reconcile loop
+	joinCh      chan struct{} // wakes the group join loop
+	refreshCh   chan struct{} // wakes the Directory refresher
+	memberMu    sync.Mutex    // serializes membership changes on the leader
+	leaderReady atomic.Bool   // leader established (Barrier done, FSM ready)
+
+	bootstrapped bool // this Start bootstrapped a new group
+
+	leaving atomic.Bool
+	left    chan struct{} // closed when Leave has completed
+	leftOne sync.Once
+}
+
+// New returns a Node for cfg, which it validates. logger receives every log
+// line, each with the node's id (nil discards them). Nothing is opened or
+// bound until Start.
+func New(cfg Config, logger *slog.Logger) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{
+		cfg:         cfg,
+		log:         logger.With("node_id", cfg.NodeID),
+		tune:        defaultTuning(),
+		raftNotify:  make(chan bool, 16),
+		serfEvents:  make(chan serf.Event, 256),
+		raftStopped: make(chan struct{}),
+		reconcileCh: make(chan struct{}, 1),
+		joinCh:      make(chan struct{}, 1),
+		refreshCh:   make(chan struct{}, 1),
+		left:        make(chan struct{}),
+	}
+	n.cluster = newCluster(n)
+	n.metrics = newNodeMetrics(n)
+	return n, nil
+}
+
+// Config returns the node's (validated) configuration.
+func (n *Node) Config() Config { return n.cfg }
+
+// ID returns the node id.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Directory returns the cluster view the namespace layer uses.
+func (n *Node) Directory() Directory { return n.cluster }
+
+// Done returns a channel closed when the node has left the cluster (Leave
+// completed, possibly through the Cluster.Leave RPC). The agent should then
+// call Shutdown and exit.
+func (n *Node) Done() <-chan struct{} { return n.left }
+
+// group returns the node's group name ("" while an auto node has none).
+func (n *Node) group() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.groupNm
+}
+
+// isJoined reports whether the node is a member of its group.
+func (n *Node) isJoined() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.joined
+}
+
+// running reports whether Start completed and Shutdown has not begun.
+func (n *Node) running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.state == lcRunning
+}
+
+// addr returns the advertised host:port for port.
+func (n *Node) addr(port int) string {
+	return net.JoinHostPort(n.cfg.Advertise(), strconv.Itoa(port))
+}
+
+// Start opens the store, starts the group's Raft, Serf, the RPC and HTTP
+// servers and the namespace, then returns; joining the cluster
+// (retry_join) and the group happens in the background. On error
+// everything opened is closed again.
+func (n *Node) Start(ctx context.Context) (err error) {
+	n.mu.Lock()
+	if n.state != lcNew {
+		n.mu.Unlock()
+		return fmt.Errorf("node: Start called twice")
+	}
+	n.state = lcStarting
+	n.mu.Unlock()
+	n.startedAt = time.Now()
+	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
+	defer func() {
+		if err != nil {
+			n.log.Error("start failed", "err", err)
+			n.closeAll(context.Background())
+			n.mu.Lock()
+			n.state = lcStopped
+			n.mu.Unlock()
+		}
+	}()
+
+	if err := os.MkdirAll(n.cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("node: data_dir: %w", err)
+	}
+	st, err := store.Open(ctx, store.Options{Dir: filepath.Join(n.cfg.DataDir, "meta"), Logger: n.log})
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	n.store = st
+	if err := n.loadMeta(ctx); err != nil {
+		return err
+	}
+
+	// Bind the TCP listeners first so that a port conflict fails fast.
+	if n.rpcLn, err = net.Listen("tcp", net.JoinHostPort(n.cfg.BindAddr, strconv.Itoa(n.cfg.Ports.RPC))); err != nil {
+		return fmt.Errorf("node: ports.rpc: %w", err)
+	}
+	if n.httpLn, err = net.Listen("tcp", net.JoinHostPort(n.cfg.BindAddr, strconv.Itoa(n.cfg.Ports.HTTP))); err != nil {
+		return fmt.Errorf("node: ports.http: %w", err)
+	}
+
+	if err := n.startRaft(); err != nil {
+		return err
+	}
+
+	n.client = rpc.NewClient(rpc.Options{Logger: n.log.With("component", "rpc-client"), HomeCacheSize: -1, Timeout: n.tune.rpcTimeout})
+	n.rpcSrv = rpc.NewServer(rpc.ServerOptions{Logger: n.log.With("component", "rpc")})
+	n.registerAdmin()
+	if n.ns, err = n.newNamespace(); err != nil {
+		return fmt.Errorf("node: namespace: %w", err)
+	}
+
+	if err := n.startSerf(); err != nil {
+		return err
+	}
+	if n.bootstrapped && n.cluster.rootHint() == "" {
+		if err := n.claimRoot(ctx); err != nil {
+			return err
+		}
+	}
+
+	n.bgWG.Add(1)
+	go func() {
+		defer n.bgWG.Done()
+		if err := n.rpcSrv.Serve(n.bgCtx, n.rpcLn); err != nil && !errors.Is(err, rpc.ErrServerClosed) && !errors.Is(err, context.Canceled) {
+			n.log.Error("rpc server stopped", "err", err)
+		}
+	}()
+	n.httpSrv = n.newHTTPServer()
+	n.bgWG.Add(1)
+	go func() {
+		defer n.bgWG.Done()
+		if err := n.httpSrv.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("http server stopped", "err", err)
+		}
+	}()
+
+	// The namespace runs until Shutdown (bgCtx); Start's ctx only bounds
+	// its start-up.
+	nsCtx, nsCancel := context.WithCancel(n.bgCtx)
+	n.nsCancel = nsCancel
+	stopWatch := context.AfterFunc(ctx, nsCancel)
+	err = n.ns.Start(nsCtx)
+	if !stopWatch() && err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return fmt.Errorf("node: namespace: %w", err)
+	}
+
+	n.raftWG.Add(1)
+	go n.leaderLoop()
+	n.bgWG.Add(2)
+	go n.refresher()
+	go n.groupJoinLoop()
+	if len(n.cfg.RetryJoin) > 0 {
+		n.bgWG.Add(1)
+		go n.retryJoin(n.bgCtx)
+	}
+	n.cluster.refresh()
+
+	n.mu.Lock()
+	n.state = lcRunning
+	n.mu.Unlock()
+	n.log.Info("node started", "group", n.group(), "rpc", n.addr(n.cfg.Ports.RPC),
+		"raft", n.addr(n.cfg.Ports.Raft), "serf", n.addr(n.cfg.Ports.Serf), "http", n.addr(n.cfg.Ports.HTTP),
+		"data_dir", n.cfg.DataDir)
+	return nil
+}
+
+// loadMeta reads the cluster layer's records from the store and checks
+// them against the configuration.
+func (n *Node) loadMeta(ctx context.Context) error {
+	g, err := n.getMeta(ctx, metaGroup)
+	if err != nil {
+		return err
+	}
+	root, err := n.getMeta(ctx, metaRoot)
+	if err != nil {
+		return err
+	}
+	if r, ok := parseRoot(root); ok {
+		n.cluster.setRoot(r)
+	} else if root != "" {
+		n.log.Warn("ignoring a bad root home record", "record", root)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch {
+	case g != "" && n.cfg.Group != GroupAuto && g != n.cfg.Group:
+		return fmt.Errorf("%w: group: this node is a member of group %q (recorded in %s), not %q; leave the cluster first",
+			ErrConfig, g, n.cfg.DataDir, n.cfg.Group)
+	case g != "":
+		n.groupNm, n.joined = g, true
+	case n.cfg.Group != GroupAuto:
+		n.groupNm = n.cfg.Group
+	}
+	return nil
+}
+
+// claimRoot decides, on a node that just bootstrapped a new group, who
+// homes "/": if retry_join names an existing cluster that answers, its
+// root home (learned from Serf tags); otherwise this node, the first of a
+// new cluster. The namespace creates "/" at Start if it is its home.
+func (n *Node) claimRoot(ctx context.Context) error {
+	if len(n.cfg.RetryJoin) > 0 {
+		jctx, cancel := context.WithTimeout(ctx, n.tune.bootstrapJoinTimeout)
+		k, err := n.Join(jctx, n.cfg.RetryJoin)
+		cancel()
+		switch {
+		case err != nil || k == 0:
+			n.log.Info("no existing cluster answered; this is a new cluster", "retry_join", n.cfg.RetryJoin, "err", err)
+		default:
+			n.cluster.refresh()
+		}
+	}
+	if root := n.cluster.rootHint(); root != "" {
+		n.log.Info("joined an existing cluster; its root home stays", "root", root)
+		return nil
+	}
+	if err := n.setRootHome(ctx, rootRec{id: n.cfg.NodeID, epoch: 1}); err != nil {
+		return err
+	}
+	n.log.Info("this node homes the root directory of a new cluster")
+	return nil
+}
+
+// setRootHome adopts, records and gossips r as the root home.
+func (n *Node) setRootHome(ctx context.Context, r rootRec) error {
+	n.cluster.setRoot(r)
+	if err := n.store.SetMeta(ctx, metaRoot, []byte(r.String())); err != nil {
+		return fmt.Errorf("node: recording root home: %w", err)
+	}
+	if err := n.updateTags(); err != nil {
+		return err
+	}
+	n.cluster.refresh()
+	return nil
+}
+
+// getMeta returns a meta record of the store, "" if absent.
+func (n *Node) getMeta(ctx context.Context, key string) (string, error) {
+	b, err := n.store.GetMeta(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("node: reading %s: %w", key, err)
+	}
+	return string(b), nil
+}
+
+// setJoined records that the node is a member of group g.
+func (n *Node) setJoined(ctx context.Context, g string) error {
+	if err := n.store.SetMeta(ctx, metaGroup, []byte(g)); err != nil {
+		return fmt.Errorf("node: recording group: %w", err)
+	}
+	n.mu.Lock()
+	changed := n.groupNm != g || !n.joined
+	n.groupNm, n.joined = g, true
+	n.mu.Unlock()
+	if changed {
+		if err := n.updateTags(); err != nil {
+			n.log.Warn("updating serf tags", "err", err)
+		}
+		n.cluster.refresh()
+	}
+	return nil
+}
+
+// Shutdown stops the node: the RPC server stops accepting calls and
+// finishes those in progress, then the namespace, the HTTP server, Raft,
+// Serf (without leaving: to the cluster this looks like a crash, and the
+// node rejoins when restarted with its data dir) and the store are closed.
+// If ctx ends first the remaining steps are done abruptly. Shutdown is
+// safe to call more than once and on a node that never started.
+func (n *Node) Shutdown(ctx context.Context) error {
+	n.stopOnce.Do(func() {
+		n.mu.Lock()
+		was := n.state
+		n.state = lcStopped
+		n.mu.Unlock()
+		if was == lcNew || was == lcStopped { // never started, or Start failed and cleaned up
+			return
+		}
+		n.log.Info("shutting down")
+		n.stopErr = n.closeAll(ctx)
+		n.log.Info("shut down", "err", n.stopErr)
+	})
+	return n.stopErr
+}
+
+// closeAll closes whatever Start opened, in dependency order.
+func (n *Node) closeAll(ctx context.Context) error {
+	var errs []error
+	if n.rpcSrv != nil {
+		if err := n.rpcSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("rpc server: %w", err))
+		}
+	} else if n.rpcLn != nil {
+		n.rpcLn.Close()
+	}
+	if n.ns != nil {
+		if err := n.ns.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("namespace: %w", err))
+		}
+	}
+	if n.httpSrv != nil {
+		if err := n.httpSrv.Shutdown(ctx); err != nil {
+			n.httpSrv.Close()
+			errs = append(errs, fmt.Errorf("http server: %w", err))
+		}
+	} else if n.httpLn != nil {
+		n.httpLn.Close()
+	}
+	if n.bgCancel != nil {
+		n.bgCancel() // also ends the namespace's context
+	}
+	if n.raft != nil {
+		// Bounded: a raft goroutine that never ends must not hang the
+		// process; the rest is closed anyway. Raft gets its own budget so
+		// that a graceful RPC drain that used up ctx does not cut it short.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), raftShutdownTimeout)
+		if err := waitFuture(rctx, n.raft.Shutdown()); err != nil {
+			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+		}
+		cancel()
+	}
+	close(n.raftStopped)
+	n.raftWG.Wait()
+	if s := n.serfAgent(); s != nil {
+		if err := s.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("serf: %w", err))
+		}
+		close(n.serfDone)
+	}
+	n.bgWG.Wait()
+	n.joinWG.Wait() // serf.Join calls, which end once Serf is shut down
+	if n.raftTrans != nil {
+		n.raftTrans.CloseStreams() // pooled outgoing connections: the peers' handlers end
+		if err := n.raftTrans.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raft transport: %w", err))
+		}
+	}
+	if n.raftBolt != nil {
+		if err := n.raftBolt.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raft log store: %w", err))
+		}
+	}
+	if n.client != nil {
+		n.client.Close()
+	}
+	if n.store != nil {
+		if err := n.store.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	n.cluster.closeSubscribers()
+	return errors.Join(errs...)
+}
+
+// Leave leaves the cluster for good: the node stops taking new homes,
+// drains its files to other nodes (nothing is lost), hands its replicas to
+// its group-mates and leaves its group's Raft (transferring leadership
+// first if it leads), then leaves Serf. Afterwards Done is closed; call
+// Shutdown to stop the process. On error before the node left Raft, it
+// stays a member and Leave may be retried.
+func (n *Node) Leave(ctx context.Context) (*rpc.LeaveResponse, error) {
+	if !n.running() {
+		return nil, errNotRunning
+	}
+	if !n.leaving.CompareAndSwap(false, true) {
+		return nil, fmt.Errorf("leave: %w (already in progress)", ErrLeaving)
+	}
+	n.log.Info("leaving the cluster")
+	n.metrics.leaves.Inc()
+	if err := n.updateTags(); err != nil {
+		n.log.Warn("updating serf tags", "err", err)
+	}
+	n.cluster.refresh()
+	resp := &rpc.LeaveResponse{}
+	abort := func(err error) (*rpc.LeaveResponse, error) {
+		n.leaving.Store(false)
+		if terr := n.updateTags(); terr != nil {
+			n.log.Warn("updating serf tags", "err", terr)
+		}
+		n.cluster.refresh()
+		n.log.Error("leave failed; still a member", "err", err)
+		return nil, err
+	}
+
+	drained, err := n.ns.Drain(ctx)
+	if err != nil {
+		return abort(fmt.Errorf("leave: draining files: %w", err))
+	}
+	resp.DrainedFiles = drained
+	n.log.Info("files drained", "files", drained)
+	if to := n.ns.RootMovedTo(); to != "" && n.cluster.rootHint() == n.cfg.NodeID {
+		r := rootRec{id: to, epoch: n.cluster.rootRecord().epoch + 1}
+		if err := n.setRootHome(ctx, r); err != nil {
+			n.log.Error("announcing the new root home", "root", to, "err", err)
+		} else {
+			n.log.Info("the root directory moved", "to", to, "epoch", r.epoch)
+		}
+	}
+
+	if n.isJoined() {
+		resp.HandedReplicas = n.fsm.Load(n.cfg.NodeID)
+		if err := n.leaveGroup(ctx); err != nil {
+			return abort(fmt.Errorf("leave: leaving group %q: %w", n.group(), err))
+		}
+		var b store.Batch
+		b.DeleteMeta(metaGroup)
+		if err := n.store.Commit(ctx, &b); err != nil {
+			n.log.Warn("forgetting the group", "err", err)
+		}
+		n.mu.Lock()
+		n.joined = false
+		n.mu.Unlock()
+		if err := n.updateTags(); err != nil { // gossip: no longer in the group
+			n.log.Warn("updating serf tags", "err", err)
+		}
+	}
+
+	if s := n.serfAgent(); s != nil {
+		if err := s.Leave(); err != nil {
+			n.log.Warn("serf leave", "err", err)
+		}
+	}
+	n.log.Info("left the cluster", "drained_files", resp.DrainedFiles, "handed_replicas", resp.HandedReplicas)
+	n.leftOne.Do(func() { close(n.left) })
+	return resp, nil
+}
+
+// Status returns the node's status (the body of /v1/status and of the
+// Cluster.Status RPC).
+func (n *Node) Status() *rpc.StatusResponse {
+	st := &rpc.StatusResponse{
+		NodeID:    n.cfg.NodeID,
+		Group:     n.group(),
+		RaftRole:  n.raftRole(),
+		Leader:    n.leaderID(),
+		StartedAt: n.startedAt.UnixNano(),
+		Version:   buildVersion(),
+	}
+	if n.store != nil {
+		if c, err := n.store.CountInodes(context.Background()); err == nil {
+			st.Files = c.Total()
+		}
+	}
+	if n.fsm != nil && n.isJoined() {
+		st.ReplicasHeld = n.fsm.Load(n.cfg.NodeID)
+	}
+	if n.ns != nil {
+		s := n.ns.Stats()
+		st.FilterBytes, st.Levels, st.Hops = s.FilterBytes, s.Levels, s.Hops
+	}
+	return st
+}
+
+// version returns the module version of the running binary.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
+}
+
+// namespaceLayer is what Node needs from the namespace (files, filters,
+// routing). The namespace registers its own RPC methods when it is built.
+type namespaceLayer interface {
+	// Start starts its background work (filter propagation, intent
+	// recovery).
+	Start(ctx context.Context) error
+	// Stop stops it; called after the RPC server stopped.
+	Stop(ctx context.Context) error
+	// Drain moves every path homed here to other nodes and returns how
+	// many were moved.
+	Drain(ctx context.Context) (int64, error)
+	// Stats returns its counters.
+	Stats() NamespaceStats
+	// RootMovedTo names the node that received "/" when Drain moved it
+	// away from here ("" otherwise).
+	RootMovedTo() string
+}

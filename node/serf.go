@@ -1,0 +1,312 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/serf/serf"
+)
+
+// Serf tags every ghba node gossips. Their total size stays far below
+// Serf's 512-byte limit (checked by checkTags); filters are never gossiped,
+// only addresses and small identifiers.
+const (
+	tagRole    = "role"    // always roleGHBA: ignore other members of the pool
+	tagGroup   = "group"   // the node's group; "" until it has joined one
+	tagRPC     = "rpc"     // host:port of the RPC server
+	tagRaft    = "raft"    // host:port of the group's Raft transport
+	tagHTTP    = "http"    // host:port of the HTTP server
+	tagRoot    = "root"    // "epoch/id" of the node homing "/", once known
+	tagLeaving = "leaving" // "1" while the node drains its files (ghba leave)
+
+	roleGHBA = "ghba"
+
+	// maxTagBytes is Serf's limit on the encoded tags of one member.
+	maxTagBytes = 512
+)
+
+// Member statuses reported by Members and the status page.
+const (
+	statusAlive   = "alive"
+	statusFailed  = "failed"
+	statusLeaving = "leaving"
+	statusLeft    = "left"
+)
+
+// serfStatus names a Serf member status as ghba reports it.
+func serfStatus(s serf.MemberStatus) string {
+	switch s {
+	case serf.StatusAlive:
+		return statusAlive
+	case serf.StatusLeaving:
+		return statusLeaving
+	case serf.StatusLeft:
+		return statusLeft
+	case serf.StatusFailed:
+		return statusFailed
+	}
+	return "none"
+}
+
+// checkTags returns an error if tags would exceed Serf's size limit. The
+// estimate (each key and value plus 4 bytes of msgpack framing) is an
+// upper bound of the encoding Serf uses.
+func checkTags(tags map[string]string) error {
+	n := 1
+	for k, v := range tags {
+		n += len(k) + len(v) + 4
+	}
+	if n > maxTagBytes {
+		return fmt.Errorf("serf tags of about %d bytes exceed %d", n, maxTagBytes)
+	}
+	return nil
+}
+
+// serfConfig builds the Serf (and memberlist) configuration of n.
+func (n *Node) serfConfig(tags map[string]string) (*serf.Config, error) {
+	conf := serf.DefaultConfig()
+	conf.Init()
+	conf.NodeName = n.cfg.NodeID
+	conf.Tags = tags
+	conf.EventCh = n.serfEvents
+	conf.Logger = newStdLogger(n.log, "serf")
+	conf.LogOutput = nil
+	conf.SnapshotPath = filepath.Join(n.cfg.DataDir, "serf", "local.snapshot")
+	conf.RejoinAfterLeave = false
+	conf.EnableNameConflictResolution = true
+	conf.ReconnectTimeout = n.tune.serfReconnectTimeout
+	conf.TombstoneTimeout = n.tune.serfTombstoneTimeout
+	conf.ReapInterval = n.tune.serfReapInterval
+	conf.ReconnectInterval = n.tune.serfReconnectInterval
+	conf.BroadcastTimeout = n.tune.serfBroadcastTimeout
+	conf.LeavePropagateDelay = n.tune.serfLeavePropagateDelay
+	if err := os.MkdirAll(filepath.Dir(conf.SnapshotPath), 0o755); err != nil {
+		return nil, fmt.Errorf("serf: snapshot dir: %w", err)
+	}
+
+	ml := memberlist.DefaultLANConfig()
+	ml.Name = n.cfg.NodeID
+	ml.BindAddr = n.cfg.BindAddr
+	ml.BindPort = n.cfg.Ports.Serf
+	ml.AdvertiseAddr = n.cfg.Advertise()
+	ml.AdvertisePort = n.cfg.Ports.Serf
+	ml.Logger = newStdLogger(n.log, "memberlist")
+	ml.LogOutput = nil
+	if t := n.tune; t.fastGossip {
+		ml.ProbeInterval = 200 * time.Millisecond
+		ml.ProbeTimeout = 100 * time.Millisecond
+		ml.GossipInterval = 50 * time.Millisecond
+		ml.PushPullInterval = 2 * time.Second
+		ml.SuspicionMult = 2
+		ml.SuspicionMaxTimeoutMult = 3
+		ml.TCPTimeout = time.Second
+		ml.DeadNodeReclaimTime = 100 * time.Millisecond
+	}
+	conf.MemberlistConfig = ml
+	return conf, nil
+}
+
+// startSerf creates the Serf agent (it binds the Serf port, TCP and UDP)
+// and the goroutine draining its events.
+func (n *Node) startSerf() error {
+	conf, err := n.serfConfig(n.currentTags())
+	if err != nil {
+		return err
+	}
+	if err := checkTags(conf.Tags); err != nil {
+		return err
+	}
+	s, err := serf.Create(conf)
+	if err != nil {
+		return fmt.Errorf("serf: start on %s:%d: %w", n.cfg.BindAddr, n.cfg.Ports.Serf, err)
+	}
+	n.serf = s
+	n.serfDone = make(chan struct{})
+	n.bgWG.Add(1)
+	go n.drainSerfEvents()
+	return nil
+}
+
+// currentTags returns the Serf tags describing n now.
+func (n *Node) currentTags() map[string]string {
+	adv := n.cfg.Advertise()
+	tags := map[string]string{
+		tagRole:  roleGHBA,
+		tagGroup: n.advertisedGroup(),
+		tagRPC:   net.JoinHostPort(adv, strconv.Itoa(n.cfg.Ports.RPC)),
+		tagRaft:  net.JoinHostPort(adv, strconv.Itoa(n.cfg.Ports.Raft)),
+		tagHTTP:  net.JoinHostPort(adv, strconv.Itoa(n.cfg.Ports.HTTP)),
+	}
+	if r := n.cluster.rootRecord(); r.id != "" {
+		tags[tagRoot] = r.String()
+	}
+	if n.leaving.Load() {
+		tags[tagLeaving] = "1"
+	}
+	return tags
+}
+
+// advertisedGroup is the group gossiped in Serf: only once the node is a
+// member of it, so that others neither count it nor route to it before.
+func (n *Node) advertisedGroup() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.joined {
+		return ""
+	}
+	return n.groupNm
+}
+
+// updateTags gossips n's current tags.
+func (n *Node) updateTags() error {
+	n.tagsMu.Lock()
+	defer n.tagsMu.Unlock()
+	if n.serf == nil {
+		return nil
+	}
+	tags := n.currentTags()
+	if err := checkTags(tags); err != nil {
+		return err
+	}
+	if err := n.serf.SetTags(tags); err != nil {
+		return fmt.Errorf("serf: set tags: %w", err)
+	}
+	return nil
+}
+
+// drainSerfEvents reads Serf's event channel until Serf has shut down.
+// It only records and signals: it never blocks on the network or on Raft,
+// so Serf never waits for it.
+func (n *Node) drainSerfEvents() {
+	defer n.bgWG.Done()
+	for {
+		select {
+		case ev := <-n.serfEvents:
+			n.handleSerfEvent(ev)
+		case <-n.serfDone:
+			return
+		}
+	}
+}
+
+func (n *Node) handleSerfEvent(ev serf.Event) {
+	me, ok := ev.(serf.MemberEvent)
+	if !ok {
+		return
+	}
+	for _, m := range me.Members {
+		if m.Tags[tagRole] != roleGHBA {
+			continue
+		}
+		n.log.Debug("serf member event", "event", me.Type.String(), "member", m.Name, "status", serfStatus(m.Status), "group", m.Tags[tagGroup])
+		if me.Type == serf.EventMemberReap {
+			n.cluster.noteReaped(m.Name)
+		}
+	}
+	n.metrics.serfEvents.WithLabelValues(me.Type.String()).Inc()
+	n.signalRefresh() // never refresh here: it takes Serf's member lock
+	n.triggerReconcile()
+	n.triggerJoin()
+}
+
+// triggerReconcile asks the leader's reconcile loop to run soon (coalesced).
+func (n *Node) triggerReconcile() {
+	select {
+	case n.reconcileCh <- struct{}{}:
+	default:
+	}
+}
+
+// Join joins the Serf pool through the given Serf addresses (host:port) and
+// returns how many were contacted. It is what retry_join and `ghba join`
+// do. Group membership follows by itself (see the join loop).
+func (n *Node) Join(ctx context.Context, serfAddrs []string) (int, error) {
+	if len(serfAddrs) == 0 {
+		return 0, errors.New("join: no addresses")
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s := n.serfAgent()
+	if s == nil {
+		return 0, errNotRunning
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	ch := make(chan result, 1)
+	n.joinWG.Add(1)
+	go func() { // serf.Join has no context; bound it by ctx
+		defer n.joinWG.Done()
+		k, err := s.Join(serfAddrs, true)
+		ch <- result{k, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil && r.n == 0 {
+			return 0, fmt.Errorf("join %v: %w", serfAddrs, r.err)
+		}
+		if r.err != nil {
+			n.log.Warn("joined some addresses only", "joined", r.n, "addrs", serfAddrs, "err", r.err)
+		}
+		n.log.Info("joined the serf pool", "joined", r.n, "addrs", serfAddrs)
+		n.cluster.refresh()
+		n.triggerJoin()
+		return r.n, nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("join %v: %w", serfAddrs, ctx.Err())
+	}
+}
+
+// retryJoin joins the retry_join addresses with bounded retries and
+// exponential backoff, logging every failure.
+func (n *Node) retryJoin(ctx context.Context) {
+	defer n.bgWG.Done()
+	addrs := n.cfg.RetryJoin
+	backoff := n.tune.retryJoinMin
+	for attempt := 1; ; attempt++ {
+		k, err := n.Join(ctx, addrs)
+		if err == nil && k > 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		if attempt >= n.tune.retryJoinAttempts {
+			n.log.Error("retry_join gave up; use `ghba join`", "addrs", addrs, "attempts", attempt, "err", err)
+			return
+		}
+		n.log.Warn("retry_join failed; retrying", "addrs", addrs, "attempt", attempt, "retry_in", backoff, "err", err)
+		if !pauseCtx(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, n.tune.retryJoinMax)
+	}
+}
+
+// pauseCtx waits d or until ctx ends; it reports whether d passed.
+func pauseCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// serfAgent returns the Serf agent, nil before Start.
+func (n *Node) serfAgent() *serf.Serf {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.serf
+}
