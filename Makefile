@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 # Link only hashicorp/go-metrics (raft-boltdb's compat layer would pull in armon/go-metrics).
 TAGS      := -tags hashicorpmetrics
 
-.PHONY: all build test bench demo fuzz vet fmt clean
+.PHONY: all build test bench demo sim-demo fuzz vet fmt clean
 
 all: build
 
@@ -21,7 +21,7 @@ test:
 
 ## bench: the tracked benchmarks (no -race)
 bench:
-	$(GO) test $(TAGS) -run=NONE -bench=. -benchmem -benchtime=$(BENCHTIME) ./routing/... ./rpc/ ./node/store/
+	$(GO) test $(TAGS) -run=NONE -bench=. -benchmem -benchtime=$(BENCHTIME) ./routing/... ./rpc/ ./node/...
 
 ## fuzz: run every decoder fuzzer for FUZZTIME each (default 30s)
 FUZZTIME ?= 30s
@@ -32,9 +32,13 @@ fuzz:
 		for f in $$($(GO) test $(TAGS) -list 'Fuzz.*' $$p | grep ^Fuzz); do \
 			echo "== $$p $$f"; $(GO) test $(TAGS) -run=NONE -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s $$p || exit 1; done; done
 
-## demo: build, then run the simulator's quick mode on generated traces
-## (until the server lands; then it starts a local cluster)
+## demo: build, start a 3-node loopback cluster from testdata/, load and look up
+## a few thousand paths through every node, print levels and hops, stop it
 demo: build
+	GHBA_BIN=$(BIN) scripts/demo.sh
+
+## sim-demo: the simulator's quick mode on generated traces
+sim-demo: build
 	./$(BIN) sim pba --quick --servers 10 --bits-per-file 8
 	./$(BIN) sim hba --quick --servers 10 --lru-entries 300
 	./$(BIN) sim ghba --quick --servers 30 --max-group 6

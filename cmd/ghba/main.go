@@ -6,9 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/ghba/ghba/rpc"
 )
 
 func main() {
@@ -23,9 +26,12 @@ func main() {
 
 // Exit codes (a contract for scripts).
 const (
-	exitOK    = 0
-	exitError = 1
-	exitUsage = 2
+	exitOK       = 0
+	exitError    = 1
+	exitUsage    = 2
+	exitNotFound = 3
+	exitExists   = 4
+	exitUnavail  = 5
 )
 
 // usageError marks errors caused by bad command-line input (exit code 2).
@@ -36,15 +42,24 @@ func (u usageError) Unwrap() error { return u.err }
 
 func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
-// exitCode maps an error to the process exit code: 2 for usage errors, 1
-// for anything else.
+// exitCode maps an error to the exit code: usage errors and invalid paths
+// 2, not found 3, already exists 4, unavailable (including a node that did
+// not answer before the deadline) 5, anything else 1. Unavailability is
+// tested before non-existence: a path whose home is down is never reported
+// as not found.
 func exitCode(err error) int {
 	var u usageError
 	switch {
 	case err == nil:
 		return exitOK
-	case errors.As(err, &u):
+	case errors.As(err, &u), errors.Is(err, rpc.ErrInvalidPath):
 		return exitUsage
+	case errors.Is(err, rpc.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		return exitUnavail
+	case errors.Is(err, fs.ErrNotExist):
+		return exitNotFound
+	case errors.Is(err, fs.ErrExist):
+		return exitExists
 	}
 	return exitError
 }

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ghba/ghba/node"
+)
+
+// agentNode is what the agent needs from a node.Node (tests substitute a
+// fake through newAgentNode).
+type agentNode interface {
+	Start(ctx context.Context) error
+	Shutdown(ctx context.Context) error
+}
+
+// newAgentNode creates the node the agent runs.
+var newAgentNode = func(cfg node.Config, logger *slog.Logger) (agentNode, error) {
+	return node.New(cfg, logger)
+}
+
+// defaultShutdownTimeout bounds a clean shutdown (Serf leave, Raft, Badger).
+const defaultShutdownTimeout = 30 * time.Second
+
+// newAgentCmd returns "ghba agent".
+func newAgentCmd() *cobra.Command {
+	var (
+		configFile      string
+		check           bool
+		shutdownTimeout time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "agent --config FILE",
+		Short: "Run a metadata server (one node of the cluster)",
+		Long: `Run one ghba metadata server until SIGINT or SIGTERM, then shut it down
+cleanly: finish in-flight RPCs, close Raft, Serf and the Badger store. A plain
+stop is like a crash to the cluster (the node is marked failed, its paths answer
+"unavailable" until it restarts); use "ghba leave" to drain it and leave for good.
+
+Configuration comes from, in increasing order of precedence: the defaults,
+the YAML file given with --config, GHBA_<KEY> environment variables (nested
+keys joined with "_", e.g. GHBA_PORTS_RPC=7410; lists comma-separated, e.g.
+GHBA_RETRY_JOIN=10.0.0.1:7402,10.0.0.2:7402) and the flags below. Keys:
+
+  node_id, data_dir, bind_addr, advertise_addr,
+  ports: {rpc, raft, serf, http}, group, bootstrap, retry_join,
+  max_group_size, bits_per_file, filter_capacity, lru_entries,
+  lru_bits_per_file, propagate_threshold, propagate_interval, placement,
+  log_level, log_format
+
+An unknown key or a bad value stops the agent with exit code 2 and a message
+naming the key. --check only loads and validates the configuration and
+prints it as JSON.`,
+		Example: `  ghba agent --config testdata/node1.yaml
+  GHBA_DATA_DIR=/tmp/ghba/node2 ghba agent --config testdata/node2.yaml --log-format json
+  ghba agent --node-id n4 --data-dir /var/lib/ghba --rpc-port 7440 --raft-port 7441 \
+      --serf-port 7442 --http-port 7443 --retry-join 127.0.0.1:7412
+  ghba agent --config node.yaml --check`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig(configFile, cmd.Flags())
+			if err != nil {
+				return usageError{err}
+			}
+			if check {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(configMap(cfg))
+			}
+			return runAgent(cmd.Context(), cfg, cmd.ErrOrStderr(), shutdownTimeout)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&configFile, "config", "c", "", "YAML config file")
+	f.BoolVar(&check, "check", false, "validate the configuration, print it as JSON and exit")
+	f.DurationVar(&shutdownTimeout, "shutdown-timeout", defaultShutdownTimeout, "bound on a clean shutdown after SIGINT/SIGTERM")
+	addAgentFlags(f)
+	return cmd
+}
+
+// newLogger returns the agent's base logger: text or JSON lines on w at
+// the configured level. node.New adds the node_id attribute to every line
+// it logs; the agent's own lines get it from runAgent.
+func newLogger(w io.Writer, cfg agentConfig) *slog.Logger {
+	var level slog.Level
+	switch strings.ToLower(cfg.LogLevel) {
+	case "debug":
+		level = slog.LevelDebug
+	case "warn":
+		level = slog.LevelWarn
+	case "error":
+		level = slog.LevelError
+	default:
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	if cfg.LogFormat == logFormatJSON {
+		h = slog.NewJSONHandler(w, opts)
+	} else {
+		h = slog.NewTextHandler(w, opts)
+	}
+	return slog.New(h)
+}
+
+// runAgent starts the node and runs it until ctx ends (SIGINT/SIGTERM
+// through main's NotifyContext) or the node has left the cluster (ghba
+// leave), then shuts it down within shutdownTimeout. A second signal during
+// the shutdown exits the process at once.
+func runAgent(ctx context.Context, cfg agentConfig, logw io.Writer, shutdownTimeout time.Duration) error {
+	base := newLogger(logw, cfg)
+	logger := base.With("node_id", cfg.NodeID)
+	n, err := newAgentNode(cfg.Config, base)
+	if err != nil {
+		return fmt.Errorf("creating node: %w", err)
+	}
+	// Start closes whatever it opened when it fails.
+	if err := n.Start(ctx); err != nil {
+		return fmt.Errorf("starting node %s: %w", cfg.NodeID, err)
+	}
+	logger.Info("agent running",
+		"rpc", net.JoinHostPort(cfg.Advertise(), strconv.Itoa(cfg.Ports.RPC)),
+		"serf", net.JoinHostPort(cfg.Advertise(), strconv.Itoa(cfg.Ports.Serf)),
+		"http", net.JoinHostPort(cfg.Advertise(), strconv.Itoa(cfg.Ports.HTTP)),
+		"data_dir", cfg.DataDir)
+	var left <-chan struct{}
+	if d, ok := n.(interface{ Done() <-chan struct{} }); ok {
+		left = d.Done()
+	}
+	select {
+	case <-ctx.Done():
+		logger.Info("signal received: shutting down", "timeout", shutdownTimeout)
+	case <-left:
+		logger.Info("node left the cluster: shutting down", "timeout", shutdownTimeout)
+	}
+
+	forced := make(chan os.Signal, 1)
+	signal.Notify(forced, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(forced)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-forced:
+			logger.Error("second signal: exiting without a clean shutdown")
+			os.Exit(exitError)
+		case <-done:
+		}
+	}()
+
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := n.Shutdown(sctx); err != nil {
+		logger.Error("shutdown failed", "err", err)
+		return fmt.Errorf("shutting down node %s: %w", cfg.NodeID, err)
+	}
+	logger.Info("agent stopped")
+	return nil
+}

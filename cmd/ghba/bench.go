@@ -1,0 +1,402 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ghba/ghba/rpc"
+)
+
+// Bench phases, in the order they run.
+const (
+	phaseMkdir  = "mkdir"
+	phaseCreate = "create"
+	phaseStat   = "stat"
+	phaseLookup = "lookup"
+)
+
+var allPhases = []string{phaseMkdir, phaseCreate, phaseStat, phaseLookup}
+
+// benchOptions are the flags of "ghba bench".
+type benchOptions struct {
+	paths       int
+	filesPerDir int
+	concurrency int
+	prefix      string
+	phases      []string
+	eachNode    bool
+	maxErrors   int
+}
+
+// benchTree is the generated namespace: directories (parents before
+// children) and files, all below prefix.
+type benchTree struct {
+	prefix string
+	dirs   [][]string // dirs[0]: first level, dirs[1]: second level
+	files  []string
+}
+
+// all returns every directory then every file.
+func (t *benchTree) all() []string {
+	var out []string
+	for _, l := range t.dirs {
+		out = append(out, l...)
+	}
+	return append(out, t.files...)
+}
+
+// makeBenchTree lays out n paths below prefix: about one directory per
+// filesPerDir files, in two levels (√dirs first-level directories, the
+// rest spread below them), files spread round-robin over all directories.
+func makeBenchTree(prefix string, n, filesPerDir int) *benchTree {
+	t := &benchTree{prefix: prefix}
+	nd := min(n, max(1, (n+filesPerDir)/(filesPerDir+1)))
+	top := min(nd, max(1, int(math.Ceil(math.Sqrt(float64(nd))))))
+	var first, second []string
+	for i := range top {
+		first = append(first, fmt.Sprintf("%s/d%03d", prefix, i))
+	}
+	for j := range nd - top {
+		second = append(second, fmt.Sprintf("%s/s%03d", first[j%top], j/top))
+	}
+	t.dirs = [][]string{first}
+	if len(second) > 0 {
+		t.dirs = append(t.dirs, second)
+	}
+	all := append(slices.Clone(first), second...)
+	for k := range n - nd {
+		t.files = append(t.files, fmt.Sprintf("%s/f%06d", all[k%len(all)], k))
+	}
+	return t
+}
+
+// phaseResult is one phase's measurements ("bench --json" prints them).
+type phaseResult struct {
+	Phase     string          `json:"phase"`
+	Node      string          `json:"node"`
+	Ops       int             `json:"ops"`
+	Errors    int             `json:"errors"`
+	Seconds   float64         `json:"seconds"`
+	OpsPerSec float64         `json:"ops_per_sec"`
+	P50Ms     float64         `json:"p50_ms"`
+	P99Ms     float64         `json:"p99_ms"`
+	Levels    map[string]int  `json:"levels,omitempty"`
+	MeanHops  float64         `json:"mean_hops"`
+	errs      []error         // first few errors
+	hist      map[int]int     // hops → count
+	mu        sync.Mutex      // guards Levels, errs, hist
+	lat       []time.Duration // per op, indexed by op
+}
+
+// benchReport is the "bench --json" object.
+type benchReport struct {
+	Prefix      string         `json:"prefix"`
+	Paths       int            `json:"paths"`
+	Dirs        int            `json:"dirs"`
+	Files       int            `json:"files"`
+	Concurrency int            `json:"concurrency"`
+	Nodes       []string       `json:"nodes"`
+	Phases      []*phaseResult `json:"phases"`
+}
+
+// newBenchCmd returns "ghba bench".
+func newBenchCmd(o *clientOptions) *cobra.Command {
+	bo := &benchOptions{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Load a tree of paths into the cluster and measure create, stat and lookup",
+		Long: `Create a tree of --paths paths (directories and files) below --prefix through
+the --addr nodes with --concurrency client goroutines, then stat every path
+through a normal client (which caches homes), then look every path up
+through each node in turn (no client cache: the request enters at that node
+and the cluster routes it). Prints, per phase and node, operations per
+second, p50/p99 latency, the lookups resolved per level (L1..L4) and the
+mean hops. --json prints one object instead.
+
+With --each-node (the default) the lookup phase runs once per alive member
+(from "members"), else once through --addr. --phases selects phases: run
+"--phases stat,lookup" again with the same --prefix and --paths to measure
+reads of an existing tree. Exits 1 if more than --max-errors operations
+fail (default 0).`,
+		Example: `  ghba --addr 127.0.0.1:7410,127.0.0.1:7420,127.0.0.1:7430 bench --paths 3000
+  ghba bench --paths 100000 --concurrency 16 --prefix /bench1 --json
+  ghba --addr 127.0.0.1:7410 bench --paths 100000 --prefix /bench1 --phases stat,lookup`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if bo.paths < 1 || bo.filesPerDir < 1 || bo.concurrency < 1 {
+				return usageErrorf("bench: --paths, --files-per-dir and --concurrency must be at least 1")
+			}
+			for _, p := range bo.phases {
+				if !slices.Contains(allPhases, p) {
+					return usageErrorf("bench: unknown phase %q (want %s)", p, strings.Join(allPhases, ", "))
+				}
+			}
+			if bo.prefix == "" {
+				bo.prefix = "/bench-" + strconv.FormatInt(time.Now().Unix(), 36)
+			}
+			if err := checkPath(bo.prefix); err != nil {
+				return err
+			}
+			bo.prefix = strings.TrimRight(bo.prefix, "/")
+			if bo.prefix == "" {
+				return usageErrorf("bench: --prefix must not be /")
+			}
+			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+				return runBench(ctx, cmd, o, bo, c)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&bo.paths, "paths", 3000, "paths to create (directories and files)")
+	f.IntVar(&bo.filesPerDir, "files-per-dir", 20, "files per directory")
+	f.IntVarP(&bo.concurrency, "concurrency", "c", 16, "client goroutines")
+	f.StringVar(&bo.prefix, "prefix", "", "directory the tree is created in (default /bench-<time>)")
+	f.StringSliceVar(&bo.phases, "phases", allPhases, "phases to run: mkdir, create, stat, lookup")
+	f.BoolVar(&bo.eachNode, "each-node", true, "run the lookup phase through every alive member")
+	f.IntVar(&bo.maxErrors, "max-errors", 0, "failed operations tolerated before the exit code is 1")
+	return cmd
+}
+
+// runBench runs the selected phases with client c and prints the report.
+func runBench(ctx context.Context, cmd *cobra.Command, o *clientOptions, bo *benchOptions, c *rpc.Client) error {
+	tree := makeBenchTree(bo.prefix, bo.paths, bo.filesPerDir)
+	nodes := c.Addrs()
+	if bo.eachNode {
+		if m, err := c.Members(ctx); err == nil {
+			var alive []string
+			for _, mb := range m.Members {
+				if mb.Status == "alive" && mb.RPCAddr != "" {
+					alive = append(alive, mb.RPCAddr)
+				}
+			}
+			if len(alive) > 0 {
+				nodes = alive
+			}
+		} else {
+			fmt.Fprintf(cmd.ErrOrStderr(), "bench: members: %v (looking up through --addr only)\n", err)
+		}
+	}
+	rep := &benchReport{
+		Prefix: bo.prefix, Paths: bo.paths, Files: len(tree.files), Concurrency: bo.concurrency,
+		Nodes: nodes,
+	}
+	for _, l := range tree.dirs {
+		rep.Dirs += len(l)
+	}
+	entry := strings.Join(c.Addrs(), ",")
+	if len(c.Addrs()) > 1 {
+		entry = "any"
+	}
+	run := func(phase string) bool { return slices.Contains(bo.phases, phase) }
+	uid, gid := currentID(os.Getuid()), currentID(os.Getgid())
+
+	if run(phaseMkdir) {
+		if _, err := c.Mkdir(ctx, &rpc.MkdirRequest{Path: bo.prefix, Mode: 0o755, UID: uid, GID: gid, Parents: true}); err != nil {
+			return fmt.Errorf("bench: mkdir %s: %w", bo.prefix, err)
+		}
+		res := &phaseResult{Phase: phaseMkdir, Node: entry}
+		start := time.Now()
+		for _, level := range tree.dirs {
+			runOps(ctx, res, level, bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
+				r, err := c.Mkdir(ctx, &rpc.MkdirRequest{Path: p, Mode: 0o755, UID: uid, GID: gid})
+				if err != nil {
+					return "", 0, err
+				}
+				return "", r.Hops, nil
+			})
+		}
+		res.finish(time.Since(start))
+		rep.Phases = append(rep.Phases, res)
+	}
+	if run(phaseCreate) {
+		res := &phaseResult{Phase: phaseCreate, Node: entry}
+		start := time.Now()
+		runOps(ctx, res, tree.files, bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
+			r, err := c.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644, UID: uid, GID: gid})
+			if err != nil {
+				return "", 0, err
+			}
+			return "", r.Hops, nil
+		})
+		res.finish(time.Since(start))
+		rep.Phases = append(rep.Phases, res)
+	}
+	paths := tree.all()
+	if run(phaseStat) {
+		res := &phaseResult{Phase: phaseStat, Node: entry}
+		start := time.Now()
+		runOps(ctx, res, paths, bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
+			r, err := c.Stat(ctx, p)
+			if err != nil {
+				return "", 0, err
+			}
+			return r.Level, r.Hops, nil
+		})
+		res.finish(time.Since(start))
+		rep.Phases = append(rep.Phases, res)
+	}
+	if run(phaseLookup) {
+		for _, addr := range nodes {
+			nc := rpc.NewClient(rpc.Options{Addrs: []string{addr}, Timeout: o.timeout, HomeCacheSize: -1, MaxAttempts: 1})
+			res := &phaseResult{Phase: phaseLookup, Node: addr}
+			start := time.Now()
+			runOps(ctx, res, paths, bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
+				r, err := nc.Lookup(ctx, p)
+				if err != nil {
+					return "", 0, err
+				}
+				return r.Level, r.Hops, nil
+			})
+			res.finish(time.Since(start))
+			nc.Close()
+			rep.Phases = append(rep.Phases, res)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+
+	failed := 0
+	var firstErrs []error
+	for _, ph := range rep.Phases {
+		failed += ph.Errors
+		for _, e := range ph.errs {
+			firstErrs = append(firstErrs, fmt.Errorf("%s via %s: %w", ph.Phase, ph.Node, e))
+		}
+	}
+	var err error
+	if o.json {
+		err = writeJSON(cmd.OutOrStdout(), rep)
+	} else {
+		err = printBench(cmd.OutOrStdout(), rep)
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range firstErrs {
+		fmt.Fprintln(cmd.ErrOrStderr(), "bench: error:", e)
+	}
+	if failed > bo.maxErrors {
+		return fmt.Errorf("%w: %d of them (first: %v)", errBenchFailed, failed, firstErrs[0])
+	}
+	return nil
+}
+
+// runOps runs op on every path with conc goroutines, recording latency,
+// level, hops and errors in res.
+func runOps(ctx context.Context, res *phaseResult, paths []string, conc int, op func(ctx context.Context, p string) (level string, hops int, err error)) {
+	base := len(res.lat)
+	res.lat = append(res.lat, make([]time.Duration, len(paths))...)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(conc, len(paths)) {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= len(paths) {
+					return
+				}
+				t0 := time.Now()
+				level, hops, err := op(ctx, paths[i])
+				res.lat[base+i] = time.Since(t0)
+				res.record(level, hops, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// record counts one operation's outcome.
+func (r *phaseResult) record(level string, hops int, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.Ops++
+	if err != nil {
+		r.Errors++
+		if len(r.errs) < 3 {
+			r.errs = append(r.errs, err)
+		}
+		return
+	}
+	if level != "" {
+		if r.Levels == nil {
+			r.Levels = map[string]int{}
+		}
+		r.Levels[level]++
+	}
+	if r.hist == nil {
+		r.hist = map[int]int{}
+	}
+	r.hist[hops]++
+}
+
+// finish computes the rates and percentiles after the phase took d.
+func (r *phaseResult) finish(d time.Duration) {
+	r.Seconds = d.Seconds()
+	if r.Seconds > 0 {
+		r.OpsPerSec = float64(r.Ops) / r.Seconds
+	}
+	lat := slices.Clone(r.lat)
+	slices.Sort(lat)
+	r.P50Ms = percentileMs(lat, 0.50)
+	r.P99Ms = percentileMs(lat, 0.99)
+	ok, hops := 0, 0
+	for h, n := range r.hist {
+		ok += n
+		hops += h * n
+	}
+	if ok > 0 {
+		r.MeanHops = float64(hops) / float64(ok)
+	}
+}
+
+// percentileMs returns the q-quantile (nearest rank) of sorted in ms.
+func percentileMs(sorted []time.Duration, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return float64(sorted[i].Microseconds()) / 1000
+}
+
+// printBench prints the phases as a table.
+func printBench(w io.Writer, rep *benchReport) error {
+	fmt.Fprintf(w, "tree %s: %d paths (%d dirs, %d files), %d client goroutines\n\n",
+		rep.Prefix, rep.Paths, rep.Dirs, rep.Files, rep.Concurrency)
+	t := newTable(w, "PHASE", "NODE", "OPS", "ERRORS", "OPS/S", "P50", "P99", "L1", "L2", "L3", "L4", "HOPS/OP")
+	for _, ph := range rep.Phases {
+		lv := func(l string) string {
+			if ph.Levels == nil {
+				return "-"
+			}
+			n := ph.Levels[l]
+			ok := ph.Ops - ph.Errors
+			if ok == 0 {
+				return strconv.Itoa(n)
+			}
+			return fmt.Sprintf("%d (%.0f%%)", n, 100*float64(n)/float64(ok))
+		}
+		t.row(ph.Phase, ph.Node, ph.Ops, ph.Errors, fmt.Sprintf("%.0f", ph.OpsPerSec),
+			fmt.Sprintf("%.2fms", ph.P50Ms), fmt.Sprintf("%.2fms", ph.P99Ms),
+			lv(rpc.LevelL1), lv(rpc.LevelL2), lv(rpc.LevelL3), lv(rpc.LevelL4),
+			fmt.Sprintf("%.2f", ph.MeanHops))
+	}
+	return t.flush()
+}
+
+// errBenchFailed is returned when more than --max-errors operations
+// failed (exit code 1 whatever the operations' errors were).
+var errBenchFailed = errors.New("bench: operations failed")

@@ -1,0 +1,198 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ghba/ghba/rpc"
+)
+
+// writeJSON prints v as indented JSON followed by a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	return nil
+}
+
+// table writes aligned columns: a header row, then rows.
+type table struct {
+	tw *tabwriter.Writer
+}
+
+// newTable starts a table on w with the given column headers (none: no
+// header row).
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)}
+	if len(header) > 0 {
+		t.row(toAny(header)...)
+	}
+	return t
+}
+
+// toAny converts strings to table cells.
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// row adds one row; values are formatted with %v.
+func (t *table) row(cols ...any) {
+	for i, c := range cols {
+		if i > 0 {
+			fmt.Fprint(t.tw, "\t")
+		}
+		fmt.Fprint(t.tw, c)
+	}
+	fmt.Fprint(t.tw, "\n")
+}
+
+// flush writes the table out.
+func (t *table) flush() error {
+	if err := t.tw.Flush(); err != nil {
+		return fmt.Errorf("writing output: %w", err)
+	}
+	return nil
+}
+
+// dash prints "-" for an empty string.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// formatMode prints permission bits as octal and symbolically, e.g.
+// "0644 (-rw-r--r--)".
+func formatMode(in *rpc.Inode) string {
+	return fmt.Sprintf("%04o (%s)", in.Mode&0o7777, in.FileMode())
+}
+
+// formatTime prints Unix nanoseconds as RFC 3339 with nanoseconds in local
+// time ("-" for 0).
+func formatTime(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return time.Unix(0, ns).Format(time.RFC3339Nano)
+}
+
+// printStat prints a stat result as a two-column table.
+func printStat(w io.Writer, st *rpc.StatResponse) error {
+	t := newTable(w)
+	t.row("path", st.Path)
+	t.row("type", st.Type)
+	t.row("mode", formatMode(&st.Inode))
+	t.row("uid", st.UID)
+	t.row("gid", st.GID)
+	t.row("size", st.Size)
+	t.row("mtime", formatTime(st.Mtime))
+	t.row("atime", formatTime(st.Atime))
+	t.row("ctime", formatTime(st.Ctime))
+	t.row("nlink", st.Nlink)
+	t.row("version", st.Version)
+	t.row("home", dash(st.Home))
+	t.row("level", dash(st.Level))
+	t.row("hops", st.Hops)
+	return t.flush()
+}
+
+// printLookup prints lookup results as a table.
+func printLookup(w io.Writer, rs ...*rpc.LookupResponse) error {
+	t := newTable(w, "PATH", "TYPE", "HOME", "LEVEL", "HOPS")
+	for _, r := range rs {
+		t.row(r.Path, dash(r.Type), dash(r.Home), dash(r.Level), r.Hops)
+	}
+	return t.flush()
+}
+
+// printDir prints directory entries as a table (directories with a
+// trailing slash).
+func printDir(w io.Writer, entries []rpc.DirEntry) error {
+	t := newTable(w, "TYPE", "NAME", "HOME")
+	for _, e := range entries {
+		name := e.Name
+		if e.Type == rpc.TypeDir {
+			name += "/"
+		}
+		t.row(e.Type, name, dash(e.Home))
+	}
+	return t.flush()
+}
+
+// printMembers prints the members as a table.
+func printMembers(w io.Writer, ms []rpc.Member) error {
+	t := newTable(w, "ID", "GROUP", "STATUS", "RPC ADDR", "RAFT ROLE", "FILES", "REPLICAS")
+	for _, m := range ms {
+		t.row(m.ID, dash(m.Group), m.Status, dash(m.RPCAddr), dash(m.RaftRole), m.Files, m.ReplicasHeld)
+	}
+	return t.flush()
+}
+
+// printGroups prints the groups as a table; REPLICAS shows the segment
+// replicas assigned to each member (the assignment balance).
+func printGroups(w io.Writer, gs []rpc.GroupInfo) error {
+	t := newTable(w, "GROUP", "LEADER", "SIZE", "MEMBERS", "REPLICAS")
+	for _, g := range gs {
+		var reps []string
+		for _, id := range slices.Sorted(maps.Keys(g.Replicas)) {
+			reps = append(reps, id+"="+strconv.Itoa(g.Replicas[id]))
+		}
+		repl := "-"
+		if len(reps) > 0 {
+			repl = strings.Join(reps, " ")
+		}
+		t.row(g.Group, dash(g.Leader), len(g.Members), dash(strings.Join(g.Members, ",")), repl)
+	}
+	return t.flush()
+}
+
+// dirEntryJSON is one element of "ls --json".
+type dirEntryJSON struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	Home string `json:"home,omitempty"`
+}
+
+// lsJSON converts entries to the "ls --json" array (never null).
+func lsJSON(entries []rpc.DirEntry) []dirEntryJSON {
+	out := make([]dirEntryJSON, len(entries))
+	for i, e := range entries {
+		out[i] = dirEntryJSON(e)
+	}
+	return out
+}
+
+// membersJSON returns the members for "members --json" (never null).
+func membersJSON(ms []rpc.Member) []rpc.Member {
+	if ms == nil {
+		return []rpc.Member{}
+	}
+	return ms
+}
+
+// groupsJSON returns the groups for "groups --json", with members never
+// null.
+func groupsJSON(gs []rpc.GroupInfo) []rpc.GroupInfo {
+	out := make([]rpc.GroupInfo, len(gs))
+	for i, g := range gs {
+		if g.Members == nil {
+			g.Members = []string{}
+		}
+		out[i] = g
+	}
+	return out
+}

@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# demo.sh — start a 3-node ghba cluster on loopback from testdata/node{1,2,3}.yaml
+# as separate processes, load a few thousand paths, look every path up through
+# every node, print the lookups resolved per level and the hops, stop the
+# cluster cleanly. Exits non-zero if anything fails.
+#
+# Usage: scripts/demo.sh            (from anywhere; builds bin/ghba first)
+# Environment:
+#   GHBA_BIN=path     use this binary instead of building bin/ghba
+#   DEMO_PATHS=N      paths to create (default 3000)
+#   DEMO_WAIT=S       seconds to wait for the cluster to form (default 60)
+#   DEMO_KEEP=1       keep the temporary directory (data dirs and logs)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+PATHS=${DEMO_PATHS:-3000}
+WAIT=${DEMO_WAIT:-60}
+STOP_WAIT=30
+ADDRS=(127.0.0.1:7410 127.0.0.1:7420 127.0.0.1:7430)
+ALL=$(IFS=,; echo "${ADDRS[*]}")
+
+say() { printf '\n== %s\n' "$*"; }
+fail() { printf '\ndemo: FAILED: %s\n' "$*" >&2; exit 1; }
+
+if [[ -n "${GHBA_BIN:-}" ]]; then
+	BIN=$GHBA_BIN
+else
+	say "building bin/ghba"
+	CGO_ENABLED=0 ${GO:-go} build -tags hashicorpmetrics -trimpath -o bin/ghba ./cmd/ghba
+	BIN=bin/ghba
+fi
+[[ -x "$BIN" ]] || fail "$BIN is not an executable"
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ghba-demo.XXXXXX")
+PIDS=()
+STOPPED=0
+
+# stop_agents sends SIGTERM to every agent still running, waits up to
+# STOP_WAIT seconds for each, SIGKILLs stragglers; returns non-zero if any
+# agent did not exit with status 0.
+stop_agents() {
+	local rc=0 i pid status deadline
+	for pid in "${PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for i in "${!PIDS[@]}"; do
+		pid=${PIDS[$i]}
+		deadline=$((SECONDS + STOP_WAIT))
+		while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
+			sleep 0.2
+		done
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "node$((i + 1)) (pid $pid) did not stop within ${STOP_WAIT}s: killing it" >&2
+			kill -KILL "$pid" 2>/dev/null || true
+			rc=1
+		fi
+		if wait "$pid"; then status=0; else status=$?; fi
+		if ((status != 0)); then
+			echo "node$((i + 1)) exited with status $status" >&2
+			rc=1
+		fi
+	done
+	STOPPED=1
+	return $rc
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if ((STOPPED == 0 && ${#PIDS[@]} > 0)); then
+		stop_agents || rc=1
+	fi
+	if ((rc != 0)); then
+		for i in 1 2 3; do
+			if [[ -f "$TMP/node$i.log" ]]; then
+				echo "---- last lines of node$i.log" >&2
+				tail -n 15 "$TMP/node$i.log" >&2
+			fi
+		done
+	fi
+	if [[ -n "${DEMO_KEEP:-}" ]]; then
+		echo "demo: kept $TMP" >&2
+	else
+		rm -rf "$TMP"
+	fi
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ghba() { "$BIN" --timeout 5s "$@"; }
+
+for a in "${ADDRS[@]}"; do
+	if ghba --addr "$a" --timeout 1s members >/dev/null 2>&1; then
+		fail "something already answers on $a: stop it first (ports 7410-7433 are used)"
+	fi
+done
+
+say "starting 3 agents (data and logs in $TMP)"
+for i in 1 2 3; do
+	GHBA_DATA_DIR="$TMP/node$i" "$BIN" agent --config "testdata/node$i.yaml" >"$TMP/node$i.log" 2>&1 &
+	PIDS+=($!)
+	echo "node$i: pid $! rpc ${ADDRS[$((i - 1))]}"
+done
+
+check_alive() {
+	local i
+	for i in "${!PIDS[@]}"; do
+		kill -0 "${PIDS[$i]}" 2>/dev/null || fail "node$((i + 1)) exited during startup (see its log below)"
+	done
+}
+
+say "waiting up to ${WAIT}s for 3 alive members in one group with a leader"
+start=$SECONDS
+deadline=$((SECONDS + WAIT))
+while :; do
+	check_alive
+	alive=$(ghba --addr "${ADDRS[0]}" members 2>/dev/null | awk 'NR > 1 && $3 == "alive"' | wc -l || true)
+	grouped=$(ghba --addr "${ADDRS[0]}" groups 2>/dev/null | awk 'NR > 1 && $2 != "-" { n += $3 } END { print n + 0 }' || true)
+	ready=0
+	for a in "${ADDRS[@]}"; do
+		if ghba --addr "$a" stat / >/dev/null 2>&1; then ready=$((ready + 1)); fi
+	done
+	if [[ "$alive" -eq 3 && "$grouped" -eq 3 && "$ready" -eq 3 ]]; then
+		break
+	fi
+	if ((SECONDS >= deadline)); then
+		fail "cluster not ready after ${WAIT}s: $alive alive, $grouped in a group with a leader, $ready nodes answer stat /"
+	fi
+	sleep 0.5
+done
+echo "ready after $((SECONDS - start))s"
+ghba --addr "${ADDRS[0]}" members
+echo
+ghba --addr "${ADDRS[0]}" groups
+
+say "a few CLI commands"
+# show prints a command, then runs it.
+show() { printf '$ ghba %s\n' "$*"; ghba "$@"; }
+show --addr "${ADDRS[0]}" mkdir -p /home/alice/projects
+show --addr "${ADDRS[1]}" create /home/alice/notes.txt
+show --addr "${ADDRS[2]}" stat /home/alice/notes.txt
+show --addr "${ADDRS[2]}" chmod 600 /home/alice/notes.txt
+show --addr "${ADDRS[0]}" mv /home/alice/notes.txt /home/alice/projects/notes.txt
+show --addr "${ADDRS[1]}" ls /home/alice/projects
+show --addr "${ADDRS[0]}" lookup --json /home/alice/projects/notes.txt
+if ghba --addr "${ADDRS[1]}" stat /home/alice/notes.txt >/dev/null 2>&1; then
+	fail "stat of a renamed path succeeded"
+else
+	rc=$?
+	((rc == 3)) || fail "stat of a renamed path: exit $rc, want 3 (not found)"
+	echo "stat of the old name: exit 3 (not found), as expected"
+fi
+
+say "creating $PATHS paths, then looking each up through every node"
+ghba --addr "$ALL" bench --paths "$PATHS" --prefix /demo --concurrency 16
+
+say "files homed per node"
+ghba --addr "${ADDRS[0]}" members
+
+say "stopping the cluster (SIGTERM)"
+stop_agents || fail "an agent did not shut down cleanly"
+echo "all agents exited with status 0"
+say "demo OK"
