@@ -228,6 +228,7 @@ func (c *clientConn) roundTrip(ctx context.Context, defDeadline time.Time, metho
 			err = ErrShuttingDown
 		}
 		c.mu.Unlock()
+		c.pool.remove(c) // it may have failed before get pooled it
 		w.abort()
 		c.cl.putCall(cl)
 		return outcomeNotSent, err
