@@ -255,8 +255,10 @@ func (n *Namespace) removeMarks(p *partTxn) {
 	f.mu.Unlock()
 }
 
-// settle resolves every mark at or above p (and, with below, under p)
-// before a read of p at this node. A pending transaction is left alone:
+// settle resolves every mark at or above p (and, with below, on p's direct
+// entries) before a read of p at this node. Marks deeper under p do not
+// change p's listing, so they are left alone: a pending create of /a/b/c
+// whose coordinator is down must not make a readdir of / unavailable. A pending transaction is left alone:
 // the reader sees the state before it. An error means a coordinator could
 // not be asked: the reader must answer unavailable.
 func (n *Namespace) settle(ctx context.Context, p string, below bool) error {
@@ -272,7 +274,7 @@ func (n *Namespace) settle(ctx context.Context, p string, below bool) error {
 			m = c
 		} else if below {
 			for mp, c := range f.marks {
-				if strictlyUnder(mp, p) && !slices.Contains(tried, c) {
+				if mp != "/" && directParent(mp) == p && !slices.Contains(tried, c) {
 					m = c
 					break
 				}

@@ -122,3 +122,10 @@ func rebase(p, oldRoot, newRoot string) string {
 	}
 	return newRoot + p[len(oldRoot):]
 }
+
+// directParent returns the directory holding a normalized path other
+// than "/".
+func directParent(p string) string {
+	dir, _ := splitPath(p)
+	return dir
+}
