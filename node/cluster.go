@@ -24,6 +24,7 @@ type cluster struct {
 	refreshMu  sync.Mutex // serializes refresh
 	peers      atomic.Pointer[[]Peer]
 	warnedRoot string // last conflicting root home logged; guarded by refreshMu
+	lastHeld   string // heldKey of the last refresh; guarded by refreshMu
 
 	rootMu      sync.Mutex
 	root        rootRec
@@ -37,7 +38,10 @@ type cluster struct {
 	closed bool
 }
 
-var _ Directory = (*cluster)(nil)
+var (
+	_ Directory = (*cluster)(nil)
+	_ Segments  = (*cluster)(nil)
+)
 
 func newCluster(n *Node) *cluster {
 	return &cluster{n: n, reaped: make(map[string]struct{}), subs: make(map[chan struct{}]struct{})}
@@ -204,6 +208,10 @@ func (c *cluster) refresh() {
 	changed := false
 	if old := c.peers.Load(); old == nil || !slices.Equal(*old, peers) {
 		c.peers.Store(&peers)
+		changed = true
+	}
+	if h := heldKey(c.Held()); h != c.lastHeld {
+		c.lastHeld = h // the group's FSM moved replicas to or from this node
 		changed = true
 	}
 	cur := c.rootRecord()

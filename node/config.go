@@ -20,6 +20,16 @@ const (
 	PlacementParent   = "parent"
 )
 
+// Routing schemes (DESIGN §3). With SchemeGHBA a node holds replicas of
+// the local filters of the nodes its group's FSM assigns to it (its
+// segment, about (N−M')/M' of them) and resolves the rest with the L3
+// group multicast; with SchemeHBA it holds a replica of every other node's
+// filter (HBA, G-HBA §2.5 with M = 1), which costs N−1 replicas per node.
+const (
+	SchemeGHBA = "ghba"
+	SchemeHBA  = "hba"
+)
+
 // GroupAuto asks the cluster to choose the group (DESIGN §4).
 const GroupAuto = "auto"
 
@@ -52,6 +62,7 @@ type Config struct {
 	PropagateThreshold float64       `mapstructure:"propagate_threshold"`
 	PropagateInterval  time.Duration `mapstructure:"propagate_interval"`
 	Placement          string        `mapstructure:"placement"`
+	Scheme             string        `mapstructure:"scheme"`
 	LogLevel           string        `mapstructure:"log_level"`
 }
 
@@ -69,6 +80,7 @@ func DefaultConfig() Config {
 		PropagateThreshold: 0.01,
 		PropagateInterval:  2 * time.Second,
 		Placement:          PlacementBalanced,
+		Scheme:             SchemeGHBA,
 		LogLevel:           "info",
 	}
 }
@@ -139,6 +151,11 @@ func (c *Config) Validate() error {
 	case PlacementRandom, PlacementBalanced, PlacementParent:
 	default:
 		return bad("placement", "%q must be random, balanced or parent", c.Placement)
+	}
+	switch c.Scheme {
+	case SchemeGHBA, SchemeHBA:
+	default:
+		return bad("scheme", "%q must be ghba or hba", c.Scheme)
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

@@ -27,3 +27,17 @@ type Directory interface {
 	// a function to stop the subscription.
 	Subscribe() (<-chan struct{}, func())
 }
+
+// Segments is implemented by a Directory that knows the G-HBA segment
+// assignment of this node's group (the cluster layer, from the group's
+// Raft FSM). Without it, or before the assignment is known, a node keeps a
+// replica of every other node's local filter, as HBA does.
+type Segments interface {
+	// Held returns the origins (nodes of other groups) whose local-filter
+	// replicas this node holds, and false while the node is not an active
+	// member of a group with a known assignment.
+	Held() (origins []string, ok bool)
+	// IDBFA returns the encoded IDBFA of this node's group (routing.IDBFA
+	// binary encoding) and its version; ok is false while unknown.
+	IDBFA() (data []byte, version uint64, ok bool)
+}

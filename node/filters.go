@@ -104,9 +104,48 @@ func (n *Namespace) selfTest(k routing.Key) (inLRU, inLocal bool) {
 	return inLRU, inLocal
 }
 
+// wantsReplica reports whether origin's local filter belongs in this
+// node's L2 array: with G-HBA segments, when its group's FSM assigns
+// origin to it; otherwise (HBA, or while the assignment is not known)
+// every other node's does.
+func (n *Namespace) wantsReplica(ps *peerSet, origin string) bool {
+	if origin == n.id || ps.byID[origin] == nil {
+		return false
+	}
+	if ps.seg {
+		return ps.held[origin]
+	}
+	return true
+}
+
 // l2Holders returns the nodes that hold a replica of this node's local
-// filter: every other node for now (see the comment at the top).
+// filter: with G-HBA, in each other group the member its IDBFA names
+// (groups whose IDBFA is not known yet are skipped: their holder pulls
+// the filter when assigned); with HBA every other node.
 func (n *Namespace) l2Holders(ps *peerSet) []Peer {
+	if !n.segmented() {
+		return n.l1Holders(ps)
+	}
+	my := n.dir.Self().Group
+	var out []Peer
+	done := map[string]bool{}
+	for _, p := range ps.list {
+		if p.Group == "" || p.Group == my || done[p.Group] {
+			continue
+		}
+		done[p.Group] = true
+		ids, _ := n.holdersIn(p.Group)
+		for _, id := range ids {
+			if h := ps.byID[id]; h != nil && h.ID != n.id && h.Up && h.RPCAddr != "" && h.Group == p.Group {
+				out = append(out, *h)
+			}
+		}
+	}
+	return out
+}
+
+// l1Holders returns the nodes that hold this node's LRU filter: all.
+func (n *Namespace) l1Holders(ps *peerSet) []Peer {
 	out := make([]Peer, 0, len(ps.list))
 	for _, p := range ps.list {
 		if p.ID != n.id && p.Up && p.RPCAddr != "" {
@@ -116,15 +155,11 @@ func (n *Namespace) l2Holders(ps *peerSet) []Peer {
 	return out
 }
 
-// l1Holders returns the nodes that hold this node's LRU filter: all.
-func (n *Namespace) l1Holders(ps *peerSet) []Peer { return n.l2Holders(ps) }
-
 // holdsReplica reports whether this node keeps a replica of origin's local
-// filter in its L2 array: every other node's for now (with G-HBA, the
-// origins its group's FSM assigns to it; pushes from others are answered
-// NotHolder).
+// filter in its L2 array (pushes from other origins are answered
+// NotHolder: a false IDBFA hit at the origin).
 func (n *Namespace) holdsReplica(origin string) bool {
-	return origin != n.id && n.peer(origin) != nil
+	return n.wantsReplica(n.peers.Load(), origin)
 }
 
 // ---- handlers ----
@@ -258,8 +293,8 @@ func (n *Namespace) pull(ctx context.Context, origin string, k int) error {
 	}
 	n.arrMu.Lock()
 	defer n.arrMu.Unlock()
-	if n.peer(origin) == nil {
-		return nil // left meanwhile
+	if n.peer(origin) == nil || k == kindLocal && !n.holdsReplica(origin) {
+		return nil // left, or assigned elsewhere, meanwhile
 	}
 	if !arr.Has(origin) {
 		if err := arr.Add(origin, routing.NewFilter(arr.Geometry())); err != nil {
@@ -302,7 +337,7 @@ func (n *Namespace) loop() {
 			} else if now.Sub(lastPeers) >= time.Second {
 				// A safety net for a missed notification.
 				lastPeers = now
-				if !samePeers(n.prop.snapshot, n.dir.Peers(), n.dir.RootHome()) {
+				if !samePeers(n.prop.snapshot, n.dir.Peers(), n.dir.RootHome(), n.currentHeldKey()) {
 					n.reconcile(false)
 				}
 			}
@@ -319,6 +354,9 @@ func (n *Namespace) maintain() {
 	defer loads.Stop()
 	resolve := time.NewTicker(500 * time.Millisecond)
 	defer resolve.Stop()
+	idb := time.NewTicker(min(n.cfg.PropagateInterval, time.Second))
+	defer idb.Stop()
+	n.syncHolders()
 	for {
 		select {
 		case <-n.ctx.Done():
@@ -327,6 +365,8 @@ func (n *Namespace) maintain() {
 			n.pollLoads(n.ctx)
 		case <-resolve.C:
 			n.resolveTxns(n.ctx)
+		case <-idb.C:
+			n.syncHolders()
 		}
 	}
 }
@@ -338,27 +378,37 @@ func (n *Namespace) reconcile(first bool) {
 	ps := n.refreshPeers()
 	n.rootOverride.Store(nil)
 	var fresh, returned []string
-	added := map[string]bool{}
+	added := map[string][2]bool{}
 	n.arrMu.Lock()
 	for _, p := range ps.list {
 		if p.ID == n.id {
 			continue
 		}
-		for _, arr := range []*routing.FilterArray{n.l1, n.l2} {
-			if !arr.Has(p.ID) {
-				_ = arr.Add(p.ID, routing.NewFilter(arr.Geometry()))
-				added[p.ID] = true
-			}
+		a := added[p.ID]
+		if !n.l1.Has(p.ID) {
+			_ = n.l1.Add(p.ID, routing.NewFilter(n.l1.Geometry()))
+			a[kindLRU] = true
+		}
+		if n.wantsReplica(ps, p.ID) && !n.l2.Has(p.ID) {
+			_ = n.l2.Add(p.ID, routing.NewFilter(n.l2.Geometry()))
+			a[kindLocal] = true
+		}
+		if a[kindLRU] || a[kindLocal] {
+			added[p.ID] = a
 		}
 	}
-	for _, arr := range []*routing.FilterArray{n.l1, n.l2} {
-		for _, id := range arr.IDs() {
-			if ps.byID[id] == nil {
-				_ = arr.Remove(id)
-			}
+	for _, id := range n.l1.IDs() {
+		if ps.byID[id] == nil {
+			_ = n.l1.Remove(id)
+		}
+	}
+	for _, id := range n.l2.IDs() {
+		if !n.wantsReplica(ps, id) {
+			_ = n.l2.Remove(id)
 		}
 	}
 	n.arrMu.Unlock()
+	pulls := map[string][2]bool{}
 	n.prop.mu.Lock()
 	for _, p := range ps.list {
 		if p.ID == n.id {
@@ -366,12 +416,14 @@ func (n *Namespace) reconcile(first bool) {
 		}
 		if p.Up && (first || !n.prop.seenUp[p.ID]) {
 			fresh = append(fresh, p.ID)
+			pulls[p.ID] = [2]bool{n.wantsReplica(ps, p.ID), true}
 			n.prop.needFull[p.ID] = [2]bool{true, true}
-			if !first && !added[p.ID] {
+			if _, isNew := added[p.ID]; !first && !isNew {
 				returned = append(returned, p.ID)
 			}
-		} else if p.Up && added[p.ID] {
+		} else if a, ok := added[p.ID]; p.Up && ok {
 			fresh = append(fresh, p.ID) // a replica to fill
+			pulls[p.ID] = a
 		}
 		n.prop.seenUp[p.ID] = p.Up
 	}
@@ -389,7 +441,9 @@ func (n *Namespace) reconcile(first bool) {
 		n.arrMu.Lock()
 		for _, id := range returned {
 			_ = n.l1.Replace(id, routing.NewFilter(n.l1.Geometry()))
-			_ = n.l2.Replace(id, routing.NewFilter(n.l2.Geometry()))
+			if n.l2.Has(id) {
+				_ = n.l2.Replace(id, routing.NewFilter(n.l2.Geometry()))
+			}
 		}
 		n.arrMu.Unlock()
 	}
@@ -402,8 +456,12 @@ func (n *Namespace) reconcile(first bool) {
 		cancel()
 	}
 	for _, id := range fresh {
-		n.pullAsync(id, kindLocal)
-		n.pullAsync(id, kindLRU)
+		if pulls[id][kindLocal] {
+			n.pullAsync(id, kindLocal)
+		}
+		if pulls[id][kindLRU] {
+			n.pullAsync(id, kindLRU)
+		}
 	}
 	if len(fresh) > 0 {
 		n.propagate(true)
@@ -411,8 +469,8 @@ func (n *Namespace) reconcile(first bool) {
 }
 
 // samePeers reports whether a snapshot still matches the Directory.
-func samePeers(ps *peerSet, list []Peer, root string) bool {
-	if ps == nil || ps.root != root || len(ps.list) != len(list) {
+func samePeers(ps *peerSet, list []Peer, root, held string) bool {
+	if ps == nil || ps.root != root || ps.heldKey != held || len(ps.list) != len(list) {
 		return false
 	}
 	for i := range list {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sync"
 
 	"github.com/ghba/ghba/node/store"
@@ -29,8 +30,9 @@ const maxL4Retries = 3
 // locate finds the home of the normalized path p through the G-HBA query
 // path (DESIGN §3): this node's own filters first (a free verification in
 // its store), then the L1 array (LRU filters), then the L2 array (local
-// filter replicas), each used only on a unique hit and verified at the
-// hit node; then (issue 4) the L3 group multicast; then L4, the
+// filter replicas: with G-HBA this node's segment), each used only on a
+// unique hit and verified at the hit node; then, with G-HBA, L3, the
+// multicast to this node's group; then L4, the
 // authoritative step: the parent directory's entry at the parent's home
 // (found the same way; the root's home is well known), or, when that home
 // cannot be reached, a broadcast. A false positive costs one verification.
@@ -61,8 +63,11 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 	r1 := n.l1.QueryKey(k)
 	r2 := n.l2.QueryKey(k)
 	n.arrMu.RUnlock()
-	checked := ""
-	if r1.Hit() && n.isUp(r1.ID) {
+	var tried []string // hit nodes that turned out not to home p
+	if inLocal {
+		tried = append(tried, n.id)
+	}
+	if r1.Hit() && n.isUp(r1.ID) && r1.ID != n.id {
 		l, ok, err := n.verifyRemote(ctx, r1.ID, p, withInode, false)
 		hops++
 		if err != nil {
@@ -72,9 +77,9 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 			l.level, l.hops = rpc.LevelL1, hops
 			return l, nil
 		}
-		checked = r1.ID
+		tried = append(tried, r1.ID)
 	}
-	if r2.Hit() && r2.ID != checked && n.isUp(r2.ID) {
+	if r2.Hit() && !slices.Contains(tried, r2.ID) && n.isUp(r2.ID) {
 		l, ok, err := n.verifyRemote(ctx, r2.ID, p, withInode, false)
 		hops++
 		if err != nil {
@@ -84,8 +89,32 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 			l.level, l.hops = rpc.LevelL2, hops
 			return l, nil
 		}
+		tried = append(tried, r2.ID)
 	}
-	// L3 (the group multicast) comes with multi-group G-HBA (issue 4).
+	if n.segmented() {
+		// L3: the group multicast covers the whole cluster: every member
+		// holds its own filter and its segment.
+		id, sent := n.l3(ctx, p, k, tried)
+		hops += sent
+		if id != "" && n.isUp(id) {
+			var l located
+			var ok bool
+			var err error
+			if id == n.id {
+				l, ok, err = n.verifyLocal(ctx, p, withInode)
+			} else {
+				l, ok, err = n.verifyRemote(ctx, id, p, withInode, false)
+				hops++
+			}
+			if err != nil {
+				return l, err
+			}
+			if ok {
+				l.level, l.hops = rpc.LevelL3, hops
+				return l, nil
+			}
+		}
+	}
 	return n.authoritative(ctx, p, withInode, hops)
 }
 

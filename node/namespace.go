@@ -85,6 +85,7 @@ type Namespace struct {
 	arrMu   sync.RWMutex
 	l1, l2  *routing.FilterArray
 	prop    propState
+	idb     idbfaCache
 
 	// transactions (namespace_txn.go)
 	flux     fluxTable
@@ -117,7 +118,7 @@ type Namespace struct {
 type nsCounters struct {
 	l1, l2, l3, l4, hops, lookups atomic.Uint64
 	notFound, unavailable         atomic.Uint64
-	broadcasts                    atomic.Uint64
+	broadcasts, multicasts        atomic.Uint64
 	committed, aborted, busy      atomic.Uint64
 	rekeyed, drained              atomic.Uint64
 	resolved                      atomic.Uint64
@@ -209,6 +210,9 @@ func withConfigDefaults(c Config) Config {
 	if c.Placement == "" {
 		c.Placement = d.Placement
 	}
+	if c.Scheme == "" {
+		c.Scheme = d.Scheme
+	}
 	return c
 }
 
@@ -259,6 +263,7 @@ func (n *Namespace) Register(s *rpc.Server) {
 	rpc.Register(s, rpc.MethodLocalCheck, gate(n, n.handleLocalCheck))
 	rpc.Register(s, rpc.MethodGetEntry, gate(n, n.handleGetEntry))
 	rpc.Register(s, rpc.MethodL3Query, gate(n, n.handleL3Query))
+	rpc.Register(s, methodIDBFA, gate(n, n.handleIDBFA))
 	rpc.Register(s, rpc.MethodFilterPull, gate(n, n.handleFilterPull))
 	rpc.Register(s, rpc.MethodFilterPush, gate(n, n.handleFilterPush))
 	rpc.Register(s, rpc.MethodTxnStatus, gate(n, n.handleTxnStatus))
@@ -490,6 +495,21 @@ type peerSet struct {
 	list []Peer
 	byID map[string]*Peer
 	root string
+	// seg is set when this node routes with G-HBA segments and knows its
+	// assignment; held is then its segment (the origins it holds).
+	seg     bool
+	held    map[string]bool
+	heldKey string
+}
+
+// groupGone reports whether no known node is in group g.
+func (ps *peerSet) groupGone(g string) bool {
+	for _, p := range ps.list {
+		if p.Group == g {
+			return false
+		}
+	}
+	return true
 }
 
 // refreshPeers takes a new snapshot of the Directory.
@@ -498,6 +518,14 @@ func (n *Namespace) refreshPeers() *peerSet {
 	ps.byID = make(map[string]*Peer, len(ps.list))
 	for i := range ps.list {
 		ps.byID[ps.list[i].ID] = &ps.list[i]
+	}
+	if n.segmented() {
+		held, ok := n.dir.(Segments).Held()
+		ps.seg, ps.heldKey = ok, heldKey(held, ok)
+		ps.held = make(map[string]bool, len(held))
+		for _, id := range held {
+			ps.held[id] = true
+		}
 	}
 	n.peers.Store(ps)
 	return ps

@@ -162,6 +162,20 @@ func (x *IDBFA) LookupKey(k Key) Result {
 	return r
 }
 
+// Positives appends to dst every member whose ID filter holds origin: the
+// holder of origin's replica (no false negatives) and any false
+// positives. An origin that sends its update to all of them reaches the
+// holder; the others drop it.
+func (x *IDBFA) Positives(origin string, dst []string) []string {
+	k := HashPath(x.geo.Hash, origin)
+	for _, m := range x.members {
+		if m.cf.TestKey(k) {
+			dst = append(dst, m.id)
+		}
+	}
+	return dst
+}
+
 // SizeBytes is the memory of the ID filters (counters and plain views)
 // plus the member ids.
 func (x *IDBFA) SizeBytes() int {

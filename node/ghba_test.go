@@ -1,0 +1,211 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ghba/ghba/rpc"
+	"go.uber.org/goleak"
+)
+
+// TestGHBAGroups runs G-HBA on groups of three, two and two: each node
+// holds the replicas its group's FSM assigns it ((N−M')/M' ± 1, all
+// origins outside the group covered exactly once) and nothing else in its
+// L2 array; every path is found through every node without the L4 step;
+// killing a node re-assigns the replicas it held to its group-mates, its
+// paths answer unavailable (never not-found) and the others still
+// resolve; restarted, it serves its paths again.
+func TestGHBAGroups(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
+	base := t.TempDir()
+	log := newTestLogger(t)
+	type spec struct{ id, group string }
+	specs := []spec{{"a1", "ga"}, {"a2", "ga"}, {"a3", "ga"}, {"b1", "gb"}, {"b2", "gb"}, {"c1", "gc"}, {"c2", "gc"}}
+	groups := map[string][]string{}
+	var cfgs []Config
+	var nodes []*Node
+	for i, s := range specs {
+		c := testConfig(t, base, s.id)
+		c.Group, c.MaxGroupSize = s.group, 3
+		c.LRUEntries = 0 // no L1: exercise the segments and the multicast
+		c.Bootstrap = len(groups[s.group]) == 0 // the first node of a group creates it
+		groups[s.group] = append(groups[s.group], s.id)
+		if i > 0 {
+			c.RetryJoin = []string{serfAddr(cfgs[0])}
+		}
+		cfgs = append(cfgs, c)
+		nodes = append(nodes, startTestNode(t, c, log))
+	}
+	byID := map[string]*Node{}
+	for _, n := range nodes {
+		byID[n.ID()] = n
+	}
+	members := func(g string) []*Node {
+		var out []*Node
+		for _, id := range groups[g] {
+			out = append(out, byID[id])
+		}
+		return out
+	}
+	for g, ids := range groups {
+		checkGroup(t, 30*time.Second, members(g), ids)
+	}
+	// Every node holds (N−M')/M' ± 1 replicas, its group's members hold
+	// each outside origin exactly once, and its L2 array holds exactly its
+	// replicas.
+	checkSegments := func(live []*Node) {
+		t.Helper()
+		eventually(t, 30*time.Second, "segments assigned and loaded", func() error {
+			cover := map[string]map[string]int{} // group → origin → holders
+			for _, n := range live {
+				held, ok := n.cluster.Held()
+				g := n.group()
+				mates := 0
+				for _, m := range live {
+					if m.group() == g {
+						mates++
+					}
+				}
+				ideal := float64(len(specs)-len(groups[g])) / float64(mates)
+				if !ok || float64(len(held)) < ideal-1 || float64(len(held)) > ideal+1 {
+					return fmt.Errorf("%s holds %v (known %v), want (N−M')/M' = %.2f ± 1", n.ID(), held, ok, ideal)
+				}
+				if cover[g] == nil {
+					cover[g] = map[string]int{}
+				}
+				for _, o := range held {
+					cover[g][o]++
+				}
+				ns := n.ns.(nsGlue).Namespace
+				ns.arrMu.RLock()
+				ids := ns.l2.IDs()
+				ns.arrMu.RUnlock()
+				slices.Sort(ids)
+				if !slices.Equal(ids, held) {
+					return fmt.Errorf("%s: L2 array %v, assigned %v", n.ID(), ids, held)
+				}
+				for _, o := range held {
+					if byID[o].group() == n.group() {
+						return fmt.Errorf("%s holds %s of its own group", n.ID(), o)
+					}
+				}
+			}
+			for g, c := range cover {
+				if len(c) != len(specs)-len(groups[g]) {
+					return fmt.Errorf("group %s covers %d origins, want %d", g, len(c), len(specs)-len(groups[g]))
+				}
+				for o, k := range c {
+					if k != 1 {
+						return fmt.Errorf("group %s holds %s %d times", g, o, k)
+					}
+				}
+			}
+			return nil
+		})
+	}
+	checkSegments(nodes)
+
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.addr(n.cfg.Ports.RPC)
+	}
+	client := rpc.NewClient(rpc.Options{Addrs: addrs, HomeCacheSize: -1})
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	eventually(t, 20*time.Second, "mkdir /d", func() error {
+		_, err := client.Mkdir(ctx, &rpc.MkdirRequest{Path: "/d", Mode: 0o755, Parents: true})
+		return err
+	})
+	var paths []string
+	for i := range 60 {
+		p := fmt.Sprintf("/d/f%02d", i)
+		if _, err := client.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644}); err != nil {
+			t.Fatalf("create %s: %v", p, err)
+		}
+		paths = append(paths, p)
+	}
+	lookupAt := func(n *Node, p string) (*rpc.LookupResponse, error) {
+		var r rpc.LookupResponse
+		err := client.Call(ctx, n.addr(n.cfg.Ports.RPC), rpc.MethodLookup, &rpc.LookupRequest{Path: p}, &r)
+		return &r, err
+	}
+	levels := map[string]int{}
+	homes := map[string]string{}
+	// Filters travel by push within propagate_interval; wait until every
+	// node resolves every path below L4 at least once, counting levels
+	// on the final pass.
+	eventually(t, 30*time.Second, "every path found through every node without L4", func() error {
+		clear(levels)
+		for _, n := range nodes {
+			n.ns.(nsGlue).SyncFilters()
+		}
+		for _, n := range nodes {
+			for _, p := range paths {
+				r, err := lookupAt(n, p)
+				if err != nil {
+					return fmt.Errorf("lookup %s at %s: %w", p, n.ID(), err)
+				}
+				if h, ok := homes[p]; ok && h != r.Home {
+					t.Fatalf("%s: home %s through %s, %s before", p, r.Home, n.ID(), h)
+				}
+				homes[p] = r.Home
+				levels[r.Level]++
+			}
+		}
+		if levels[rpc.LevelL4] > 0 {
+			return fmt.Errorf("levels %v", levels)
+		}
+		return nil
+	})
+	t.Logf("levels over %d lookups: %v", len(nodes)*len(paths), levels)
+	if levels[rpc.LevelL3] == 0 || levels[rpc.LevelL2]+levels[rpc.LevelL1] == 0 {
+		t.Errorf("levels %v: want L1/L2 and L3 hits", levels)
+	}
+
+	// Kill a3: its group-mates take over the replicas it held (a group of
+	// three keeps its Raft quorum).
+	victim := byID["a3"]
+	vcfg := victim.cfg
+	shutdownNode(t, victim)
+	live := slices.DeleteFunc(slices.Clone(nodes), func(n *Node) bool { return n == victim })
+	checkSegments(live)
+	for _, n := range live {
+		for _, p := range paths {
+			r, err := lookupAt(n, p)
+			switch {
+			case homes[p] == "a3":
+				if err == nil || errors.Is(err, fs.ErrNotExist) || !errors.Is(err, rpc.ErrUnavailable) {
+					t.Errorf("lookup %s (homed on killed a3) at %s: %v, want unavailable", p, n.ID(), err)
+				}
+			case err != nil:
+				t.Errorf("lookup %s at %s with a3 down: %v", p, n.ID(), err)
+			case r.Home != homes[p]:
+				t.Errorf("lookup %s at %s: home %s, want %s", p, n.ID(), r.Home, homes[p])
+			}
+		}
+	}
+	restarted := startTestNode(t, vcfg, log)
+	nodes[slices.Index(nodes, victim)] = restarted
+	byID["a3"] = restarted
+	checkSegments(nodes)
+	eventually(t, 30*time.Second, "a3's paths served again", func() error {
+		for _, n := range nodes {
+			for _, p := range paths {
+				if _, err := lookupAt(n, p); err != nil {
+					return fmt.Errorf("lookup %s at %s: %w", p, n.ID(), err)
+				}
+			}
+		}
+		return nil
+	})
+	client.Close()
+	for _, n := range slices.Backward(nodes) {
+		shutdownNode(t, n)
+	}
+}
