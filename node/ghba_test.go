@@ -32,7 +32,7 @@ func TestGHBAGroups(t *testing.T) {
 	for i, s := range specs {
 		c := testConfig(t, base, s.id)
 		c.Group, c.MaxGroupSize = s.group, 3
-		c.LRUEntries = 0 // no L1: exercise the segments and the multicast
+		c.LRUEntries = 0                        // no L1: exercise the segments and the multicast
 		c.Bootstrap = len(groups[s.group]) == 0 // the first node of a group creates it
 		groups[s.group] = append(groups[s.group], s.id)
 		if i > 0 {
