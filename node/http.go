@@ -76,7 +76,7 @@ type nodeCollector struct {
 	raftLastContact, groupMembers, groupOrigins, migrated      *prometheus.Desc
 	serfMembers, storeCommits, storeSyncs, storeCommitFailures *prometheus.Desc
 
-	lookupOutcomes, broadcasts, txns, prepared, rekeyed, drained *prometheus.Desc
+	lookupOutcomes, broadcasts, multicasts, txns, prepared, rekeyed, drained *prometheus.Desc
 	filterPushes, filterPulls, filterMismatches, filterBytesSent *prometheus.Desc
 	arrayMembers, lruLen                                         *prometheus.Desc
 }
@@ -108,6 +108,7 @@ func newNodeCollector(n *Node) *nodeCollector {
 		storeCommitFailures: d("ghba_store_commit_failures_total", "Write requests the store answered with an error."),
 		lookupOutcomes:      d("ghba_lookup_failures_total", "Lookups entered here that answered not found or unavailable.", "result"),
 		broadcasts:          d("ghba_l4_broadcasts_total", "L4 broadcasts to every node started here."),
+		multicasts:          d("ghba_l3_multicasts_total", "L3 multicasts to this node's group started here."),
 		txns:                d("ghba_txns_total", "Coordinated transactions (create, unlink, rename across homes) by outcome.", "result"),
 		prepared:            d("ghba_txn_parts_prepared", "Prepared transaction parts held here."),
 		rekeyed:             d("ghba_rekeyed_total", "Inodes re-keyed here by directory renames."),
@@ -128,7 +129,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.raftLeader, c.raftState, c.raftTerm, c.raftCommit, c.raftApplied,
 		c.raftLastContact, c.groupMembers, c.groupOrigins, c.migrated,
 		c.serfMembers, c.storeCommits, c.storeSyncs, c.storeCommitFailures,
-		c.lookupOutcomes, c.broadcasts, c.txns, c.prepared, c.rekeyed, c.drained,
+		c.lookupOutcomes, c.broadcasts, c.multicasts, c.txns, c.prepared, c.rekeyed, c.drained,
 		c.filterPushes, c.filterPulls, c.filterMismatches, c.filterBytesSent,
 		c.arrayMembers, c.lruLen,
 	} {
@@ -167,6 +168,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.lookupOutcomes, float64(s.NotFound), "not_found")
 		counter(c.lookupOutcomes, float64(s.Unavailable), "unavailable")
 		counter(c.broadcasts, float64(s.Broadcasts))
+		counter(c.multicasts, float64(s.Multicasts))
 		counter(c.txns, float64(s.TxnsCommitted), "committed")
 		counter(c.txns, float64(s.TxnsAborted), "aborted")
 		counter(c.txns, float64(s.TxnsBusy), "busy")

@@ -426,8 +426,8 @@ type NamespaceStats struct {
 	Lookups uint64
 	// NotFound and Unavailable count lookups that answered so.
 	NotFound, Unavailable uint64
-	// Broadcasts counts L4 broadcasts.
-	Broadcasts uint64
+	// Broadcasts counts L4 broadcasts; Multicasts L3 group multicasts.
+	Broadcasts, Multicasts uint64
 	// TxnsCommitted, TxnsAborted and TxnsBusy count coordinated
 	// transactions (busy: retried because of a conflict).
 	TxnsCommitted, TxnsAborted, TxnsBusy uint64
@@ -458,7 +458,7 @@ func (n *Namespace) Stats() NamespaceStats {
 		},
 		Hops: c.hops.Load(), Lookups: c.lookups.Load(),
 		NotFound: c.notFound.Load(), Unavailable: c.unavailable.Load(),
-		Broadcasts:    c.broadcasts.Load(),
+		Broadcasts:    c.broadcasts.Load(), Multicasts: c.multicasts.Load(),
 		TxnsCommitted: c.committed.Load(), TxnsAborted: c.aborted.Load(), TxnsBusy: c.busy.Load(),
 		Rekeyed: c.rekeyed.Load(), Drained: c.drained.Load(),
 		PushesSent: c.pushesSent.Load(), PushFailures: c.pushFails.Load(), PushesReceived: c.pushesRecv.Load(),

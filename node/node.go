@@ -640,12 +640,15 @@ func (n *Node) Status() *rpc.StatusResponse {
 			st.Files = c.Total()
 		}
 	}
-	if n.fsm != nil && n.isJoined() {
-		st.ReplicasHeld = n.fsm.Load(n.cfg.NodeID)
+	st.Scheme = n.cfg.Scheme
+	if f := n.groupFSM(); f != nil && n.isJoined() {
+		st.ReplicasHeld = f.Load(n.cfg.NodeID)
+		st.ReplicasMigrated = f.ReplicasMigrated()
 	}
 	if n.ns != nil {
 		s := n.ns.Stats()
 		st.FilterBytes, st.Levels, st.Hops = s.FilterBytes, s.Levels, s.Hops
+		st.L2Members, st.Multicasts, st.Broadcasts = s.L2Members, s.Multicasts, s.Broadcasts
 	}
 	return st
 }

@@ -453,6 +453,17 @@ type StatusResponse struct {
 	Files int64 `json:"files"`
 	// ReplicasHeld is the number of segment replicas held here.
 	ReplicasHeld int `json:"replicas_held"`
+	// ReplicasMigrated counts the replicas moved between members of this
+	// node's group (light-weight migration, G-HBA §2.4) since it began.
+	ReplicasMigrated uint64 `json:"replicas_migrated"`
+	// Scheme is the routing scheme: "ghba" or "hba".
+	Scheme string `json:"scheme,omitempty"`
+	// L2Members is the number of filter replicas loaded in the L2 array.
+	L2Members int `json:"l2_members"`
+	// Multicasts and Broadcasts count the L3 multicasts and L4
+	// broadcasts this node started.
+	Multicasts uint64 `json:"multicasts"`
+	Broadcasts uint64 `json:"broadcasts"`
 	// FilterBytes is the memory used by all filters on this node.
 	FilterBytes int64 `json:"filter_bytes"`
 	// Levels counts the lookups this node entered, by resolving level.
