@@ -77,8 +77,8 @@ type nodeCollector struct {
 	serfMembers, storeCommits, storeSyncs, storeCommitFailures *prometheus.Desc
 
 	lookupOutcomes, broadcasts, multicasts, txns, prepared, rekeyed, drained *prometheus.Desc
-	filterPushes, filterPulls, filterMismatches, filterBytesSent *prometheus.Desc
-	arrayMembers, lruLen                                         *prometheus.Desc
+	filterPushes, filterPulls, filterMismatches, filterBytesSent             *prometheus.Desc
+	arrayMembers, lruLen                                                     *prometheus.Desc
 }
 
 func newNodeCollector(n *Node) *nodeCollector {

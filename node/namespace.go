@@ -458,7 +458,7 @@ func (n *Namespace) Stats() NamespaceStats {
 		},
 		Hops: c.hops.Load(), Lookups: c.lookups.Load(),
 		NotFound: c.notFound.Load(), Unavailable: c.unavailable.Load(),
-		Broadcasts:    c.broadcasts.Load(), Multicasts: c.multicasts.Load(),
+		Broadcasts: c.broadcasts.Load(), Multicasts: c.multicasts.Load(),
 		TxnsCommitted: c.committed.Load(), TxnsAborted: c.aborted.Load(), TxnsBusy: c.busy.Load(),
 		Rekeyed: c.rekeyed.Load(), Drained: c.drained.Load(),
 		PushesSent: c.pushesSent.Load(), PushFailures: c.pushFails.Load(), PushesReceived: c.pushesRecv.Load(),
