@@ -284,3 +284,21 @@ func TestIDBFALookupAllocs(t *testing.T) {
 		t.Errorf("Lookup allocates %v times", n)
 	}
 }
+
+// TestIDBFAPositives: the holder is always among the positives (an origin
+// that sends to all of them reaches it), and a unique hit lists only it.
+func TestIDBFAPositives(t *testing.T) {
+	x, holder := idbfaFixture(t, 5, 200, HashXX)
+	for o, m := range holder {
+		ps := x.Positives(o, nil)
+		if !slices.Contains(ps, m) {
+			t.Fatalf("%s: positives %v miss the holder %s", o, ps, m)
+		}
+		if r := x.Lookup(o); r.Positives != len(ps) || r.Hit() && (len(ps) != 1 || ps[0] != r.ID) {
+			t.Fatalf("%s: Lookup %+v disagrees with Positives %v", o, r, ps)
+		}
+	}
+	if ps := x.Positives("no-such-origin", []string{"keep"}); ps[0] != "keep" {
+		t.Fatalf("Positives overwrote dst: %v", ps)
+	}
+}
