@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -39,12 +40,18 @@ type GroupJoinRequest struct {
 	Forwarded bool `json:"forwarded,omitempty"`
 }
 
-// GroupJoinResponse tells the joiner its group.
+// GroupJoinResponse tells the joiner its group, or where to go instead.
 type GroupJoinResponse struct {
-	// Group is the group the node is now a member of.
+	// Group is the group the node is now a member of ("" with Redirect).
 	Group string `json:"group"`
 	// Leader is the id of the leader that added it.
 	Leader string `json:"leader"`
+	// Redirect, when set, means the node was not added: the full group
+	// split to make room, and the joiner is to join the new group
+	// Redirect, which node Via bootstraps.
+	Redirect string `json:"redirect,omitempty"`
+	// Via: see Redirect.
+	Via string `json:"via,omitempty"`
 }
 
 // GroupLeaveRequest asks a group's leader to remove member ID (its
@@ -99,6 +106,7 @@ func (n *Node) registerAdmin() {
 	})
 	rpc.Register(s, methodGroupJoin, n.handleGroupJoin)
 	rpc.Register(s, methodGroupLeave, n.handleGroupLeave)
+	rpc.Register(s, methodGroupSwitch, n.handleGroupSwitch)
 }
 
 // forwardToLeader sends method to the group's leader; it fails as
@@ -137,6 +145,13 @@ func (n *Node) handleGroupJoin(ctx context.Context, req *GroupJoinRequest) (*Gro
 		return &resp, nil
 	}
 	if err := n.addMember(ctx, req.Member); err != nil {
+		if req.Auto && n.cfg.Group == GroupAuto && errors.Is(err, fsm.ErrGroupFull) {
+			resp, serr := n.splitForJoin(ctx, req.Member)
+			if serr == nil {
+				return resp, nil
+			}
+			n.log.Info("full group not split", "joiner", req.Member.ID, "reason", serr)
+		}
 		return nil, err
 	}
 	n.log.Info("node joined the group", "member", req.Member.ID, "group", n.group(), "auto", req.Auto)
@@ -196,8 +211,8 @@ func (n *Node) Members(ctx context.Context) []rpc.Member {
 				st = statusLeaving
 			}
 			g := m.Tags[tagGroup]
-			if g == "" && n.fsm != nil && n.isJoined() {
-				if _, ok := n.fsm.Member(m.Name); ok {
+			if f := n.groupFSM(); g == "" && f != nil && n.isJoined() {
+				if _, ok := f.Member(m.Name); ok {
 					g = n.group() // joined; its new tags have not reached us yet
 				}
 			}
@@ -208,8 +223,8 @@ func (n *Node) Members(ctx context.Context) []rpc.Member {
 			}
 		}
 	}
-	if n.fsm != nil && n.isJoined() {
-		for _, m := range n.fsm.Members() {
+	if f := n.groupFSM(); f != nil && n.isJoined() {
+		for _, m := range f.Members() {
 			if _, ok := byID[m.ID]; ok {
 				continue
 			}
@@ -282,13 +297,13 @@ func (n *Node) Groups(ctx context.Context, members []rpc.Member) []rpc.GroupInfo
 			g.Leader = m.ID
 		}
 	}
-	if g := byName[n.group()]; g != nil && n.fsm != nil {
+	if g, f := byName[n.group()], n.groupFSM(); g != nil && f != nil {
 		if l := n.leaderID(); l != "" {
 			g.Leader = l
 		}
 		for _, id := range g.Members {
-			if _, ok := n.fsm.Member(id); ok {
-				g.Replicas[id] = n.fsm.Load(id)
+			if _, ok := f.Member(id); ok {
+				g.Replicas[id] = f.Load(id)
 			}
 		}
 	}

@@ -248,10 +248,11 @@ func (c *cluster) compute() ([]Peer, map[string]int) {
 	votes := map[string]int{}
 	myGroup := n.group()
 	inGroup := func(id string) bool {
-		if n.fsm == nil || !n.isJoined() {
+		f := n.groupFSM()
+		if f == nil || !n.isJoined() {
 			return false
 		}
-		_, ok := n.fsm.Member(id)
+		_, ok := f.Member(id)
 		return ok
 	}
 	if s := n.serfAgent(); s != nil {
@@ -281,8 +282,8 @@ func (c *cluster) compute() ([]Peer, map[string]int) {
 	}
 	// Members of this node's group that Serf does not show (yet): the FSM
 	// knows their addresses and whether they failed.
-	if n.fsm != nil && n.isJoined() {
-		for _, m := range n.fsm.Members() {
+	if f := n.groupFSM(); f != nil && n.isJoined() {
+		for _, m := range f.Members() {
 			p, ok := byID[m.ID]
 			if !ok {
 				byID[m.ID] = Peer{
@@ -345,8 +346,8 @@ func (c *cluster) groupSizes() map[string]int {
 
 // pickGroup chooses the group an auto node joins: the one with the fewest
 // members below maxSize (ties: by name). With every group full it returns
-// the smallest one anyway: its leader then refuses (ErrGroupFull) until
-// group split (issue 4) exists. "" when no group is visible.
+// the smallest one anyway: its leader then splits it and redirects the
+// joiner to the new group (see group.go). "" when no group is visible.
 func (c *cluster) pickGroup(maxSize int) string {
 	best, bestN := "", 0
 	full, fullN := "", 0

@@ -245,7 +245,7 @@ func TestClusterLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	if leader != n4 {
-		if err := leader.raft.LeadershipTransferToServer(raft.ServerID("n4"), raft.ServerAddress(n4.addr(c4.Ports.Raft))).Error(); err != nil {
+		if err := leader.raftNode().LeadershipTransferToServer(raft.ServerID("n4"), raft.ServerAddress(n4.addr(c4.Ports.Raft))).Error(); err != nil {
 			t.Fatalf("transfer to n4: %v", err)
 		}
 		eventually(t, 10*time.Second, "n4 leads", func() error {
@@ -297,7 +297,7 @@ func TestClusterLifecycle(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if m, ok := l.fsm.Member("n3"); !ok || m.Status != fsm.StatusFailed {
+		if m, ok := l.groupFSM().Member("n3"); !ok || m.Status != fsm.StatusFailed {
 			return fmt.Errorf("FSM member n3: %+v", m)
 		}
 		return nil
@@ -319,7 +319,7 @@ func TestClusterLifecycle(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if m, _ := l.fsm.Member("n3"); m.Status != fsm.StatusActive {
+		if m, _ := l.groupFSM().Member("n3"); m.Status != fsm.StatusActive {
 			return fmt.Errorf("FSM member n3: %+v", m)
 		}
 		return nil
@@ -394,10 +394,10 @@ func TestTwoGroups(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if got := l.fsm.Origins(); !sameSet(got, tc.want) {
+			if got := l.groupFSM().Origins(); !sameSet(got, tc.want) {
 				return fmt.Errorf("%s: origins %v, want %v", l.ID(), got, tc.want)
 			}
-			lo, hi := l.fsm.Balance()
+			lo, hi := l.groupFSM().Balance()
 			if hi-lo > 1 {
 				return fmt.Errorf("%s: balance %d..%d", l.ID(), lo, hi)
 			}

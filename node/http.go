@@ -31,6 +31,9 @@ type nodeMetrics struct {
 	reconciles    prometheus.Counter
 	joins         prometheus.Counter
 	leaves        prometheus.Counter
+	splits        prometheus.Counter
+	merges        prometheus.Counter
+	switches      prometheus.Counter
 }
 
 func newNodeMetrics(n *Node) *nodeMetrics {
@@ -57,9 +60,19 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		leaves: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ghba_leaves_total", Help: "Graceful leaves started on this node.",
 		}),
+		splits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghba_group_splits_total", Help: "Group splits this node carried out as its group's leader.",
+		}),
+		merges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghba_group_merges_total", Help: "Merges of its group into another this node started as its group's leader.",
+		}),
+		switches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghba_group_switches_total", Help: "Times this node moved to another group (split or merge).",
+		}),
 	}
 	m.reg.MustRegister(
 		m.serfEvents, m.fsmChanges, m.fsmRefused, m.leaderChanges, m.reconciles, m.joins, m.leaves,
+		m.splits, m.merges, m.switches,
 		newNodeCollector(n),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -186,7 +199,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.arrayMembers, float64(s.L2Members), "l2")
 		gauge(c.lruLen, float64(s.LRULen))
 	}
-	if r := n.raft; r != nil {
+	if r := n.raftNode(); r != nil {
 		st := r.State()
 		leader := 0.0
 		if st == raft.Leader {
@@ -211,7 +224,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(c.raftLastContact, lc)
 	}
-	if f := n.fsm; f != nil {
+	if f := n.groupFSM(); f != nil {
 		by := map[fsm.Status]int{fsm.StatusActive: 0, fsm.StatusLeaving: 0, fsm.StatusFailed: 0}
 		for _, m := range f.Members() {
 			by[m.Status]++
@@ -288,7 +301,7 @@ func (n *Node) StatusJSON(ctx context.Context) *StatusJSON {
 		GroupMembers:   []fsm.Member{},
 		Peers:          []PeerJSON{},
 	}
-	if r := n.raft; r != nil {
+	if r := n.raftNode(); r != nil {
 		s.Raft = RaftStatus{Term: r.CurrentTerm(), CommitIndex: r.CommitIndex(), AppliedIndex: r.AppliedIndex(), LastIndex: r.LastIndex()}
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		if servers, err := n.raftServers(cctx); err == nil {
@@ -300,8 +313,8 @@ func (n *Node) StatusJSON(ctx context.Context) *StatusJSON {
 		}
 		cancel()
 	}
-	if n.fsm != nil && s.Joined {
-		s.GroupMembers = n.fsm.Members()
+	if f := n.groupFSM(); f != nil && s.Joined {
+		s.GroupMembers = f.Members()
 	}
 	for _, p := range n.cluster.Peers() {
 		s.Peers = append(s.Peers, PeerJSON(p))

@@ -15,11 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ghba/ghba/fsm"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
-	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/hashicorp/serf/serf"
 )
 
@@ -31,6 +28,12 @@ const (
 	metaGroup = "cluster/group"
 	// metaRoot holds the id of the node homing "/", once known.
 	metaRoot = "cluster/root"
+	// metaSwitch holds the switchRecord of a group switch in progress
+	// (split or merge): written, with metaGroup deleted, before the old
+	// group's Raft is torn down; deleted once the node joined its new
+	// group. A node restarted with it wipes its Raft state and joins a
+	// group again.
+	metaSwitch = "cluster/switch"
 )
 
 // raftShutdownTimeout bounds the wait for Raft's goroutines at Shutdown.
@@ -77,6 +80,20 @@ type tuning struct {
 	serfLeavePropagateDelay time.Duration
 
 	reconcileInterval time.Duration // leader's periodic reconcile
+	// switchHintTimeout bounds how long a node switching groups waits for
+	// its target group to appear before choosing one like any auto node.
+	switchHintTimeout time.Duration
+	// movedAwayGrace is how long a split's leader does not add a member
+	// that it moved away back (its Serf tags may lag).
+	movedAwayGrace time.Duration
+	// mergeSettle and mergeQuiet are how long a group must have kept the
+	// same members before its leader merges it into another group with
+	// which it totals at most M−1, and exactly M, members.
+	mergeSettle time.Duration
+	mergeQuiet  time.Duration
+	// midSwitchHook, if set (tests), runs during a group switch after the
+	// old group's Raft is closed and before its state is wiped.
+	midSwitchHook     func(ctx context.Context)
 	refreshInterval   time.Duration // periodic Directory refresh from Serf
 	retryJoinAttempts int
 	retryJoinMin      time.Duration
@@ -104,6 +121,10 @@ func defaultTuning() tuning {
 		serfBroadcastTimeout:    5 * time.Second,
 		serfLeavePropagateDelay: time.Second,
 		reconcileInterval:       30 * time.Second,
+		switchHintTimeout:       time.Minute,
+		movedAwayGrace:          time.Minute,
+		mergeSettle:             30 * time.Second,
+		mergeQuiet:              5 * time.Minute,
 		refreshInterval:         5 * time.Second,
 		retryJoinAttempts:       30,
 		retryJoinMin:            time.Second,
@@ -138,12 +159,14 @@ type Node struct {
 	stopOnce sync.Once
 	stopErr  error
 
-	store      *store.Store
-	fsm        *fsm.FSM
-	raft       *raft.Raft
-	raftTrans  *raft.NetworkTransport
-	raftBolt   *raftboltdb.BoltStore
-	raftNotify chan bool
+	store *store.Store
+	// gr is the current group Raft (with its FSM); replaced when the node
+	// switches groups. Read it through curRaft, raftNode and groupFSM.
+	gr atomic.Pointer[groupRaft]
+	// switchMu serializes replacing gr (a group switch) with closing it
+	// (Shutdown); raftClosed is set by the latter.
+	switchMu   sync.Mutex
+	raftClosed bool
 
 	serfEvents chan serf.Event
 	serfDone   chan struct{} // closed after serf.Shutdown: stops the drainer
@@ -160,18 +183,27 @@ type Node struct {
 	cluster  *cluster
 	metrics  *nodeMetrics
 
-	bgCtx       context.Context // canceled by Shutdown: stops background work
-	bgCancel    context.CancelFunc
-	bgWG        sync.WaitGroup // background goroutines
-	raftWG      sync.WaitGroup // the leader loop; waited for after raft.Shutdown
-	raftStopped chan struct{}  // closed after raft.Shutdown
-	joinWG      sync.WaitGroup // serf.Join calls in flight
+	bgCtx    context.Context // canceled by Shutdown: stops background work
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup // background goroutines
+	joinWG   sync.WaitGroup // serf.Join calls in flight
 
 	reconcileCh chan struct{} // wakes the leader's reconcile loop
 	joinCh      chan struct{} // wakes the group join loop
 	refreshCh   chan struct{} // wakes the Directory refresher
 	memberMu    sync.Mutex    // serializes membership changes on the leader
-	leaderReady atomic.Bool   // leader established (Barrier done, FSM ready)
+	reshape     reshapeState  // split/merge bookkeeping; guarded by memberMu
+
+	// Group switch state, guarded by mu: the switch record being carried
+	// out (nil if none), the group being left (still gossiped, with
+	// tagMoving, until the node joined its new group) and the hint of the
+	// group to join.
+	pendingSwitch *switchRecord
+	movingFrom    string
+	switching     bool // the Raft is being replaced: the join loop waits
+	hint          joinHint
+
+	splits, merges, switches atomic.Uint64
 
 	bootstrapped bool // this Start bootstrapped a new group
 
@@ -194,9 +226,7 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 		cfg:         cfg,
 		log:         logger.With("node_id", cfg.NodeID),
 		tune:        defaultTuning(),
-		raftNotify:  make(chan bool, 16),
 		serfEvents:  make(chan serf.Event, 256),
-		raftStopped: make(chan struct{}),
 		reconcileCh: make(chan struct{}, 1),
 		joinCh:      make(chan struct{}, 1),
 		refreshCh:   make(chan struct{}, 1),
@@ -340,8 +370,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("node: namespace: %w", err)
 	}
 
-	n.raftWG.Add(1)
-	go n.leaderLoop()
+	n.startLeaderLoop(n.curRaft())
 	n.bgWG.Add(2)
 	go n.refresher()
 	go n.groupJoinLoop()
@@ -370,6 +399,26 @@ func (n *Node) loadMeta(ctx context.Context) error {
 	root, err := n.getMeta(ctx, metaRoot)
 	if err != nil {
 		return err
+	}
+	sw, err := n.getMeta(ctx, metaSwitch)
+	if err != nil {
+		return err
+	}
+	if sw != "" {
+		rec, err := parseSwitchRecord(sw)
+		if err != nil {
+			n.log.Warn("ignoring a bad group switch record", "record", sw, "err", err)
+			rec = &switchRecord{Reason: "unknown"}
+		}
+		// Killed during a switch: the old group's Raft state is wiped by
+		// startRaft and the node joins a group again as an auto node.
+		g = ""
+		n.mu.Lock()
+		n.pendingSwitch, n.movingFrom = rec, rec.From
+		if !rec.Bootstrap && rec.Via != n.cfg.NodeID {
+			n.hint = joinHint{group: rec.Group, via: rec.Via, from: rec.From, until: time.Now().Add(n.tune.switchHintTimeout)}
+		}
+		n.mu.Unlock()
 	}
 	if r, ok := parseRoot(root); ok {
 		n.cluster.setRoot(r)
@@ -443,13 +492,23 @@ func (n *Node) getMeta(ctx context.Context, key string) (string, error) {
 }
 
 // setJoined records that the node is a member of group g.
+//
+// It also ends a group switch: the switch record is deleted in the same
+// commit, and the node stops gossiping the group it left.
 func (n *Node) setJoined(ctx context.Context, g string) error {
-	if err := n.store.SetMeta(ctx, metaGroup, []byte(g)); err != nil {
+	var b store.Batch
+	b.SetMeta(metaGroup, []byte(g))
+	b.DeleteMeta(metaSwitch)
+	if err := n.store.Commit(ctx, &b); err != nil {
 		return fmt.Errorf("node: recording group: %w", err)
 	}
 	n.mu.Lock()
-	changed := n.groupNm != g || !n.joined
+	changed := n.groupNm != g || !n.joined || n.movingFrom != ""
+	if n.pendingSwitch != nil {
+		n.log.Info("group switch done", "from", n.pendingSwitch.From, "group", g, "reason", n.pendingSwitch.Reason)
+	}
 	n.groupNm, n.joined = g, true
+	n.pendingSwitch, n.movingFrom, n.hint = nil, "", joinHint{}
 	n.mu.Unlock()
 	if changed {
 		if err := n.updateTags(); err != nil {
@@ -508,18 +567,17 @@ func (n *Node) closeAll(ctx context.Context) error {
 	if n.bgCancel != nil {
 		n.bgCancel() // also ends the namespace's context
 	}
-	if n.raft != nil {
-		// Bounded: a raft goroutine that never ends must not hang the
-		// process; the rest is closed anyway. Raft gets its own budget so
-		// that a graceful RPC drain that used up ctx does not cut it short.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), raftShutdownTimeout)
-		if err := waitFuture(rctx, n.raft.Shutdown()); err != nil {
-			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+	// Bounded: a raft goroutine that never ends must not hang the process;
+	// the rest is closed anyway (see groupRaft.close). A group switch in
+	// progress finishes its step first and then sees raftClosed.
+	n.switchMu.Lock()
+	n.raftClosed = true
+	if gr := n.curRaft(); gr != nil {
+		if err := gr.close(ctx); err != nil {
+			errs = append(errs, err)
 		}
-		cancel()
 	}
-	close(n.raftStopped)
-	n.raftWG.Wait()
+	n.switchMu.Unlock()
 	if s := n.serfAgent(); s != nil {
 		if err := s.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("serf: %w", err))
@@ -528,17 +586,6 @@ func (n *Node) closeAll(ctx context.Context) error {
 	}
 	n.bgWG.Wait()
 	n.joinWG.Wait() // serf.Join calls, which end once Serf is shut down
-	if n.raftTrans != nil {
-		n.raftTrans.CloseStreams() // pooled outgoing connections: the peers' handlers end
-		if err := n.raftTrans.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("raft transport: %w", err))
-		}
-	}
-	if n.raftBolt != nil {
-		if err := n.raftBolt.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("raft log store: %w", err))
-		}
-	}
 	if n.client != nil {
 		n.client.Close()
 	}
@@ -597,7 +644,7 @@ func (n *Node) Leave(ctx context.Context) (*rpc.LeaveResponse, error) {
 	}
 
 	if n.isJoined() {
-		resp.HandedReplicas = n.fsm.Load(n.cfg.NodeID)
+		resp.HandedReplicas = n.groupFSM().Load(n.cfg.NodeID)
 		if err := n.leaveGroup(ctx); err != nil {
 			return abort(fmt.Errorf("leave: leaving group %q: %w", n.group(), err))
 		}
@@ -645,6 +692,7 @@ func (n *Node) Status() *rpc.StatusResponse {
 		st.ReplicasHeld = f.Load(n.cfg.NodeID)
 		st.ReplicasMigrated = f.ReplicasMigrated()
 	}
+	st.Splits, st.Merges, st.GroupSwitches = n.splits.Load(), n.merges.Load(), n.switches.Load()
 	if n.ns != nil {
 		s := n.ns.Stats()
 		st.FilterBytes, st.Levels, st.Hops = s.FilterBytes, s.Levels, s.Hops

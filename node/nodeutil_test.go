@@ -30,6 +30,10 @@ func testTuning() tuning {
 	t.serfBroadcastTimeout = 2 * time.Second
 	t.serfLeavePropagateDelay = 200 * time.Millisecond
 	t.reconcileInterval = 300 * time.Millisecond
+	t.switchHintTimeout = 5 * time.Second
+	t.movedAwayGrace = 5 * time.Second
+	t.mergeSettle = 500 * time.Millisecond
+	t.mergeQuiet = 1500 * time.Millisecond
 	t.refreshInterval = 200 * time.Millisecond
 	t.retryJoinAttempts = 50
 	t.retryJoinMin = 100 * time.Millisecond
@@ -179,7 +183,7 @@ func peerOf(n *Node, id string) (Peer, bool) {
 // fsmMemberIDs returns the ids of the members in n's group FSM.
 func fsmMemberIDs(n *Node) []string {
 	var ids []string
-	for _, m := range n.fsm.Members() {
+	for _, m := range n.groupFSM().Members() {
 		ids = append(ids, m.ID)
 	}
 	return ids

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ghba/ghba/fsm"
@@ -19,29 +21,61 @@ import (
 	"github.com/hashicorp/serf/serf"
 )
 
-// startRaft opens the group's Raft under data_dir/raft: a raft-boltdb log
+// groupRaft is one incarnation of the node's group Raft: the Raft, its
+// FSM, transport and log store, and the leader loop observing it. A node
+// that switches groups (split, merge) closes its groupRaft and opens a new
+// one; Node.gr always points at the current one.
+type groupRaft struct {
+	raft    *raft.Raft
+	fsm     *fsm.FSM
+	trans   *raft.NetworkTransport
+	bolt    *raftboltdb.BoltStore
+	notify  chan bool     // raft's NotifyCh, read by the leader loop
+	stopped chan struct{} // closed after raft.Shutdown: stops the leader loop
+	wg      sync.WaitGroup
+	ready   atomic.Bool // leader established (Barrier done, FSM ready)
+	// existing reports that the raft directory held state when opened.
+	existing bool
+	closed   bool // guarded by Node.switchMu
+}
+
+// raftDir is the directory of the group Raft's state.
+func (n *Node) raftDir() string { return filepath.Join(n.cfg.DataDir, "raft") }
+
+// openGroupRaft opens a group Raft under data_dir/raft: a raft-boltdb log
 // and stable store, a file snapshot store and a TCP transport on
-// bind_addr:ports.raft advertising the advertise address. A node with
-// bootstrap set and no Raft state bootstraps a new group of itself.
-func (n *Node) startRaft() error {
-	dir := filepath.Join(n.cfg.DataDir, "raft")
+// bind_addr:ports.raft advertising the advertise address, with a fresh
+// FSM. It starts nothing else (see startLeaderLoop).
+func (n *Node) openGroupRaft() (gr *groupRaft, err error) {
+	dir := n.raftDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("raft: %w", err)
+		return nil, fmt.Errorf("raft: %w", err)
 	}
 	hl := newHCLogAdapter(n.log, "raft")
+	gr = &groupRaft{notify: make(chan bool, 16), stopped: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			if gr.trans != nil {
+				gr.trans.Close()
+			}
+			if gr.bolt != nil {
+				gr.bolt.Close()
+			}
+		}
+	}()
 
 	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
 	if err != nil {
-		return fmt.Errorf("raft: log store: %w", err)
+		return nil, fmt.Errorf("raft: log store: %w", err)
 	}
-	n.raftBolt = bolt
+	gr.bolt = bolt
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl.Named("snapshot"))
 	if err != nil {
-		return fmt.Errorf("raft: snapshot store: %w", err)
+		return nil, fmt.Errorf("raft: snapshot store: %w", err)
 	}
 	adv, err := resolveTCP(n.addr(n.cfg.Ports.Raft))
 	if err != nil {
-		return fmt.Errorf("raft: advertise address: %w", err)
+		return nil, fmt.Errorf("raft: advertise address: %w", err)
 	}
 	bind := joinHostPort(n.cfg.BindAddr, n.cfg.Ports.Raft)
 	// MaxRPCsInFlight 1 turns raft's pipelined replication off. With
@@ -58,14 +92,14 @@ func (n *Node) startRaft() error {
 		MaxRPCsInFlight: 1,
 	})
 	if err != nil {
-		return fmt.Errorf("raft: ports.raft: %w", err)
+		return nil, fmt.Errorf("raft: ports.raft: %w", err)
 	}
-	n.raftTrans = trans
+	gr.trans = trans
 
 	conf := raft.DefaultConfig()
 	conf.LocalID = raft.ServerID(n.cfg.NodeID)
 	conf.Logger = hl
-	conf.NotifyCh = n.raftNotify
+	conf.NotifyCh = gr.notify
 	conf.HeartbeatTimeout = n.tune.raftHeartbeat
 	conf.ElectionTimeout = n.tune.raftElection
 	conf.LeaderLeaseTimeout = n.tune.raftLeaderLease
@@ -78,28 +112,111 @@ func (n *Node) startRaft() error {
 		conf.SnapshotThreshold = n.tune.raftSnapshotN
 	}
 
-	n.fsm = fsm.New(fsm.Options{OnChange: n.onFSMChange})
+	gr.fsm = fsm.New(fsm.Options{OnChange: n.onFSMChange})
 
-	existing, err := raft.HasExistingState(bolt, bolt, snaps)
-	if err != nil {
-		return fmt.Errorf("raft: reading state: %w", err)
+	if gr.existing, err = raft.HasExistingState(bolt, bolt, snaps); err != nil {
+		return nil, fmt.Errorf("raft: reading state: %w", err)
 	}
-	r, err := raft.NewRaft(conf, n.fsm, bolt, bolt, snaps, trans)
+	r, err := raft.NewRaft(conf, gr.fsm, bolt, bolt, snaps, trans)
 	if err != nil {
-		return fmt.Errorf("raft: %w", err)
+		return nil, fmt.Errorf("raft: %w", err)
 	}
-	n.raft = r
+	gr.raft = r
+	return gr, nil
+}
 
-	if n.cfg.Bootstrap && !existing {
+// bootstrapSelf makes gr's Raft a new group whose only voter is this node.
+func (n *Node) bootstrapSelf(gr *groupRaft) error {
+	boot := raft.Configuration{Servers: []raft.Server{{
+		Suffrage: raft.Voter, ID: raft.ServerID(n.cfg.NodeID), Address: gr.trans.LocalAddr(),
+	}}}
+	if err := gr.raft.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("raft: bootstrap: %w", err)
+	}
+	return nil
+}
+
+// close shuts gr down: Raft (bounded by raftShutdownTimeout, whatever ctx
+// says, so that a drained ctx does not cut it short), the leader loop, the
+// transport and the log store. It must be called with Node.switchMu held.
+func (gr *groupRaft) close(ctx context.Context) error {
+	if gr.closed {
+		return nil
+	}
+	gr.closed = true
+	var errs []error
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), raftShutdownTimeout)
+	if err := waitFuture(rctx, gr.raft.Shutdown()); err != nil {
+		errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+	}
+	cancel()
+	close(gr.stopped)
+	gr.wg.Wait()
+	gr.ready.Store(false)
+	gr.trans.CloseStreams() // pooled outgoing connections: the peers' handlers end
+	if err := gr.trans.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("raft transport: %w", err))
+	}
+	if err := gr.bolt.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("raft log store: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// curRaft returns the current group Raft, nil before Start.
+func (n *Node) curRaft() *groupRaft { return n.gr.Load() }
+
+// raftNode returns the current group's Raft, nil before Start.
+func (n *Node) raftNode() *raft.Raft {
+	if gr := n.gr.Load(); gr != nil {
+		return gr.raft
+	}
+	return nil
+}
+
+// groupFSM returns the FSM of the node's current group Raft (nil before
+// Start). The group can change at runtime (split and merge replace the
+// Raft and its FSM), so callers fetch it on every use instead of keeping
+// it.
+func (n *Node) groupFSM() *fsm.FSM {
+	if gr := n.gr.Load(); gr != nil {
+		return gr.fsm
+	}
+	return nil
+}
+
+// startRaft opens the group's Raft at Start. A node with bootstrap set that
+// never was a member of a group (no group recorded, no Raft state, no
+// group switch pending) bootstraps a new group of itself. A switch that a
+// crash interrupted leaves Raft state of the group it was leaving: that is
+// wiped first, so the node never comes back into the old group's FSM.
+func (n *Node) startRaft() error {
+	n.mu.Lock()
+	pending := n.pendingSwitch
+	n.mu.Unlock()
+	if pending != nil {
+		if err := os.RemoveAll(n.raftDir()); err != nil {
+			return fmt.Errorf("raft: wiping the old group's state: %w", err)
+		}
+		n.log.Info("resuming an interrupted group switch: old raft state wiped",
+			"from", pending.From, "to", pending.Group, "reason", pending.Reason)
+	}
+	gr, err := n.openGroupRaft()
+	if err != nil {
+		return err
+	}
+	n.gr.Store(gr)
+
+	if n.cfg.Bootstrap && !gr.existing && !n.isJoined() && pending == nil {
 		g := n.group()
 		if g == "" {
 			g = defaultAutoGroup
 		}
-		boot := raft.Configuration{Servers: []raft.Server{{
-			Suffrage: raft.Voter, ID: conf.LocalID, Address: trans.LocalAddr(),
-		}}}
-		if err := r.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			return fmt.Errorf("raft: bootstrap: %w", err)
+		n.mu.Lock()
+		n.groupNm = g
+		n.mu.Unlock()
+		if err := n.bootstrapSelf(gr); err != nil {
+			return err
 		}
 		// The group exists once the leader's establish applies its
 		// Bootstrap command; this node is its first member and homes "/".
@@ -109,9 +226,15 @@ func (n *Node) startRaft() error {
 		n.bootstrapped = true // Start decides about the root home once Serf is up
 		n.log.Info("bootstrapped a new group", "group", g)
 	} else if n.cfg.Bootstrap {
-		n.log.Debug("raft state exists; not bootstrapping")
+		n.log.Debug("raft state or group membership exists; not bootstrapping")
 	}
 	return nil
+}
+
+// startLeaderLoop starts the goroutine observing gr's leadership.
+func (n *Node) startLeaderLoop(gr *groupRaft) {
+	gr.wg.Add(1)
+	go n.leaderLoop(gr)
 }
 
 // onFSMChange runs on raft's FSM goroutine: it only signals.
@@ -145,10 +268,11 @@ func (n *Node) groupFSMConfig(g string) (fsm.Config, error) {
 
 // raftRole names the node's role in its group's Raft.
 func (n *Node) raftRole() string {
-	if n.raft == nil {
+	r := n.raftNode()
+	if r == nil {
 		return ""
 	}
-	switch n.raft.State() {
+	switch r.State() {
 	case raft.Leader:
 		return "leader"
 	case raft.Candidate:
@@ -164,23 +288,25 @@ func (n *Node) raftRole() string {
 
 // leaderID returns the id of the group's Raft leader, "" if unknown.
 func (n *Node) leaderID() string {
-	if n.raft == nil {
+	r := n.raftNode()
+	if r == nil {
 		return ""
 	}
-	_, id := n.raft.LeaderWithID()
+	_, id := r.LeaderWithID()
 	return string(id)
 }
 
 // isLeader reports whether this node leads its group and has established
 // its leadership (Barrier done, FSM bootstrapped).
 func (n *Node) isLeader() bool {
-	return n.raft != nil && n.raft.State() == raft.Leader && n.leaderReady.Load()
+	gr := n.curRaft()
+	return gr != nil && gr.raft.State() == raft.Leader && gr.ready.Load()
 }
 
-// leaderLoop is the one goroutine that observes leadership changes
+// leaderLoop is the one goroutine that observes leadership changes of gr
 // (raft's NotifyCh). It runs the leader's work while the node leads.
-func (n *Node) leaderLoop() {
-	defer n.raftWG.Done()
+func (n *Node) leaderLoop(gr *groupRaft) {
+	defer gr.wg.Done()
 	var stop func() // non-nil while the leader routine runs
 	defer func() {
 		if stop != nil {
@@ -189,21 +315,21 @@ func (n *Node) leaderLoop() {
 	}()
 	for {
 		select {
-		case leader := <-n.raftNotify:
+		case leader := <-gr.notify:
 			switch {
 			case leader && stop == nil:
 				n.log.Info("became the group's leader", "group", n.group())
 				n.metrics.leaderChanges.Inc()
-				stop = n.startLeaderRoutine()
+				stop = n.startLeaderRoutine(gr)
 			case !leader && stop != nil:
 				n.log.Info("lost the group's leadership", "group", n.group())
-				n.leaderReady.Store(false)
+				gr.ready.Store(false)
 				stop()
 				stop = nil
 			}
 			n.signalRefresh()
-		case <-n.raftStopped:
-			n.leaderReady.Store(false)
+		case <-gr.stopped:
+			gr.ready.Store(false)
 			return
 		}
 	}
@@ -211,12 +337,12 @@ func (n *Node) leaderLoop() {
 
 // startLeaderRoutine runs leaderRoutine in a goroutine and returns the
 // function that stops it and waits for it.
-func (n *Node) startLeaderRoutine() func() {
+func (n *Node) startLeaderRoutine(gr *groupRaft) func() {
 	ctx, cancel := context.WithCancel(n.bgCtx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		n.leaderRoutine(ctx)
+		n.leaderRoutine(ctx, gr)
 	}()
 	return func() {
 		cancel()
@@ -228,11 +354,11 @@ func (n *Node) startLeaderRoutine() func() {
 // every committed entry; the group's Bootstrap and the leader's own
 // membership) and then reconciles the FSM with Serf, on every Serf event
 // and periodically, until ctx ends.
-func (n *Node) leaderRoutine(ctx context.Context) {
-	defer n.leaderReady.Store(false)
+func (n *Node) leaderRoutine(ctx context.Context, gr *groupRaft) {
+	defer gr.ready.Store(false)
 	backoff := 50 * time.Millisecond
 	for {
-		err := n.establish(ctx)
+		err := n.establish(ctx, gr)
 		if err == nil {
 			break
 		}
@@ -245,8 +371,8 @@ func (n *Node) leaderRoutine(ctx context.Context) {
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
-	n.leaderReady.Store(true)
-	n.log.Info("leadership established", "group", n.group(), "members", n.fsm.Size())
+	gr.ready.Store(true)
+	n.log.Info("leadership established", "group", n.group(), "members", gr.fsm.Size())
 	n.cluster.refresh()
 
 	t := time.NewTicker(n.tune.reconcileInterval)
@@ -255,6 +381,7 @@ func (n *Node) leaderRoutine(ctx context.Context) {
 		if err := n.reconcile(ctx); err != nil && ctx.Err() == nil {
 			n.log.Warn("reconcile failed", "err", err)
 		}
+		n.maybeMerge(ctx, gr)
 		select {
 		case <-ctx.Done():
 			return
@@ -265,11 +392,11 @@ func (n *Node) leaderRoutine(ctx context.Context) {
 }
 
 // establish runs once per leadership term before the leader acts.
-func (n *Node) establish(ctx context.Context) error {
-	if err := n.barrier(ctx); err != nil {
-		return err
+func (n *Node) establish(ctx context.Context, gr *groupRaft) error {
+	if err := waitFuture(ctx, gr.raft.Barrier(n.tune.raftApplyTimeout)); err != nil {
+		return fmt.Errorf("raft barrier: %w", err)
 	}
-	if !n.fsm.Bootstrapped() {
+	if !gr.fsm.Bootstrapped() {
 		g := n.group()
 		if g == "" {
 			g = defaultAutoGroup
@@ -278,16 +405,16 @@ func (n *Node) establish(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if _, err := n.apply(ctx, fsm.EncodeBootstrap(c)); err != nil {
+		if _, err := n.applyOn(ctx, gr, fsm.EncodeBootstrap(c)); err != nil {
 			return fmt.Errorf("bootstrap command: %w", err)
 		}
 	}
 	self := n.selfMember()
-	if m, ok := n.fsm.Member(n.cfg.NodeID); !ok || m.Status != fsm.StatusActive ||
+	if m, ok := gr.fsm.Member(n.cfg.NodeID); !ok || m.Status != fsm.StatusActive ||
 		m.RPCAddr != self.RPCAddr || m.RaftAddr != self.RaftAddr || m.SerfAddr != self.SerfAddr || m.HTTPAddr != self.HTTPAddr {
 		// Adds the first member, or reactivates this one (a restart after
 		// a failure) and updates its addresses.
-		if _, err := n.apply(ctx, fsm.EncodeAddMember(self)); err != nil {
+		if _, err := n.applyOn(ctx, gr, fsm.EncodeAddMember(self)); err != nil {
 			return fmt.Errorf("adding self: %w", err)
 		}
 	}
@@ -318,18 +445,19 @@ func waitFuture(ctx context.Context, f raft.Future) error {
 	}
 }
 
-// barrier waits until the FSM has applied every entry committed so far.
-func (n *Node) barrier(ctx context.Context) error {
-	if err := waitFuture(ctx, n.raft.Barrier(n.tune.raftApplyTimeout)); err != nil {
-		return fmt.Errorf("raft barrier: %w", err)
-	}
-	return nil
-}
-
 // apply commits an FSM command through Raft (leader only) and returns its
 // result; a refused command's domain error is returned as the error.
 func (n *Node) apply(ctx context.Context, cmd []byte) (*fsm.ApplyResult, error) {
-	f := n.raft.Apply(cmd, n.tune.raftApplyTimeout)
+	gr := n.curRaft()
+	if gr == nil {
+		return nil, fmt.Errorf("raft apply: %w", errNotRunning)
+	}
+	return n.applyOn(ctx, gr, cmd)
+}
+
+// applyOn is apply on a given group Raft.
+func (n *Node) applyOn(ctx context.Context, gr *groupRaft, cmd []byte) (*fsm.ApplyResult, error) {
+	f := gr.raft.Apply(cmd, n.tune.raftApplyTimeout)
 	if err := waitFuture(ctx, f); err != nil {
 		return nil, fmt.Errorf("raft apply: %w", raftErr(err))
 	}
@@ -378,7 +506,8 @@ func (n *Node) addMember(ctx context.Context, m fsm.Member) error {
 
 // ensureVoter makes id at addr a voter of the group's Raft.
 func (n *Node) ensureVoter(ctx context.Context, id, addr string) error {
-	cf := n.raft.GetConfiguration()
+	r := n.raftNode()
+	cf := r.GetConfiguration()
 	if err := waitFuture(ctx, cf); err != nil {
 		return fmt.Errorf("raft configuration: %w", raftErr(err))
 	}
@@ -392,12 +521,12 @@ func (n *Node) ensureVoter(ctx context.Context, id, addr string) error {
 				return fmt.Errorf("%w: raft address %s is this leader's", fs.ErrExist, addr)
 			}
 			n.log.Info("removing stale raft server", "id", s.ID, "addr", s.Address, "for", id)
-			if err := waitFuture(ctx, n.raft.RemoveServer(s.ID, 0, n.tune.raftApplyTimeout)); err != nil {
+			if err := waitFuture(ctx, r.RemoveServer(s.ID, 0, n.tune.raftApplyTimeout)); err != nil {
 				return fmt.Errorf("removing stale raft server %s: %w", s.ID, raftErr(err))
 			}
 		}
 	}
-	if err := waitFuture(ctx, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.tune.raftApplyTimeout)); err != nil {
+	if err := waitFuture(ctx, r.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.tune.raftApplyTimeout)); err != nil {
 		return fmt.Errorf("adding raft voter %s: %w", id, raftErr(err))
 	}
 	n.log.Info("added raft voter", "id", id, "addr", addr)
@@ -421,7 +550,7 @@ func (n *Node) removeMemberLocked(ctx context.Context, id string) error {
 	if id == n.cfg.NodeID {
 		return fmt.Errorf("%w: the leader cannot remove itself; transfer leadership first", rpc.ErrUnavailable)
 	}
-	if _, ok := n.fsm.Member(id); ok {
+	if _, ok := n.groupFSM().Member(id); ok {
 		if _, err := n.apply(ctx, fsm.EncodeRemoveMember(id)); err != nil && !errors.Is(err, fsm.ErrUnknownMember) {
 			return fmt.Errorf("removing %s from the group's FSM: %w", id, err)
 		}
@@ -431,13 +560,14 @@ func (n *Node) removeMemberLocked(ctx context.Context, id string) error {
 
 // removeServer removes id from the Raft configuration if it is there.
 func (n *Node) removeServer(ctx context.Context, id string) error {
-	cf := n.raft.GetConfiguration()
+	r := n.raftNode()
+	cf := r.GetConfiguration()
 	if err := waitFuture(ctx, cf); err != nil {
 		return fmt.Errorf("raft configuration: %w", raftErr(err))
 	}
 	for _, s := range cf.Configuration().Servers {
 		if string(s.ID) == id {
-			if err := waitFuture(ctx, n.raft.RemoveServer(s.ID, 0, n.tune.raftApplyTimeout)); err != nil {
+			if err := waitFuture(ctx, r.RemoveServer(s.ID, 0, n.tune.raftApplyTimeout)); err != nil {
 				return fmt.Errorf("removing raft server %s: %w", id, raftErr(err))
 			}
 			n.log.Info("removed raft server", "id", id)
@@ -449,7 +579,11 @@ func (n *Node) removeServer(ctx context.Context, id string) error {
 
 // raftServers returns the ids in the group's Raft configuration.
 func (n *Node) raftServers(ctx context.Context) (map[string]raft.Server, error) {
-	cf := n.raft.GetConfiguration()
+	r := n.raftNode()
+	if r == nil {
+		return nil, errNotRunning
+	}
+	cf := r.GetConfiguration()
 	if err := waitFuture(ctx, cf); err != nil {
 		return nil, fmt.Errorf("raft configuration: %w", raftErr(err))
 	}
@@ -486,7 +620,8 @@ func (n *Node) reconcile(ctx context.Context) error {
 	var errs []error
 	seen := make(map[string]bool)
 	var addOrigins, removeOrigins []string
-	origins := n.fsm.Origins()
+	f := n.groupFSM()
+	origins := f.Origins()
 	for _, m := range s.Members() {
 		if m.Tags[tagRole] != roleGHBA || m.Name == n.cfg.NodeID {
 			continue
@@ -497,7 +632,7 @@ func (n *Node) reconcile(ctx context.Context) error {
 			continue // an auto node that has not joined a group yet
 		}
 		if g != myGroup {
-			_, isMember := n.fsm.Member(id)
+			_, isMember := f.Member(id)
 			has := slices.Contains(origins, id)
 			switch {
 			case isMember:
@@ -509,10 +644,10 @@ func (n *Node) reconcile(ctx context.Context) error {
 			}
 			continue
 		}
-		fm, inFSM := n.fsm.Member(id)
+		fm, inFSM := f.Member(id)
 		switch m.Status {
 		case serf.StatusAlive:
-			if !inFSM && m.Tags[tagLeaving] != "1" && m.Tags[tagRaft] != "" {
+			if !inFSM && m.Tags[tagLeaving] != "1" && m.Tags[tagMoving] != "1" && m.Tags[tagRaft] != "" && !n.movedAwayRecently(id) {
 				// It gossips our group, so it believes it is a member (it
 				// only does once added), but the group lost it: reaped
 				// while it was down, or a join that did not complete.
@@ -558,7 +693,7 @@ func (n *Node) reconcile(ctx context.Context) error {
 		if seen[id] {
 			continue // back again
 		}
-		if _, inFSM := n.fsm.Member(id); inFSM {
+		if _, inFSM := f.Member(id); inFSM {
 			n.log.Info("member reaped by serf; removing it", "member", id)
 			if err := n.removeMemberLocked(ctx, id); err != nil {
 				errs = append(errs, err)
@@ -619,9 +754,9 @@ func (n *Node) leaveGroup(ctx context.Context) error {
 
 // requestLeave makes one attempt at having the leader remove this node.
 func (n *Node) requestLeave(ctx context.Context) error {
-	if n.raft.State() == raft.Leader {
+	if r := n.raftNode(); r.State() == raft.Leader {
 		n.log.Info("transferring leadership before leaving")
-		if err := waitFuture(ctx, n.raft.LeadershipTransfer()); err != nil {
+		if err := waitFuture(ctx, r.LeadershipTransfer()); err != nil {
 			return fmt.Errorf("leadership transfer: %w", err)
 		}
 	}
@@ -691,12 +826,28 @@ func (n *Node) triggerJoin() {
 // errNoGroup reports that no group to join is visible yet.
 var errNoGroup = errors.New("no group visible in serf yet")
 
+// errSwitching reports a join attempt while the node replaces its Raft.
+var errSwitching = errors.New("switching groups")
+
 // joinGroupOnce makes one attempt at joining a group.
 func (n *Node) joinGroupOnce(ctx context.Context) error {
+	n.mu.Lock()
+	switching := n.switching
+	n.mu.Unlock()
+	if switching {
+		return errSwitching
+	}
 	target := n.cfg.Group
 	auto := target == GroupAuto
 	if auto {
-		target = n.cluster.pickGroup(n.cfg.MaxGroupSize)
+		target = ""
+		if h, ok := n.activeHint(); ok {
+			if target = n.cluster.hintTarget(h, n.cfg.MaxGroupSize); target == "" {
+				return fmt.Errorf("%w: waiting for group %q (via %s)", errNoGroup, h.group, h.via)
+			}
+		} else {
+			target = n.cluster.pickGroup(n.cfg.MaxGroupSize)
+		}
 		if target == "" {
 			return errNoGroup
 		}
@@ -718,6 +869,14 @@ func (n *Node) joinGroupOnce(ctx context.Context) error {
 				break
 			}
 			continue
+		}
+		if resp.Redirect != "" {
+			n.log.Info("the full group split; joining the new group", "group", resp.Redirect, "via", resp.Via, "leader", resp.Leader)
+			n.setHint(joinHint{group: resp.Redirect, via: resp.Via, from: target, until: time.Now().Add(n.tune.switchHintTimeout)})
+			return fmt.Errorf("%w: redirected to the new group %q", errNoGroup, resp.Redirect)
+		}
+		if resp.Group == "" {
+			return fmt.Errorf("%w: empty answer", errNoGroup)
 		}
 		if err := n.setJoined(ctx, resp.Group); err != nil {
 			return err

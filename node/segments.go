@@ -42,9 +42,6 @@ type idbfaResp struct {
 	Data      []byte `json:"data,omitempty"`
 }
 
-// groupFSM returns the FSM of this node's group, nil before Start.
-func (n *Node) groupFSM() *fsm.FSM { return n.fsm }
-
 // Held implements Segments.
 func (c *cluster) Held() ([]string, bool) {
 	n := c.n

@@ -25,6 +25,8 @@ const (
 	tagHTTP    = "http"    // host:port of the HTTP server
 	tagRoot    = "root"    // "epoch/id" of the node homing "/", once known
 	tagLeaving = "leaving" // "1" while the node drains its files (ghba leave)
+	tagMoving  = "moving"  // "1" while the node switches groups (split, merge)
+	tagAuto    = "auto"    // "1" on nodes configured with group auto (they may be moved)
 
 	roleGHBA = "ghba"
 
@@ -150,16 +152,27 @@ func (n *Node) currentTags() map[string]string {
 	if n.leaving.Load() {
 		tags[tagLeaving] = "1"
 	}
+	if n.cfg.Group == GroupAuto {
+		tags[tagAuto] = "1"
+	}
+	n.mu.Lock()
+	if !n.joined && n.movingFrom != "" {
+		tags[tagMoving] = "1"
+	}
+	n.mu.Unlock()
 	return tags
 }
 
 // advertisedGroup is the group gossiped in Serf: only once the node is a
 // member of it, so that others neither count it nor route to it before.
+// A node switching groups keeps gossiping the group it leaves (with
+// tagMoving) until it joined the new one, so that it stays routable: its
+// files do not move.
 func (n *Node) advertisedGroup() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if !n.joined {
-		return ""
+		return n.movingFrom
 	}
 	return n.groupNm
 }

@@ -474,6 +474,15 @@ type StatusResponse struct {
 	Version string `json:"version,omitempty"`
 	// StartedAt is the process start time, Unix nanoseconds.
 	StartedAt int64 `json:"started_at,omitempty"`
+	// Splits counts the group splits this node carried out as its group's
+	// leader.
+	Splits uint64 `json:"splits"`
+	// Merges counts the merges of its group into another that this node
+	// started as its group's leader.
+	Merges uint64 `json:"merges"`
+	// GroupSwitches counts the times this node moved to another group
+	// (split or merge).
+	GroupSwitches uint64 `json:"group_switches"`
 }
 
 // PingRequest is an empty request used to check that a node answers.

@@ -1,0 +1,627 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ghba/ghba/fsm"
+	"github.com/ghba/ghba/node/store"
+	"github.com/ghba/ghba/rpc"
+	"github.com/hashicorp/serf/serf"
+)
+
+// Group split and merge (g-hba-survey §VI, DESIGN §4), for nodes with
+// group "auto":
+//
+//   - Split: the leader of a full group (M members) that receives an auto
+//     join while no other group has room moves ⌈(M+1)/2⌉−1 of its members
+//     (the highest ids, never itself) and the joiner to a new group. It
+//     applies SplitCommand (they become origins), removes them from Raft and
+//     tells each to switch (methodGroupSwitch); the lowest id among them
+//     bootstraps the new group, the others and the joiner (told in its
+//     GroupJoinResponse) join it through the normal join path.
+//   - Merge: the leader of a group whose members are all alive, that totals
+//     at most M with another healthy group and is the smaller of the two
+//     (ties: the greater name moves), tells its members and then itself to
+//     switch to the other group; each joins it through the normal join
+//     path, and the old group disappears.
+//   - Switch: a node records the switch in its store (metaSwitch, with
+//     metaGroup deleted) before tearing down its Raft, wipes data_dir/raft,
+//     opens a fresh Raft and FSM on the same port and bootstraps or joins
+//     the new group; joining deletes the record. A node killed mid-switch
+//     finds the record at restart, wipes its Raft state and joins a group
+//     again (as any auto node, preferring the switch's target), so it
+//     never comes back into the old group's FSM.
+//
+// Files never move (zero metadata migration); only the FSMs re-assign
+// filter replicas.
+
+// methodGroupSwitch tells a member of a group to move to another group
+// (sent by its group's leader during a split or merge).
+const methodGroupSwitch = "Cluster.GroupSwitch" // GroupSwitchRequest → GroupSwitchResponse
+
+// GroupSwitchRequest tells a node to leave group From for group Group.
+type GroupSwitchRequest struct {
+	// Group is the group to move to.
+	Group string `json:"group"`
+	// From is the group the node is a member of.
+	From string `json:"from"`
+	// Via is a node of the target group (or the one bootstrapping it):
+	// the node joins the group Via gossips if Group does not show up.
+	Via string `json:"via,omitempty"`
+	// Bootstrap asks this node to create the new group by itself.
+	Bootstrap bool `json:"bootstrap,omitempty"`
+	// Reason is "split" or "merge" (for logs).
+	Reason string `json:"reason"`
+	// Leader is the id of the leader that sent it.
+	Leader string `json:"leader"`
+}
+
+// GroupSwitchResponse is empty.
+type GroupSwitchResponse struct{}
+
+// switchRecord is a group switch in progress, as recorded in metaSwitch.
+type switchRecord struct {
+	Group     string `json:"group"`
+	From      string `json:"from"`
+	Via       string `json:"via,omitempty"`
+	Bootstrap bool   `json:"bootstrap,omitempty"`
+	Reason    string `json:"reason"`
+}
+
+func parseSwitchRecord(s string) (*switchRecord, error) {
+	var r switchRecord
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
+		return nil, fmt.Errorf("switch record: %w", err)
+	}
+	return &r, nil
+}
+
+// joinHint steers the join loop of an auto node towards the group a switch
+// or a split's redirect named, until it expires.
+type joinHint struct {
+	group string    // the group to join
+	via   string    // or the group this node gossips
+	from  string    // never this one (the group being left)
+	until time.Time // then choose like any auto node
+}
+
+// reshapeState is the leader's split/merge bookkeeping (under memberMu).
+type reshapeState struct {
+	movedAway   map[string]time.Time // members split away, by when
+	sig         string               // the group's members as last seen
+	stableSince time.Time            // since when sig has not changed
+	last        time.Time            // last split or merge by this leader
+	merging     bool                 // a merge is being carried out
+}
+
+// movedAwayRecently reports whether this leader moved id to another group
+// less than movedAwayGrace ago (reconcile does not add it back). Called
+// with memberMu held.
+func (n *Node) movedAwayRecently(id string) bool {
+	t, ok := n.reshape.movedAway[id]
+	if ok && time.Since(t) > n.tune.movedAwayGrace {
+		delete(n.reshape.movedAway, id)
+		return false
+	}
+	return ok
+}
+
+// groupNumber returns N of a group named "gN", and whether it is one.
+func groupNumber(g string) (int, bool) {
+	if !strings.HasPrefix(g, "g") {
+		return 0, false
+	}
+	k, err := strconv.Atoi(g[1:])
+	return k, err == nil && k > 0
+}
+
+// newGroupName returns "g" + (the greatest N of a group "gN" any member
+// Serf knows gossips, or this node's, + 1).
+func (n *Node) newGroupName() string {
+	hi := 0
+	if k, ok := groupNumber(n.group()); ok {
+		hi = k
+	}
+	if s := n.serfAgent(); s != nil {
+		for _, m := range s.Members() {
+			if k, ok := groupNumber(m.Tags[tagGroup]); ok && k > hi {
+				hi = k
+			}
+		}
+	}
+	return "g" + strconv.Itoa(hi+1)
+}
+
+// groupAdvertised reports whether an alive node other than this one
+// gossips group g.
+func (n *Node) groupAdvertised(g string) bool {
+	s := n.serfAgent()
+	if s == nil {
+		return false
+	}
+	for _, m := range s.Members() {
+		if m.Name != n.cfg.NodeID && m.Status == serf.StatusAlive && m.Tags[tagRole] == roleGHBA && m.Tags[tagGroup] == g {
+			return true
+		}
+	}
+	return false
+}
+
+// activeHint returns the join hint if one is set and not expired (an
+// expired one is cleared).
+func (n *Node) activeHint() (joinHint, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h := n.hint
+	if h.group == "" && h.via == "" {
+		return joinHint{}, false
+	}
+	if time.Now().After(h.until) {
+		n.hint = joinHint{}
+		n.log.Info("the group a switch named did not show up; choosing a group like any auto node", "group", h.group, "via", h.via)
+		return joinHint{}, false
+	}
+	return h, true
+}
+
+// setHint sets the join hint.
+func (n *Node) setHint(h joinHint) {
+	n.mu.Lock()
+	n.hint = h
+	n.mu.Unlock()
+}
+
+// hintTarget returns the group h points at, if it is visible with room:
+// h.group, or the group h.via gossips (not h.from).
+func (c *cluster) hintTarget(h joinHint, maxSize int) string {
+	sizes := c.groupSizes()
+	if k, ok := sizes[h.group]; ok && k < maxSize && h.group != h.from {
+		return h.group
+	}
+	if h.via != "" && h.via != c.n.cfg.NodeID {
+		if p, ok := c.peer(h.via); ok && p.Group != "" && p.Group != h.from && p.Up && sizes[p.Group] < maxSize {
+			return p.Group
+		}
+	}
+	return ""
+}
+
+// peer returns node id from the peer list.
+func (c *cluster) peer(id string) (Peer, bool) {
+	for _, p := range c.Peers() {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return Peer{}, false
+}
+
+// handleGroupSwitch is methodGroupSwitch: this node's leader moves it to
+// another group. The switch is recorded before the call returns; the
+// Raft is replaced in the background.
+func (n *Node) handleGroupSwitch(ctx context.Context, req *GroupSwitchRequest) (*GroupSwitchResponse, error) {
+	if n.cfg.Group != GroupAuto {
+		return nil, fmt.Errorf("%w: node %s has a fixed group", fs.ErrInvalid, n.cfg.NodeID)
+	}
+	if req.Group == "" || req.Group == req.From {
+		return nil, fmt.Errorf("%w: switch to group %q from %q", fs.ErrInvalid, req.Group, req.From)
+	}
+	n.mu.Lock()
+	p := n.pendingSwitch
+	joined, g := n.joined, n.groupNm
+	n.mu.Unlock()
+	if p != nil && p.Group == req.Group && p.From == req.From {
+		return &GroupSwitchResponse{}, nil // a retry
+	}
+	if !joined || g != req.From {
+		return nil, fmt.Errorf("%w: node %s is not a member of group %q", rpc.ErrUnavailable, n.cfg.NodeID, req.From)
+	}
+	rec := switchRecord{Group: req.Group, From: req.From, Via: req.Via, Bootstrap: req.Bootstrap, Reason: req.Reason}
+	if err := n.beginSwitch(ctx, rec); err != nil {
+		return nil, err
+	}
+	n.log.Info("told to switch groups", "from", req.From, "to", req.Group, "reason", req.Reason,
+		"leader", req.Leader, "bootstrap", req.Bootstrap)
+	return &GroupSwitchResponse{}, nil
+}
+
+// beginSwitch records the switch (crash-safe: before anything is torn
+// down), stops gossiping membership of the old group (tagMoving) and
+// starts replacing the Raft in the background.
+func (n *Node) beginSwitch(ctx context.Context, rec switchRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("switch record: %w", err)
+	}
+	var batch store.Batch
+	batch.SetMeta(metaSwitch, b)
+	batch.DeleteMeta(metaGroup)
+	if err := n.store.Commit(ctx, &batch); err != nil {
+		return fmt.Errorf("node: recording the group switch: %w", err)
+	}
+	n.mu.Lock()
+	if n.state != lcRunning {
+		n.mu.Unlock()
+		return errNotRunning
+	}
+	n.pendingSwitch = &rec
+	n.movingFrom = rec.From
+	n.groupNm, n.joined = "", false
+	n.switching = true
+	n.hint = joinHint{}
+	if !rec.Bootstrap {
+		n.hint = joinHint{group: rec.Group, via: rec.Via, from: rec.From, until: time.Now().Add(n.tune.switchHintTimeout)}
+	}
+	n.bgWG.Add(1) // under mu with state running: Shutdown has not begun waiting
+	n.mu.Unlock()
+	if err := n.updateTags(); err != nil {
+		n.log.Warn("updating serf tags", "err", err)
+	}
+	n.cluster.refresh()
+	go n.runSwitch(rec)
+	return nil
+}
+
+// runSwitch replaces the node's Raft: the old group's is shut down and
+// its state wiped, a fresh one opened on the same port; then the node
+// bootstraps the new group or the join loop joins it.
+func (n *Node) runSwitch(rec switchRecord) {
+	defer n.bgWG.Done()
+	ctx := n.bgCtx
+	start := time.Now()
+	backoff := 100 * time.Millisecond
+	var gr *groupRaft
+	for {
+		var err error
+		gr, err = n.replaceRaft(ctx)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, errNotRunning) || ctx.Err() != nil {
+			return
+		}
+		n.log.Error("replacing the group raft failed; retrying", "err", err, "retry_in", backoff)
+		if !pauseCtx(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	n.switches.Add(1)
+	n.metrics.switches.Inc()
+	if rec.Bootstrap {
+		if err := n.bootstrapNewGroup(ctx, gr, rec); err != nil {
+			// The node stays groupless: the join loop finds it a group.
+			n.log.Error("bootstrapping the new group failed; joining a group instead", "group", rec.Group, "err", err)
+		}
+	}
+	n.mu.Lock()
+	n.switching = false
+	n.mu.Unlock()
+	n.log.Info("group raft replaced", "from", rec.From, "to", rec.Group, "reason", rec.Reason,
+		"bootstrap", rec.Bootstrap, "took", time.Since(start).Round(time.Millisecond))
+	n.cluster.refresh()
+	n.triggerJoin()
+}
+
+// replaceRaft closes the current group Raft, wipes its state and opens a
+// fresh one with its leader loop.
+func (n *Node) replaceRaft(ctx context.Context) (*groupRaft, error) {
+	n.switchMu.Lock()
+	if n.raftClosed {
+		n.switchMu.Unlock()
+		return nil, errNotRunning
+	}
+	if old := n.curRaft(); old != nil {
+		if err := old.close(ctx); err != nil {
+			n.log.Warn("closing the old group raft", "err", err)
+		}
+	}
+	n.switchMu.Unlock()
+	if h := n.tune.midSwitchHook; h != nil {
+		h(ctx) // tests: a crash here leaves the old group's raft state behind
+	}
+	n.switchMu.Lock()
+	defer n.switchMu.Unlock()
+	if n.raftClosed {
+		return nil, errNotRunning
+	}
+	if err := os.RemoveAll(n.raftDir()); err != nil {
+		return nil, fmt.Errorf("wiping the old group's raft state: %w", err)
+	}
+	gr, err := n.openGroupRaft()
+	if err != nil {
+		return nil, err
+	}
+	n.gr.Store(gr)
+	n.startLeaderLoop(gr)
+	return gr, nil
+}
+
+// bootstrapNewGroup creates the group a split named, with this node as its
+// only member. If an alive node already gossips that name (two splits
+// chose it at once), a new name is chosen; the other movers find the group
+// through Via (this node).
+func (n *Node) bootstrapNewGroup(ctx context.Context, gr *groupRaft, rec switchRecord) error {
+	name := rec.Group
+	if n.groupAdvertised(name) {
+		renamed := n.newGroupName()
+		n.log.Info("the new group's name is taken; renaming it", "group", name, "new_name", renamed)
+		name = renamed
+	}
+	n.mu.Lock()
+	n.groupNm = name // establish names the FSM after it
+	n.mu.Unlock()
+	if err := n.bootstrapSelf(gr); err != nil {
+		return err
+	}
+	if err := n.setJoined(ctx, name); err != nil {
+		return err
+	}
+	n.metrics.joins.Inc()
+	n.log.Info("bootstrapped a new group", "group", name, "from", rec.From, "reason", rec.Reason)
+	return nil
+}
+
+// splitForJoin splits this node's full group to make room for the auto
+// joiner j (leader only): see the package comment above. It returns the
+// response redirecting the joiner to the new group.
+func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*GroupJoinResponse, error) {
+	n.memberMu.Lock()
+	defer n.memberMu.Unlock()
+	if !n.isLeader() {
+		return nil, errNotLeader
+	}
+	gr := n.curRaft()
+	f := gr.fsm
+	c, ok := f.Config()
+	if !ok {
+		return nil, fmt.Errorf("%w: group not bootstrapped", rpc.ErrUnavailable)
+	}
+	m := c.MaxGroupSize
+	myGroup := n.group()
+	members := f.Members()
+	if len(members) < m {
+		return nil, fmt.Errorf("%w: group %q has room again", rpc.ErrUnavailable, myGroup)
+	}
+	if _, ok := f.Member(j.ID); ok {
+		return nil, fmt.Errorf("%w: %s is a member already", fs.ErrExist, j.ID)
+	}
+	if time.Since(n.reshape.last) < n.tune.mergeSettle/2 {
+		return nil, fmt.Errorf("%w: %w: group %q changed shape recently", rpc.ErrUnavailable, fsm.ErrGroupFull, myGroup)
+	}
+	for g, k := range n.cluster.groupSizes() {
+		if g != myGroup && k < m {
+			return nil, fmt.Errorf("%w: group %q has room (%d of %d)", fsm.ErrGroupFull, g, k, m)
+		}
+	}
+	alive := n.serfAutoAlive()
+	var cand []string
+	for _, mem := range members {
+		if mem.Status != fsm.StatusActive || (mem.ID != n.cfg.NodeID && !alive[mem.ID]) {
+			return nil, fmt.Errorf("%w: %w: member %s is not an alive auto node", rpc.ErrUnavailable, fsm.ErrGroupFull, mem.ID)
+		}
+		if mem.ID != n.cfg.NodeID {
+			cand = append(cand, mem.ID)
+		}
+	}
+	k := (m+2)/2 - 1 // ⌈(M+1)/2⌉ − 1 members go, with the joiner
+	if k < 1 || len(cand) < k {
+		return nil, fmt.Errorf("%w: a group of %d cannot split", fsm.ErrGroupFull, len(members))
+	}
+	slices.Sort(cand)
+	movers := cand[len(cand)-k:] // the highest ids
+	name := n.newGroupName()
+	boot := movers[0]
+	n.log.Info("splitting the group", "group", myGroup, "new_group", name, "moving", movers, "joiner", j.ID, "max_group_size", m)
+	if _, err := n.applyOn(ctx, gr, fsm.EncodeSplit(movers, name)); err != nil {
+		return nil, fmt.Errorf("split command: %w", err)
+	}
+	if n.reshape.movedAway == nil {
+		n.reshape.movedAway = map[string]time.Time{}
+	}
+	now := time.Now()
+	n.reshape.last = now
+	for _, id := range movers {
+		n.reshape.movedAway[id] = now
+		if err := n.removeServer(ctx, id); err != nil {
+			n.log.Warn("removing a moved member from raft", "member", id, "err", err)
+		}
+	}
+	for _, id := range movers {
+		req := &GroupSwitchRequest{Group: name, From: myGroup, Via: boot, Bootstrap: id == boot, Reason: "split", Leader: n.cfg.NodeID}
+		if err := n.tellSwitch(ctx, id, req); err != nil {
+			n.log.Warn("telling a member to switch groups failed", "member", id, "err", err)
+		}
+	}
+	n.splits.Add(1)
+	n.metrics.splits.Inc()
+	n.log.Info("group split", "group", myGroup, "new_group", name, "moved", movers, "joiner", j.ID, "remaining", f.Size())
+	n.signalRefresh()
+	return &GroupJoinResponse{Leader: n.cfg.NodeID, Redirect: name, Via: boot}, nil
+}
+
+// tellSwitch sends req to node id, retrying briefly.
+func (n *Node) tellSwitch(ctx context.Context, id string, req *GroupSwitchRequest) error {
+	deadline := time.Now().Add(n.tune.rpcTimeout)
+	var err error
+	for attempt := 0; ; attempt++ {
+		addr := n.cluster.rpcAddrOf(id)
+		if addr == "" {
+			err = fmt.Errorf("%w: no rpc address for %s", rpc.ErrUnavailable, id)
+		} else {
+			cctx, cancel := context.WithTimeout(ctx, n.tune.rpcTimeout)
+			err = n.client.Call(cctx, addr, methodGroupSwitch, req, &GroupSwitchResponse{})
+			cancel()
+			if err == nil {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) || !pauseCtx(ctx, 100*time.Millisecond) {
+			return err
+		}
+	}
+}
+
+// serfAutoAlive returns the auto nodes Serf shows alive, not leaving and
+// not moving.
+func (n *Node) serfAutoAlive() map[string]bool {
+	out := map[string]bool{}
+	s := n.serfAgent()
+	if s == nil {
+		return out
+	}
+	for _, m := range s.Members() {
+		if m.Tags[tagRole] == roleGHBA && m.Status == serf.StatusAlive && m.Tags[tagAuto] == "1" &&
+			m.Tags[tagLeaving] != "1" && m.Tags[tagMoving] != "1" {
+			out[m.Name] = true
+		}
+	}
+	return out
+}
+
+// maybeMerge merges this leader's group into another one when the rule
+// says so (leader only, from the leader routine after each reconcile):
+//
+//   - every member of both groups is an alive auto node, no node anywhere is
+//     moving or groupless (a switch or join in progress), no member is
+//     failed or leaving;
+//   - together they have at most M members, and this group is the smaller
+//     one (ties: the one with the greater name moves), so that only one
+//     side acts;
+//   - anti-flap: this group's members have not changed for mergeSettle
+//     (total ≤ M−1) or for mergeQuiet (total == M: one join would split it
+//     again), and this leader did not split or merge within mergeSettle.
+//     A split leaves M+1 members in the two halves, which never merge
+//     back unless a node leaves.
+func (n *Node) maybeMerge(ctx context.Context, gr *groupRaft) {
+	if n.cfg.Group != GroupAuto || !n.isLeader() || n.leaving.Load() || ctx.Err() != nil {
+		return
+	}
+	c, ok := gr.fsm.Config()
+	if !ok {
+		return
+	}
+	maxSize := c.MaxGroupSize
+	myGroup := n.group()
+	n.memberMu.Lock()
+	defer n.memberMu.Unlock()
+	members := gr.fsm.Members()
+	var sig strings.Builder
+	for _, m := range members {
+		sig.WriteString(m.ID + "=" + string(m.Status) + ",")
+	}
+	now := time.Now()
+	if sig.String() != n.reshape.sig {
+		n.reshape.sig, n.reshape.stableSince = sig.String(), now
+	}
+	if n.reshape.merging || now.Sub(n.reshape.last) < n.tune.mergeSettle || now.Sub(n.reshape.stableSince) < n.tune.mergeSettle {
+		return
+	}
+	s := n.serfAgent()
+	if s == nil {
+		return
+	}
+	alive := n.serfAutoAlive()
+	for _, m := range members {
+		if m.Status != fsm.StatusActive || (m.ID != n.cfg.NodeID && !alive[m.ID]) {
+			return
+		}
+	}
+	sizes, healthy := map[string]int{}, map[string]bool{}
+	via := map[string]string{}
+	for _, m := range s.Members() {
+		if m.Tags[tagRole] != roleGHBA || m.Status == serf.StatusLeft || m.Name == n.cfg.NodeID {
+			continue
+		}
+		g := m.Tags[tagGroup]
+		if m.Status == serf.StatusAlive && (g == "" || m.Tags[tagMoving] == "1") {
+			return // a join or a switch is in progress somewhere
+		}
+		if g == "" || g == myGroup {
+			continue
+		}
+		if _, seen := healthy[g]; !seen {
+			healthy[g] = true
+		}
+		sizes[g]++
+		if !alive[m.Name] {
+			healthy[g] = false
+		}
+		if v := via[g]; v == "" || m.Name < v {
+			via[g] = m.Name
+		}
+	}
+	mine := len(members)
+	target := ""
+	for g, k := range sizes {
+		if !healthy[g] || mine+k > maxSize || mine > k || (mine == k && myGroup < g) {
+			continue
+		}
+		if mine+k == maxSize && now.Sub(n.reshape.stableSince) < n.tune.mergeQuiet {
+			continue
+		}
+		if target == "" || k > sizes[target] || (k == sizes[target] && g < target) {
+			target = g
+		}
+	}
+	if target == "" {
+		return
+	}
+	n.reshape.merging, n.reshape.last = true, now
+	var others []string
+	for _, m := range members {
+		if m.ID != n.cfg.NodeID {
+			others = append(others, m.ID)
+		}
+	}
+	n.log.Info("merging the group into another", "group", myGroup, "into", target, "members", mine,
+		"target_members", sizes[target], "max_group_size", maxSize)
+	n.merges.Add(1)
+	n.metrics.merges.Inc()
+	// Carried out in the background: the followers' switches end this
+	// leadership (and the leader routine) before this node switches too.
+	n.mu.Lock()
+	if n.state != lcRunning {
+		n.mu.Unlock()
+		n.reshape.merging = false
+		return
+	}
+	n.bgWG.Add(1)
+	n.mu.Unlock()
+	go n.runMerge(myGroup, target, via[target], others)
+}
+
+// runMerge tells the other members, then this node, to switch to group
+// target.
+func (n *Node) runMerge(myGroup, target, via string, others []string) {
+	defer n.bgWG.Done()
+	defer func() {
+		n.memberMu.Lock()
+		n.reshape.merging = false
+		n.memberMu.Unlock()
+	}()
+	ctx := n.bgCtx
+	for _, id := range others {
+		req := &GroupSwitchRequest{Group: target, From: myGroup, Via: via, Reason: "merge", Leader: n.cfg.NodeID}
+		if err := n.tellSwitch(ctx, id, req); err != nil {
+			n.log.Warn("telling a member to switch groups failed", "member", id, "err", err)
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if err := n.beginSwitch(ctx, switchRecord{Group: target, From: myGroup, Via: via, Reason: "merge"}); err != nil {
+		n.log.Error("switching to the merged group failed", "into", target, "err", err)
+		return
+	}
+	n.log.Info("group merged", "group", myGroup, "into", target, "moved", append(others, n.cfg.NodeID))
+}

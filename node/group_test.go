@@ -1,0 +1,356 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ghba/ghba/rpc"
+	"go.uber.org/goleak"
+)
+
+// autoConfig returns the config of auto node i (1-based) of a test
+// cluster with max_group_size m; node 1 bootstraps, the others retry_join
+// it.
+func autoConfig(t *testing.T, base string, i, m int, first *Config) Config {
+	t.Helper()
+	c := testConfig(t, base, fmt.Sprintf("n%d", i))
+	c.MaxGroupSize = m
+	if first == nil {
+		c.Bootstrap = true
+	} else {
+		c.RetryJoin = []string{serfAddr(*first)}
+	}
+	return c
+}
+
+// checkGroups waits until nodes form exactly wantGroups groups of at most
+// maxSize: every node joined exactly one group and no switch is pending;
+// in each group one established leader whose FSM members and Raft voters
+// are the group's nodes, the same FSM members on every member; and every
+// node's Serf view gossips each node's group (no moving tag). It returns
+// the groups by name.
+func checkGroups(t *testing.T, d time.Duration, nodes []*Node, maxSize, wantGroups int) map[string][]string {
+	t.Helper()
+	var out map[string][]string
+	eventually(t, d, fmt.Sprintf("%d groups of at most %d", wantGroups, maxSize), func() error {
+		byGroup := map[string][]*Node{}
+		for _, n := range nodes {
+			n.mu.Lock()
+			joined, g, pending := n.joined, n.groupNm, n.pendingSwitch
+			n.mu.Unlock()
+			if !joined || g == "" || pending != nil {
+				return fmt.Errorf("%s: joined %t group %q pending switch %v", n.ID(), joined, g, pending)
+			}
+			byGroup[g] = append(byGroup[g], n)
+		}
+		if len(byGroup) != wantGroups {
+			return fmt.Errorf("%d groups: %v", len(byGroup), groupIDs(byGroup))
+		}
+		for g, ns := range byGroup {
+			if len(ns) > maxSize {
+				return fmt.Errorf("group %s has %d members", g, len(ns))
+			}
+			var ids []string
+			for _, n := range ns {
+				ids = append(ids, n.ID())
+			}
+			l, err := leaderOf(ns...)
+			if err != nil {
+				return fmt.Errorf("group %s: %w", g, err)
+			}
+			for _, n := range ns {
+				if got := fsmMemberIDs(n); !sameSet(got, ids) {
+					return fmt.Errorf("group %s: %s FSM members %v, want %v", g, n.ID(), got, ids)
+				}
+			}
+			voters, err := voterIDs(l)
+			if err != nil {
+				return err
+			}
+			if !sameSet(voters, ids) {
+				return fmt.Errorf("group %s: raft voters %v, want %v", g, voters, ids)
+			}
+		}
+		for _, n := range nodes {
+			for _, m := range n.serfAgent().Members() {
+				for _, o := range nodes {
+					if o.ID() == m.Name && (m.Tags[tagGroup] != o.group() || m.Tags[tagMoving] != "") {
+						return fmt.Errorf("%s sees %s in group %q (moving %q), it is in %q", n.ID(), m.Name, m.Tags[tagGroup], m.Tags[tagMoving], o.group())
+					}
+				}
+			}
+			for _, p := range n.Directory().Peers() {
+				for _, o := range nodes {
+					if o.ID() == p.ID && (p.Group != o.group() || !p.Up) {
+						return fmt.Errorf("%s's directory: %+v, it is in %q", n.ID(), p, o.group())
+					}
+				}
+			}
+		}
+		out = groupIDs(byGroup)
+		return nil
+	})
+	return out
+}
+
+func groupIDs(byGroup map[string][]*Node) map[string][]string {
+	out := map[string][]string{}
+	for g, ns := range byGroup {
+		for _, n := range ns {
+			out[g] = append(out[g], n.ID())
+		}
+		sort.Strings(out[g])
+	}
+	return out
+}
+
+// statEverywhere waits until every path is stat-able through every node.
+func statEverywhere(t *testing.T, d time.Duration, nodes []*Node, paths []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for _, n := range nodes {
+		c := rpc.NewClient(rpc.Options{Addrs: []string{n.addr(n.cfg.Ports.RPC)}, HomeCacheSize: -1})
+		eventually(t, d, "stat through "+n.ID(), func() error {
+			for _, p := range paths {
+				if _, err := c.Stat(ctx, p); err != nil {
+					return fmt.Errorf("stat %s through %s: %w", p, n.ID(), err)
+				}
+			}
+			return nil
+		})
+		c.Close()
+	}
+}
+
+// makePaths creates a directory and files through client.
+func makePaths(t *testing.T, client *rpc.Client, k int) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	eventually(t, 20*time.Second, "mkdir /d", func() error {
+		_, err := client.Mkdir(ctx, &rpc.MkdirRequest{Path: "/d", Mode: 0o755, Parents: true})
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		return err
+	})
+	paths := []string{"/", "/d"}
+	for i := range k {
+		p := fmt.Sprintf("/d/f%02d", i)
+		if _, err := client.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644}); err != nil {
+			t.Fatalf("create %s: %v", p, err)
+		}
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+// TestGroupSplit starts 7 auto nodes with max_group_size 3 one after the
+// other: the 4th splits the group into 2+2, the 5th and 6th fill them, the
+// 7th splits one again; paths created before the splits stay reachable
+// through every node.
+func TestGroupSplit(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
+	base := t.TempDir()
+	log := newTestLogger(t)
+	start := time.Now()
+	const m = 3
+	var first *Config
+	var nodes []*Node
+	var paths []string
+	want := []int{1, 1, 1, 2, 2, 2, 3} // groups after each node
+	for i := 1; i <= 7; i++ {
+		c := autoConfig(t, base, i, m, first)
+		if first == nil {
+			first = &c
+		}
+		nodes = append(nodes, startTestNode(t, c, log))
+		groups := checkGroups(t, 60*time.Second, nodes, m, want[i-1])
+		t.Logf("%d nodes: groups %v at %v", i, groups, time.Since(start).Round(time.Millisecond))
+		if i == 3 {
+			client := rpc.NewClient(rpc.Options{Addrs: []string{nodes[0].addr(nodes[0].cfg.Ports.RPC)}, HomeCacheSize: -1})
+			paths = makePaths(t, client, 12)
+			client.Close()
+		}
+	}
+	var splits uint64
+	for _, n := range nodes {
+		splits += n.Status().Splits
+	}
+	if splits != 2 {
+		t.Errorf("%d splits, want 2", splits)
+	}
+	statEverywhere(t, 30*time.Second, nodes, paths)
+	t.Logf("paths reachable at %v", time.Since(start).Round(time.Millisecond))
+	for _, n := range slices.Backward(nodes) {
+		shutdownNode(t, n)
+	}
+}
+
+// TestGroupMerge makes 4 auto nodes with max_group_size 3 (2+2), then a
+// node of one group leaves: the group left with one member merges into
+// the other, and paths stay reachable throughout.
+func TestGroupMerge(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
+	base := t.TempDir()
+	log := newTestLogger(t)
+	const m = 3
+	var first *Config
+	var nodes []*Node
+	for i := 1; i <= 4; i++ {
+		c := autoConfig(t, base, i, m, first)
+		if first == nil {
+			first = &c
+		}
+		nodes = append(nodes, startTestNode(t, c, log))
+		checkGroups(t, 60*time.Second, nodes, m, []int{1, 1, 1, 2}[i-1])
+	}
+	groups := checkGroups(t, 60*time.Second, nodes, m, 2)
+	client := rpc.NewClient(rpc.Options{Addrs: []string{nodes[0].addr(nodes[0].cfg.Ports.RPC)}, HomeCacheSize: -1})
+	defer client.Close()
+	paths := makePaths(t, client, 12)
+	statEverywhere(t, 20*time.Second, nodes, paths)
+
+	// The leaver: a node of the group n1 is not in (n1 homes "/").
+	var leaver *Node
+	for _, n := range nodes {
+		if n.group() != nodes[0].group() {
+			leaver = n
+			break
+		}
+	}
+	t.Logf("groups %v; %s leaves", groups, leaver.ID())
+	var rest []*Node
+	for _, n := range nodes {
+		if n != leaver {
+			rest = append(rest, n)
+		}
+	}
+
+	// Lookups through the staying nodes while the merge runs: a path
+	// may be briefly unavailable, never missing.
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var missing []string
+	var mu sync.Mutex
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c := rpc.NewClient(rpc.Options{Addrs: []string{rest[0].addr(rest[0].cfg.Ports.RPC)}, HomeCacheSize: -1})
+		defer c.Close()
+		for ctx.Err() == nil {
+			for _, p := range paths {
+				sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+				_, err := c.Stat(sctx, p)
+				scancel()
+				if errors.Is(err, fs.ErrNotExist) {
+					mu.Lock()
+					missing = append(missing, p)
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+
+	lctx, lcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	if _, err := leaver.Leave(lctx); err != nil {
+		t.Fatalf("leave %s: %v", leaver.ID(), err)
+	}
+	lcancel()
+	shutdownNode(t, leaver)
+	groups = checkGroups(t, 60*time.Second, rest, m, 1)
+	t.Logf("after the merge: %v", groups)
+	var merges uint64
+	for _, n := range rest {
+		merges += n.Status().Merges
+	}
+	if merges != 1 {
+		t.Errorf("%d merges, want 1", merges)
+	}
+	statEverywhere(t, 20*time.Second, rest, paths)
+	cancel()
+	wg.Wait()
+	if len(missing) > 0 {
+		t.Errorf("paths reported missing during the merge: %v", missing)
+	}
+	client.Close()
+	for _, n := range slices.Backward(rest) {
+		shutdownNode(t, n)
+	}
+}
+
+// TestGroupSwitchCrash kills the node moving to the new group of a split
+// in the middle of its switch (old Raft closed, state not yet wiped) and
+// restarts it from its data dir: it ends in exactly one group, never back
+// in the old group's FSM as a ghost.
+func TestGroupSwitchCrash(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
+	base := t.TempDir()
+	log := newTestLogger(t)
+	const m = 3
+	var first *Config
+	var cfgs []Config
+	var nodes []*Node
+	stuck := make(chan *Node, 3)
+	var armed sync.Once // only the first switch gets stuck
+	for i := 1; i <= 3; i++ {
+		c := autoConfig(t, base, i, m, first)
+		if first == nil {
+			first = &c
+		}
+		cfgs = append(cfgs, c)
+		n, err := New(c, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n.tune = testTuning()
+		n.tune.midSwitchHook = func(ctx context.Context) {
+			armed.Do(func() {
+				stuck <- n
+				<-ctx.Done() // until the node is killed
+			})
+		}
+		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := n.Start(sctx); err != nil {
+			t.Fatal(err)
+		}
+		scancel()
+		t.Cleanup(func() { shutdownNode(t, n) })
+		nodes = append(nodes, n)
+		checkGroups(t, 60*time.Second, nodes, m, 1)
+	}
+	c4 := autoConfig(t, base, 4, m, first)
+	nodes = append(nodes, startTestNode(t, c4, log))
+	var mover *Node
+	select {
+	case mover = <-stuck:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no node started switching groups")
+	}
+	t.Logf("killing %s mid-switch", mover.ID())
+	shutdownNode(t, mover)
+	i := slices.Index(nodes, mover)
+	nodes[i] = startTestNode(t, mover.cfg, log) // no hook: the restart completes
+	groups := checkGroups(t, 60*time.Second, nodes, m, 2)
+	t.Logf("groups %v", groups)
+	seen := map[string]string{}
+	for g, ids := range groups {
+		for _, id := range ids {
+			if o, dup := seen[id]; dup {
+				t.Errorf("%s in groups %s and %s", id, o, g)
+			}
+			seen[id] = g
+		}
+	}
+	for _, n := range slices.Backward(nodes) {
+		shutdownNode(t, n)
+	}
+}
