@@ -26,8 +26,11 @@ func (r Result) Hit() bool { return r.Positives == 1 }
 // that one query probes all of them at once and applies the unique-hit rule.
 //
 // Storage is bit-sliced: for each of the M bit positions the array keeps a
-// p-bit word (a "slice", padded to 64, 128, 256, 512 bits and then multiples
-// of 512) whose bit j is that position in the filter of slot j. A query
+// p-bit word (a "slice", padded to 1, 2, 4, 8, 16, 32, 64, 128, 256, 512
+// bits and then multiples of 512) whose bit j is that position in the
+// filter of slot j. Slices narrower than 64 bits are packed several to a
+// word, so a G-HBA segment of a few replicas costs a few bits per position,
+// not 64. A query
 // hashes the path once, computes its k positions, loads the k slices, ANDs
 // them and counts the surviving bits: exactly one is a unique hit. The
 // slice of one position lies in one 64-byte cache line (up to 512 members),
@@ -54,8 +57,9 @@ func (r Result) Hit() bool { return r.Positives == 1 }
 // concurrent use; callers serialize access.
 type FilterArray struct {
 	geo    Geometry
-	stride int      // uint64 words per bit position (slots = 64·stride)
-	bits   []uint64 // bits[pos*stride+j] bit r = position pos of slot 64j+r
+	width  uint64   // bits per position = slots: 1, 2, 4, …, 32, or 64·stride (0: empty)
+	stride int      // uint64 words per bit position when width >= 64, else 0
+	bits   []uint64 // bit pos·width+s (word >>6, bit &63) = position pos of slot s
 	ids    []string // slot -> id ("" when free), plus a final "" (see QueryKey)
 	used   []bool   // slot -> occupied; len 64·stride
 	vers   []uint64 // slot -> filter version
@@ -109,6 +113,19 @@ func (a *FilterArray) SizeBytes() int {
 	return len(a.bits)*8 + len(a.used)*(16+1+8)
 }
 
+// widthFor returns the bits per position for at least n slots: a power of
+// two up to 64, then 64·strideFor(n).
+func widthFor(n int) uint64 {
+	if n <= 64 {
+		w := uint64(1)
+		for w < uint64(n) {
+			w <<= 1
+		}
+		return w
+	}
+	return 64 * uint64(strideFor(n))
+}
+
 // strideFor returns the words per position for at least n slots. Strides
 // are 1, 2, 4, 8 and then multiples of 8 so that the slice of one position
 // never straddles a 64-byte cache line.
@@ -127,23 +144,43 @@ func strideFor(n int) int {
 
 // grow makes room for at least n slots.
 func (a *FilterArray) grow(n int) {
-	s := strideFor(n)
-	if s <= a.stride {
+	w := widthFor(n)
+	if w <= a.width {
 		return
 	}
-	nb := make([]uint64, int(a.geo.M)*s)
-	if a.stride > 0 {
-		for p := 0; p < int(a.geo.M); p++ {
-			copy(nb[p*s:p*s+a.stride], a.bits[p*a.stride:(p+1)*a.stride])
+	m := a.geo.M
+	nb := make([]uint64, (m*w+63)/64)
+	if a.width > 0 {
+		// Copy every position's slice (the old slots) to its new place.
+		for p := uint64(0); p < m; p++ {
+			for j := uint64(0); j < a.width; j += 64 {
+				v := a.load(p*a.width + j)
+				if a.width < 64 {
+					v &= 1<<a.width - 1
+				}
+				d := p*w + j
+				nb[d>>6] |= v << (d & 63)
+			}
 		}
 	}
-	a.bits, a.stride = nb, s
-	slots := 64 * s
+	a.bits, a.width = nb, w
+	a.stride = int(w / 64)
+	slots := int(w)
 	a.used = append(a.used, make([]bool, slots-len(a.used))...)
 	a.vers = append(a.vers, make([]uint64, slots-len(a.vers))...)
 	ids := make([]string, slots+1)
 	copy(ids, a.ids)
 	a.ids = ids
+}
+
+// load returns the 64 bits starting at bit offset o (o&63 == 0 when the
+// width is 64 or more; a narrower slice lies inside one word).
+func (a *FilterArray) load(o uint64) uint64 { return a.bits[o>>6] >> (o & 63) }
+
+// setBit sets or clears the bit of slot s at position p.
+func (a *FilterArray) setBit(p uint64, s int, v uint64) {
+	i := p*a.width + uint64(s)
+	a.bits[i>>6] = a.bits[i>>6]&^(1<<(i&63)) | (v&1)<<(i&63)
 }
 
 // Add adds member id with a copy of filter f's bits and version. It returns
@@ -164,12 +201,12 @@ func (a *FilterArray) Add(id string, f *Filter) error {
 	a.ids[s], a.used[s], a.vers[s] = id, true, f.version
 	a.slot[id] = s
 	// A free slot's column is all zeros: only set bits need writing.
-	col, bit := s/64, uint64(1)<<(s%64)
 	for w, v := range f.words {
 		for v != 0 {
 			t := bits.TrailingZeros64(v)
 			v &= v - 1
-			a.bits[(w*64+t)*a.stride+col] |= bit
+			i := uint64(w*64+t)*a.width + uint64(s)
+			a.bits[i>>6] |= 1 << (i & 63)
 		}
 	}
 	return nil
@@ -181,9 +218,8 @@ func (a *FilterArray) Remove(id string) error {
 	if !ok {
 		return fmt.Errorf("remove %q: %w", id, ErrUnknownMember)
 	}
-	col, mask := s/64, ^(uint64(1) << (s % 64))
-	for p := col; p < len(a.bits); p += a.stride {
-		a.bits[p] &= mask
+	for p := uint64(0); p < a.geo.M; p++ {
+		a.setBit(p, s, 0)
 	}
 	delete(a.slot, id)
 	a.ids[s], a.used[s], a.vers[s] = "", false, 0
@@ -193,12 +229,9 @@ func (a *FilterArray) Remove(id string) error {
 // setWord writes the 64 bits of filter word w (positions 64w..64w+63) into
 // the column of slot s.
 func (a *FilterArray) setWord(s, w int, v uint64) {
-	col, r := s/64, uint(s%64)
-	mask := ^(uint64(1) << r)
-	p := w*64*a.stride + col
-	for t := 0; t < 64; t++ {
-		a.bits[p] = a.bits[p]&mask | (v>>t&1)<<r
-		p += a.stride
+	p := uint64(w) * 64
+	for t := range uint64(64) {
+		a.setBit(p+t, s, v>>t)
 	}
 }
 
@@ -295,13 +328,11 @@ func (a *FilterArray) Column(id string) (*Filter, error) {
 		return nil, fmt.Errorf("column %q: %w", id, ErrUnknownMember)
 	}
 	f := NewFilter(a.geo)
-	col, r := s/64, uint(s%64)
-	p := col
 	for w := range f.words {
 		var v uint64
-		for t := 0; t < 64; t++ {
-			v |= (a.bits[p] >> r & 1) << t
-			p += a.stride
+		for t := range uint64(64) {
+			i := (uint64(w)*64+t)*a.width + uint64(s)
+			v |= (a.bits[i>>6] >> (i & 63) & 1) << t
 		}
 		f.words[w] = v
 		f.ones += uint64(bits.OnesCount64(v))
@@ -316,13 +347,13 @@ func (a *FilterArray) Query(path string) Result {
 	return a.QueryKey(HashPath(a.geo.Hash, path))
 }
 
-// offsets writes the slice offsets (bit position · stride) of key k into
+// offsets writes the slice offsets (bit position · width, in bits) of key k into
 // dst and returns their number, k. All k offsets are computed before any slice is loaded,
 // so the k loads (each usually a cache and TLB miss on a large array) are
 // issued back to back and overlap (memory-level parallelism) instead of
 // waiting on each other.
 func (a *FilterArray) offsets(k Key, dst *[MaxHashes]uint64) int {
-	n, m, s := int(a.geo.K), a.geo.M, uint64(a.stride)
+	n, m, s := int(a.geo.K), a.geo.M, a.width
 	if k.kind == HashXX {
 		// Key.index for HashXX, inlined: reduce(h1 + i·h2, m).
 		h := k.h1
@@ -345,13 +376,13 @@ func (a *FilterArray) offsets(k Key, dst *[MaxHashes]uint64) int {
 func (a *FilterArray) QueryKey(k Key) Result {
 	var count, slot int
 	switch {
-	case a.stride == 0: // never had a member
+	case a.width == 0: // never had a member
 		return Result{}
-	case k.kind == HashXX && a.geo.K <= 8 && a.stride <= 2:
+	case k.kind == HashXX && a.geo.K <= 8 && a.stride <= 2 && a.stride > 0:
 		// The common case, with Key.index inlined. All k offsets are
 		// computed first so that the k loads issue back to back.
 		var off [8]uint64
-		n, m, s := int(a.geo.K), a.geo.M, uint64(a.stride)
+		n, m, s := int(a.geo.K), a.geo.M, uint64(a.stride) // word offsets
 		h := k.h1
 		for i := range off[:n] {
 			p, _ := bits.Mul64(h, m) // Key.index for HashXX
@@ -389,21 +420,31 @@ func (a *FilterArray) QueryKey(k Key) Result {
 	return Result{ID: a.ids[slot], Positives: count}
 }
 
-// queryGeneric is QueryKey for any hash kind, k and stride.
+// queryGeneric is QueryKey for any hash kind, k and width.
 func (a *FilterArray) queryGeneric(k Key) (count, slot int) {
 	var off [MaxHashes]uint64
 	n := a.offsets(k, &off)
-	for j := 0; j < a.stride; j++ {
-		acc := ^uint64(0)
-		for _, p := range off[:n] {
-			acc &= a.bits[p+uint64(j)]
-		}
+	for j := uint64(0); j < a.width; j += 64 {
+		acc := a.sliceAnd(off[:n], j)
 		if acc != 0 {
 			count += bits.OnesCount64(acc)
-			slot = j*64 + bits.TrailingZeros64(acc)
+			slot = int(j) + bits.TrailingZeros64(acc)
 		}
 	}
 	return count, slot
+}
+
+// sliceAnd ANDs the 64 slots from slot j (or all of a narrower slice) at
+// the given bit offsets.
+func (a *FilterArray) sliceAnd(off []uint64, j uint64) uint64 {
+	acc := ^uint64(0)
+	for _, p := range off {
+		acc &= a.load(p + j)
+	}
+	if a.width < 64 {
+		acc &= 1<<a.width - 1
+	}
+	return acc
 }
 
 // Positives appends to dst the ids of every member whose filter is positive
@@ -416,13 +457,10 @@ func (a *FilterArray) Positives(k Key, dst []string) []string {
 	}
 	var off [MaxHashes]uint64
 	n := a.offsets(k, &off)
-	for j := 0; j < a.stride; j++ {
-		acc := ^uint64(0)
-		for _, p := range off[:n] {
-			acc &= a.bits[p+uint64(j)]
-		}
+	for j := uint64(0); j < a.width; j += 64 {
+		acc := a.sliceAnd(off[:n], j)
 		for acc != 0 {
-			dst = append(dst, a.ids[j*64+bits.TrailingZeros64(acc)])
+			dst = append(dst, a.ids[int(j)+bits.TrailingZeros64(acc)])
 			acc &= acc - 1
 		}
 	}

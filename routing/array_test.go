@@ -446,7 +446,7 @@ func TestArrayGrowth(t *testing.T) {
 	for i := 0; i < 300; i++ {
 		queries = append(queries, arrayMemberPath(i, i%40), arrayMemberPath(i+1000, 0))
 	}
-	wantStride := map[int]int{1: 1, 64: 1, 65: 2, 128: 2, 129: 4, 256: 4, 257: 8}
+	wantWidth := map[int]uint64{1: 1, 2: 2, 3: 4, 5: 8, 9: 16, 17: 32, 33: 64, 64: 64, 65: 128, 128: 128, 129: 256, 256: 256, 257: 512}
 	for i := 1; i <= 260; i++ {
 		f := NewFilter(g)
 		for j := 0; j < 40; j++ {
@@ -457,9 +457,9 @@ func TestArrayGrowth(t *testing.T) {
 		if err := a.Add(id, f); err != nil {
 			t.Fatal(err)
 		}
-		if s, ok := wantStride[i]; ok {
-			if a.stride != s {
-				t.Fatalf("%d members: stride %d, want %d", i, a.stride, s)
+		if w, ok := wantWidth[i]; ok {
+			if a.width != w {
+				t.Fatalf("%d members: width %d, want %d", i, a.width, w)
 			}
 			checkArray(t, a, owners, queries)
 		}
@@ -591,7 +591,8 @@ func TestArrayQueryAllocs(t *testing.T) {
 		bits    float64
 		hash    HashKind
 	}{
-		{"stride1", 10, 8, HashXX},
+		{"narrow", 10, 8, HashXX},
+		{"stride1", 50, 8, HashXX},
 		{"stride2", 100, 8, HashXX},
 		{"stride4", 200, 8, HashXX},
 		{"k14", 100, 20, HashXX},
@@ -894,5 +895,37 @@ func BenchmarkArrayQueryPaired(b *testing.B) {
 				b.Log(sink)
 			}
 		})
+	}
+}
+
+// TestArrayNarrowMemory: a few members cost a few bits per position (a
+// G-HBA segment of 3 replicas takes 4 bits, not 64), and answers stay
+// exact while the array widens past 64 members and shrinks back by
+// removal.
+func TestArrayNarrowMemory(t *testing.T) {
+	g := arrayGeometry(t, 1000, 8, 0, HashXX)
+	for _, c := range []struct {
+		members int
+		bits    uint64
+	}{{1, 1}, {2, 2}, {3, 4}, {8, 8}, {12, 16}, {64, 64}, {65, 128}} {
+		a := NewFilterArray(g)
+		owners := map[string]*Filter{}
+		var queries []string
+		for i := range c.members {
+			f := NewFilter(g)
+			for j := range 50 {
+				f.Add(arrayMemberPath(i, j))
+				queries = append(queries, arrayMemberPath(i, j))
+			}
+			id := fmt.Sprintf("m%02d", i)
+			owners[id] = f
+			if err := a.Add(id, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, want := len(a.bits)*64, int(g.M*c.bits); got != want {
+			t.Errorf("%d members: %d bits of slices, want %d", c.members, got, want)
+		}
+		checkArray(t, a, owners, queries)
 	}
 }
