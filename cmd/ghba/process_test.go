@@ -11,6 +11,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -129,6 +130,7 @@ type procNode struct {
 	rpc, raft, serf, http int
 	bootstrap             bool
 	join                  []string
+	group                 string // fixed group name (procGroup by default)
 	dataDir, cfg, log     string
 	run                   *procRun
 	starts                int
@@ -178,14 +180,45 @@ func newProcCluster(t *testing.T, n int) *procCluster {
 // addNode prepares one more node (not started) on free ports.
 func (c *procCluster) addNode() *procNode {
 	c.t.Helper()
+	return c.addNodeWith(procNodeOpts{})
+}
+
+// procNodeOpts are the per-node config settings of addNodeWith; zero
+// values mean the defaults of addNode.
+type procNodeOpts struct {
+	// Group is the fixed group name (default procGroup).
+	Group string
+	// Bootstrap makes the node bootstrap its group. The first node of the
+	// cluster always bootstraps; a later bootstrap node still retry_joins
+	// node1, founding a new group in the existing cluster.
+	Bootstrap bool
+	// MaxGroupSize is max_group_size (default 7).
+	MaxGroupSize int
+	// Scheme is "ghba" or "hba" (default: the agent's default, ghba).
+	Scheme string
+	// LRUEntries is lru_entries (default 1600); negative means 0.
+	LRUEntries int
+}
+
+// addNodeWith prepares one more node (not started) on free ports with the
+// settings of o.
+func (c *procCluster) addNodeWith(o procNodeOpts) *procNode {
+	c.t.Helper()
 	p := procFreePorts(c.t, 4, c.used)
 	n := &procNode{
 		id:  fmt.Sprintf("node%d", len(c.nodes)+1),
 		rpc: p[0], raft: p[1], serf: p[2], http: p[3],
-		bootstrap: len(c.nodes) == 0,
+		bootstrap: len(c.nodes) == 0 || o.Bootstrap,
+		group:     cmp.Or(o.Group, procGroup),
 	}
-	if !n.bootstrap {
+	if len(c.nodes) > 0 {
 		n.join = []string{c.nodes[0].serfAddr()}
+	}
+	maxGroup := cmp.Or(o.MaxGroupSize, 7)
+	lru := max(0, cmp.Or(o.LRUEntries, 1600))
+	scheme := ""
+	if o.Scheme != "" {
+		scheme = "scheme: " + o.Scheme + "\n"
 	}
 	n.dataDir = filepath.Join(c.dir, n.id, "data")
 	n.cfg = filepath.Join(c.dir, n.id, "agent.yaml")
@@ -208,16 +241,16 @@ ports:
 group: %s
 bootstrap: %t
 retry_join: [%s]
-max_group_size: 7
+max_group_size: %d
 bits_per_file: 8
 filter_capacity: 100000
-lru_entries: 1600
+lru_entries: %d
 lru_bits_per_file: 20
 propagate_threshold: 0.01
 propagate_interval: 500ms
 placement: balanced
 log_level: info
-`, n.id, strconv.Quote(n.dataDir), n.rpc, n.raft, n.serf, n.http, procGroup, n.bootstrap, strings.Join(join, ", "))
+%s`, n.id, strconv.Quote(n.dataDir), n.rpc, n.raft, n.serf, n.http, n.group, n.bootstrap, strings.Join(join, ", "), maxGroup, lru, scheme)
 	if err := os.WriteFile(n.cfg, []byte(cfg), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
@@ -542,13 +575,17 @@ func (c *procCluster) waitFor(what string, timeout time.Duration, check func(), 
 }
 
 // waitReady waits until, as each of up sees it, every node in up is alive
-// with a Raft role in the group, the group has a leader among up, and each
-// of up answers "stat /".
+// with a Raft role in its group, the groups are exactly those of up, each
+// with a leader among up, and each of up answers "stat /".
 func (c *procCluster) waitReady(what string, up ...*procNode) {
 	c.t.Helper()
 	ids := map[string]bool{}
+	groupOf := map[string]string{}
+	groups := map[string]bool{}
 	for _, n := range up {
 		ids[n.id] = true
+		groupOf[n.id] = n.group
+		groups[n.group] = true
 	}
 	c.waitFor(what, procReadyTimeout, func() { c.checkRunning(up...) }, func() (bool, string) {
 		for _, n := range up {
@@ -561,7 +598,7 @@ func (c *procCluster) waitReady(what string, up ...*procNode) {
 				if !ids[m.ID] {
 					continue
 				}
-				if m.Status != "alive" || m.Group != procGroup || (m.RaftRole != "leader" && m.RaftRole != "follower") {
+				if m.Status != "alive" || m.Group != groupOf[m.ID] || (m.RaftRole != "leader" && m.RaftRole != "follower") {
 					return false, fmt.Sprintf("%s sees %s: status %q group %q raft_role %q", n.id, m.ID, m.Status, m.Group, m.RaftRole)
 				}
 				seen++
@@ -573,8 +610,13 @@ func (c *procCluster) waitReady(what string, up ...*procNode) {
 			if err != nil {
 				return false, err.Error()
 			}
-			if len(gs) != 1 || gs[0].Group != procGroup || !ids[gs[0].Leader] {
+			if len(gs) != len(groups) {
 				return false, fmt.Sprintf("%s sees groups %+v", n.id, gs)
+			}
+			for _, g := range gs {
+				if !groups[g.Group] || !ids[g.Leader] {
+					return false, fmt.Sprintf("%s sees groups %+v", n.id, gs)
+				}
 			}
 			if _, errOut, code := c.at(n, "stat", "/"); code != 0 {
 				return false, fmt.Sprintf("stat / via %s: exit %d: %s", n.id, code, strings.TrimSpace(errOut))
@@ -594,8 +636,8 @@ func (c *procCluster) waitReady(what string, up ...*procNode) {
 					continue
 				}
 				i := slices.IndexFunc(st.Peers, func(p procPeer) bool { return p.ID == m.id })
-				if i < 0 || !st.Peers[i].Up || st.Peers[i].Group != procGroup {
-					return false, fmt.Sprintf("%s: /v1/status peers %+v: %s not up in %s", n.id, st.Peers, m.id, procGroup)
+				if i < 0 || !st.Peers[i].Up || st.Peers[i].Group != m.group {
+					return false, fmt.Sprintf("%s: /v1/status peers %+v: %s not up in %s", n.id, st.Peers, m.id, m.group)
 				}
 			}
 		}
@@ -605,9 +647,19 @@ func (c *procCluster) waitReady(what string, up ...*procNode) {
 
 // procStatus is the part of /v1/status the tests read.
 type procStatus struct {
-	NodeID string     `json:"node_id"`
-	Joined bool       `json:"joined"`
-	Peers  []procPeer `json:"peers"`
+	NodeID           string          `json:"node_id"`
+	Joined           bool            `json:"joined"`
+	Peers            []procPeer      `json:"peers"`
+	Group            string          `json:"group"`
+	RaftRole         string          `json:"raft_role"`
+	ReplicasHeld     int             `json:"replicas_held"`
+	ReplicasMigrated uint64          `json:"replicas_migrated"`
+	L2Members        int             `json:"l2_members"`
+	FilterBytes      int64           `json:"filter_bytes"`
+	Levels           rpc.LevelCounts `json:"levels"`
+	Hops             uint64          `json:"hops"`
+	Multicasts       uint64          `json:"multicasts"`
+	Broadcasts       uint64          `json:"broadcasts"`
 }
 
 type procPeer struct {
