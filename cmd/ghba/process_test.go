@@ -259,9 +259,14 @@ log_level: info
 }
 
 // procFreePorts returns k distinct loopback ports free for TCP and UDP
-// (Serf uses both) that are not in used, and adds them to used.
+// (Serf uses both) that are not in used, and adds them to used. The ports
+// are picked below the kernel's ephemeral range (see procPortRange): a
+// port handed out by the kernel for ":0" is free only until some outgoing
+// connection (of an agent, a CLI process, the test's clients) gets it, and
+// a node started later, or restarted after a kill, then fails to bind it.
 func procFreePorts(t *testing.T, k int, used map[int]bool) []int {
 	t.Helper()
+	lo, hi := procPortRange()
 	var ports []int
 	var closers []func()
 	defer func() {
@@ -273,17 +278,17 @@ func procFreePorts(t *testing.T, k int, used map[int]bool) []int {
 		if tries > 1000 {
 			t.Fatal("no free ports")
 		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+		p := lo + rand.IntN(hi-lo+1)
+		if used[p] {
+			continue
 		}
-		p := ln.Addr().(*net.TCPAddr).Port
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
 		pc, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil || used[p] {
+		if err != nil {
 			ln.Close()
-			if pc != nil {
-				pc.Close()
-			}
 			continue
 		}
 		closers = append(closers, func() { ln.Close(); pc.Close() })
@@ -291,6 +296,23 @@ func procFreePorts(t *testing.T, k int, used map[int]bool) []int {
 		ports = append(ports, p)
 	}
 	return ports
+}
+
+// procPortRange is the range procFreePorts picks from: 20000 up to just
+// below the start of the ephemeral range (/proc/sys/net/ipv4/
+// ip_local_port_range; 32768 when it cannot be read or starts too low).
+// It stays clear of the demo's 7410–7433, groups-bench's 7500+ and
+// TestProcessBadConfig's 17410+.
+func procPortRange() (lo, hi int) {
+	lo, hi = 20000, 32767
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if e, err := strconv.Atoi(f[0]); err == nil && e > lo+1000 {
+				hi = e - 1
+			}
+		}
+	}
+	return lo, hi
 }
 
 // start starts n's agent (again, after a kill or stop) with its config;
