@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 # Link only hashicorp/go-metrics (raft-boltdb's compat layer would pull in armon/go-metrics).
 TAGS      := -tags hashicorpmetrics
 
-.PHONY: all build test bench demo sim-demo fuzz vet fmt clean
+.PHONY: all build test bench demo groups-bench sim-demo fuzz vet fmt clean
 
 all: build
 
@@ -36,6 +36,11 @@ fuzz:
 ## a few thousand paths through every node, print levels and hops, stop it
 demo: build
 	GHBA_BIN=$(BIN) scripts/demo.sh
+
+## groups-bench: G-HBA (groups of 3) against HBA on loopback clusters of
+## 3, 6, 9 and 12 agent processes: lookup levels, hops, filter memory, replicas
+groups-bench: build
+	GHBA_BIN=$(BIN) scripts/groups-bench.sh
 
 ## sim-demo: the simulator's quick mode on generated traces
 sim-demo: build
