@@ -300,7 +300,8 @@ func procFreePorts(t *testing.T, k int, used map[int]bool) []int {
 
 // procPortRange is the range procFreePorts picks from: 20000 up to just
 // below the start of the ephemeral range (/proc/sys/net/ipv4/
-// ip_local_port_range; 32768 when it cannot be read or starts too low).
+// ip_local_port_range; up to 32767 when it cannot be read or starts too
+// low).
 // It stays clear of the demo's 7410–7433, groups-bench's 7500+ and
 // TestProcessBadConfig's 17410+.
 func procPortRange() (lo, hi int) {
