@@ -1,6 +1,8 @@
 package node
 
 import (
+	"math/rand/v2"
+	"slices"
 	"bytes"
 	"context"
 	"fmt"
@@ -17,9 +19,12 @@ import (
 // testTuning shortens every timer for in-process clusters on loopback.
 func testTuning() tuning {
 	t := defaultTuning()
-	t.raftHeartbeat = 200 * time.Millisecond
-	t.raftElection = 200 * time.Millisecond
-	t.raftLeaderLease = 100 * time.Millisecond
+	// Short, but not so short that a leader steps down ("failed to contact
+	// quorum") whenever the race detector and parallel test packages
+	// stall a goroutine for a few hundred milliseconds on 2 cores.
+	t.raftHeartbeat = 500 * time.Millisecond
+	t.raftElection = 500 * time.Millisecond
+	t.raftLeaderLease = 300 * time.Millisecond
 	t.raftCommit = 10 * time.Millisecond
 	t.raftApplyTimeout = 5 * time.Second
 	t.fastGossip = true
@@ -89,12 +94,24 @@ func freePorts(t testing.TB, k int) []int {
 			f()
 		}
 	}()
-	for len(out) < k {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
+	// Ports come from 27000–32767, below the kernel's ephemeral range (which
+	// starts at 32768 by default): a port the kernel hands out for ":0" is
+	// free only until an outgoing connection takes it, and a node that
+	// binds it later (a restart, or a group switch re-opening the Raft
+	// transport) then fails with "address already in use". The
+	// multi-process tests in cmd/ghba use 20000–26999.
+	for tries := 0; len(out) < k; tries++ {
+		if tries > 2000 {
+			t.Fatalf("free port: none found in 27000-32767")
 		}
-		port := ln.Addr().(*net.TCPAddr).Port
+		port := 27000 + rand.IntN(32768-27000)
+		if slices.Contains(out, port) {
+			continue
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
 		pc, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			ln.Close()

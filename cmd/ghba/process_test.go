@@ -298,17 +298,18 @@ func procFreePorts(t *testing.T, k int, used map[int]bool) []int {
 	return ports
 }
 
-// procPortRange is the range procFreePorts picks from: 20000 up to just
-// below the start of the ephemeral range (/proc/sys/net/ipv4/
-// ip_local_port_range; up to 32767 when it cannot be read or starts too
-// low).
+// procPortRange is the range procFreePorts picks from: 20000 up to 26999,
+// or just below the start of the ephemeral range (/proc/sys/net/ipv4/
+// ip_local_port_range) if that starts lower. The in-process node tests
+// (node/nodeutil_test.go) use 27000–32767, so that packages tested in
+// parallel do not pick the same ports.
 // It stays clear of the demo's 7410–7433, groups-bench's 7500+ and
 // TestProcessBadConfig's 17410+.
 func procPortRange() (lo, hi int) {
-	lo, hi = 20000, 32767
+	lo, hi = 20000, 26999
 	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
 		if f := strings.Fields(string(b)); len(f) == 2 {
-			if e, err := strconv.Atoi(f[0]); err == nil && e > lo+1000 {
+			if e, err := strconv.Atoi(f[0]); err == nil && e > lo+1000 && e <= hi {
 				hi = e - 1
 			}
 		}
