@@ -1,15 +1,15 @@
 package node
 
 import (
-	"math/rand/v2"
-	"slices"
 	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
