@@ -7,6 +7,8 @@ require (
 	github.com/spf13/cobra v1.10.2
 )
 
+require github.com/anishathalye/porcupine v1.3.1
+
 require (
 	github.com/armon/go-metrics v0.4.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect

@@ -1,0 +1,391 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Ports every node uses inside its container (each has its own IP).
+const (
+	portRPC  = 7400
+	portRaft = 7401
+	portSerf = 7402
+	portHTTP = 7403
+)
+
+// Node is one ghba agent in its container.
+type Node struct {
+	// ID is the node id (also part of the container name).
+	ID string
+	// Group is the node's fixed group name.
+	Group string
+	// IP is the node's static address on the cluster network.
+	IP string
+	// Container is the container name.
+	Container string
+	// Volume is the named volume holding the node's data dir.
+	Volume string
+	// Bootstrap marks the first node of its group.
+	Bootstrap bool
+	// Join are the Serf addresses the node retries joining.
+	Join []string
+}
+
+// RPCAddr is the node's RPC address, reachable from the host.
+func (n *Node) RPCAddr() string { return net.JoinHostPort(n.IP, strconv.Itoa(portRPC)) }
+
+// HTTPAddr is the node's HTTP address, reachable from the host.
+func (n *Node) HTTPAddr() string { return net.JoinHostPort(n.IP, strconv.Itoa(portHTTP)) }
+
+// SerfAddr is the node's Serf address.
+func (n *Node) SerfAddr() string { return net.JoinHostPort(n.IP, strconv.Itoa(portSerf)) }
+
+// ClusterConfig describes the cluster to start.
+type ClusterConfig struct {
+	// Prefix makes every container, network and volume name unique to a run.
+	Prefix string
+	// Image is the node image.
+	Image string
+	// Groups is the number of groups (2 or 3); PerGroup the nodes in each.
+	Groups, PerGroup int
+	// Log receives progress.
+	Log *slog.Logger
+	// Rand chooses the subnet.
+	Rand *rand.Rand
+}
+
+// Cluster is a running set of node containers on a private network.
+type Cluster struct {
+	cfg     ClusterConfig
+	docker  *Docker
+	log     *slog.Logger
+	Network string
+	Nodes   []*Node
+	http    *http.Client
+
+	mu      sync.Mutex
+	created []string // containers created, for cleanup
+}
+
+// NewCluster creates the network and describes the nodes; Start runs them.
+// Call Close (even after an error) to remove what was created.
+func NewCluster(ctx context.Context, d *Docker, cfg ClusterConfig) (*Cluster, error) {
+	c := &Cluster{cfg: cfg, docker: d, log: cfg.Log, Network: cfg.Prefix + "-net",
+		http: &http.Client{Timeout: 3 * time.Second}}
+	// A /24 in 10.200–249.x that no other network of this engine uses;
+	// docker refuses an overlapping one, so try a few.
+	var base string
+	var lastErr error
+	for range 20 {
+		base = fmt.Sprintf("10.%d.%d", 200+cfg.Rand.IntN(50), cfg.Rand.IntN(256))
+		_, lastErr = d.Run(ctx, "network", "create", "--driver", "bridge", "--subnet", base+".0/24",
+			"--label", "ghba-chaos="+cfg.Prefix, c.Network)
+		if lastErr == nil {
+			break
+		}
+		if !strings.Contains(lastErr.Error(), "overlap") {
+			return c, fmt.Errorf("chaos: create network: %w", lastErr)
+		}
+	}
+	if lastErr != nil {
+		return c, fmt.Errorf("chaos: create network: %w", lastErr)
+	}
+	for g := range cfg.Groups {
+		var first *Node
+		for i := range cfg.PerGroup {
+			k := g*cfg.PerGroup + i + 1
+			n := &Node{
+				ID:        fmt.Sprintf("n%d", k),
+				Group:     fmt.Sprintf("g%d", g+1),
+				IP:        fmt.Sprintf("%s.%d", base, 10+k),
+				Container: fmt.Sprintf("%s-n%d", cfg.Prefix, k),
+				Volume:    fmt.Sprintf("%s-n%d", cfg.Prefix, k),
+			}
+			switch {
+			case i == 0 && g == 0:
+				n.Bootstrap = true // the cluster's first node: homes "/"
+			case i == 0:
+				n.Bootstrap = true // its group's first node; joins the cluster
+				n.Join = []string{c.Nodes[0].SerfAddr()}
+			default:
+				n.Join = []string{first.SerfAddr(), c.Nodes[0].SerfAddr()}
+			}
+			if i == 0 {
+				first = n
+			}
+			c.Nodes = append(c.Nodes, n)
+		}
+	}
+	return c, nil
+}
+
+// Start runs every node's container, group by group, and waits until the
+// cluster has formed.
+func (c *Cluster) Start(ctx context.Context) error {
+	for i, n := range c.Nodes {
+		if err := c.run(ctx, n); err != nil {
+			return err
+		}
+		if i == 0 || n.Bootstrap {
+			// A group's first node must be up (and, for n1, own "/")
+			// before others join through it.
+			if err := c.waitNodeUp(ctx, n, 90*time.Second); err != nil {
+				return err
+			}
+		}
+	}
+	return c.WaitConverged(ctx, 120*time.Second)
+}
+
+func (c *Cluster) run(ctx context.Context, n *Node) error {
+	args := []string{"run", "-d", "--name", n.Container, "--network", c.Network, "--ip", n.IP,
+		"--label", "ghba-chaos=" + c.cfg.Prefix,
+		"-v", n.Volume + ":/data", "--stop-timeout", "20",
+		c.cfg.Image, "agent",
+		"--node-id", n.ID, "--data-dir", "/data", "--bind-addr", "0.0.0.0", "--advertise-addr", n.IP,
+		"--rpc-port", strconv.Itoa(portRPC), "--raft-port", strconv.Itoa(portRaft),
+		"--serf-port", strconv.Itoa(portSerf), "--http-port", strconv.Itoa(portHTTP),
+		"--group", n.Group, "--max-group-size", "9",
+	}
+	if n.Bootstrap {
+		args = append(args, "--bootstrap")
+	}
+	if len(n.Join) > 0 {
+		args = append(args, "--retry-join", strings.Join(n.Join, ","))
+	}
+	c.mu.Lock()
+	c.created = append(c.created, n.Container)
+	c.mu.Unlock()
+	if _, err := c.docker.Run(ctx, args...); err != nil {
+		return fmt.Errorf("chaos: start %s: %w", n.ID, err)
+	}
+	c.log.Info("node container started", "node", n.ID, "group", n.Group, "ip", n.IP)
+	return nil
+}
+
+// Status is the part of a node's /v1/status the harness reads.
+type Status struct {
+	NodeID   string `json:"node_id"`
+	Group    string `json:"group"`
+	RaftRole string `json:"raft_role"`
+	Leader   string `json:"leader"`
+	Joined   bool   `json:"joined"`
+	RootHome string `json:"root_home"`
+	Peers    []struct {
+		ID string `json:"id"`
+		Up bool   `json:"up"`
+	} `json:"peers"`
+}
+
+// Status reads n's /v1/status.
+func (c *Cluster) Status(ctx context.Context, n *Node) (*Status, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.HTTPAddr()+"/v1/status", nil)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: status of %s: %w", n.ID, err)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: status of %s: %w", n.ID, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("chaos: status of %s: HTTP %s", n.ID, resp.Status)
+	}
+	var s Status
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return nil, fmt.Errorf("chaos: status of %s: %w", n.ID, err)
+	}
+	return &s, nil
+}
+
+// nodeReady reports why s is not yet a fully working member of a cluster
+// of the given nodes ("" if it is).
+func nodeReady(s *Status, all []*Node) string {
+	switch {
+	case !s.Joined:
+		return "not joined"
+	case s.Leader == "":
+		return "no group leader"
+	case s.RootHome == "":
+		return "no root home"
+	}
+	up := make(map[string]bool)
+	for _, p := range s.Peers {
+		up[p.ID] = p.Up
+	}
+	for _, n := range all {
+		if n.ID != s.NodeID && !up[n.ID] {
+			return "sees " + n.ID + " down"
+		}
+	}
+	return ""
+}
+
+func (c *Cluster) waitNodeUp(ctx context.Context, n *Node, timeout time.Duration) error {
+	return poll(ctx, timeout, func(ctx context.Context) (string, error) {
+		s, err := c.Status(ctx, n)
+		if err != nil {
+			return err.Error(), nil
+		}
+		if !s.Joined || s.Leader == "" || s.RootHome == "" {
+			return fmt.Sprintf("%s: joined=%v leader=%q root=%q", n.ID, s.Joined, s.Leader, s.RootHome), nil
+		}
+		return "", nil
+	})
+}
+
+// WaitConverged waits until every node answers its status, is joined,
+// knows its group's leader and the root home, and sees every other node up.
+func (c *Cluster) WaitConverged(ctx context.Context, timeout time.Duration) error {
+	start := time.Now()
+	err := poll(ctx, timeout, func(ctx context.Context) (string, error) {
+		for _, n := range c.Nodes {
+			s, err := c.Status(ctx, n)
+			if err != nil {
+				return err.Error(), nil
+			}
+			if why := nodeReady(s, c.Nodes); why != "" {
+				return n.ID + ": " + why, nil
+			}
+		}
+		return "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("chaos: cluster did not converge: %w", err)
+	}
+	c.log.Info("cluster converged", "nodes", len(c.Nodes), "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// Leader returns the Raft leader of group g as a member of g reports it.
+func (c *Cluster) Leader(ctx context.Context, g string) (*Node, error) {
+	for _, n := range c.Nodes {
+		if n.Group != g {
+			continue
+		}
+		s, err := c.Status(ctx, n)
+		if err != nil || s.Leader == "" {
+			continue
+		}
+		if l := c.Node(s.Leader); l != nil {
+			return l, nil
+		}
+	}
+	return nil, fmt.Errorf("chaos: no member of %s names a leader", g)
+}
+
+// Node returns the node with id, or nil.
+func (c *Cluster) Node(id string) *Node {
+	for _, n := range c.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// Groups returns the group names in order.
+func (c *Cluster) Groups() []string {
+	var gs []string
+	for _, n := range c.Nodes {
+		if !slices.Contains(gs, n.Group) {
+			gs = append(gs, n.Group)
+		}
+	}
+	return gs
+}
+
+// RPCAddrs returns every node's RPC address.
+func (c *Cluster) RPCAddrs() []string {
+	var a []string
+	for _, n := range c.Nodes {
+		a = append(a, n.RPCAddr())
+	}
+	return a
+}
+
+// SaveLogs writes every node's docker logs (stdout and stderr) to dir.
+func (c *Cluster) SaveLogs(ctx context.Context, dir string) {
+	for _, n := range c.Nodes {
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		out, err := c.docker.runCombined(lctx, "docker", "logs", "-t", n.Container)
+		cancel()
+		if err != nil {
+			out = append(out, []byte("\n[chaos: docker logs failed: "+err.Error()+"]\n")...)
+		}
+		if werr := os.WriteFile(filepath.Join(dir, n.ID+".log"), out, 0o644); werr != nil {
+			c.log.Warn("save logs", "node", n.ID, "err", werr)
+		}
+	}
+}
+
+// Close removes the containers, the network and the volumes, best effort,
+// with a fresh bounded context (it runs from t.Cleanup).
+func (c *Cluster) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var errs []error
+	c.mu.Lock()
+	created := slices.Clone(c.created)
+	c.mu.Unlock()
+	if len(created) > 0 {
+		// A paused container cannot be removed by some engines: unpause first.
+		for _, n := range created {
+			_, _ = c.docker.Run(ctx, "unpause", n)
+		}
+		if _, err := c.docker.Run(ctx, append([]string{"rm", "-f", "-v"}, created...)...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, err := c.docker.Run(ctx, "network", "rm", c.Network); err != nil && !strings.Contains(err.Error(), "not found") {
+		errs = append(errs, err)
+	}
+	var vols []string
+	for _, n := range c.Nodes {
+		vols = append(vols, n.Volume)
+	}
+	if len(vols) > 0 {
+		if _, err := c.docker.Run(ctx, append([]string{"volume", "rm", "-f"}, vols...)...); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// poll calls check until it returns "" (done) or an error, or until
+// timeout; the last reason is in the timeout error.
+func poll(ctx context.Context, timeout time.Duration, check func(ctx context.Context) (string, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t := time.NewTicker(300 * time.Millisecond)
+	defer t.Stop()
+	last := ""
+	for {
+		why, err := check(ctx)
+		if err != nil {
+			return err
+		}
+		if why == "" {
+			return nil
+		}
+		last = why
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %s: %s: %w", timeout, last, ctx.Err())
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,296 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Fault kinds.
+const (
+	FaultKillRandom     = "kill-random"
+	FaultKillLeader     = "kill-leader"
+	FaultPause          = "pause"
+	FaultPartitionNode  = "partition-node"
+	FaultPartitionGroup = "partition-group"
+	FaultRollingRestart = "rolling-restart"
+)
+
+// AllFaults lists every fault kind, in the order of the short run.
+var AllFaults = []string{FaultKillRandom, FaultKillLeader, FaultPause, FaultPartitionNode, FaultPartitionGroup, FaultRollingRestart}
+
+// Bounds of the faults.
+const (
+	killHold       = 3 * time.Second   // a killed node stays down this long
+	detectTimeout  = 45 * time.Second  // a paused or cut-off node is seen down within this
+	detectHold     = 3 * time.Second   // and stays so this much longer
+	recoverTimeout = 120 * time.Second // the cluster converges again within this
+)
+
+// FaultEvent is one injected fault, for the report and the history file.
+type FaultEvent struct {
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	Start  int64  `json:"start"`
+	End    int64  `json:"end"`
+	Err    string `json:"err,omitempty"`
+}
+
+// Injector injects faults into a Cluster through the docker CLI.
+type Injector struct {
+	c      *Cluster
+	d      *Docker
+	log    *slog.Logger
+	rng    *rand.Rand
+	rec    *Recorder
+	mu     sync.Mutex
+	events []FaultEvent
+}
+
+// NewInjector returns an Injector recording fault times on rec's clock.
+func NewInjector(c *Cluster, d *Docker, rng *rand.Rand, rec *Recorder, log *slog.Logger) *Injector {
+	return &Injector{c: c, d: d, log: log, rng: rng, rec: rec}
+}
+
+// Events returns the faults injected so far.
+func (in *Injector) Events() []FaultEvent {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return append([]FaultEvent(nil), in.events...)
+}
+
+// Inject runs one fault of kind, heals it and waits until the cluster has
+// converged again. An error means the fault could not be injected or the
+// cluster did not recover.
+func (in *Injector) Inject(ctx context.Context, kind string) error {
+	ev := FaultEvent{Kind: kind, Start: in.rec.now()}
+	var err error
+	switch kind {
+	case FaultKillRandom:
+		n := in.c.Nodes[in.rng.IntN(len(in.c.Nodes))]
+		ev.Target = n.ID
+		err = in.kill(ctx, n)
+	case FaultKillLeader:
+		gs := in.c.Groups()
+		var n *Node
+		if n, err = in.c.Leader(ctx, gs[in.rng.IntN(len(gs))]); err == nil {
+			ev.Target = n.ID
+			err = in.kill(ctx, n)
+		}
+	case FaultPause:
+		n := in.c.Nodes[in.rng.IntN(len(in.c.Nodes))]
+		ev.Target = n.ID
+		err = in.pause(ctx, n)
+	case FaultPartitionNode:
+		n := in.c.Nodes[in.rng.IntN(len(in.c.Nodes))]
+		ev.Target = n.ID
+		err = in.partitionNode(ctx, n)
+	case FaultPartitionGroup:
+		gs := in.c.Groups()
+		g := gs[in.rng.IntN(len(gs))]
+		ev.Target = g
+		err = in.partitionGroup(ctx, g)
+	case FaultRollingRestart:
+		ev.Target = "all"
+		err = in.rollingRestart(ctx)
+	default:
+		err = fmt.Errorf("chaos: unknown fault %q", kind)
+	}
+	if err == nil {
+		err = in.c.WaitConverged(ctx, recoverTimeout)
+	}
+	ev.End = in.rec.now()
+	if err != nil {
+		ev.Err = err.Error()
+	}
+	in.mu.Lock()
+	in.events = append(in.events, ev)
+	in.mu.Unlock()
+	in.log.Info("fault done", "kind", kind, "target", ev.Target, "took", time.Duration(ev.End-ev.Start).Round(time.Millisecond), "err", err)
+	if err != nil {
+		return fmt.Errorf("chaos: fault %s on %s: %w", kind, ev.Target, err)
+	}
+	return nil
+}
+
+func (in *Injector) kill(ctx context.Context, n *Node) error {
+	in.log.Info("kill -9", "node", n.ID)
+	if _, err := in.d.Run(ctx, "kill", "-s", "KILL", n.Container); err != nil {
+		return err
+	}
+	if err := sleep(ctx, killHold); err != nil {
+		return err
+	}
+	_, err := in.d.Run(ctx, "start", n.Container)
+	return err
+}
+
+func (in *Injector) pause(ctx context.Context, n *Node) error {
+	in.log.Info("pause", "node", n.ID)
+	if _, err := in.d.Run(ctx, "pause", n.Container); err != nil {
+		return err
+	}
+	err := in.waitSeenDown(ctx, []*Node{n})
+	_, uerr := in.d.Run(context.WithoutCancel(ctx), "unpause", n.Container)
+	return errors.Join(err, uerr)
+}
+
+func (in *Injector) partitionNode(ctx context.Context, n *Node) error {
+	in.log.Info("partition node", "node", n.ID)
+	if _, err := in.d.Run(ctx, "network", "disconnect", "-f", in.c.Network, n.Container); err != nil {
+		return err
+	}
+	err := in.waitSeenDown(ctx, []*Node{n})
+	_, cerr := in.d.Run(context.WithoutCancel(ctx), "network", "connect", "--ip", n.IP, in.c.Network, n.Container)
+	return errors.Join(err, cerr)
+}
+
+// partitionGroup cuts group g off from every other node while its members
+// still reach each other and the clients: DROP rules in each member's
+// network namespace (nsenter + the host's iptables). Without those tools it
+// disconnects every member from the network instead.
+func (in *Injector) partitionGroup(ctx context.Context, g string) error {
+	var inside, outside []*Node
+	for _, n := range in.c.Nodes {
+		if n.Group == g {
+			inside = append(inside, n)
+		} else {
+			outside = append(outside, n)
+		}
+	}
+	if !canFirewall() {
+		in.log.Info("partition group by disconnecting every member (no nsenter/iptables)", "group", g)
+		var errs []error
+		for _, n := range inside {
+			if _, err := in.d.Run(ctx, "network", "disconnect", "-f", in.c.Network, n.Container); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) == 0 {
+			errs = append(errs, in.waitSeenDown(ctx, inside))
+		}
+		for _, n := range inside {
+			if _, err := in.d.Run(context.WithoutCancel(ctx), "network", "connect", "--ip", n.IP, in.c.Network, n.Container); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	in.log.Info("partition group", "group", g)
+	pids := make(map[*Node]string)
+	for _, n := range inside {
+		pid, err := in.d.Run(ctx, "inspect", "-f", "{{.State.Pid}}", n.Container)
+		if err != nil {
+			return err
+		}
+		pids[n] = pid
+	}
+	apply := func(ctx context.Context, op string) error {
+		var errs []error
+		for _, n := range inside {
+			for _, o := range outside {
+				for _, r := range [][]string{{"INPUT", "-s", o.IP}, {"OUTPUT", "-d", o.IP}} {
+					args := []string{"-t", pids[n], "-n", "iptables", "-w", "5", op, r[0], r[1], r[2], "-j", "DROP"}
+					if _, err := in.d.run(ctx, nil, "nsenter", args...); err != nil {
+						errs = append(errs, err)
+					}
+				}
+			}
+		}
+		return errors.Join(errs...)
+	}
+	err := apply(ctx, "-I")
+	if err == nil {
+		err = in.waitSeenDown(ctx, inside)
+	}
+	return errors.Join(err, apply(context.WithoutCancel(ctx), "-D"))
+}
+
+// canFirewall reports whether the host can edit a container's firewall.
+func canFirewall() bool {
+	for _, t := range []string{"nsenter", "iptables"} {
+		if _, err := exec.LookPath(t); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func (in *Injector) rollingRestart(ctx context.Context) error {
+	for _, n := range in.c.Nodes {
+		in.log.Info("rolling restart", "node", n.ID)
+		if _, err := in.d.Run(ctx, "restart", "-t", "20", n.Container); err != nil {
+			return err
+		}
+		if err := in.c.WaitConverged(ctx, recoverTimeout); err != nil {
+			return fmt.Errorf("after restarting %s: %w", n.ID, err)
+		}
+	}
+	return nil
+}
+
+// waitSeenDown waits until a node outside down sees every node of down as
+// not up (Serf's failure detection has fired), then holds a little longer.
+func (in *Injector) waitSeenDown(ctx context.Context, down []*Node) error {
+	var observers []*Node
+	for _, n := range in.c.Nodes {
+		if !containsNode(down, n) {
+			observers = append(observers, n)
+		}
+	}
+	err := poll(ctx, detectTimeout, func(ctx context.Context) (string, error) {
+		for _, o := range observers {
+			s, err := in.c.Status(ctx, o)
+			if err != nil {
+				continue
+			}
+			up := make(map[string]bool)
+			for _, p := range s.Peers {
+				up[p.ID] = p.Up
+			}
+			all := true
+			for _, d := range down {
+				all = all && !up[d.ID]
+			}
+			if all {
+				return "", nil
+			}
+		}
+		var ids []string
+		for _, d := range down {
+			ids = append(ids, d.ID)
+		}
+		return "no node sees " + strings.Join(ids, ",") + " down yet", nil
+	})
+	if err != nil {
+		return fmt.Errorf("failure not detected: %w", err)
+	}
+	return sleep(ctx, detectHold)
+}
+
+func containsNode(ns []*Node, n *Node) bool {
+	for _, m := range ns {
+		if m == n {
+			return true
+		}
+	}
+	return false
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
