@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 # Link only hashicorp/go-metrics (raft-boltdb's compat layer would pull in armon/go-metrics).
 TAGS      := -tags hashicorpmetrics
 
-.PHONY: all build test bench demo groups-bench sim-demo fuzz vet fmt clean
+.PHONY: all build test bench demo groups-bench sim-demo fuzz vet fmt clean chaos
 
 all: build
 
@@ -18,6 +18,17 @@ build:
 test:
 	$(GO) vet $(TAGS) $(PKGS)
 	$(GO) test $(TAGS) -race -count=1 -timeout 15m $(PKGS)
+
+## chaos: the container fault suite with random faults for DURATION (default 10m) on
+## CHAOS_GROUPS groups of 3 nodes (default 3); needs docker. `make test` runs its short
+## form (one fault of each kind). A failed run prints the directory it keeps the
+## history, the porcupine visualization and the node logs in.
+DURATION      ?= 10m
+CHAOS_GROUPS  ?= 3
+CHAOS_TIMEOUT ?= 3h
+chaos:
+	GHBA_CHAOS_DURATION=$(DURATION) GHBA_CHAOS_GROUPS=$(CHAOS_GROUPS) \
+		$(GO) test $(TAGS) -count=1 -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) -v ./cmd/chaos/
 
 ## bench: the tracked benchmarks (no -race)
 bench:

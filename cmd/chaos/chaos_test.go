@@ -37,7 +37,7 @@ import (
 const (
 	setupTimeout   = 3 * time.Minute  // mkdir of the workload's directories
 	finalTimeout   = 2 * time.Minute  // final reads after healing
-	checkTimeout   = 2 * time.Minute  // porcupine
+	checkTimeout   = 2 * time.Minute  // porcupine, plus half the run's duration
 	quietAround    = 3 * time.Second  // workload without faults before and after
 	faultGap       = 2 * time.Second  // between two faults
 	runSlack       = 20 * time.Minute // the whole test: duration + this
@@ -140,6 +140,8 @@ func TestChaos(t *testing.T) {
 		rec   *Recorder
 		inj   *Injector
 		viol  []string
+		// linInfo is porcupine's answer, once checked.
+		linInfo *porcupine.LinearizationInfo
 	)
 	t.Cleanup(func() {
 		if !t.Failed() && rc.out == "" {
@@ -164,8 +166,9 @@ func TestChaos(t *testing.T) {
 		if inj != nil {
 			r.Faults = inj.Events()
 		}
+		li := linInfo
 		recMu.Unlock()
-		saveEvidence(t, dir, &r)
+		saveEvidence(t, dir, &r, li)
 		lctx, lcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer lcancel()
 		cl.SaveLogs(lctx, dir)
@@ -221,36 +224,20 @@ func TestChaos(t *testing.T) {
 	}
 	v = append(v, Durability(ops)...)
 	checkStart := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(Model(), PorcupineHistory(ops), checkTimeout)
+	limit := checkTimeout + rc.duration/2
+	res, info := porcupine.CheckOperationsVerbose(Model(), PorcupineHistory(ops), limit)
 	switch res {
 	case porcupine.Illegal:
 		v = append(v, "the history is not linearizable (see linearizability.html)")
 	case porcupine.Unknown:
-		t.Logf("linearizability check inconclusive after %s (too many operations with unknown outcome)", checkTimeout)
+		t.Logf("linearizability check inconclusive after %s (too many operations with unknown outcome)", limit)
 	}
 	recMu.Lock()
-	viol = v
+	viol, linInfo = v, &info
 	recMu.Unlock()
 	logSummary(t, ops, inj.Events(), v, res, time.Since(checkStart), formed.Sub(started), time.Since(started))
 	for _, m := range v {
 		t.Errorf("violation: %s", m)
-	}
-	if res == porcupine.Illegal || rc.out != "" {
-		dir := rc.out
-		if dir == "" {
-			dir = os.TempDir()
-		}
-		if err := os.MkdirAll(dir, 0o755); err == nil {
-			p := filepath.Join(dir, "ghba-chaos-"+prefix+"-linearizability.html")
-			if rc.out != "" {
-				p = filepath.Join(dir, "linearizability.html")
-			}
-			if err := porcupine.VisualizePath(Model(), info, p); err != nil {
-				t.Logf("visualize: %v", err)
-			} else {
-				t.Logf("porcupine visualization: %s", p)
-			}
-		}
 	}
 }
 
@@ -305,7 +292,9 @@ func makeDirs(ctx context.Context, addrs, dirs []string, log *slog.Logger) error
 	return nil
 }
 
-func saveEvidence(t *testing.T, dir string, r *Report) {
+// saveEvidence writes history.json and porcupine's visualization (from li,
+// or checked again if the run stopped before the check) into dir.
+func saveEvidence(t *testing.T, dir string, r *Report, li *porcupine.LinearizationInfo) {
 	b, err := json.MarshalIndent(r, "", " ")
 	if err == nil {
 		err = os.WriteFile(filepath.Join(dir, "history.json"), b, 0o644)
@@ -316,8 +305,17 @@ func saveEvidence(t *testing.T, dir string, r *Report) {
 	if len(r.Ops) == 0 {
 		return
 	}
-	_, info := porcupine.CheckOperationsVerbose(Model(), PorcupineHistory(r.Ops), checkTimeout)
-	if err := porcupine.VisualizePath(Model(), info, filepath.Join(dir, "linearizability.html")); err != nil {
+	if li == nil {
+		_, info := porcupine.CheckOperationsVerbose(Model(), PorcupineHistory(r.Ops), checkTimeout)
+		li = &info
+	}
+	var notes []porcupine.Annotation
+	for _, f := range r.Faults {
+		notes = append(notes, porcupine.Annotation{Tag: "faults", Start: f.Start, End: f.End,
+			Description: f.Kind + " " + f.Target, Details: f.Err, BackgroundColor: "#f8d0d0"})
+	}
+	li.AddAnnotations(notes)
+	if err := porcupine.VisualizePath(Model(), *li, filepath.Join(dir, "linearizability.html")); err != nil {
 		t.Logf("visualize: %v", err)
 	}
 }
