@@ -161,10 +161,14 @@ func (w *Workload) Run(ctx context.Context, r *Recorder) {
 				case ResUnknown:
 					// This client's id may now overlap its next
 					// operation: take a fresh one.
+					// Back off longer after a write: every unknown write
+					// stays pending to the end of the history and makes
+					// the linearizability check costlier.
+					pause = 300 * time.Millisecond
 					if got.isWrite() {
 						id += w.Clients
+						pause = time.Second
 					}
-					pause = 300 * time.Millisecond
 				case ResNotSent, ResWrong:
 					pause = 300 * time.Millisecond
 				default:
