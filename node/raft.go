@@ -800,18 +800,20 @@ func (n *Node) groupJoinLoop() {
 		if ctx.Err() != nil {
 			return
 		}
-		lvl := "waiting to join a group"
-		n.log.Info(lvl, "reason", err, "retry_in", backoff)
+		n.log.Info("waiting to join a group", "reason", err, "retry_in", backoff)
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-n.joinCh:
+			// A Serf event may have made a group visible: retry now,
+			// without growing the back-off (a burst of events at start-up
+			// would otherwise push it to the maximum at once).
 			t.Stop()
 		case <-t.C:
+			backoff = min(2*backoff, n.tune.groupJoinMax)
 		}
-		backoff = min(2*backoff, n.tune.groupJoinMax)
 	}
 }
 
