@@ -130,6 +130,39 @@ func statEverywhere(t *testing.T, d time.Duration, nodes []*Node, paths []string
 	}
 }
 
+// watchMissing stats paths through the node at addr in a loop until the
+// returned function is called; that function returns the paths a stat
+// reported missing (a path may be briefly unavailable, never missing) and
+// the number of stats.
+func watchMissing(t *testing.T, addr string, paths []string) func() ([]string, int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var missing []string
+	stats := 0
+	wg.Go(func() {
+		c := rpc.NewClient(rpc.Options{Addrs: []string{addr}, HomeCacheSize: -1})
+		defer c.Close()
+		for ctx.Err() == nil {
+			for _, p := range paths {
+				sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
+				_, err := c.Stat(sctx, p)
+				scancel()
+				stats++
+				if errors.Is(err, fs.ErrNotExist) {
+					missing = append(missing, p)
+				}
+			}
+		}
+	})
+	stop := func() ([]string, int) {
+		cancel()
+		wg.Wait()
+		return missing, stats
+	}
+	t.Cleanup(func() { stop() }) // a test that fails early stops it too
+	return stop
+}
+
 // makePaths creates a directory and files through client.
 func makePaths(t *testing.T, client *rpc.Client, k int) []string {
 	t.Helper()
@@ -156,7 +189,8 @@ func makePaths(t *testing.T, client *rpc.Client, k int) []string {
 // TestGroupSplit starts 7 auto nodes with max_group_size 3 one after the
 // other: the 4th splits the group into 2+2, the 5th and 6th fill them, the
 // 7th splits one again; paths created before the splits stay reachable
-// through every node.
+// through every node, and a stat loop running through the splits never
+// finds one missing.
 func TestGroupSplit(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
 	base := t.TempDir()
@@ -166,6 +200,7 @@ func TestGroupSplit(t *testing.T) {
 	var first *Config
 	var nodes []*Node
 	var paths []string
+	var stopWatch func() ([]string, int)
 	want := []int{1, 1, 1, 2, 2, 2, 3} // groups after each node
 	for i := 1; i <= 7; i++ {
 		c := autoConfig(t, base, i, m, first)
@@ -179,7 +214,13 @@ func TestGroupSplit(t *testing.T) {
 			client := rpc.NewClient(rpc.Options{Addrs: []string{nodes[0].addr(nodes[0].cfg.Ports.RPC)}, HomeCacheSize: -1})
 			paths = makePaths(t, client, 12)
 			client.Close()
+			stopWatch = watchMissing(t, nodes[0].addr(nodes[0].cfg.Ports.RPC), paths)
 		}
+	}
+	missing, stats := stopWatch()
+	t.Logf("%d stats through n1 during the splits", stats)
+	if len(missing) > 0 {
+		t.Errorf("paths reported missing during the splits: %v", missing)
 	}
 	var splits uint64
 	for _, n := range nodes {
@@ -235,30 +276,8 @@ func TestGroupMerge(t *testing.T) {
 		}
 	}
 
-	// Lookups through the staying nodes while the merge runs: a path
-	// may be briefly unavailable, never missing.
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var missing []string
-	var mu sync.Mutex
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		c := rpc.NewClient(rpc.Options{Addrs: []string{rest[0].addr(rest[0].cfg.Ports.RPC)}, HomeCacheSize: -1})
-		defer c.Close()
-		for ctx.Err() == nil {
-			for _, p := range paths {
-				sctx, scancel := context.WithTimeout(ctx, 2*time.Second)
-				_, err := c.Stat(sctx, p)
-				scancel()
-				if errors.Is(err, fs.ErrNotExist) {
-					mu.Lock()
-					missing = append(missing, p)
-					mu.Unlock()
-				}
-			}
-		}
-	}()
+	// Lookups through the staying nodes while the merge runs.
+	stopWatch := watchMissing(t, rest[0].addr(rest[0].cfg.Ports.RPC), paths)
 
 	lctx, lcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	if _, err := leaver.Leave(lctx); err != nil {
@@ -276,8 +295,7 @@ func TestGroupMerge(t *testing.T) {
 		t.Errorf("%d merges, want 1", merges)
 	}
 	statEverywhere(t, 20*time.Second, rest, paths)
-	cancel()
-	wg.Wait()
+	missing, _ := stopWatch()
 	if len(missing) > 0 {
 		t.Errorf("paths reported missing during the merge: %v", missing)
 	}

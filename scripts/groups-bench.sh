@@ -17,8 +17,8 @@
 #   lookups/s  lookups per second through one node at a time (mean)
 #   filterKB   mean filter_bytes per node (/v1/status), KiB: the local and
 #              LRU filters and the L1 and L2 arrays as allocated. The arrays
-#              are bit-sliced with at least one 64-bit word per bit position,
-#              so an L2 array of 1 to 64 replicas takes the same memory.
+#              are bit-sliced: each bit position takes the next power of two
+#              of the member count in bits (1, 2, 4, … 64, then whole words).
 #   replicaKB  mean l2_members × filter_capacity × bits_per_file / 8 bytes
 #              per node, KiB: the replicas' memory counted as in the papers
 #              (one m-bit filter per replica)
