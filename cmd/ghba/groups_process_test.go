@@ -1,8 +1,9 @@
 package main
 
-// Multi-process tests of G-HBA groups (DESIGN §3–§4): a cluster of agent
-// processes in several fixed groups, each group's FSM assigning every node
-// outside it to exactly one member. Skipped with -short.
+// Multi-process tests of G-HBA groups (DESIGN §3–§4): clusters of agent
+// processes in several groups (fixed names, or auto with splits), each
+// group's FSM assigning every node outside it to exactly one member.
+// Skipped with -short.
 //
 //	nice -n 10 go test -tags hashicorpmetrics -race -run ProcessGroups -count=1 -v ./cmd/ghba/
 
@@ -502,4 +503,77 @@ func groupsKill(c *procCluster, m *procModel) {
 	c.waitReady(v.id+" restarted and the cluster whole", c.nodes...)
 	c.waitAssignment("g2 rebalanced with "+v.id+" back", c.nodes, map[string]int{"g1": 6, "g2": 7, "g3": 7})
 	c.lookupPass("after the restart of "+v.id, m, c.nodes, nil)
+}
+
+// TestProcessGroupsAuto starts 9 agents with group auto and
+// max_group_size 3, one after the other, as an operator grows a cluster:
+// full groups split (4th node: 2+2; 7th: 2+3+2) and the cluster ends in 3
+// groups of 3; each member then holds (N − M')/M' = 2 replicas, each
+// group covers its 6 outside origins once, and every path created through
+// random nodes is found through every node.
+func TestProcessGroupsAuto(t *testing.T) {
+	c := newProcCluster(t, 0)
+	for range 9 {
+		c.addNodeWith(procNodeOpts{Group: "auto", MaxGroupSize: 3, LRUEntries: procGroupsLRU})
+	}
+	start := time.Now()
+	for i, n := range c.nodes {
+		c.start(n)
+		up := c.nodes[:i+1]
+		c.waitFor(fmt.Sprintf("%d auto nodes in groups of at most 3", i+1), procReadyTimeout,
+			func() { c.checkRunning(up...) }, func() (bool, string) {
+				gs, err := c.groups(c.nodes[0])
+				if err != nil {
+					return false, err.Error()
+				}
+				in := 0
+				for _, g := range gs {
+					if len(g.Members) > 3 || g.Leader == "" {
+						return false, fmt.Sprintf("groups %+v", gs)
+					}
+					in += len(g.Members)
+				}
+				if in != len(up) {
+					return false, fmt.Sprintf("%d of %d nodes in groups: %+v", in, len(up), gs)
+				}
+				for _, n := range up {
+					st, err := c.status(n)
+					if err != nil {
+						return false, err.Error()
+					}
+					if !st.Joined {
+						return false, n.id + " has not joined a group"
+					}
+				}
+				return true, ""
+			})
+	}
+	gs, err := c.groups(c.nodes[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("9 auto nodes formed %+v in %v", gs, time.Since(start).Round(time.Millisecond))
+	if len(gs) != 3 {
+		t.Fatalf("groups %+v, want 3 groups of 3", gs)
+	}
+	outside := map[string]int{}
+	for _, g := range gs {
+		if len(g.Members) != 3 {
+			t.Fatalf("group %s has members %v, want 3", g.Group, g.Members)
+		}
+		outside[g.Group] = 6
+		for _, id := range g.Members {
+			c.nodes[slices.IndexFunc(c.nodes, func(n *procNode) bool { return n.id == id })].group = g.Group
+		}
+	}
+	c.waitReady("9 nodes ready in their groups", c.nodes...)
+	c.waitAssignment("each group covers its 6 outside origins, 2 per member", c.nodes, outside)
+	m := newProcModel()
+	c.recordRoot(m, c.nodes[0])
+	var tops []string
+	for i := range 5 {
+		tops = append(tops, fmt.Sprintf("/a%d", i))
+	}
+	c.populate(m, c.nodes, tops, 3, 6)
+	c.lookupPass("9 auto nodes, 3 groups", m, c.nodes, nil)
 }
