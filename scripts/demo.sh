@@ -13,6 +13,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+. scripts/agents.sh
 PATHS=${DEMO_PATHS:-3000}
 WAIT=${DEMO_WAIT:-60}
 STOP_WAIT=30
@@ -35,31 +36,12 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/ghba-demo.XXXXXX")
 PIDS=()
 STOPPED=0
 
-# stop_agents sends SIGTERM to every agent still running, waits up to
-# STOP_WAIT seconds for each, SIGKILLs stragglers; returns non-zero if any
-# agent did not exit with status 0.
+# stop_agents stops every agent (scripts/agents.sh); non-zero if one did not
+# exit with status 0.
 stop_agents() {
-	local rc=0 i pid status deadline
-	for pid in "${PIDS[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for i in "${!PIDS[@]}"; do
-		pid=${PIDS[$i]}
-		deadline=$((SECONDS + STOP_WAIT))
-		while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
-			sleep 0.2
-		done
-		if kill -0 "$pid" 2>/dev/null; then
-			echo "node$((i + 1)) (pid $pid) did not stop within ${STOP_WAIT}s: killing it" >&2
-			kill -KILL "$pid" 2>/dev/null || true
-			rc=1
-		fi
-		if wait "$pid"; then status=0; else status=$?; fi
-		if ((status != 0)); then
-			echo "node$((i + 1)) exited with status $status" >&2
-			rc=1
-		fi
-	done
+	local rc=0
+	NAMES=(node1 node2 node3)
+	stop_agent_pids || rc=1
 	STOPPED=1
 	return $rc
 }

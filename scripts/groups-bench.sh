@@ -42,6 +42,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+. scripts/agents.sh
 NODES=${GB_NODES:-"3 6 9 12"}
 PATHS=${GB_PATHS:-3000}
 LRU=${GB_LRU:-100}
@@ -75,31 +76,12 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/ghba-groups-bench.XXXXXX")
 PIDS=()
 LOGS=()
 
-# stop_agents sends SIGTERM to every agent of the current cluster, waits up
-# to STOP_WAIT seconds for each, SIGKILLs stragglers; returns non-zero if an
-# agent did not exit with status 0.
+# stop_agents stops every agent of the current cluster (scripts/agents.sh);
+# non-zero if one did not exit with status 0.
 stop_agents() {
-	local rc=0 i pid status deadline
-	for pid in "${PIDS[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for i in "${!PIDS[@]}"; do
-		pid=${PIDS[$i]}
-		deadline=$((SECONDS + STOP_WAIT))
-		while kill -0 "$pid" 2>/dev/null && ((SECONDS < deadline)); do
-			sleep 0.2
-		done
-		if kill -0 "$pid" 2>/dev/null; then
-			echo "${LOGS[$i]}: pid $pid did not stop within ${STOP_WAIT}s: killing it" >&2
-			kill -KILL "$pid" 2>/dev/null || true
-			rc=1
-		fi
-		if wait "$pid"; then status=0; else status=$?; fi
-		if ((status != 0)); then
-			echo "${LOGS[$i]}: pid $pid exited with status $status" >&2
-			rc=1
-		fi
-	done
+	local rc=0
+	NAMES=("${LOGS[@]}")
+	stop_agent_pids || rc=1
 	PIDS=()
 	return $rc
 }
