@@ -115,18 +115,26 @@ func (n *Node) movedAwayRecently(id string) bool {
 	return ok
 }
 
-// groupNumber returns N of a group named "gN", and whether it is one.
+// groupNumber returns N of a group named "gN" or "gN-founder", and
+// whether it is one.
 func groupNumber(g string) (int, bool) {
-	if !strings.HasPrefix(g, "g") {
+	rest, ok := strings.CutPrefix(g, "g")
+	if !ok {
 		return 0, false
 	}
-	k, err := strconv.Atoi(g[1:])
+	if i := strings.IndexByte(rest, '-'); i >= 0 {
+		rest = rest[:i]
+	}
+	k, err := strconv.Atoi(rest)
 	return k, err == nil && k > 0
 }
 
-// newGroupName returns "g" + (the greatest N of a group "gN" any member
-// Serf knows gossips, or this node's, + 1).
-func (n *Node) newGroupName() string {
+// newGroupName returns "gN-founder": N is the greatest N of a group any
+// member Serf knows gossips (or this node's), plus 1, and founder the id of
+// the node that will bootstrap it. Two leaders splitting at once may pick
+// the same N, but never the same founder, so two Raft groups never share a
+// name.
+func (n *Node) newGroupName(founder string) string {
 	hi := 0
 	if k, ok := groupNumber(n.group()); ok {
 		hi = k
@@ -138,7 +146,7 @@ func (n *Node) newGroupName() string {
 			}
 		}
 	}
-	return "g" + strconv.Itoa(hi+1)
+	return "g" + strconv.Itoa(hi+1) + "-" + founder
 }
 
 // groupAdvertised reports whether an alive node other than this one
@@ -353,7 +361,7 @@ func (n *Node) replaceRaft(ctx context.Context) (*groupRaft, error) {
 func (n *Node) bootstrapNewGroup(ctx context.Context, gr *groupRaft, rec switchRecord) error {
 	name := rec.Group
 	if n.groupAdvertised(name) {
-		renamed := n.newGroupName()
+		renamed := n.newGroupName(n.cfg.NodeID)
 		n.log.Info("the new group's name is taken; renaming it", "group", name, "new_name", renamed)
 		name = renamed
 	}
@@ -419,8 +427,8 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*GroupJoinRespon
 	}
 	slices.Sort(cand)
 	movers := cand[len(cand)-k:] // the highest ids
-	name := n.newGroupName()
 	boot := movers[0]
+	name := n.newGroupName(boot)
 	n.log.Info("splitting the group", "group", myGroup, "new_group", name, "moving", movers, "joiner", j.ID, "max_group_size", m)
 	if _, err := n.applyOn(ctx, gr, fsm.EncodeSplit(movers, name)); err != nil {
 		return nil, fmt.Errorf("split command: %w", err)
@@ -430,21 +438,46 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*GroupJoinRespon
 	}
 	now := time.Now()
 	n.reshape.last = now
+	// Only a mover that has left this group's Raft may switch: one whose
+	// removal failed would stay a voter here while it founds or joins the
+	// new group. It stays, and reconcile adds it back to the FSM once the
+	// movedAway grace has passed.
+	var removed []string
 	for _, id := range movers {
-		n.reshape.movedAway[id] = now
 		if err := n.removeServer(ctx, id); err != nil {
-			n.log.Warn("removing a moved member from raft", "member", id, "err", err)
+			n.log.Warn("removing a moved member from raft failed; it stays in the group", "member", id, "err", err)
+			continue
 		}
+		n.reshape.movedAway[id] = now
+		removed = append(removed, id)
 	}
-	for _, id := range movers {
-		req := &GroupSwitchRequest{Group: name, From: myGroup, Via: boot, Bootstrap: id == boot, Reason: "split", Leader: n.cfg.NodeID}
-		if err := n.tellSwitch(ctx, id, req); err != nil {
-			n.log.Warn("telling a member to switch groups failed", "member", id, "err", err)
-		}
+	if len(removed) == 0 {
+		return nil, fmt.Errorf("%w: split of group %q: no member could leave its raft", rpc.ErrUnavailable, myGroup)
 	}
+	boot = removed[0]
+	// The movers are told in the background, with the node's context: the
+	// joiner's call may end first, and membership changes (memberMu) must
+	// not wait for up to k RPC timeouts.
+	reqs := make(map[string]*GroupSwitchRequest, len(removed))
+	for _, id := range removed {
+		reqs[id] = &GroupSwitchRequest{Group: name, From: myGroup, Via: boot, Bootstrap: id == boot, Reason: "split", Leader: n.cfg.NodeID}
+	}
+	n.mu.Lock()
+	if n.state == lcRunning {
+		n.bgWG.Add(1)
+		go func() {
+			defer n.bgWG.Done()
+			for _, id := range removed {
+				if err := n.tellSwitch(n.bgCtx, id, reqs[id]); err != nil {
+					n.log.Warn("telling a member to switch groups failed", "member", id, "err", err)
+				}
+			}
+		}()
+	}
+	n.mu.Unlock()
 	n.splits.Add(1)
 	n.metrics.splits.Inc()
-	n.log.Info("group split", "group", myGroup, "new_group", name, "moved", movers, "joiner", j.ID, "remaining", f.Size())
+	n.log.Info("group split", "group", myGroup, "new_group", name, "moved", removed, "joiner", j.ID, "remaining", f.Size())
 	n.signalRefresh()
 	return &GroupJoinResponse{Leader: n.cfg.NodeID, Redirect: name, Via: boot}, nil
 }
