@@ -37,6 +37,7 @@ type propState struct {
 	needFull map[string][2]bool // peer → kinds to send in full next time
 	seenUp   map[string]bool    // peer → up at the last reconcile
 	pulling  map[string]bool    // origin/kind pulls in flight
+	loaded   sync.Map           // origin → its local filter was loaded (pull, full push or delta) since it was added to L2
 	snapshot *peerSet           // peer set of the last reconcile
 }
 
@@ -105,9 +106,10 @@ func (n *Namespace) selfTest(k routing.Key) (inLRU, inLocal bool) {
 }
 
 // wantsReplica reports whether origin's local filter belongs in this
-// node's L2 array: with G-HBA segments, when its group's FSM assigns
-// origin to it; otherwise (HBA, or while the assignment is not known)
-// every other node's does.
+// node's L2 array: with G-HBA, when its group's FSM assigns origin to it
+// (none while the assignment is not known: before the node joins a group,
+// while it switches groups, while its group counts it failed; its lookups
+// then go to L3 and L4); with HBA every other node's does.
 func (n *Namespace) wantsReplica(ps *peerSet, origin string) bool {
 	if origin == n.id || ps.byID[origin] == nil {
 		return false
@@ -115,7 +117,7 @@ func (n *Namespace) wantsReplica(ps *peerSet, origin string) bool {
 	if ps.seg {
 		return ps.held[origin]
 	}
-	return true
+	return !n.segmented()
 }
 
 // l2Holders returns the nodes that hold a replica of this node's local
@@ -222,6 +224,7 @@ func (n *Namespace) handleFilterPush(ctx context.Context, r *rpc.FilterPushReque
 	n.arrMu.Unlock()
 	switch {
 	case err == nil:
+		n.markLoaded(r.Origin, k)
 		return &rpc.FilterPushResponse{Applied: true, HaveVersion: have}, nil
 	case errors.Is(err, routing.ErrVersionMismatch):
 		n.counters.mismatches.Add(1)
@@ -305,9 +308,22 @@ func (n *Namespace) pull(ctx context.Context, origin string, k int) error {
 		// A push overtook the pull: the replica is newer than the answer.
 		// (A restarted origin's versions start again at 0, but its full
 		// push at start and the reset on its return replace the replica.)
+		n.markLoaded(origin, k)
 		return nil
 	}
-	return arr.ReplaceEncoded(origin, resp.Data)
+	if err := arr.ReplaceEncoded(origin, resp.Data); err != nil {
+		return err
+	}
+	n.markLoaded(origin, k)
+	return nil
+}
+
+// markLoaded records that origin's local filter (k) has been loaded into
+// the L2 array.
+func (n *Namespace) markLoaded(origin string, k int) {
+	if k == kindLocal {
+		n.prop.loaded.Store(origin, true)
+	}
 }
 
 // ---- the background loop ----
@@ -391,6 +407,7 @@ func (n *Namespace) reconcile(first bool) {
 		}
 		if n.wantsReplica(ps, p.ID) && !n.l2.Has(p.ID) {
 			_ = n.l2.Add(p.ID, routing.NewFilter(n.l2.Geometry()))
+			n.prop.loaded.Delete(p.ID)
 			a[kindLocal] = true
 		}
 		if a[kindLRU] || a[kindLocal] {
@@ -405,6 +422,7 @@ func (n *Namespace) reconcile(first bool) {
 	for _, id := range n.l2.IDs() {
 		if !n.wantsReplica(ps, id) {
 			_ = n.l2.Remove(id)
+			n.prop.loaded.Delete(id)
 		}
 	}
 	n.arrMu.Unlock()
@@ -443,6 +461,7 @@ func (n *Namespace) reconcile(first bool) {
 			_ = n.l1.Replace(id, routing.NewFilter(n.l1.Geometry()))
 			if n.l2.Has(id) {
 				_ = n.l2.Replace(id, routing.NewFilter(n.l2.Geometry()))
+				n.prop.loaded.Delete(id)
 			}
 		}
 		n.arrMu.Unlock()

@@ -140,35 +140,56 @@ func (n *Namespace) refreshIDBFAs(ctx context.Context) bool {
 		have[g] = e.version
 	}
 	n.idb.mu.Unlock()
+	// The groups are asked in parallel, so that one slow group does not
+	// delay the others (nor the maintenance loop this runs in).
+	var wg sync.WaitGroup
+	var changedMu sync.Mutex
 	for g, ms := range members {
-		before, _ := n.holdersIn(g)
-		for _, i := range randPerm(len(ms)) {
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			var resp idbfaResp
-			err := n.cl.Call(cctx, ms[i].RPCAddr, methodIDBFA, &idbfaReq{HaveVersion: have[g]}, &resp)
-			cancel()
-			if err != nil || resp.Group != g {
-				continue // not a member any more, or down: try another
+		wg.Go(func() {
+			before, _ := n.holdersIn(g)
+			n.fetchIDBFA(ctx, g, ms, have[g])
+			after, _ := n.holdersIn(g)
+			if !slices.Equal(before, after) {
+				changedMu.Lock()
+				changed = true
+				changedMu.Unlock()
 			}
-			if resp.Unchanged {
-				break
-			}
-			x, err := routing.DecodeIDBFA(resp.Data)
-			if err != nil {
-				n.log.Warn("bad IDBFA", "group", g, "from", ms[i].ID, "err", err)
-				continue
-			}
-			n.idb.mu.Lock()
-			n.idb.groups[g] = &groupIDBFA{version: resp.Version, x: x, fetched: time.Now()}
-			n.idb.mu.Unlock()
-			break
-		}
-		after, _ := n.holdersIn(g)
-		if !slices.Equal(before, after) {
-			changed = true
-		}
+		})
 	}
+	wg.Wait()
 	return changed
+}
+
+// fetchIDBFA asks the members ms of group g, one after another until one
+// answers, for g's IDBFA if newer than version have, and caches it. An
+// older version (a member that lags its group's log) is ignored unless it
+// comes from a member the cached IDBFA does not know: then the group was
+// formed again under the same name and its versions started afresh.
+func (n *Namespace) fetchIDBFA(ctx context.Context, g string, ms []Peer, have uint64) {
+	for _, i := range randPerm(len(ms)) {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		var resp idbfaResp
+		err := n.cl.Call(cctx, ms[i].RPCAddr, methodIDBFA, &idbfaReq{HaveVersion: have}, &resp)
+		cancel()
+		if err != nil || resp.Group != g {
+			continue // not a member any more, or down: try another
+		}
+		if resp.Unchanged {
+			return
+		}
+		x, err := routing.DecodeIDBFA(resp.Data)
+		if err != nil {
+			n.log.Warn("bad IDBFA", "group", g, "from", ms[i].ID, "err", err)
+			continue
+		}
+		n.idb.mu.Lock()
+		cur := n.idb.groups[g]
+		if cur == nil || resp.Version >= cur.version || !slices.Contains(cur.x.Members(), ms[i].ID) {
+			n.idb.groups[g] = &groupIDBFA{version: resp.Version, x: x, fetched: time.Now()}
+		}
+		n.idb.mu.Unlock()
+		return
+	}
 }
 
 func (n *Namespace) handleIDBFA(ctx context.Context, r *idbfaReq) (*idbfaResp, error) {
@@ -246,6 +267,21 @@ func (n *Namespace) l3(ctx context.Context, p string, k routing.Key, skip []stri
 	return "", len(mates)
 }
 
+// retryEmptyReplicas pulls again every assigned replica that no pull has
+// filled yet (the pull at assignment failed, and a quiet origin sends no
+// delta that would reveal the gap).
+func (n *Namespace) retryEmptyReplicas() {
+	ps := n.peers.Load()
+	if !ps.seg {
+		return
+	}
+	for id := range ps.held {
+		if _, ok := n.prop.loaded.Load(id); !ok && n.isUp(id) {
+			n.pullAsync(id, kindLocal)
+		}
+	}
+}
+
 // currentHeldKey is the held-set summary the Directory reports now.
 func (n *Namespace) currentHeldKey() string {
 	if !n.segmented() {
@@ -269,11 +305,13 @@ func (n *Namespace) syncHolders() {
 	for _, h := range n.l2Holders(ps) {
 		before[h.ID] = true
 	}
+	n.retryEmptyReplicas()
 	if !n.refreshIDBFAs(n.ctx) {
 		return
 	}
+	after := n.l2Holders(n.peers.Load())
 	n.prop.mu.Lock()
-	for _, h := range n.l2Holders(n.peers.Load()) {
+	for _, h := range after {
 		if !before[h.ID] {
 			nf := n.prop.needFull[h.ID]
 			nf[kindLocal] = true
