@@ -383,6 +383,7 @@ func (n *Node) refresher() {
 		if n.cluster.rootLearned.CompareAndSwap(true, false) {
 			n.recordRoot()
 		}
+		n.checkOrphaned()
 	}
 }
 

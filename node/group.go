@@ -250,14 +250,37 @@ func (n *Node) beginSwitch(ctx context.Context, rec switchRecord) error {
 	if err != nil {
 		return fmt.Errorf("switch record: %w", err)
 	}
+	// Reserve the switch first (one at a time, only on a running node
+	// that is a member of rec.From), so that a retried request cannot
+	// start a second one and a refused request writes nothing.
+	n.mu.Lock()
+	switch {
+	case n.state != lcRunning:
+		n.mu.Unlock()
+		return errNotRunning
+	case n.switching || n.pendingSwitch != nil:
+		n.mu.Unlock()
+		return fmt.Errorf("%w: node %s is already switching groups", rpc.ErrUnavailable, n.cfg.NodeID)
+	case !n.joined || n.groupNm != rec.From:
+		n.mu.Unlock()
+		return fmt.Errorf("%w: node %s is not a member of group %q", rpc.ErrUnavailable, n.cfg.NodeID, rec.From)
+	}
+	n.switching = true
+	n.mu.Unlock()
 	var batch store.Batch
 	batch.SetMeta(metaSwitch, b)
 	batch.DeleteMeta(metaGroup)
 	if err := n.store.Commit(ctx, &batch); err != nil {
+		n.mu.Lock()
+		n.switching = false
+		n.mu.Unlock()
 		return fmt.Errorf("node: recording the group switch: %w", err)
 	}
 	n.mu.Lock()
 	if n.state != lcRunning {
+		// Shutdown began meanwhile: the record stands, and the restart
+		// carries the switch out.
+		n.switching = false
 		n.mu.Unlock()
 		return errNotRunning
 	}
@@ -307,8 +330,24 @@ func (n *Node) runSwitch(rec switchRecord) {
 	n.metrics.switches.Inc()
 	if rec.Bootstrap {
 		if err := n.bootstrapNewGroup(ctx, gr, rec); err != nil {
-			// The node stays groupless: the join loop finds it a group.
+			// The node stays groupless and the join loop finds it a group.
+			// Its fresh Raft may already hold the failed bootstrap's
+			// configuration: wipe it again, so that it never joins another
+			// group's Raft with a log of its own.
 			n.log.Error("bootstrapping the new group failed; joining a group instead", "group", rec.Group, "err", err)
+			n.mu.Lock()
+			n.groupNm = ""
+			n.mu.Unlock()
+			for ctx.Err() == nil {
+				if _, err := n.replaceRaft(ctx); err == nil || errors.Is(err, errNotRunning) {
+					break
+				} else {
+					n.log.Error("wiping the group raft failed; retrying", "err", err)
+				}
+				if !pauseCtx(ctx, time.Second) {
+					break
+				}
+			}
 		}
 	}
 	n.mu.Lock()
@@ -484,6 +523,11 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*GroupJoinRespon
 
 // tellSwitch sends req to node id, retrying briefly.
 func (n *Node) tellSwitch(ctx context.Context, id string, req *GroupSwitchRequest) error {
+	if h := n.tune.tellSwitchHook; h != nil {
+		if err := h(id); err != nil {
+			return err
+		}
+	}
 	deadline := time.Now().Add(n.tune.rpcTimeout)
 	var err error
 	for attempt := 0; ; attempt++ {
@@ -657,4 +701,64 @@ func (n *Node) runMerge(myGroup, target, via string, others []string) {
 		return
 	}
 	n.log.Info("group merged", "group", myGroup, "into", target, "moved", append(others, n.cfg.NodeID))
+}
+
+// checkOrphaned runs on the refresher's tick. An auto node that is a
+// member of a group without a leader, whose other Raft voters are all
+// alive in one other group (they merged away without it), switches to
+// that group instead of waiting for a quorum that cannot come back.
+func (n *Node) checkOrphaned() {
+	if n.cfg.Group != GroupAuto || n.leaving.Load() {
+		n.orphanSince = time.Time{}
+		return
+	}
+	n.mu.Lock()
+	joined, g, busy := n.joined, n.groupNm, n.switching || n.pendingSwitch != nil
+	n.mu.Unlock()
+	if !joined || busy || n.leaderID() != "" {
+		n.orphanSince = time.Time{}
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.bgCtx, time.Second)
+	servers, err := n.raftServers(ctx)
+	cancel()
+	s := n.serfAgent()
+	if err != nil || s == nil {
+		return
+	}
+	where := map[string]string{} // voter → the group it gossips
+	for _, m := range s.Members() {
+		if _, ok := servers[m.Name]; ok && m.Name != n.cfg.NodeID && m.Status == serf.StatusAlive && m.Tags[tagMoving] != "1" {
+			where[m.Name] = m.Tags[tagGroup]
+		}
+	}
+	target, via := "", ""
+	for id := range servers {
+		if id == n.cfg.NodeID {
+			continue
+		}
+		grp, ok := where[id]
+		if !ok || grp == "" || grp == g || target != "" && grp != target {
+			n.orphanSince = time.Time{} // a voter is down, still here, or split between groups
+			return
+		}
+		target, via = grp, id
+	}
+	if target == "" {
+		return // a group of one elects itself
+	}
+	if n.orphanSince.IsZero() {
+		n.orphanSince = time.Now()
+		return
+	}
+	if time.Since(n.orphanSince) < n.tune.orphanTimeout {
+		return
+	}
+	n.orphanSince = time.Time{}
+	n.log.Warn("every other voter of the group moved to another group; following them", "group", g, "to", target)
+	ctx, cancel = context.WithTimeout(n.bgCtx, 10*time.Second)
+	defer cancel()
+	if err := n.beginSwitch(ctx, switchRecord{Group: target, From: g, Via: via, Reason: "orphaned"}); err != nil {
+		n.log.Warn("following the group's members failed", "to", target, "err", err)
+	}
 }

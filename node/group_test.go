@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -385,5 +386,86 @@ func TestGroupNumber(t *testing.T) {
 		if k, ok := groupNumber(c.name); k != c.k || ok != c.ok {
 			t.Errorf("groupNumber(%q) = %d, %v; want %d, %v", c.name, k, ok, c.k, c.ok)
 		}
+	}
+}
+
+// TestGroupMergeOrphan loses the merge's switch request to the moving
+// group's follower: the leader moves alone and leaves it in a group
+// without a quorum. The follower sees every other voter of its group in
+// one other group and follows them, so the cluster still ends in one
+// group.
+func TestGroupMergeOrphan(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
+	base := t.TempDir()
+	log := newTestLogger(t)
+	const m = 5
+	var first *Config
+	var nodes []*Node
+	var lose atomic.Bool // once set, every switch request is lost
+	hook := func(n *Node) {
+		n.tune.tellSwitchHook = func(id string) error {
+			if lose.Load() {
+				return fmt.Errorf("%w: test: switch request to %s lost", rpc.ErrUnavailable, id)
+			}
+			return nil
+		}
+	}
+	for i := 1; i <= 6; i++ {
+		c := autoConfig(t, base, i, m, first)
+		if first == nil {
+			first = &c
+		}
+		nodes = append(nodes, startTestNode(t, c, log, hook))
+		checkGroups(t, 60*time.Second, nodes, m, []int{1, 1, 1, 1, 1, 2}[i-1])
+	}
+	groups := checkGroups(t, 60*time.Second, nodes, m, 2)
+	t.Logf("groups %v", groups)
+	lose.Store(true)
+	byID := map[string]*Node{}
+	for _, n := range nodes {
+		byID[n.ID()] = n
+	}
+	// One follower of each group leaves: 2 + 2 ≤ M, so the groups merge.
+	var rest []*Node
+	for _, ids := range groups {
+		l, err := leaderOf(func() []*Node {
+			var ns []*Node
+			for _, id := range ids {
+				ns = append(ns, byID[id])
+			}
+			return ns
+		}()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var leaver *Node
+		for _, id := range ids {
+			if byID[id] != l && byID[id].ID() != "n1" && leaver == nil {
+				leaver = byID[id]
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if _, err := leaver.Leave(ctx); err != nil {
+			t.Fatalf("leave %s: %v", leaver.ID(), err)
+		}
+		cancel()
+		shutdownNode(t, leaver)
+		for _, id := range ids {
+			if byID[id] != leaver {
+				rest = append(rest, byID[id])
+			}
+		}
+	}
+	final := checkGroups(t, 60*time.Second, rest, m, 1)
+	t.Logf("after the merge: %v", final)
+	var merges uint64
+	for _, n := range rest {
+		merges += n.Status().Merges
+	}
+	if merges != 1 {
+		t.Errorf("%d merges, want 1", merges)
+	}
+	for _, n := range slices.Backward(rest) {
+		shutdownNode(t, n)
 	}
 }

@@ -91,6 +91,13 @@ type tuning struct {
 	// which it totals at most M−1, and exactly M, members.
 	mergeSettle time.Duration
 	mergeQuiet  time.Duration
+	// orphanTimeout is how long an auto node waits without a leader in a
+	// group whose other voters all moved to one other group before it
+	// follows them (checkOrphaned).
+	orphanTimeout time.Duration
+	// tellSwitchHook, if set (tests), is asked before each switch request
+	// a leader sends; an error fails the request as a lost one would.
+	tellSwitchHook func(id string) error
 	// midSwitchHook, if set (tests), runs during a group switch after the
 	// old group's Raft is closed and before its state is wiped.
 	midSwitchHook     func(ctx context.Context)
@@ -125,6 +132,7 @@ func defaultTuning() tuning {
 		movedAwayGrace:          time.Minute,
 		mergeSettle:             30 * time.Second,
 		mergeQuiet:              5 * time.Minute,
+		orphanTimeout:           30 * time.Second,
 		refreshInterval:         5 * time.Second,
 		retryJoinAttempts:       30,
 		retryJoinMin:            time.Second,
@@ -200,7 +208,8 @@ type Node struct {
 	// group to join.
 	pendingSwitch *switchRecord
 	movingFrom    string
-	switching     bool // the Raft is being replaced: the join loop waits
+	switching     bool      // the Raft is being replaced: the join loop waits
+	orphanSince   time.Time // first seen orphaned (checkOrphaned; refresher goroutine only)
 	hint          joinHint
 
 	splits, merges, switches atomic.Uint64

@@ -39,6 +39,7 @@ func testTuning() tuning {
 	t.movedAwayGrace = 5 * time.Second
 	t.mergeSettle = 500 * time.Millisecond
 	t.mergeQuiet = 1500 * time.Millisecond
+	t.orphanTimeout = 2 * time.Second
 	t.refreshInterval = 200 * time.Millisecond
 	t.retryJoinAttempts = 50
 	t.retryJoinMin = 100 * time.Millisecond
@@ -145,13 +146,17 @@ func serfAddr(cfg Config) string {
 
 // startTestNode creates and starts a node with test timers; it is shut
 // down at the end of the test if still running.
-func startTestNode(t testing.TB, cfg Config, log *slog.Logger) *Node {
+// Each tweak, if any, adjusts the node (its tuning) before Start.
+func startTestNode(t testing.TB, cfg Config, log *slog.Logger, tweaks ...func(*Node)) *Node {
 	t.Helper()
 	n, err := New(cfg, log)
 	if err != nil {
 		t.Fatalf("New(%s): %v", cfg.NodeID, err)
 	}
 	n.tune = testTuning()
+	for _, tw := range tweaks {
+		tw(n)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := n.Start(ctx); err != nil {
