@@ -320,6 +320,13 @@ func (n *Node) runSwitch(rec switchRecord) {
 		if errors.Is(err, errNotRunning) || ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errRaftStuck) {
+			// Its goroutines may still write to the raft directory: this
+			// process cannot reuse it. The switch is recorded; a restart
+			// of the node completes it.
+			n.log.Error("the old group raft did not stop; restart this node to complete the group switch", "to", rec.Group)
+			return
+		}
 		n.log.Error("replacing the group raft failed; retrying", "err", err, "retry_in", backoff)
 		if !pauseCtx(ctx, backoff) {
 			return
@@ -339,7 +346,7 @@ func (n *Node) runSwitch(rec switchRecord) {
 			n.groupNm = ""
 			n.mu.Unlock()
 			for ctx.Err() == nil {
-				if _, err := n.replaceRaft(ctx); err == nil || errors.Is(err, errNotRunning) {
+				if _, err := n.replaceRaft(ctx); err == nil || errors.Is(err, errNotRunning) || errors.Is(err, errRaftStuck) {
 					break
 				} else {
 					n.log.Error("wiping the group raft failed; retrying", "err", err)
@@ -370,6 +377,10 @@ func (n *Node) replaceRaft(ctx context.Context) (*groupRaft, error) {
 	if old := n.curRaft(); old != nil {
 		if err := old.close(ctx); err != nil {
 			n.log.Warn("closing the old group raft", "err", err)
+		}
+		if old.unclean {
+			n.switchMu.Unlock()
+			return nil, errRaftStuck
 		}
 	}
 	n.switchMu.Unlock()

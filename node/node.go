@@ -330,7 +330,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("node: ports.http: %w", err)
 	}
 
-	if err := n.startRaft(); err != nil {
+	if err := n.startRaft(ctx); err != nil {
 		return err
 	}
 

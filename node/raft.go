@@ -37,7 +37,14 @@ type groupRaft struct {
 	// existing reports that the raft directory held state when opened.
 	existing bool
 	closed   bool // guarded by Node.switchMu
+	// unclean is set when raft.Shutdown did not finish in time: its
+	// goroutines may still touch the raft directory, which must then not
+	// be wiped and reused by this process.
+	unclean bool // guarded by Node.switchMu
 }
+
+// errRaftStuck reports a group Raft that did not shut down in time.
+var errRaftStuck = errors.New("the old group raft did not shut down")
 
 // raftDir is the directory of the group Raft's state.
 func (n *Node) raftDir() string { return filepath.Join(n.cfg.DataDir, "raft") }
@@ -147,7 +154,8 @@ func (gr *groupRaft) close(ctx context.Context) error {
 	var errs []error
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), raftShutdownTimeout)
 	if err := waitFuture(rctx, gr.raft.Shutdown()); err != nil {
-		errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+		gr.unclean = true
+		errs = append(errs, fmt.Errorf("raft shutdown: %w: %w", errRaftStuck, err))
 	}
 	cancel()
 	close(gr.stopped)
@@ -190,7 +198,7 @@ func (n *Node) groupFSM() *fsm.FSM {
 // group switch pending) bootstraps a new group of itself. A switch that a
 // crash interrupted leaves Raft state of the group it was leaving: that is
 // wiped first, so the node never comes back into the old group's FSM.
-func (n *Node) startRaft() error {
+func (n *Node) startRaft(ctx context.Context) error {
 	n.mu.Lock()
 	pending := n.pendingSwitch
 	n.mu.Unlock()
@@ -220,7 +228,7 @@ func (n *Node) startRaft() error {
 		}
 		// The group exists once the leader's establish applies its
 		// Bootstrap command; this node is its first member and homes "/".
-		if err := n.setJoined(context.Background(), g); err != nil {
+		if err := n.setJoined(ctx, g); err != nil {
 			return err
 		}
 		n.bootstrapped = true // Start decides about the root home once Serf is up
