@@ -40,9 +40,44 @@ const (
 	checkTimeout   = 2 * time.Minute  // porcupine, plus half the run's duration
 	quietAround    = 3 * time.Second  // workload without faults before and after
 	faultGap       = 2 * time.Second  // between two faults
-	runSlack       = 12 * time.Minute // the whole test: duration + this (below make test's 15m)
+	runSlack       = 12 * time.Minute // the whole test without a -timeout: duration + this
 	workloadClient = 6
+	// cleanupBudget is kept free at the end of go test's -timeout for the
+	// cleanups (evidence, containers, network, volumes, image): when the
+	// timeout fires, go test panics and t.Cleanup never runs.
+	cleanupBudget = 4 * time.Minute
+	// minRun is the least time the run itself needs besides the faults'
+	// duration (build, start, final reads, check).
+	minRun = 5 * time.Minute
+	// faultReserve and tailReserve: a new fault starts only if the run's
+	// deadline leaves room for a typical fault and for what follows the
+	// last one (quiet, convergence, final reads, check). A slower machine
+	// still ends at the deadline, as a failure with its cleanups done.
+	faultReserve = 90 * time.Second
+	tailReserve  = 2 * time.Minute
 )
+
+// runDeadlines returns the deadline of the run (workload, faults, final
+// reads, check) and that of the cleanups: from go test's -timeout if it
+// has one, minus cleanupBudget for the cleanups.
+func runDeadlines(t *testing.T, duration time.Duration) (run, cleanup time.Time) {
+	if dl, ok := t.Deadline(); ok {
+		return dl.Add(-cleanupBudget), dl.Add(-10 * time.Second)
+	}
+	run = time.Now().Add(duration + runSlack)
+	return run, run.Add(cleanupBudget)
+}
+
+// cleanupContext returns a context for one cleanup that ends reserve
+// before the cleanups' deadline (so that the later cleanups keep that
+// much), but lasts at least 10 seconds.
+func cleanupContext(deadline time.Time, reserve time.Duration) (context.Context, context.CancelFunc) {
+	d := deadline.Add(-reserve)
+	if time.Until(d) < 10*time.Second {
+		d = time.Now().Add(10 * time.Second)
+	}
+	return context.WithDeadline(context.Background(), d)
+}
 
 // runConfig is the run's configuration from the environment.
 type runConfig struct {
@@ -97,8 +132,14 @@ func TestChaos(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	log.Info("chaos run", "seed", rc.seed, "groups", rc.groups, "duration", rc.duration,
 		"reproduce", fmt.Sprintf("GHBA_CHAOS_SEED=%d GHBA_CHAOS_GROUPS=%d GHBA_CHAOS_DURATION=%s", rc.seed, rc.groups, rc.duration))
-	ctx, cancel := context.WithTimeout(t.Context(), rc.duration+runSlack)
+	runDeadline, cleanupDeadline := runDeadlines(t, rc.duration)
+	if left := time.Until(runDeadline); left < rc.duration+minRun {
+		t.Fatalf("go test's -timeout leaves %s for the run (%s are kept for the cleanups); GHBA_CHAOS_DURATION=%s needs at least %s: raise -timeout",
+			left.Round(time.Second), cleanupBudget, rc.duration, rc.duration+minRun)
+	}
+	ctx, cancel := context.WithDeadline(t.Context(), runDeadline)
 	defer cancel()
+	log.Info("run deadlines", "run", time.Until(runDeadline).Round(time.Second), "cleanups", time.Until(cleanupDeadline).Round(time.Second))
 	rng := rand.New(rand.NewPCG(rc.seed, 0x9e3779b9))
 	started := time.Now()
 
@@ -106,6 +147,7 @@ func TestChaos(t *testing.T) {
 	if err := d.CheckDaemon(ctx); err != nil {
 		t.Fatal(err)
 	}
+	d.SweepLeftovers(ctx)
 	modRoot, err := ModuleRoot(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -113,19 +155,21 @@ func TestChaos(t *testing.T) {
 	prefix := fmt.Sprintf("ghbachaos-%d-%04x", os.Getpid(), rng.IntN(1<<16))
 	image := "ghba-chaos:" + prefix
 	t.Cleanup(func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+		cctx, ccancel := cleanupContext(cleanupDeadline, 0)
 		defer ccancel()
 		if _, err := d.Run(cctx, "rmi", "-f", image); err != nil {
 			t.Logf("cleanup: %v", err)
 		}
 	})
-	if err := d.BuildImage(ctx, modRoot, image); err != nil {
+	if err := d.BuildImage(ctx, modRoot, image, labelRun+"="+prefix, labelOwner+"="+runOwner()); err != nil {
 		t.Fatal(err)
 	}
 
 	cl, err := NewCluster(ctx, d, ClusterConfig{Prefix: prefix, Image: image, Groups: rc.groups, PerGroup: 3, Log: log, Rand: rng})
 	t.Cleanup(func() {
-		if err := cl.Close(); err != nil {
+		cctx, ccancel := cleanupContext(cleanupDeadline, 20*time.Second)
+		defer ccancel()
+		if err := cl.Close(cctx); err != nil {
 			t.Logf("cleanup: %v", err)
 		}
 	})
@@ -168,9 +212,10 @@ func TestChaos(t *testing.T) {
 		}
 		li := linInfo
 		recMu.Unlock()
-		saveEvidence(t, dir, &r, li)
-		lctx, lcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		// The evidence leaves the cluster's removal and the image's 90s.
+		lctx, lcancel := cleanupContext(cleanupDeadline, 90*time.Second)
 		defer lcancel()
+		saveEvidence(lctx, t, dir, &r, li)
 		cl.SaveLogs(lctx, dir)
 		t.Logf("chaos evidence (history.json, linearizability.html, node logs) kept in %s", dir)
 		fmt.Fprintf(os.Stderr, "chaos evidence kept in %s\n", dir)
@@ -200,7 +245,7 @@ func TestChaos(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { w.Run(wctx, rec) })
 
-	faultErr := runFaults(ctx, inj, rng, rc.duration)
+	faultErr := runFaults(ctx, inj, rng, rc.duration, runDeadline, log)
 	if faultErr == nil {
 		faultErr = sleep(ctx, quietAround)
 	}
@@ -229,7 +274,7 @@ func TestChaos(t *testing.T) {
 	}
 	v = append(v, Durability(ops)...)
 	checkStart := time.Now()
-	limit := checkTimeout + rc.duration/2
+	limit := min(checkTimeout+rc.duration/2, max(time.Until(runDeadline), time.Second))
 	res, info := porcupine.CheckOperationsVerbose(Model(), PorcupineHistory(ops), limit)
 	switch res {
 	case porcupine.Illegal:
@@ -247,8 +292,10 @@ func TestChaos(t *testing.T) {
 }
 
 // runFaults injects one fault of each kind (duration 0) or random faults
-// until duration has passed.
-func runFaults(ctx context.Context, inj *Injector, rng *rand.Rand, duration time.Duration) error {
+// until duration has passed; it starts no fault that would not leave the
+// run's deadline room for a typical fault and the run's tail (an error in
+// the short run, which must inject every kind; a warning otherwise).
+func runFaults(ctx context.Context, inj *Injector, rng *rand.Rand, duration time.Duration, deadline time.Time, log *slog.Logger) error {
 	if err := sleep(ctx, quietAround); err != nil {
 		return err
 	}
@@ -261,6 +308,13 @@ func runFaults(ctx context.Context, inj *Injector, rng *rand.Rand, duration time
 		case duration > 0 && time.Now().Before(end):
 			kind = AllFaults[rng.IntN(len(AllFaults))]
 		default:
+			return nil
+		}
+		if left := time.Until(deadline); left < faultReserve+tailReserve {
+			if duration == 0 {
+				return fmt.Errorf("chaos: %s left before the run's deadline: no room for fault %s (the machine is too slow for -timeout)", left.Round(time.Second), kind)
+			}
+			log.Warn("stopping the faults early: the run's deadline is near (raise -timeout)", "left", left.Round(time.Second), "duration", duration)
 			return nil
 		}
 		if err := inj.Inject(ctx, kind); err != nil {
@@ -299,7 +353,7 @@ func makeDirs(ctx context.Context, addrs, dirs []string, log *slog.Logger) error
 
 // saveEvidence writes history.json and porcupine's visualization (from li,
 // or checked again if the run stopped before the check) into dir.
-func saveEvidence(t *testing.T, dir string, r *Report, li *porcupine.LinearizationInfo) {
+func saveEvidence(ctx context.Context, t *testing.T, dir string, r *Report, li *porcupine.LinearizationInfo) {
 	b, err := json.MarshalIndent(r, "", " ")
 	if err == nil {
 		err = os.WriteFile(filepath.Join(dir, "history.json"), b, 0o644)
@@ -311,7 +365,11 @@ func saveEvidence(t *testing.T, dir string, r *Report, li *porcupine.Linearizati
 		return
 	}
 	if li == nil {
-		_, info := porcupine.CheckOperationsVerbose(Model(), PorcupineHistory(r.Ops), checkTimeout)
+		limit := checkTimeout
+		if dl, ok := ctx.Deadline(); ok {
+			limit = min(limit, max(time.Until(dl)/2, time.Second))
+		}
+		_, info := porcupine.CheckOperationsVerbose(Model(), PorcupineHistory(r.Ops), limit)
 		li = &info
 	}
 	var notes []porcupine.Annotation

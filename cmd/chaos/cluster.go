@@ -78,6 +78,7 @@ type Cluster struct {
 
 	mu      sync.Mutex
 	created []string // containers created, for cleanup
+	volumes []string // volumes created, for cleanup
 }
 
 // NewCluster creates the network and describes the nodes; Start runs them.
@@ -92,7 +93,7 @@ func NewCluster(ctx context.Context, d *Docker, cfg ClusterConfig) (*Cluster, er
 	for range 20 {
 		base = fmt.Sprintf("10.%d.%d", 200+cfg.Rand.IntN(50), cfg.Rand.IntN(256))
 		_, lastErr = d.Run(ctx, "network", "create", "--driver", "bridge", "--subnet", base+".0/24",
-			"--label", "ghba-chaos="+cfg.Prefix, c.Network)
+			"--label", labelRun+"="+cfg.Prefix, "--label", labelOwner+"="+runOwner(), c.Network)
 		if lastErr == nil {
 			break
 		}
@@ -151,8 +152,18 @@ func (c *Cluster) Start(ctx context.Context) error {
 }
 
 func (c *Cluster) run(ctx context.Context, n *Node) error {
+	// The volume explicitly, with the run's labels (docker run -v would
+	// create it without them, and a later run's sweep could not tell
+	// whose it is).
+	c.mu.Lock()
+	c.volumes = append(c.volumes, n.Volume)
+	c.mu.Unlock()
+	if _, err := c.docker.Run(ctx, "volume", "create", "--label", labelRun+"="+c.cfg.Prefix,
+		"--label", labelOwner+"="+runOwner(), n.Volume); err != nil {
+		return fmt.Errorf("chaos: create the volume of %s: %w", n.ID, err)
+	}
 	args := []string{"run", "-d", "--name", n.Container, "--network", c.Network, "--ip", n.IP,
-		"--label", "ghba-chaos=" + c.cfg.Prefix,
+		"--label", labelRun + "=" + c.cfg.Prefix, "--label", labelOwner + "=" + runOwner(),
 		"-v", n.Volume + ":/data", "--stop-timeout", "20",
 		c.cfg.Image, "agent",
 		"--node-id", n.ID, "--data-dir", "/data", "--bind-addr", "0.0.0.0", "--advertise-addr", n.IP,
@@ -333,10 +344,8 @@ func (c *Cluster) SaveLogs(ctx context.Context, dir string) {
 }
 
 // Close removes the containers, the network and the volumes, best effort,
-// with a fresh bounded context (it runs from t.Cleanup).
-func (c *Cluster) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+// until ctx is done (it runs from t.Cleanup, with a context of its own).
+func (c *Cluster) Close(ctx context.Context) error {
 	var errs []error
 	c.mu.Lock()
 	created := slices.Clone(c.created)
@@ -353,10 +362,9 @@ func (c *Cluster) Close() error {
 	if _, err := c.docker.Run(ctx, "network", "rm", c.Network); err != nil && !strings.Contains(err.Error(), "not found") {
 		errs = append(errs, err)
 	}
-	var vols []string
-	for _, n := range c.Nodes {
-		vols = append(vols, n.Volume)
-	}
+	c.mu.Lock()
+	vols := slices.Clone(c.volumes)
+	c.mu.Unlock()
 	if len(vols) > 0 {
 		if _, err := c.docker.Run(ctx, append([]string{"volume", "rm", "-f"}, vols...)...); err != nil {
 			errs = append(errs, err)

@@ -69,8 +69,9 @@ ENTRYPOINT ["/ghba"]
 
 // BuildImage builds the static ghba binary from the module at modRoot
 // (CGO_ENABLED=0, -tags hashicorpmetrics) into a temporary build context
-// and builds the image tag FROM scratch from it.
-func (d *Docker) BuildImage(ctx context.Context, modRoot, tag string) error {
+// and builds the image tag FROM scratch from it, with the given labels
+// ("key=value").
+func (d *Docker) BuildImage(ctx context.Context, modRoot, tag string, labels ...string) error {
 	dir, err := os.MkdirTemp("", "ghba-chaos-image-*")
 	if err != nil {
 		return fmt.Errorf("chaos: build context: %w", err)
@@ -88,7 +89,11 @@ func (d *Docker) BuildImage(ctx context.Context, modRoot, tag string) error {
 	}
 	// The classic builder: it needs no buildx plugin and pulls nothing for
 	// FROM scratch.
-	if _, err := d.run(bctx, []string{"DOCKER_BUILDKIT=0"}, "docker", "build", "-q", "-t", tag, dir); err != nil {
+	args := []string{"build", "-q", "-t", tag}
+	for _, l := range labels {
+		args = append(args, "--label", l)
+	}
+	if _, err := d.run(bctx, []string{"DOCKER_BUILDKIT=0"}, "docker", append(args, dir)...); err != nil {
 		return fmt.Errorf("chaos: docker build: %w", err)
 	}
 	d.Log.Info("image built", "tag", tag, "took", time.Since(start).Round(time.Millisecond))
