@@ -51,6 +51,9 @@ type Injector struct {
 	rec    *Recorder
 	mu     sync.Mutex
 	events []FaultEvent
+
+	fwOnce sync.Once
+	fwOK   bool // the host can edit a container's firewall (probed once)
 }
 
 // NewInjector returns an Injector recording fault times on rec's clock.
@@ -164,8 +167,8 @@ func (in *Injector) partitionGroup(ctx context.Context, g string) error {
 			outside = append(outside, n)
 		}
 	}
-	if !canFirewall() {
-		in.log.Info("partition group by disconnecting every member (no nsenter/iptables)", "group", g)
+	if !in.canFirewall(ctx, inside) {
+		in.log.Info("partition group by disconnecting every member (no usable nsenter/iptables)", "group", g)
 		var errs []error
 		for _, n := range inside {
 			if _, err := in.d.Run(ctx, "network", "disconnect", "-f", in.c.Network, n.Container); err != nil {
@@ -212,14 +215,39 @@ func (in *Injector) partitionGroup(ctx context.Context, g string) error {
 	return errors.Join(err, apply(context.WithoutCancel(ctx), "-D"))
 }
 
-// canFirewall reports whether the host can edit a container's firewall.
-func canFirewall() bool {
-	for _, t := range []string{"nsenter", "iptables"} {
-		if _, err := exec.LookPath(t); err != nil {
-			return false
+// canFirewall reports whether the host can edit a container's firewall:
+// nsenter and iptables are installed and, probed once on a running node of
+// nodes, listing its rules in its network namespace works (without the
+// permission every nsenter fails).
+func (in *Injector) canFirewall(ctx context.Context, nodes []*Node) bool {
+	in.fwOnce.Do(func() {
+		for _, t := range []string{"nsenter", "iptables"} {
+			if _, err := exec.LookPath(t); err != nil {
+				in.log.Warn("group partitions disconnect the members instead of firewalling them", "missing", t)
+				return
+			}
 		}
-	}
-	return true
+		var errs []error
+		for _, n := range nodes {
+			pid, err := in.d.Run(ctx, "inspect", "-f", "{{.State.Pid}}", n.Container)
+			if err != nil || pid == "" || pid == "0" {
+				errs = append(errs, fmt.Errorf("pid of %s: %q: %w", n.ID, pid, err))
+				continue // not running: try another
+			}
+			pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			_, err = in.d.run(pctx, nil, "nsenter", "-t", pid, "-n", "iptables", "-w", "5", "-S")
+			cancel()
+			if err != nil {
+				in.log.Warn("group partitions disconnect the members instead of firewalling them: the probe failed", "node", n.ID, "err", err)
+				return
+			}
+			in.fwOK = true
+			in.log.Info("group partitions firewall the members (nsenter + iptables probed)", "node", n.ID)
+			return
+		}
+		in.log.Warn("group partitions disconnect the members: no running node to probe", "err", errors.Join(errs...))
+	})
+	return in.fwOK
 }
 
 func (in *Injector) rollingRestart(ctx context.Context) error {
