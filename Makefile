@@ -24,13 +24,15 @@ test:
 
 ## chaos: the container fault suite with random faults for DURATION (default 10m) on
 ## CHAOS_GROUPS groups of 3 nodes (default 3); needs docker. `make test` runs its short
-## form (one fault of each kind). A failed run prints the directory it keeps the
+## form (one fault of each kind). CHAOS_AUTO=1: 9 nodes with group auto (max 3 per
+## group), split-kill among the faults. A failed run prints the directory it keeps the
 ## history, the porcupine visualization and the node logs in.
 DURATION      ?= 10m
 CHAOS_GROUPS  ?= 3
+CHAOS_AUTO    ?= 0
 CHAOS_TIMEOUT ?= 3h
 chaos:
-	GHBA_CHAOS_DURATION=$(DURATION) GHBA_CHAOS_GROUPS=$(CHAOS_GROUPS) \
+	GHBA_CHAOS_DURATION=$(DURATION) GHBA_CHAOS_GROUPS=$(CHAOS_GROUPS) GHBA_CHAOS_AUTO=$(CHAOS_AUTO) \
 		$(GO) test $(TAGS) -count=1 -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) -v ./cmd/chaos/
 
 ## bench: the tracked benchmarks (no -race)

@@ -9,8 +9,10 @@ package chaos
 //
 // Environment: GHBA_CHAOS_DURATION (default: the short run, one fault of
 // each kind), GHBA_CHAOS_SEED (choices of faults, targets and operations),
-// GHBA_CHAOS_GROUPS (2 or 3 groups of 3 nodes), GHBA_CHAOS_OUT (keep the
-// history and logs there even when the run passes).
+// GHBA_CHAOS_GROUPS (2 or 3 groups of 3 nodes), GHBA_CHAOS_AUTO=1 (9 nodes
+// with group auto and max_group_size 3, started one by one so that the
+// groups form by splits; the faults add split-kill, first), GHBA_CHAOS_OUT
+// (keep the history and logs there even when the run passes).
 
 import (
 	"context"
@@ -21,6 +23,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -84,6 +87,7 @@ type runConfig struct {
 	duration time.Duration // 0: the short run
 	seed     uint64
 	groups   int
+	auto     bool
 	out      string
 }
 
@@ -111,6 +115,13 @@ func loadRunConfig(t *testing.T) runConfig {
 		}
 		rc.groups = g
 	}
+	switch v := os.Getenv("GHBA_CHAOS_AUTO"); v {
+	case "", "0":
+	case "1":
+		rc.auto, rc.groups = true, 3
+	default:
+		t.Fatalf("GHBA_CHAOS_AUTO=%q: want 1 or 0", v)
+	}
 	rc.out = os.Getenv("GHBA_CHAOS_OUT")
 	return rc
 }
@@ -130,8 +141,12 @@ func TestChaos(t *testing.T) {
 	}
 	rc := loadRunConfig(t)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-	log.Info("chaos run", "seed", rc.seed, "groups", rc.groups, "duration", rc.duration,
-		"reproduce", fmt.Sprintf("GHBA_CHAOS_SEED=%d GHBA_CHAOS_GROUPS=%d GHBA_CHAOS_DURATION=%s", rc.seed, rc.groups, rc.duration))
+	autoEnv := ""
+	if rc.auto {
+		autoEnv = " GHBA_CHAOS_AUTO=1"
+	}
+	log.Info("chaos run", "seed", rc.seed, "groups", rc.groups, "auto", rc.auto, "duration", rc.duration,
+		"reproduce", fmt.Sprintf("GHBA_CHAOS_SEED=%d GHBA_CHAOS_GROUPS=%d GHBA_CHAOS_DURATION=%s%s", rc.seed, rc.groups, rc.duration, autoEnv))
 	runDeadline, cleanupDeadline := runDeadlines(t, rc.duration)
 	if left := time.Until(runDeadline); left < rc.duration+minRun {
 		t.Fatalf("go test's -timeout leaves %s for the run (%s are kept for the cleanups); GHBA_CHAOS_DURATION=%s needs at least %s: raise -timeout",
@@ -165,7 +180,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cl, err := NewCluster(ctx, d, ClusterConfig{Prefix: prefix, Image: image, Groups: rc.groups, PerGroup: 3, Log: log, Rand: rng})
+	cl, err := NewCluster(ctx, d, ClusterConfig{Prefix: prefix, Image: image, Groups: rc.groups, PerGroup: 3, Auto: rc.auto, Log: log, Rand: rng})
 	t.Cleanup(func() {
 		cctx, ccancel := cleanupContext(cleanupDeadline, 20*time.Second)
 		defer ccancel()
@@ -203,7 +218,7 @@ func TestChaos(t *testing.T) {
 			return
 		}
 		recMu.Lock()
-		r := Report{Seed: rc.seed, Nodes: cl.Nodes, Violations: viol}
+		r := Report{Seed: rc.seed, Nodes: slices.Concat(cl.Nodes, cl.Retired), Violations: viol}
 		if rec != nil {
 			r.Ops = rec.Ops()
 		}
@@ -245,7 +260,11 @@ func TestChaos(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { w.Run(wctx, rec) })
 
-	faultErr := runFaults(ctx, inj, rng, rc.duration, runDeadline, log)
+	kinds := AllFaults
+	if rc.auto {
+		kinds = AutoFaults
+	}
+	faultErr := runFaults(ctx, inj, rng, kinds, rc.duration, runDeadline, log)
 	if faultErr == nil {
 		faultErr = sleep(ctx, quietAround)
 	}
@@ -291,11 +310,11 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-// runFaults injects one fault of each kind (duration 0) or random faults
-// until duration has passed; it starts no fault that would not leave the
+// runFaults injects one fault of each of kinds (duration 0) or, after the
+// first of kinds, random ones until duration has passed; it starts no fault that would not leave the
 // run's deadline room for a typical fault and the run's tail (an error in
 // the short run, which must inject every kind; a warning otherwise).
-func runFaults(ctx context.Context, inj *Injector, rng *rand.Rand, duration time.Duration, deadline time.Time, log *slog.Logger) error {
+func runFaults(ctx context.Context, inj *Injector, rng *rand.Rand, kinds []string, duration time.Duration, deadline time.Time, log *slog.Logger) error {
 	if err := sleep(ctx, quietAround); err != nil {
 		return err
 	}
@@ -303,10 +322,12 @@ func runFaults(ctx context.Context, inj *Injector, rng *rand.Rand, duration time
 	for i := 0; ; i++ {
 		var kind string
 		switch {
-		case duration == 0 && i < len(AllFaults):
-			kind = AllFaults[i]
+		case duration == 0 && i < len(kinds):
+			kind = kinds[i]
+		case duration > 0 && i == 0:
+			kind = kinds[0]
 		case duration > 0 && time.Now().Before(end):
-			kind = AllFaults[rng.IntN(len(AllFaults))]
+			kind = kinds[rng.IntN(len(kinds))]
 		default:
 			return nil
 		}

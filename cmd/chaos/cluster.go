@@ -1,11 +1,13 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -30,8 +32,11 @@ const (
 type Node struct {
 	// ID is the node id (also part of the container name).
 	ID string
-	// Group is the node's fixed group name.
+	// Group is the node's fixed group name, or with group auto the group
+	// its /v1/status named when last read (RefreshGroups).
 	Group string
+	// Auto marks a node started with group auto.
+	Auto bool `json:"auto,omitempty"`
 	// IP is the node's static address on the cluster network.
 	IP string
 	// Container is the container name.
@@ -61,6 +66,9 @@ type ClusterConfig struct {
 	Image string
 	// Groups is the number of groups (2 or 3); PerGroup the nodes in each.
 	Groups, PerGroup int
+	// Auto starts every node with group auto and max_group_size PerGroup,
+	// one after the other, so that the groups form by splits.
+	Auto bool
 	// Log receives progress.
 	Log *slog.Logger
 	// Rand chooses the subnet.
@@ -74,7 +82,12 @@ type Cluster struct {
 	log     *slog.Logger
 	Network string
 	Nodes   []*Node
+	// Retired are the extra nodes that left the cluster (their stopped
+	// containers keep their logs).
+	Retired []*Node
 	http    *http.Client
+	base    string // the network's first three octets
+	nextID  int    // the number of the next extra node
 
 	mu      sync.Mutex
 	created []string // containers created, for cleanup
@@ -103,6 +116,14 @@ func NewCluster(ctx context.Context, d *Docker, cfg ClusterConfig) (*Cluster, er
 	}
 	if lastErr != nil {
 		return c, fmt.Errorf("chaos: create network: %w", lastErr)
+	}
+	c.base = base
+	c.nextID = cfg.Groups*cfg.PerGroup + 1
+	if cfg.Auto {
+		for k := 1; k < c.nextID; k++ {
+			c.Nodes = append(c.Nodes, c.autoNode(k))
+		}
+		return c, nil
 	}
 	for g := range cfg.Groups {
 		var first *Node
@@ -133,9 +154,38 @@ func NewCluster(ctx context.Context, d *Docker, cfg ClusterConfig) (*Cluster, er
 	return c, nil
 }
 
+// autoNode describes node k with group auto: n1 bootstraps the cluster,
+// the others retry joining up to three earlier nodes.
+func (c *Cluster) autoNode(k int) *Node {
+	n := &Node{
+		ID:        fmt.Sprintf("n%d", k),
+		Auto:      true,
+		IP:        fmt.Sprintf("%s.%d", c.base, 10+k),
+		Container: fmt.Sprintf("%s-n%d", c.cfg.Prefix, k),
+		Volume:    fmt.Sprintf("%s-n%d", c.cfg.Prefix, k),
+		Bootstrap: k == 1,
+	}
+	for j := 1; j < k && j <= 3; j++ {
+		n.Join = append(n.Join, net.JoinHostPort(fmt.Sprintf("%s.%d", c.base, 10+j), strconv.Itoa(portSerf)))
+	}
+	return n
+}
+
 // Start runs every node's container, group by group, and waits until the
-// cluster has formed.
+// cluster has formed. With group auto the nodes start one after the
+// other, each once the previous ones are in groups of at most PerGroup.
 func (c *Cluster) Start(ctx context.Context) error {
+	if c.cfg.Auto {
+		for i, n := range c.Nodes {
+			if err := c.run(ctx, n); err != nil {
+				return err
+			}
+			if err := c.WaitConverged(ctx, 120*time.Second, c.Nodes[:i+1]...); err != nil {
+				return fmt.Errorf("after starting %s: %w", n.ID, err)
+			}
+		}
+		return nil
+	}
 	for i, n := range c.Nodes {
 		if err := c.run(ctx, n); err != nil {
 			return err
@@ -169,7 +219,11 @@ func (c *Cluster) run(ctx context.Context, n *Node) error {
 		"--node-id", n.ID, "--data-dir", "/data", "--bind-addr", "0.0.0.0", "--advertise-addr", n.IP,
 		"--rpc-port", strconv.Itoa(portRPC), "--raft-port", strconv.Itoa(portRaft),
 		"--serf-port", strconv.Itoa(portSerf), "--http-port", strconv.Itoa(portHTTP),
-		"--group", n.Group, "--max-group-size", "9",
+	}
+	if n.Auto {
+		args = append(args, "--group", "auto", "--max-group-size", strconv.Itoa(c.cfg.PerGroup))
+	} else {
+		args = append(args, "--group", n.Group, "--max-group-size", "9")
 	}
 	if n.Bootstrap {
 		args = append(args, "--bootstrap")
@@ -183,7 +237,7 @@ func (c *Cluster) run(ctx context.Context, n *Node) error {
 	if _, err := c.docker.Run(ctx, args...); err != nil {
 		return fmt.Errorf("chaos: start %s: %w", n.ID, err)
 	}
-	c.log.Info("node container started", "node", n.ID, "group", n.Group, "ip", n.IP)
+	c.log.Info("node container started", "node", n.ID, "group", cmp.Or(n.Group, "auto"), "ip", n.IP)
 	return nil
 }
 
@@ -195,7 +249,9 @@ type Status struct {
 	Leader   string `json:"leader"`
 	Joined   bool   `json:"joined"`
 	RootHome string `json:"root_home"`
-	Peers    []struct {
+	// GroupSwitches counts the node's moves to another group.
+	GroupSwitches uint64 `json:"group_switches"`
+	Peers         []struct {
 		ID string `json:"id"`
 		Up bool   `json:"up"`
 	} `json:"peers"`
@@ -258,18 +314,44 @@ func (c *Cluster) waitNodeUp(ctx context.Context, n *Node, timeout time.Duration
 	})
 }
 
-// WaitConverged waits until every node answers its status, is joined,
-// knows its group's leader and the root home, and sees every other node up.
-func (c *Cluster) WaitConverged(ctx context.Context, timeout time.Duration) error {
+// WaitConverged waits until every node (of nodes, by default all) answers
+// its status, is joined, knows its group's leader and the root home, and
+// sees every other node up. With group auto it also waits until every
+// group has at most PerGroup members and its members agree on its leader,
+// and then records each node's group (Node.Group).
+func (c *Cluster) WaitConverged(ctx context.Context, timeout time.Duration, nodes ...*Node) error {
+	if len(nodes) == 0 {
+		nodes = c.Nodes
+	}
 	start := time.Now()
+	var groups map[string]string
 	err := poll(ctx, timeout, func(ctx context.Context) (string, error) {
-		for _, n := range c.Nodes {
+		groups = make(map[string]string)
+		leaders := make(map[string]string)
+		sizes := make(map[string]int)
+		for _, n := range nodes {
 			s, err := c.Status(ctx, n)
 			if err != nil {
 				return err.Error(), nil
 			}
-			if why := nodeReady(s, c.Nodes); why != "" {
+			if why := nodeReady(s, nodes); why != "" {
 				return n.ID + ": " + why, nil
+			}
+			if s.Group == "" {
+				return n.ID + ": in no group", nil
+			}
+			groups[n.ID] = s.Group
+			sizes[s.Group]++
+			if l, ok := leaders[s.Group]; ok && l != s.Leader {
+				return fmt.Sprintf("group %s: leaders %s and %s", s.Group, l, s.Leader), nil
+			}
+			leaders[s.Group] = s.Leader
+		}
+		if c.cfg.Auto {
+			for g, k := range sizes {
+				if k > c.cfg.PerGroup {
+					return fmt.Sprintf("group %s has %d members", g, k), nil
+				}
 			}
 		}
 		return "", nil
@@ -277,8 +359,79 @@ func (c *Cluster) WaitConverged(ctx context.Context, timeout time.Duration) erro
 	if err != nil {
 		return fmt.Errorf("chaos: cluster did not converge: %w", err)
 	}
-	c.log.Info("cluster converged", "nodes", len(c.Nodes), "took", time.Since(start).Round(time.Millisecond))
+	if c.cfg.Auto {
+		c.mu.Lock()
+		for _, n := range nodes {
+			n.Group = groups[n.ID]
+		}
+		c.mu.Unlock()
+	}
+	c.log.Info("cluster converged", "nodes", len(nodes), "groups", groupList(groups), "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// groupList renders node→group as "g1[n1 n2] g2[n3]".
+func groupList(groups map[string]string) string {
+	by := make(map[string][]string)
+	for id, g := range groups {
+		by[g] = append(by[g], id)
+	}
+	names := slices.Sorted(maps.Keys(by))
+	var b strings.Builder
+	for i, g := range names {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		ids := by[g]
+		slices.Sort(ids)
+		fmt.Fprintf(&b, "%s[%s]", g, strings.Join(ids, " "))
+	}
+	return b.String()
+}
+
+// RefreshGroups reads every node's group from its /v1/status (groups
+// change with group auto); every node must answer and be in a group.
+func (c *Cluster) RefreshGroups(ctx context.Context) error {
+	if !c.cfg.Auto {
+		return nil
+	}
+	groups := make(map[string]string)
+	for _, n := range c.Nodes {
+		s, err := c.Status(ctx, n)
+		if err != nil {
+			return err
+		}
+		if !s.Joined || s.Group == "" {
+			return fmt.Errorf("chaos: %s is in no group (joined %v, group %q)", n.ID, s.Joined, s.Group)
+		}
+		groups[n.ID] = s.Group
+	}
+	c.mu.Lock()
+	for _, n := range c.Nodes {
+		n.Group = groups[n.ID]
+	}
+	c.mu.Unlock()
+	c.log.Info("groups", "groups", groupList(groups))
+	return nil
+}
+
+// AddExtra starts one more auto node (n10, n11, ...) joining through the
+// first three nodes and adds it to Nodes.
+func (c *Cluster) AddExtra(ctx context.Context) (*Node, error) {
+	n := c.autoNode(c.nextID)
+	n.Bootstrap = false
+	c.nextID++
+	if err := c.run(ctx, n); err != nil {
+		return n, err
+	}
+	c.Nodes = append(c.Nodes, n)
+	return n, nil
+}
+
+// Retire moves n from Nodes to Retired.
+func (c *Cluster) Retire(n *Node) {
+	c.Nodes = slices.DeleteFunc(c.Nodes, func(m *Node) bool { return m == n })
+	c.Retired = append(c.Retired, n)
 }
 
 // Leader returns the Raft leader of group g as a member of g reports it.
@@ -330,7 +483,7 @@ func (c *Cluster) RPCAddrs() []string {
 
 // SaveLogs writes every node's docker logs (stdout and stderr) to dir.
 func (c *Cluster) SaveLogs(ctx context.Context, dir string) {
-	for _, n := range c.Nodes {
+	for _, n := range slices.Concat(c.Nodes, c.Retired) {
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		out, err := c.docker.runCombined(lctx, "docker", "logs", "-t", n.Container)
 		cancel()

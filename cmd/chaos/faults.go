@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ghba/ghba/rpc"
 )
 
 // Fault kinds.
@@ -20,10 +23,22 @@ const (
 	FaultPartitionNode  = "partition-node"
 	FaultPartitionGroup = "partition-group"
 	FaultRollingRestart = "rolling-restart"
+	// FaultSplitKill (group auto only): an extra node joins the full
+	// groups, which forces a split; the mover is killed -9 within a second
+	// of the split showing, then restarted; once the cluster converged the
+	// extra node leaves gracefully.
+	FaultSplitKill = "split-kill"
 )
 
 // AllFaults lists every fault kind, in the order of the short run.
 var AllFaults = []string{FaultKillRandom, FaultKillLeader, FaultPause, FaultPartitionNode, FaultPartitionGroup, FaultRollingRestart}
+
+// AutoFaults are the fault kinds of a run with group auto, the split
+// first.
+var AutoFaults = append([]string{FaultSplitKill}, AllFaults...)
+
+// splitDetectTimeout bounds the wait for the split an extra node forces.
+const splitDetectTimeout = 60 * time.Second
 
 // Bounds of the faults.
 const (
@@ -73,33 +88,38 @@ func (in *Injector) Events() []FaultEvent {
 // cluster did not recover.
 func (in *Injector) Inject(ctx context.Context, kind string) error {
 	ev := FaultEvent{Kind: kind, Start: in.rec.now()}
-	var err error
-	switch kind {
-	case FaultKillRandom:
+	// With group auto the groups change: read them now.
+	err := in.c.RefreshGroups(ctx)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("chaos: reading the groups before the fault: %w", err)
+	case kind == FaultSplitKill:
+		ev.Target, err = in.splitKill(ctx)
+	case kind == FaultKillRandom:
 		n := in.c.Nodes[in.rng.IntN(len(in.c.Nodes))]
 		ev.Target = n.ID
 		err = in.kill(ctx, n)
-	case FaultKillLeader:
+	case kind == FaultKillLeader:
 		gs := in.c.Groups()
 		var n *Node
 		if n, err = in.c.Leader(ctx, gs[in.rng.IntN(len(gs))]); err == nil {
 			ev.Target = n.ID
 			err = in.kill(ctx, n)
 		}
-	case FaultPause:
+	case kind == FaultPause:
 		n := in.c.Nodes[in.rng.IntN(len(in.c.Nodes))]
 		ev.Target = n.ID
 		err = in.pause(ctx, n)
-	case FaultPartitionNode:
+	case kind == FaultPartitionNode:
 		n := in.c.Nodes[in.rng.IntN(len(in.c.Nodes))]
 		ev.Target = n.ID
 		err = in.partitionNode(ctx, n)
-	case FaultPartitionGroup:
+	case kind == FaultPartitionGroup:
 		gs := in.c.Groups()
 		g := gs[in.rng.IntN(len(gs))]
 		ev.Target = g
 		err = in.partitionGroup(ctx, g)
-	case FaultRollingRestart:
+	case kind == FaultRollingRestart:
 		ev.Target = "all"
 		err = in.rollingRestart(ctx)
 	default:
@@ -321,4 +341,108 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// splitKill is FaultSplitKill. It returns the fault's target ("n10>n6":
+// the extra node, the mover killed).
+func (in *Injector) splitKill(ctx context.Context) (string, error) {
+	if !in.c.cfg.Auto {
+		return "", errors.New("chaos: split-kill needs group auto")
+	}
+	sizes := make(map[string]int)
+	for _, n := range in.c.Nodes {
+		sizes[n.Group]++
+	}
+	full := true
+	for _, k := range sizes {
+		full = full && k >= in.c.cfg.PerGroup
+	}
+	before := make(map[string]*Status)
+	for _, n := range in.c.Nodes {
+		s, err := in.c.Status(ctx, n)
+		if err != nil {
+			return "", err
+		}
+		before[n.ID] = s
+	}
+	old := slices.Clone(in.c.Nodes)
+	x, err := in.c.AddExtra(ctx)
+	if err != nil {
+		return x.ID, err
+	}
+	started := time.Now()
+	in.log.Info("extra auto node started to force a split", "node", x.ID, "groups_full", full)
+
+	// The mover: a node that left its group (not joined, in another
+	// group, or one switch more than before).
+	var mover *Node
+	err = poll(ctx, splitDetectTimeout, func(ctx context.Context) (string, error) {
+		for _, n := range old {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			s, err := in.c.Status(sctx, n)
+			cancel()
+			if err != nil {
+				continue
+			}
+			if b := before[n.ID]; !s.Joined || s.Group != b.Group || s.GroupSwitches != b.GroupSwitches {
+				mover = n
+				return "", nil
+			}
+		}
+		if s, err := in.c.Status(ctx, x); err == nil && s.Joined && !full {
+			return "", nil // a group had room: no split
+		}
+		return "no member has left its group yet", nil
+	})
+	if err != nil {
+		return x.ID, fmt.Errorf("the split %s should force: %w", x.ID, err)
+	}
+	target := x.ID
+	if mover == nil {
+		in.log.Info("no split: a group had room for the extra node", "node", x.ID)
+	} else {
+		target += ">" + mover.ID
+		delay := time.Duration(in.rng.IntN(700)) * time.Millisecond
+		in.log.Info("split under way: killing the mover", "mover", mover.ID, "seen_after", time.Since(started).Round(time.Millisecond), "kill_in", delay)
+		if err := sleep(ctx, delay); err != nil {
+			return target, err
+		}
+		if err := in.kill(ctx, mover); err != nil {
+			return target, err
+		}
+	}
+	if err := in.c.WaitConverged(ctx, recoverTimeout); err != nil {
+		return target, fmt.Errorf("after the split: %w", err)
+	}
+	return target, in.retire(ctx, x)
+}
+
+// retire makes n leave the cluster gracefully (its files drain to other
+// nodes; the agent exits) and moves it to the cluster's Retired nodes.
+func (in *Injector) retire(ctx context.Context, n *Node) error {
+	in.log.Info("extra node leaves", "node", n.ID)
+	c := rpc.NewClient(rpc.Options{Addrs: []string{n.RPCAddr()}, Logger: in.log, HomeCacheSize: -1, Timeout: 2 * time.Minute, MaxAttempts: 1})
+	defer c.Close()
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	resp, err := c.Leave(lctx, n.RPCAddr(), n.ID)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("leave of %s: %w", n.ID, err)
+	}
+	in.log.Info("extra node left", "node", n.ID, "drained_files", resp.DrainedFiles, "handed_replicas", resp.HandedReplicas)
+	err = poll(ctx, time.Minute, func(ctx context.Context) (string, error) {
+		out, err := in.d.Run(ctx, "inspect", "-f", "{{.State.Running}}", n.Container)
+		if err != nil {
+			return "", err
+		}
+		if out == "true" {
+			return n.ID + " still running after its leave", nil
+		}
+		return "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("after the leave of %s: %w", n.ID, err)
+	}
+	in.c.Retire(n)
+	return nil
 }
