@@ -12,9 +12,14 @@
 //   - a partition of one node (docker network disconnect/connect);
 //   - a partition of a whole group from the other groups (iptables DROP
 //     rules inside each member's network namespace, entered with nsenter;
-//     the group keeps talking to itself and to clients; without nsenter or
-//     iptables every member is disconnected from the network instead);
-//   - a rolling restart (SIGTERM, start) of every node.
+//     the group keeps talking to itself and to clients; if nsenter or
+//     iptables is missing or a probe fails, every member is disconnected
+//     from the network instead);
+//   - a rolling restart (SIGTERM, start) of every node;
+//   - with GHBA_CHAOS_AUTO=1 (9 nodes with group auto, max_group_size 3,
+//     groups read from /v1/status before each fault): an extra auto node
+//     forces a split of a full group, the member the split moves is killed
+//     -9 within a second and restarted, then the extra node leaves.
 //
 // Every operation (create, stat, rename, unlink, readdir on a few fixed
 // names in a few fixed directories) is recorded with its invocation and
