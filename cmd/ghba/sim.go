@@ -259,6 +259,23 @@ func (t *simTable) print(w io.Writer) error {
 	return nil
 }
 
+// emit prints t under title unless --json, and writes it to csvName in the
+// --out directory when one is given. more reports that --out was given (the
+// caller then writes its charts there too).
+func (t *simTable) emit(cmd *cobra.Command, o *simOptions, title, csvName string) (more bool, err error) {
+	if !o.json {
+		w := cmd.OutOrStdout()
+		fmt.Fprintln(w, title)
+		if err := t.print(w); err != nil {
+			return false, err
+		}
+	}
+	if o.out == "" {
+		return false, nil
+	}
+	return true, t.writeCSV(o.out, csvName)
+}
+
 // writeCSV saves the table as dir/name.
 func (t *simTable) writeCSV(dir, name string) error {
 	var b strings.Builder

@@ -123,18 +123,8 @@ func printGHBA(cmd *cobra.Command, o *simOptions, rs []sim.GHBAResult, byServers
 			simPct(r.FalsePositives["L1"]), simPct(r.FalsePositives["L2"]), simPct(r.FalsePositives["L3"]),
 			simF2(r.MeanHops), simF2(r.MeanMessages), simF2(r.ReplicasMean), simRatio(r.TotalMemoryVsBFA8), simRatio(r.MemoryVsBFA8), simRatio(r.LRUMemoryVsBFA8))
 	}
-	if !o.json {
-		w := cmd.OutOrStdout()
-		fmt.Fprintf(w, "G-HBA (G-HBA §2), %s; LRU %d entries, %v bits/file, threshold %v%%\n",
-			o.describe(), rs[0].LRUEntries, rs[0].BitsPerFile, rs[0].ThresholdPercent)
-		if err := t.print(w); err != nil {
-			return err
-		}
-	}
-	if o.out == "" {
-		return nil
-	}
-	if err := t.writeCSV(o.out, "ghba.csv"); err != nil {
+	if more, err := t.emit(cmd, o, fmt.Sprintf("G-HBA (G-HBA §2), %s; LRU %d entries, %v bits/file, threshold %v%%",
+		o.describe(), rs[0].LRUEntries, rs[0].BitsPerFile, rs[0].ThresholdPercent), "ghba.csv"); err != nil || !more {
 		return err
 	}
 	xname, x := "max group size M", func(r sim.GHBAResult) float64 { return float64(r.MaxGroup) }

@@ -93,17 +93,7 @@ func printHBA(cmd *cobra.Command, o *simOptions, rs []sim.HBAResult, byServers, 
 			simRatio(r.HBAMemoryVsPBA8), simRatio(r.PBA12MemoryVsPBA8), simRatio(r.PBA16MemoryVsPBA8),
 			simI64(r.L1Messages), simI64(r.L2Messages), simF2(r.MessagesPerSecond))
 	}
-	if !o.json {
-		w := cmd.OutOrStdout()
-		fmt.Fprintf(w, "HBA (HBA §4.2.2), %s; memory relative to PBA at 8 bits/file\n", o.describe())
-		if err := t.print(w); err != nil {
-			return err
-		}
-	}
-	if o.out == "" {
-		return nil
-	}
-	if err := t.writeCSV(o.out, "hba.csv"); err != nil {
+	if more, err := t.emit(cmd, o, fmt.Sprintf("HBA (HBA §4.2.2), %s; memory relative to PBA at 8 bits/file", o.describe()), "hba.csv"); err != nil || !more {
 		return err
 	}
 	if byThreshold {

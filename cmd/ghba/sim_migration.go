@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/ghba/ghba/routing/sim"
@@ -73,17 +71,7 @@ func printMigration(cmd *cobra.Command, o *simOptions, rs []sim.MigrationResult)
 		t.add(simItoa(r.Servers), simItoa(r.MaxGroup), simItoa(r.GroupSizeBefore), simItoa(r.Origins), simItoa(r.HBA),
 			simItoa(r.Hash), simF2(r.HashExpected), simItoa(r.GHBA), simF2(r.GHBAExpected), simItoa(r.IDBFAMisroutes))
 	}
-	if !o.json {
-		w := cmd.OutOrStdout()
-		fmt.Fprintln(w, "Replicas moved when one server joins (G-HBA §2.4, Fig. 5)")
-		if err := t.print(w); err != nil {
-			return err
-		}
-	}
-	if o.out == "" {
-		return nil
-	}
-	if err := t.writeCSV(o.out, "migration.csv"); err != nil {
+	if more, err := t.emit(cmd, o, "Replicas moved when one server joins (G-HBA §2.4, Fig. 5)", "migration.csv"); err != nil || !more {
 		return err
 	}
 	c := &simChart{title: "Replicas migrated when a server joins (G-HBA Fig. 5)", xlabel: "servers N", ylabel: "replicas moved"}

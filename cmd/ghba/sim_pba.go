@@ -102,17 +102,7 @@ func printPBA(cmd *cobra.Command, o *simOptions, rs []sim.PBAResult, byBits, byH
 			simPct(r.TheoryHitRate), simPct(r.SimHitRate), simPct(r.TheoryHitRateFill),
 			simPct(r.TheoryFalseNew), simPct(r.SimFalseNew), simI64(r.UpdateMessages))
 	}
-	if !o.json {
-		w := cmd.OutOrStdout()
-		fmt.Fprintf(w, "PBA (HBA §4.2.1), %s\n", o.describe())
-		if err := t.print(w); err != nil {
-			return err
-		}
-	}
-	if o.out == "" {
-		return nil
-	}
-	if err := t.writeCSV(o.out, "pba.csv"); err != nil {
+	if more, err := t.emit(cmd, o, fmt.Sprintf("PBA (HBA §4.2.1), %s", o.describe()), "pba.csv"); err != nil || !more {
 		return err
 	}
 	// x axis: the first swept dimension among bits, hashes, threshold, servers.
