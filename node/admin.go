@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"net"
@@ -15,58 +14,6 @@ import (
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/serf/serf"
 )
-
-// Server-to-server methods of the cluster layer (not part of the client
-// API in rpc/).
-const (
-	// methodGroupJoin asks a group's leader (through any member, which
-	// forwards) to add a node to the group.
-	methodGroupJoin = "Cluster.GroupJoin" // GroupJoinRequest → GroupJoinResponse
-	// methodGroupLeave asks a group's leader (through any member) to
-	// remove a node from the group.
-	methodGroupLeave = "Cluster.GroupLeave" // GroupLeaveRequest → GroupLeaveResponse
-)
-
-// GroupJoinRequest asks a group's leader to add Member to group Group.
-type GroupJoinRequest struct {
-	// Group is the group to join.
-	Group string `json:"group"`
-	// Auto reports that the joiner chose the group itself (group: auto).
-	Auto bool `json:"auto,omitempty"`
-	// Member describes the joiner (id and addresses).
-	Member fsm.Member `json:"member"`
-	// Forwarded is set by a member that forwards the request to its
-	// leader; a forwarded request is not forwarded again.
-	Forwarded bool `json:"forwarded,omitempty"`
-}
-
-// GroupJoinResponse tells the joiner its group, or where to go instead.
-type GroupJoinResponse struct {
-	// Group is the group the node is now a member of ("" with Redirect).
-	Group string `json:"group"`
-	// Leader is the id of the leader that added it.
-	Leader string `json:"leader"`
-	// Redirect, when set, means the node was not added: the full group
-	// split to make room, and the joiner is to join the new group
-	// Redirect, which node Via bootstraps.
-	Redirect string `json:"redirect,omitempty"`
-	// Via: see Redirect.
-	Via string `json:"via,omitempty"`
-}
-
-// GroupLeaveRequest asks a group's leader to remove member ID (its
-// replicas go to the other members, then it leaves Raft).
-type GroupLeaveRequest struct {
-	// ID is the leaving node.
-	ID string `json:"id"`
-	// Group is its group.
-	Group string `json:"group"`
-	// Forwarded: as in GroupJoinRequest.
-	Forwarded bool `json:"forwarded,omitempty"`
-}
-
-// GroupLeaveResponse is empty.
-type GroupLeaveResponse struct{}
 
 // registerAdmin registers the Cluster.* methods on the RPC server.
 func (n *Node) registerAdmin() {
@@ -107,81 +54,6 @@ func (n *Node) registerAdmin() {
 	rpc.Register(s, methodGroupJoin, n.handleGroupJoin)
 	rpc.Register(s, methodGroupLeave, n.handleGroupLeave)
 	rpc.Register(s, methodGroupSwitch, n.handleGroupSwitch)
-}
-
-// forwardToLeader sends method to the group's leader; it fails as
-// unavailable when no leader is known (the caller retries).
-func (n *Node) forwardToLeader(ctx context.Context, method string, req, resp any) error {
-	leader := n.leaderID()
-	if leader == "" || leader == n.cfg.NodeID {
-		return fmt.Errorf("%w: group %q has no established leader", rpc.ErrUnavailable, n.group())
-	}
-	addr := n.cluster.rpcAddrOf(leader)
-	if addr == "" {
-		return fmt.Errorf("%w: no rpc address for leader %s", rpc.ErrUnavailable, leader)
-	}
-	return n.client.Call(ctx, addr, method, req, resp)
-}
-
-// handleGroupJoin adds the requester to this node's group: on the leader
-// directly, elsewhere by forwarding to the leader once.
-func (n *Node) handleGroupJoin(ctx context.Context, req *GroupJoinRequest) (*GroupJoinResponse, error) {
-	if !n.isJoined() || req.Group != n.group() {
-		return nil, fmt.Errorf("%w: node %s is not a member of group %q", rpc.ErrUnavailable, n.cfg.NodeID, req.Group)
-	}
-	if req.Member.ID == "" || req.Member.RaftAddr == "" {
-		return nil, fmt.Errorf("%w: join: member id and raft address are required", fs.ErrInvalid)
-	}
-	if !n.isLeader() {
-		if req.Forwarded {
-			return nil, errNotLeader
-		}
-		fwd := *req
-		fwd.Forwarded = true
-		var resp GroupJoinResponse
-		if err := n.forwardToLeader(ctx, methodGroupJoin, &fwd, &resp); err != nil {
-			return nil, err
-		}
-		return &resp, nil
-	}
-	if err := n.addMember(ctx, req.Member); err != nil {
-		if req.Auto && n.cfg.Group == GroupAuto && errors.Is(err, fsm.ErrGroupFull) {
-			resp, serr := n.splitForJoin(ctx, req.Member)
-			if serr == nil {
-				return resp, nil
-			}
-			n.log.Info("full group not split", "joiner", req.Member.ID, "reason", serr)
-		}
-		return nil, err
-	}
-	n.log.Info("node joined the group", "member", req.Member.ID, "group", n.group(), "auto", req.Auto)
-	n.signalRefresh()
-	return &GroupJoinResponse{Group: n.group(), Leader: n.cfg.NodeID}, nil
-}
-
-// handleGroupLeave removes the requester from this node's group.
-func (n *Node) handleGroupLeave(ctx context.Context, req *GroupLeaveRequest) (*GroupLeaveResponse, error) {
-	if !n.isJoined() || req.Group != n.group() {
-		return nil, fmt.Errorf("%w: node %s is not a member of group %q", rpc.ErrUnavailable, n.cfg.NodeID, req.Group)
-	}
-	if !n.isLeader() {
-		if req.Forwarded {
-			return nil, errNotLeader
-		}
-		fwd := *req
-		fwd.Forwarded = true
-		var resp GroupLeaveResponse
-		if err := n.forwardToLeader(ctx, methodGroupLeave, &fwd, &resp); err != nil {
-			return nil, err
-		}
-		return &resp, nil
-	}
-	if err := n.removeMember(ctx, req.ID); err != nil {
-		return nil, err
-	}
-	n.log.Info("node left the group", "member", req.ID, "group", n.group())
-	n.signalRefresh()
-	return &GroupLeaveResponse{}, nil
 }
 
 // Members returns every node Serf knows (left ones until Serf forgets
@@ -254,7 +126,7 @@ func (n *Node) Members(ctx context.Context) []rpc.Member {
 				return
 			}
 			defer func() { <-sem }()
-			cctx, cancel := context.WithTimeout(ctx, n.tune.statusTimeout)
+			cctx, cancel := context.WithTimeout(ctx, n.tune.StatusTimeout)
 			defer cancel()
 			var st rpc.StatusResponse
 			if err := n.client.Call(cctx, m.RPCAddr, rpc.MethodStatus, &rpc.StatusRequest{}, &st); err != nil {

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -14,7 +14,11 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/fsm"
+	"github.com/ghba/ghba/node"
+	"github.com/ghba/ghba/node/namespace"
+	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/rpctest"
 	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
 )
@@ -34,10 +38,10 @@ func sameSet(a, b []string) bool {
 
 // checkGroup waits until every node's FSM and Raft configuration hold
 // exactly want, and one leader is established among them.
-func checkGroup(t *testing.T, d time.Duration, nodes []*Node, want []string) *Node {
+func checkGroup(t *testing.T, d time.Duration, nodes []*node.Node, want []string) *node.Node {
 	t.Helper()
-	var leader *Node
-	eventually(t, d, fmt.Sprintf("group of %v", want), func() error {
+	var leader *node.Node
+	rpctest.Eventually(t, d, fmt.Sprintf("group of %v", want), func() error {
 		l, err := leaderOf(nodes...)
 		if err != nil {
 			return err
@@ -46,22 +50,18 @@ func checkGroup(t *testing.T, d time.Duration, nodes []*Node, want []string) *No
 			if got := fsmMemberIDs(n); !sameSet(got, want) {
 				return fmt.Errorf("%s: FSM members %v", n.ID(), got)
 			}
-			if !n.isJoined() {
+			if !n.IsJoined() {
 				return fmt.Errorf("%s: not joined", n.ID())
 			}
-			if n.leaderID() != l.ID() {
-				return fmt.Errorf("%s: leader %q, want %q", n.ID(), n.leaderID(), l.ID())
+			if n.LeaderID() != l.ID() {
+				return fmt.Errorf("%s: leader %q, want %q", n.ID(), n.LeaderID(), l.ID())
 			}
 			// Every member must also be known and up in this node's
 			// namespace (Serf tags gossiped, peer snapshot refreshed):
 			// until then a write routed to that member answers
 			// "unavailable".
 			for _, id := range want {
-				ns, ok := n.ns.(nsGlue)
-				if !ok {
-					return fmt.Errorf("%s: namespace not started", n.ID())
-				}
-				if p := ns.Namespace.peer(id); p == nil || !p.Up {
+				if up, _ := n.NS().SeesPeer(id); !up {
 					return fmt.Errorf("%s: namespace does not see %s up yet", n.ID(), id)
 				}
 			}
@@ -77,6 +77,46 @@ func checkGroup(t *testing.T, d time.Duration, nodes []*Node, want []string) *No
 		return nil
 	})
 	return leader
+}
+
+// peerOf returns node id as n's Directory sees it.
+func peerOf(n *node.Node, id string) (namespace.Peer, bool) {
+	for _, p := range n.Directory().Peers() {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return namespace.Peer{}, false
+}
+
+// fsmMemberIDs returns the ids of the members in n's group FSM.
+func fsmMemberIDs(n *node.Node) []string {
+	var ids []string
+	for _, m := range n.GroupFSM().Members() {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+// voterIDs returns the voters of n's Raft configuration.
+func voterIDs(n *node.Node) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return n.Voters(ctx)
+}
+
+// leaderOf returns the one established leader among nodes, or an error.
+func leaderOf(nodes ...*node.Node) (*node.Node, error) {
+	var leaders []*node.Node
+	for _, n := range nodes {
+		if n.IsLeader() {
+			leaders = append(leaders, n)
+		}
+	}
+	if len(leaders) != 1 {
+		return nil, fmt.Errorf("%d established leaders", len(leaders))
+	}
+	return leaders[0], nil
 }
 
 func httpGet(t *testing.T, url string) (int, string) {
@@ -108,248 +148,258 @@ func httpGet(t *testing.T, url string) (int, string) {
 // no goroutines behind.
 func TestClusterLifecycle(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) }) // runs last
-	base := t.TempDir()
-	log := newTestLogger(t)
-	start := time.Now()
-	step := func(name string) {
-		t.Logf("%-28s at %v", name, time.Since(start).Round(time.Millisecond))
-	}
-
-	c1 := testConfig(t, base, "n1")
+	// Nodes are started on the whole test (top), not on one step: a
+	// step's cleanups run when the step ends.
+	top := t
+	log := rpctest.Logger(t)
+	c1 := nodetest.Config(t, "n1")
 	c1.Bootstrap = true
-	c2 := testConfig(t, base, "n2")
-	c3 := testConfig(t, base, "n3")
-	c2.RetryJoin = []string{serfAddr(c1)}
-	c3.RetryJoin = []string{serfAddr(c1), serfAddr(c2)}
-	n1 := startTestNode(t, c1, log)
-	n2 := startTestNode(t, c2, log)
-	n3 := startTestNode(t, c3, log)
-	nodes := []*Node{n1, n2, n3}
+	c2 := nodetest.Config(t, "n2")
+	c3 := nodetest.Config(t, "n3")
+	c4 := nodetest.Config(t, "n4")
+	c2.RetryJoin = []string{nodetest.SerfAddr(c1)}
+	c3.RetryJoin = []string{nodetest.SerfAddr(c1), nodetest.SerfAddr(c2)}
+	var (
+		n1, n2, n3, n4 *node.Node
+		nodes          []*node.Node
+		leader         *node.Node
+	)
+	client := rpc.NewClient(rpc.Options{Addrs: []string{nodetest.RPCAddr(c1)}})
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 
-	leader := checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2", "n3"})
-	step("3-node group formed")
-	for _, n := range nodes {
-		if g := n.group(); g != defaultAutoGroup {
-			t.Errorf("%s: group %q, want %q", n.ID(), g, defaultAutoGroup)
-		}
-		if r := n.Directory().RootHome(); r != "n1" {
-			eventually(t, 10*time.Second, "root home", func() error {
-				if r := n.Directory().RootHome(); r != "n1" {
-					return fmt.Errorf("%s: root home %q", n.ID(), r)
+	steps := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"three nodes form a group", func(t *testing.T) {
+			n1 = nodetest.Start(top, c1, log)
+			n2 = nodetest.Start(top, c2, log)
+			n3 = nodetest.Start(top, c3, log)
+			nodes = []*node.Node{n1, n2, n3}
+			leader = checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2", "n3"})
+			for _, n := range nodes {
+				if g := n.GroupName(); g != node.DefaultAutoGroup {
+					t.Errorf("%s: group %q, want %q", n.ID(), g, node.DefaultAutoGroup)
+				}
+			}
+		}},
+		{"directories agree", func(t *testing.T) {
+			rpctest.Eventually(t, 10*time.Second, "root home n1", func() error {
+				for _, n := range nodes {
+					if r := n.Directory().RootHome(); r != "n1" {
+						return fmt.Errorf("%s: root home %q", n.ID(), r)
+					}
 				}
 				return nil
 			})
-		}
-	}
-	eventually(t, 10*time.Second, "directory of 3", func() error {
-		for _, n := range nodes {
-			peers := n.Directory().Peers()
-			if len(peers) != 3 {
-				return fmt.Errorf("%s: peers %v", n.ID(), peers)
+			rpctest.Eventually(t, 10*time.Second, "directory of 3", func() error {
+				for _, n := range nodes {
+					peers := n.Directory().Peers()
+					if len(peers) != 3 {
+						return fmt.Errorf("%s: peers %v", n.ID(), peers)
+					}
+					for _, p := range peers {
+						if !p.Up || p.Leaving || p.Group != node.DefaultAutoGroup || p.RPCAddr == "" {
+							return fmt.Errorf("%s: peer %+v", n.ID(), p)
+						}
+					}
+				}
+				return nil
+			})
+		}},
+		{"http endpoints", func(t *testing.T) {
+			code, body := httpGet(t, "http://"+nodetest.HTTPAddr(c2)+"/v1/status")
+			if code != http.StatusOK {
+				t.Fatalf("/v1/status: %d %s", code, body)
 			}
-			for _, p := range peers {
-				if !p.Up || p.Leaving || p.Group != defaultAutoGroup || p.RPCAddr == "" {
-					return fmt.Errorf("%s: peer %+v", n.ID(), p)
+			var st map[string]any
+			if err := json.Unmarshal([]byte(body), &st); err != nil {
+				t.Fatalf("/v1/status: %v: %s", err, body)
+			}
+			for _, k := range []string{"node_id", "group", "raft_role", "leader", "files", "replicas_held", "filter_bytes", "levels", "hops", "root_home", "raft", "group_members", "peers"} {
+				if _, ok := st[k]; !ok {
+					t.Errorf("/v1/status lacks %q: %s", k, body)
 				}
 			}
-		}
-		return nil
-	})
-	step("directories agree")
-
-	// Status endpoints.
-	code, body := httpGet(t, "http://"+n2.addr(c2.Ports.HTTP)+"/v1/status")
-	if code != http.StatusOK {
-		t.Fatalf("/v1/status: %d %s", code, body)
-	}
-	var st map[string]any
-	if err := json.Unmarshal([]byte(body), &st); err != nil {
-		t.Fatalf("/v1/status: %v: %s", err, body)
-	}
-	for _, k := range []string{"node_id", "group", "raft_role", "leader", "files", "replicas_held", "filter_bytes", "levels", "hops", "root_home", "raft", "group_members", "peers"} {
-		if _, ok := st[k]; !ok {
-			t.Errorf("/v1/status lacks %q: %s", k, body)
-		}
-	}
-	if st["node_id"] != "n2" || st["group"] != defaultAutoGroup || st["leader"] != leader.ID() {
-		t.Errorf("/v1/status: %s", body)
-	}
-	code, body = httpGet(t, "http://"+n1.addr(c1.Ports.HTTP)+"/metrics")
-	if code != http.StatusOK {
-		t.Fatalf("/metrics: %d", code)
-	}
-	for _, want := range []string{
-		`ghba_node_info{group="g1",node_id="n1"`, "ghba_raft_leader ", `ghba_raft_state{state="Leader"}`,
-		`ghba_group_members{status="active"} 3`, `ghba_serf_members{status="alive"} 3`,
-		`ghba_lookups_total{level="L1"}`, "ghba_filter_bytes ", `ghba_inodes{type="file"}`,
-		"ghba_replicas_held ", "go_goroutines ", "# TYPE ghba_lookups_total counter",
-		`ghba_txns_total{result="committed"}`, `ghba_filter_array_members{array="l1"}`,
-		"ghba_raft_term ", `ghba_serf_events_total{event="member-join"}`,
-	} {
-		if !strings.Contains(body, want) {
-			t.Errorf("/metrics lacks %q", want)
-		}
-	}
-	code, body = httpGet(t, "http://"+n3.addr(c3.Ports.HTTP)+"/")
-	if code != http.StatusOK || !strings.Contains(body, "<table>") || !strings.Contains(body, "n1") || !strings.Contains(body, "leader") {
-		t.Errorf("status page: %d %s", code, body)
-	}
-	step("http endpoints")
-
-	// Admin RPCs through the client.
-	client := rpc.NewClient(rpc.Options{Addrs: []string{n1.addr(c1.Ports.RPC)}})
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	mr, err := client.Members(ctx)
-	if err != nil {
-		t.Fatalf("Members: %v", err)
-	}
-	roles := map[string]int{}
-	for _, m := range mr.Members {
-		if m.Status != statusAlive || m.Group != defaultAutoGroup || m.RPCAddr == "" || m.SerfAddr == "" {
-			t.Errorf("member %+v", m)
-		}
-		roles[m.RaftRole]++
-	}
-	if len(mr.Members) != 3 || roles["leader"] != 1 || roles["follower"] != 2 {
-		t.Errorf("members %+v", mr.Members)
-	}
-	gr, err := client.Groups(ctx)
-	if err != nil {
-		t.Fatalf("Groups: %v", err)
-	}
-	if len(gr.Groups) != 1 || gr.Groups[0].Leader != leader.ID() || len(gr.Groups[0].Members) != 3 {
-		t.Errorf("groups %+v", gr.Groups)
-	}
-	sr, err := client.Status(ctx, n3.addr(c3.Ports.RPC))
-	if err != nil || sr.NodeID != "n3" || sr.RaftRole == "" {
-		t.Errorf("Status: %+v, %v", sr, err)
-	}
-	step("admin rpcs")
-
-	// A 4th node joins at runtime (ghba join).
-	c4 := testConfig(t, base, "n4")
-	n4 := startTestNode(t, c4, log)
-	if _, err := client.Join(ctx, n4.addr(c4.Ports.RPC), []string{serfAddr(c3)}); err != nil {
-		t.Fatalf("Join: %v", err)
-	}
-	nodes = append(nodes, n4)
-	checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2", "n3", "n4"})
-	step("4th node joined")
-
-	// The leader leaves gracefully: transfer leadership to n4 first, then
-	// have n4 leave (it must hand leadership over again).
-	leader, err = leaderOf(nodes...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if leader != n4 {
-		if err := leader.raftNode().LeadershipTransferToServer(raft.ServerID("n4"), raft.ServerAddress(n4.addr(c4.Ports.Raft))).Error(); err != nil {
-			t.Fatalf("transfer to n4: %v", err)
-		}
-		eventually(t, 10*time.Second, "n4 leads", func() error {
-			if !n4.isLeader() {
-				return fmt.Errorf("leader %q", n4.leaderID())
+			if st["node_id"] != "n2" || st["group"] != node.DefaultAutoGroup || st["leader"] != leader.ID() {
+				t.Errorf("/v1/status: %s", body)
 			}
-			return nil
-		})
-	}
-	lr, err := client.Leave(ctx, n4.addr(c4.Ports.RPC), "n4")
-	if err != nil {
-		t.Fatalf("Leave: %v", err)
-	}
-	t.Logf("leave: %+v", lr)
-	select {
-	case <-n4.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("n4.Done not closed after Leave")
-	}
-	shutdownNode(t, n4)
-	nodes = nodes[:3]
-	checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2", "n3"})
-	eventually(t, 10*time.Second, "n4 gone from serf and directories", func() error {
-		for _, n := range nodes {
-			if p, ok := peerOf(n, "n4"); ok {
-				return fmt.Errorf("%s still lists %+v", n.ID(), p)
+			code, body = httpGet(t, "http://"+nodetest.HTTPAddr(c1)+"/metrics")
+			if code != http.StatusOK {
+				t.Fatalf("/metrics: %d", code)
 			}
-			for _, m := range n.serfAgent().Members() {
-				if m.Name == "n4" && m.Status.String() != "left" {
-					return fmt.Errorf("%s: serf status of n4: %s", n.ID(), m.Status)
+			for _, want := range []string{
+				`ghba_node_info{group="g1",node_id="n1"`, "ghba_raft_leader ", `ghba_raft_state{state="Leader"}`,
+				`ghba_group_members{status="active"} 3`, `ghba_serf_members{status="alive"} 3`,
+				`ghba_lookups_total{level="L1"}`, "ghba_filter_bytes ", `ghba_inodes{type="file"}`,
+				"ghba_replicas_held ", "go_goroutines ", "# TYPE ghba_lookups_total counter",
+				`ghba_txns_total{result="committed"}`, `ghba_filter_array_members{array="l1"}`,
+				"ghba_raft_term ", `ghba_serf_events_total{event="member-join"}`,
+			} {
+				if !strings.Contains(body, want) {
+					t.Errorf("/metrics lacks %q", want)
 				}
 			}
-		}
-		return nil
-	})
-	step("leader left")
-
-	// Kill n3 (no leave): Serf marks it failed, the Directory reports it
-	// down and the group's FSM marks it failed.
-	shutdownNode(t, n3)
-	eventually(t, 20*time.Second, "n3 failed", func() error {
-		for _, n := range nodes[:2] {
-			p, ok := peerOf(n, "n3")
-			if !ok || p.Up {
-				return fmt.Errorf("%s: n3 is %+v (known %t)", n.ID(), p, ok)
+			code, body = httpGet(t, "http://"+nodetest.HTTPAddr(c3)+"/")
+			if code != http.StatusOK || !strings.Contains(body, "<table>") || !strings.Contains(body, "n1") || !strings.Contains(body, "leader") {
+				t.Errorf("status page: %d %s", code, body)
 			}
-		}
-		l, err := leaderOf(n1, n2)
-		if err != nil {
-			return err
-		}
-		if m, ok := l.groupFSM().Member("n3"); !ok || m.Status != fsm.StatusFailed {
-			return fmt.Errorf("FSM member n3: %+v", m)
-		}
-		return nil
-	})
-	step("killed node marked failed")
-
-	// Restart it with the same data dir: it rejoins and is up again.
-	n3 = startTestNode(t, c3, log)
-	nodes[2] = n3
-	checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2", "n3"})
-	eventually(t, 20*time.Second, "n3 up again", func() error {
-		for _, n := range nodes {
-			p, ok := peerOf(n, "n3")
-			if !ok || !p.Up {
-				return fmt.Errorf("%s: n3 is %+v", n.ID(), p)
+		}},
+		{"admin rpcs", func(t *testing.T) {
+			mr, err := client.Members(ctx)
+			if err != nil {
+				t.Fatalf("Members: %v", err)
 			}
+			roles := map[string]int{}
+			for _, m := range mr.Members {
+				if m.Status != "alive" || m.Group != node.DefaultAutoGroup || m.RPCAddr == "" || m.SerfAddr == "" {
+					t.Errorf("member %+v", m)
+				}
+				roles[m.RaftRole]++
+			}
+			if len(mr.Members) != 3 || roles["leader"] != 1 || roles["follower"] != 2 {
+				t.Errorf("members %+v", mr.Members)
+			}
+			gr, err := client.Groups(ctx)
+			if err != nil {
+				t.Fatalf("Groups: %v", err)
+			}
+			if len(gr.Groups) != 1 || gr.Groups[0].Leader != leader.ID() || len(gr.Groups[0].Members) != 3 {
+				t.Errorf("groups %+v", gr.Groups)
+			}
+			sr, err := client.Status(ctx, nodetest.RPCAddr(c3))
+			if err != nil || sr.NodeID != "n3" || sr.RaftRole == "" {
+				t.Errorf("Status: %+v, %v", sr, err)
+			}
+		}},
+		{"a fourth node joins at runtime", func(t *testing.T) {
+			n4 = nodetest.Start(top, c4, log)
+			if _, err := client.Join(ctx, nodetest.RPCAddr(c4), []string{nodetest.SerfAddr(c3)}); err != nil {
+				t.Fatalf("Join: %v", err)
+			}
+			nodes = append(nodes, n4)
+			checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2", "n3", "n4"})
+		}},
+		// The leader leaves gracefully: leadership goes to n4 first, then
+		// n4 leaves (it must hand leadership over again).
+		{"the leader leaves", func(t *testing.T) {
+			leader, err := leaderOf(nodes...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if leader != n4 {
+				if err := leader.Raft().LeadershipTransferToServer(raft.ServerID("n4"), raft.ServerAddress(n4.RaftAddr())).Error(); err != nil {
+					t.Fatalf("transfer to n4: %v", err)
+				}
+				rpctest.Eventually(t, 10*time.Second, "n4 leads", func() error {
+					if !n4.IsLeader() {
+						return fmt.Errorf("leader %q", n4.LeaderID())
+					}
+					return nil
+				})
+			}
+			lr, err := client.Leave(ctx, nodetest.RPCAddr(c4), "n4")
+			if err != nil {
+				t.Fatalf("Leave: %v", err)
+			}
+			t.Logf("leave: %+v", lr)
+			select {
+			case <-n4.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatal("n4.Done not closed after Leave")
+			}
+			nodetest.Shutdown(t, n4)
+			nodes = nodes[:3]
+			checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2", "n3"})
+			rpctest.Eventually(t, 10*time.Second, "n4 gone from serf and directories", func() error {
+				for _, n := range nodes {
+					if p, ok := peerOf(n, "n4"); ok {
+						return fmt.Errorf("%s still lists %+v", n.ID(), p)
+					}
+					for _, m := range n.SerfMembers() {
+						if m.Name == "n4" && m.Status.String() != "left" {
+							return fmt.Errorf("%s: serf status of n4: %s", n.ID(), m.Status)
+						}
+					}
+				}
+				return nil
+			})
+		}},
+		// Kill n3 (no leave): Serf marks it failed, the Directory reports
+		// it down and the group's FSM marks it failed.
+		{"a killed node is marked failed", func(t *testing.T) {
+			nodetest.Shutdown(t, n3)
+			rpctest.Eventually(t, 20*time.Second, "n3 failed", func() error {
+				for _, n := range nodes[:2] {
+					p, ok := peerOf(n, "n3")
+					if !ok || p.Up {
+						return fmt.Errorf("%s: n3 is %+v (known %t)", n.ID(), p, ok)
+					}
+				}
+				l, err := leaderOf(n1, n2)
+				if err != nil {
+					return err
+				}
+				if m, ok := l.GroupFSM().Member("n3"); !ok || m.Status != fsm.StatusFailed {
+					return fmt.Errorf("FSM member n3: %+v", m)
+				}
+				return nil
+			})
+		}},
+		{"a restarted node is back", func(t *testing.T) {
+			n3 = nodetest.Start(top, c3, log)
+			nodes[2] = n3
+			checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2", "n3"})
+			rpctest.Eventually(t, 20*time.Second, "n3 up again", func() error {
+				for _, n := range nodes {
+					p, ok := peerOf(n, "n3")
+					if !ok || !p.Up {
+						return fmt.Errorf("%s: n3 is %+v", n.ID(), p)
+					}
+				}
+				l, err := leaderOf(nodes...)
+				if err != nil {
+					return err
+				}
+				if m, _ := l.GroupFSM().Member("n3"); m.Status != fsm.StatusActive {
+					return fmt.Errorf("FSM member n3: %+v", m)
+				}
+				return nil
+			})
+			if !n3.IsJoined() || n3.GroupName() != node.DefaultAutoGroup {
+				t.Errorf("restarted n3: joined %t group %q", n3.IsJoined(), n3.GroupName())
+			}
+		}},
+		// The group loses a live member (as if Serf had reaped it while it
+		// was partitioned away): the leader's reconcile adds it back.
+		{"a lost member is added back", func(t *testing.T) {
+			leader, err := leaderOf(nodes...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			victim := n3
+			if leader == n3 {
+				victim = n2
+			}
+			if err := leader.RemoveMember(ctx, victim.ID()); err != nil {
+				t.Fatalf("removing %s: %v", victim.ID(), err)
+			}
+			checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2", "n3"})
+		}},
+		{"clean shutdown", func(t *testing.T) {
+			client.Close()
+			for _, n := range []*node.Node{n3, n2, n1} {
+				nodetest.Shutdown(t, n)
+			}
+		}},
+	}
+	for _, s := range steps {
+		if !t.Run(s.name, s.run) {
+			return
 		}
-		l, err := leaderOf(nodes...)
-		if err != nil {
-			return err
-		}
-		if m, _ := l.groupFSM().Member("n3"); m.Status != fsm.StatusActive {
-			return fmt.Errorf("FSM member n3: %+v", m)
-		}
-		return nil
-	})
-	if !n3.isJoined() || n3.group() != defaultAutoGroup {
-		t.Errorf("restarted n3: joined %t group %q", n3.isJoined(), n3.group())
 	}
-	step("restarted node is back")
-
-	// The group loses a live member (as if Serf had reaped it while it
-	// was partitioned away): the leader's reconcile adds it back.
-	leader, err = leaderOf(nodes...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	victim := n3
-	if leader == n3 {
-		victim = n2
-	}
-	if err := leader.removeMember(ctx, victim.ID()); err != nil {
-		t.Fatalf("removing %s: %v", victim.ID(), err)
-	}
-	checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2", "n3"})
-	step("lost member added back")
-
-	client.Close()
-	for _, n := range []*Node{n3, n2, n1} {
-		shutdownNode(t, n)
-	}
-	step("shut down")
 }
 
 // TestTwoGroups checks fixed group names, bootstrapping a second group, the
@@ -357,47 +407,46 @@ func TestClusterLifecycle(t *testing.T) {
 // announcing the nodes of other groups as origins of its group's FSM.
 func TestTwoGroups(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
-	base := t.TempDir()
-	log := newTestLogger(t)
+	log := rpctest.Logger(t)
 
-	ca := testConfig(t, base, "a1")
+	ca := nodetest.Config(t, "a1")
 	ca.Group, ca.Bootstrap, ca.MaxGroupSize = "ga", true, 2
-	cb1 := testConfig(t, base, "b1")
+	cb1 := nodetest.Config(t, "b1")
 	cb1.Group, cb1.Bootstrap, cb1.MaxGroupSize = "gb", true, 2
-	cb1.RetryJoin = []string{serfAddr(ca)}
-	cb2 := testConfig(t, base, "b2")
+	cb1.RetryJoin = []string{nodetest.SerfAddr(ca)}
+	cb2 := nodetest.Config(t, "b2")
 	cb2.Group, cb2.MaxGroupSize = "gb", 2
-	cb2.RetryJoin = []string{serfAddr(ca)}
-	cx := testConfig(t, base, "x")
+	cb2.RetryJoin = []string{nodetest.SerfAddr(ca)}
+	cx := nodetest.Config(t, "x")
 	cx.MaxGroupSize = 2 // group: auto
-	cx.RetryJoin = []string{serfAddr(cb1)}
+	cx.RetryJoin = []string{nodetest.SerfAddr(cb1)}
 
-	a1 := startTestNode(t, ca, log)
-	b1 := startTestNode(t, cb1, log)
-	b2 := startTestNode(t, cb2, log)
-	checkGroup(t, 30*time.Second, []*Node{a1}, []string{"a1"})
-	checkGroup(t, 30*time.Second, []*Node{b1, b2}, []string{"b1", "b2"})
+	a1 := nodetest.Start(t, ca, log)
+	b1 := nodetest.Start(t, cb1, log)
+	b2 := nodetest.Start(t, cb2, log)
+	checkGroup(t, 30*time.Second, []*node.Node{a1}, []string{"a1"})
+	checkGroup(t, 30*time.Second, []*node.Node{b1, b2}, []string{"b1", "b2"})
 
 	// gb is full (2 of 2), so the auto node joins ga.
-	x := startTestNode(t, cx, log)
-	checkGroup(t, 30*time.Second, []*Node{a1, x}, []string{"a1", "x"})
-	if g := x.group(); g != "ga" {
+	x := nodetest.Start(t, cx, log)
+	checkGroup(t, 30*time.Second, []*node.Node{a1, x}, []string{"a1", "x"})
+	if g := x.GroupName(); g != "ga" {
 		t.Fatalf("auto node joined %q, want ga", g)
 	}
 
-	eventually(t, 20*time.Second, "origins announced", func() error {
+	rpctest.Eventually(t, 20*time.Second, "origins announced", func() error {
 		for _, tc := range []struct {
-			nodes []*Node
+			nodes []*node.Node
 			want  []string
-		}{{[]*Node{a1, x}, []string{"b1", "b2"}}, {[]*Node{b1, b2}, []string{"a1", "x"}}} {
+		}{{[]*node.Node{a1, x}, []string{"b1", "b2"}}, {[]*node.Node{b1, b2}, []string{"a1", "x"}}} {
 			l, err := leaderOf(tc.nodes...)
 			if err != nil {
 				return err
 			}
-			if got := l.groupFSM().Origins(); !sameSet(got, tc.want) {
+			if got := l.GroupFSM().Origins(); !sameSet(got, tc.want) {
 				return fmt.Errorf("%s: origins %v, want %v", l.ID(), got, tc.want)
 			}
-			lo, hi := l.groupFSM().Balance()
+			lo, hi := l.GroupFSM().Balance()
 			if hi-lo > 1 {
 				return fmt.Errorf("%s: balance %d..%d", l.ID(), lo, hi)
 			}
@@ -406,8 +455,8 @@ func TestTwoGroups(t *testing.T) {
 	})
 	// a1 started a new cluster and homes "/"; b1 bootstrapped its group
 	// inside that cluster (its retry_join answered), so it adopts a1.
-	eventually(t, 10*time.Second, "everyone sees 4 peers and the root", func() error {
-		for _, n := range []*Node{a1, b1, b2, x} {
+	rpctest.Eventually(t, 10*time.Second, "everyone sees 4 peers and the root", func() error {
+		for _, n := range []*node.Node{a1, b1, b2, x} {
 			if p := n.Directory().Peers(); len(p) != 4 {
 				return fmt.Errorf("%s: peers %v", n.ID(), p)
 			}
@@ -424,8 +473,8 @@ func TestTwoGroups(t *testing.T) {
 		groups[0].Leader != "a1" && groups[0].Leader != "x" || groups[1].Leader == "" {
 		t.Errorf("groups %+v", groups)
 	}
-	for _, n := range []*Node{x, b2, b1, a1} {
-		shutdownNode(t, n)
+	for _, n := range []*node.Node{x, b2, b1, a1} {
+		nodetest.Shutdown(t, n)
 	}
 }
 
@@ -436,25 +485,24 @@ func TestTwoGroups(t *testing.T) {
 // their home is killed, and are served again once it restarts.
 func TestLeaveAndKillKeepFiles(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
-	base := t.TempDir()
-	log := newTestLogger(t)
-	var cfgs []Config
-	var nodes []*Node
+	log := rpctest.Logger(t)
+	var cfgs []node.Config
+	var nodes []*node.Node
 	for i := 1; i <= 4; i++ {
-		c := testConfig(t, base, fmt.Sprintf("n%d", i))
+		c := nodetest.Config(t, fmt.Sprintf("n%d", i))
 		if i == 1 {
 			c.Bootstrap = true
 		} else {
-			c.RetryJoin = []string{serfAddr(cfgs[0])}
+			c.RetryJoin = []string{nodetest.SerfAddr(cfgs[0])}
 		}
 		cfgs = append(cfgs, c)
-		nodes = append(nodes, startTestNode(t, c, log))
+		nodes = append(nodes, nodetest.Start(t, c, log))
 	}
 	checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2", "n3", "n4"})
-	rpcAddrs := func(ns ...*Node) []string {
+	rpcAddrs := func(ns ...*node.Node) []string {
 		var out []string
 		for _, n := range ns {
-			out = append(out, n.addr(n.cfg.Ports.RPC))
+			out = append(out, nodetest.RPCAddr(n.Config()))
 		}
 		return out
 	}
@@ -463,7 +511,7 @@ func TestLeaveAndKillKeepFiles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	eventually(t, 20*time.Second, "mkdir /d", func() error {
+	rpctest.Eventually(t, 20*time.Second, "mkdir /d", func() error {
 		_, err := client.Mkdir(ctx, &rpc.MkdirRequest{Path: "/d", Mode: 0o755, Parents: true})
 		return err
 	})
@@ -509,11 +557,11 @@ func TestLeaveAndKillKeepFiles(t *testing.T) {
 	if lr.DrainedFiles < int64(count("n1")) {
 		t.Errorf("n1 drained %d paths, homed %d", lr.DrainedFiles, count("n1"))
 	}
-	shutdownNode(t, nodes[0])
+	nodetest.Shutdown(t, nodes[0])
 	nodes = nodes[1:]
 	client.SetAddrs(rpcAddrs(nodes...))
 	checkGroup(t, 30*time.Second, nodes, []string{"n2", "n3", "n4"})
-	eventually(t, 10*time.Second, "new root home everywhere", func() error {
+	rpctest.Eventually(t, 10*time.Second, "new root home everywhere", func() error {
 		root := nodes[0].Directory().RootHome()
 		if root == "" || root == "n1" {
 			return fmt.Errorf("n2: root home %q", root)
@@ -527,7 +575,7 @@ func TestLeaveAndKillKeepFiles(t *testing.T) {
 	})
 	statAll := func(what string) {
 		t.Helper()
-		eventually(t, 20*time.Second, what, func() error {
+		rpctest.Eventually(t, 20*time.Second, what, func() error {
 			for _, p := range paths {
 				if _, err := client.Stat(ctx, p); err != nil {
 					return fmt.Errorf("stat %s: %w", p, err)
@@ -546,8 +594,8 @@ func TestLeaveAndKillKeepFiles(t *testing.T) {
 	}
 
 	// Kill n3: its paths answer unavailable, never "not found".
-	n3cfg := nodes[1].cfg
-	shutdownNode(t, nodes[1])
+	n3cfg := nodes[1].Config()
+	nodetest.Shutdown(t, nodes[1])
 	var onN3 []string
 	for p, h := range homes {
 		if h == "n3" {
@@ -560,12 +608,12 @@ func TestLeaveAndKillKeepFiles(t *testing.T) {
 			t.Errorf("stat %s on killed n3: %v, want unavailable", p, err)
 		}
 	}
-	nodes[1] = startTestNode(t, n3cfg, log)
+	nodes[1] = nodetest.Start(t, n3cfg, log)
 	checkGroup(t, 30*time.Second, nodes, []string{"n2", "n3", "n4"})
 	statAll("every path after n3 restarted")
 
 	client.Close()
 	for _, n := range nodes {
-		shutdownNode(t, n)
+		nodetest.Shutdown(t, n)
 	}
 }

@@ -1,6 +1,22 @@
-// Package node is one ghba metadata server: its Badger store, its group's
-// Raft, cluster-wide Serf membership, the routing filters, the RPC server and
-// the HTTP status endpoints.
+// Package node is one ghba metadata server: its lifecycle (node.go), its
+// configuration, its group's Raft and the leader's work, joining the Serf
+// pool and a group, reshaping groups (split, merge, switch), the Directory
+// the namespace routes with, the RPC and HTTP endpoints of the cluster
+// layer, and logging. The metadata logic itself is in node/namespace, the
+// Badger store in node/store. docs/design.md describes the whole.
+//
+//	node.go       Node: New, Start, Shutdown, Leave, Status
+//	config.go     Config and its validation
+//	raft.go       the group Raft: open, close, apply
+//	leader.go     the leader loop: establish, reconcile member by member, add and remove members
+//	join.go       retry_join and ghba join; the group join loop; joins and leaves at the leader
+//	reshape.go    split, merge and switching a running node to another group
+//	serf.go       Serf: configuration, tags, events
+//	directory.go  the namespace's Directory: peers and the root home from Serf and the FSM
+//	admin.go      Cluster.* RPC methods: members, groups, status, join, leave
+//	http.go       /metrics, /v1/status, the status page
+//	wire.go       the cluster layer's server-to-server protocol
+//	logging.go    hclog and log.Logger adapters into the node's slog logger
 package node
 
 import (
@@ -11,26 +27,12 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/ghba/ghba/node/namespace"
+	"github.com/ghba/ghba/routing"
 )
 
-// Placement policies for a new child's home (DESIGN §2).
-const (
-	PlacementRandom   = "random"
-	PlacementBalanced = "balanced"
-	PlacementParent   = "parent"
-)
-
-// Routing schemes (DESIGN §3). With SchemeGHBA a node holds replicas of
-// the local filters of the nodes its group's FSM assigns to it (its
-// segment, about (N−M')/M' of them) and resolves the rest with the L3
-// group multicast; with SchemeHBA it holds a replica of every other node's
-// filter (HBA, G-HBA §2.5 with M = 1), which costs N−1 replicas per node.
-const (
-	SchemeGHBA = "ghba"
-	SchemeHBA  = "hba"
-)
-
-// GroupAuto asks the cluster to choose the group (DESIGN §4).
+// GroupAuto asks the cluster to choose the group (docs/design.md, "Groups").
 const GroupAuto = "auto"
 
 // Ports are the TCP (and for Serf also UDP) ports a node listens on.
@@ -68,20 +70,35 @@ type Config struct {
 
 // DefaultConfig returns the defaults documented in the README.
 func DefaultConfig() Config {
+	rt := namespace.DefaultRouting()
 	return Config{
 		BindAddr:           "127.0.0.1",
 		Ports:              Ports{RPC: 7400, Raft: 7401, Serf: 7402, HTTP: 7403},
 		Group:              GroupAuto,
 		MaxGroupSize:       7,
-		BitsPerFile:        8,
-		FilterCapacity:     1_000_000,
-		LRUEntries:         1600,
-		LRUBitsPerFile:     20,
-		PropagateThreshold: 0.01,
-		PropagateInterval:  2 * time.Second,
-		Placement:          PlacementBalanced,
-		Scheme:             SchemeGHBA,
+		BitsPerFile:        rt.BitsPerFile,
+		FilterCapacity:     rt.FilterCapacity,
+		LRUEntries:         rt.LRUEntries,
+		LRUBitsPerFile:     rt.LRUBitsPerFile,
+		PropagateThreshold: rt.PropagateThreshold,
+		PropagateInterval:  rt.PropagateInterval,
+		Placement:          namespace.PlacementBalanced,
+		Scheme:             namespace.SchemeGHBA,
 		LogLevel:           "info",
+	}
+}
+
+// Routing returns the filter configuration the namespace and the group's
+// FSM use (the same on every node of a cluster).
+func (c *Config) Routing() namespace.Routing {
+	return namespace.Routing{
+		BitsPerFile:        c.BitsPerFile,
+		FilterCapacity:     c.FilterCapacity,
+		LRUEntries:         c.LRUEntries,
+		LRUBitsPerFile:     c.LRUBitsPerFile,
+		PropagateThreshold: c.PropagateThreshold,
+		PropagateInterval:  c.PropagateInterval,
+		Hash:               routing.HashXX,
 	}
 }
 
@@ -148,12 +165,12 @@ func (c *Config) Validate() error {
 		return bad("propagate_interval", "%v must be positive", c.PropagateInterval)
 	}
 	switch c.Placement {
-	case PlacementRandom, PlacementBalanced, PlacementParent:
+	case namespace.PlacementRandom, namespace.PlacementBalanced, namespace.PlacementParent:
 	default:
 		return bad("placement", "%q must be random, balanced or parent", c.Placement)
 	}
 	switch c.Scheme {
-	case SchemeGHBA, SchemeHBA:
+	case namespace.SchemeGHBA, namespace.SchemeHBA:
 	default:
 		return bad("scheme", "%q must be ghba or hba", c.Scheme)
 	}

@@ -11,18 +11,19 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/fsm"
+	"github.com/ghba/ghba/node/namespace"
 	"github.com/hashicorp/serf/serf"
 )
 
-// cluster is the Node's Directory: the cluster as Serf and the group's FSM
-// describe it. Peers are recomputed by refresh (on Serf events, FSM
+// directory is the Node's namespace.Directory: the cluster as Serf and the
+// group's FSM describe it. Peers are recomputed by refresh (on Serf events, FSM
 // changes and periodically) and published atomically, so the Directory
 // methods never block on the network.
-type cluster struct {
+type directory struct {
 	n *Node
 
 	refreshMu  sync.Mutex // serializes refresh
-	peers      atomic.Pointer[[]Peer]
+	peers      atomic.Pointer[[]namespace.Peer]
 	warnedRoot string // last conflicting root home logged; guarded by refreshMu
 	lastHeld   string // heldKey of the last refresh; guarded by refreshMu
 
@@ -39,18 +40,18 @@ type cluster struct {
 }
 
 var (
-	_ Directory = (*cluster)(nil)
-	_ Segments  = (*cluster)(nil)
+	_ namespace.Directory = (*directory)(nil)
+	_ namespace.Segments  = (*directory)(nil)
 )
 
-func newCluster(n *Node) *cluster {
-	return &cluster{n: n, reaped: make(map[string]struct{}), subs: make(map[chan struct{}]struct{})}
+func newDirectory(n *Node) *directory {
+	return &directory{n: n, reaped: make(map[string]struct{}), subs: make(map[chan struct{}]struct{})}
 }
 
 // Self returns this node.
-func (c *cluster) Self() Peer {
-	n := c.n
-	return Peer{
+func (d *directory) Self() namespace.Peer {
+	n := d.n
+	return namespace.Peer{
 		ID:       n.cfg.NodeID,
 		Group:    n.advertisedGroup(),
 		RPCAddr:  n.addr(n.cfg.Ports.RPC),
@@ -63,43 +64,43 @@ func (c *cluster) Self() Peer {
 // Peers returns every known node that is a member of a group (and this
 // node), sorted by ID. Nodes that left are not included; failed ones are,
 // with Up false.
-func (c *cluster) Peers() []Peer {
-	if p := c.peers.Load(); p != nil {
+func (d *directory) Peers() []namespace.Peer {
+	if p := d.peers.Load(); p != nil {
 		return slices.Clone(*p)
 	}
-	return []Peer{c.Self()}
+	return []namespace.Peer{d.Self()}
 }
 
 // RootHome returns the id of the node homing "/": the node that
 // bootstrapped the cluster, or the node that received "/" when its home
 // left, as recorded in the store and gossiped in Serf tags (the newest
 // epoch wins). "" until known.
-func (c *cluster) RootHome() string { return c.rootHint() }
+func (d *directory) RootHome() string { return d.rootHint() }
 
 // Subscribe returns a channel that receives a value whenever Peers or
 // RootHome may have changed, and a function ending the subscription.
-func (c *cluster) Subscribe() (<-chan struct{}, func()) {
+func (d *directory) Subscribe() (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
-	c.subsMu.Lock()
-	if c.closed {
-		c.subsMu.Unlock()
+	d.subsMu.Lock()
+	if d.closed {
+		d.subsMu.Unlock()
 		close(ch)
 		return ch, func() {}
 	}
-	c.subs[ch] = struct{}{}
-	c.subsMu.Unlock()
+	d.subs[ch] = struct{}{}
+	d.subsMu.Unlock()
 	return ch, func() {
-		c.subsMu.Lock()
-		delete(c.subs, ch)
-		c.subsMu.Unlock()
+		d.subsMu.Lock()
+		delete(d.subs, ch)
+		d.subsMu.Unlock()
 	}
 }
 
 // notify signals every subscriber without blocking.
-func (c *cluster) notify() {
-	c.subsMu.Lock()
-	defer c.subsMu.Unlock()
-	for ch := range c.subs {
+func (d *directory) notify() {
+	d.subsMu.Lock()
+	defer d.subsMu.Unlock()
+	for ch := range d.subs {
 		select {
 		case ch <- struct{}{}:
 		default:
@@ -108,17 +109,17 @@ func (c *cluster) notify() {
 }
 
 // closeSubscribers closes every subscription channel (the node stopped).
-func (c *cluster) closeSubscribers() {
-	c.subsMu.Lock()
-	defer c.subsMu.Unlock()
-	if c.closed {
+func (d *directory) closeSubscribers() {
+	d.subsMu.Lock()
+	defer d.subsMu.Unlock()
+	if d.closed {
 		return
 	}
-	c.closed = true
-	for ch := range c.subs {
+	d.closed = true
+	for ch := range d.subs {
 		close(ch)
 	}
-	clear(c.subs)
+	clear(d.subs)
 }
 
 // rootRec is the root home with its epoch. The epoch grows each time "/"
@@ -157,43 +158,43 @@ func (r rootRec) newer(cur rootRec) bool {
 }
 
 // rootHint returns the root home known so far.
-func (c *cluster) rootHint() string { return c.rootRecord().id }
+func (d *directory) rootHint() string { return d.rootRecord().id }
 
 // rootRecord returns the root home record known so far.
-func (c *cluster) rootRecord() rootRec {
-	c.rootMu.Lock()
-	defer c.rootMu.Unlock()
-	return c.root
+func (d *directory) rootRecord() rootRec {
+	d.rootMu.Lock()
+	defer d.rootMu.Unlock()
+	return d.root
 }
 
 // setRoot adopts r if it is newer than the known record; it reports
 // whether it did.
-func (c *cluster) setRoot(r rootRec) bool {
-	c.rootMu.Lock()
-	defer c.rootMu.Unlock()
-	if !r.newer(c.root) {
+func (d *directory) setRoot(r rootRec) bool {
+	d.rootMu.Lock()
+	defer d.rootMu.Unlock()
+	if !r.newer(d.root) {
 		return false
 	}
-	c.root = r
+	d.root = r
 	return true
 }
 
 // noteReaped records a member Serf reaped, for the leader's reconcile.
-func (c *cluster) noteReaped(id string) {
-	c.reapedMu.Lock()
-	c.reaped[id] = struct{}{}
-	c.reapedMu.Unlock()
+func (d *directory) noteReaped(id string) {
+	d.reapedMu.Lock()
+	d.reaped[id] = struct{}{}
+	d.reapedMu.Unlock()
 }
 
 // takeReaped returns and forgets the reaped members.
-func (c *cluster) takeReaped() []string {
-	c.reapedMu.Lock()
-	defer c.reapedMu.Unlock()
-	out := make([]string, 0, len(c.reaped))
-	for id := range c.reaped {
+func (d *directory) takeReaped() []string {
+	d.reapedMu.Lock()
+	defer d.reapedMu.Unlock()
+	out := make([]string, 0, len(d.reaped))
+	for id := range d.reaped {
 		out = append(out, id)
 	}
-	clear(c.reaped)
+	clear(d.reaped)
 	slices.Sort(out)
 	return out
 }
@@ -201,20 +202,20 @@ func (c *cluster) takeReaped() []string {
 // refresh recomputes the peers from Serf and the FSM, learns the root home
 // from Serf tags if unknown, and notifies subscribers of changes. It may
 // wait for Serf's member lock: never call it from the Serf event drainer.
-func (c *cluster) refresh() {
-	c.refreshMu.Lock()
-	defer c.refreshMu.Unlock()
-	peers, rootVotes := c.compute()
+func (d *directory) refresh() {
+	d.refreshMu.Lock()
+	defer d.refreshMu.Unlock()
+	peers, rootVotes := d.compute()
 	changed := false
-	if old := c.peers.Load(); old == nil || !slices.Equal(*old, peers) {
-		c.peers.Store(&peers)
+	if old := d.peers.Load(); old == nil || !slices.Equal(*old, peers) {
+		d.peers.Store(&peers)
 		changed = true
 	}
-	if h := heldKey(c.Held()); h != c.lastHeld {
-		c.lastHeld = h // the group's FSM moved replicas to or from this node
+	if h := namespace.HeldKey(d.Held()); h != d.lastHeld {
+		d.lastHeld = h // the group's FSM moved replicas to or from this node
 		changed = true
 	}
-	cur := c.rootRecord()
+	cur := d.rootRecord()
 	best, bestVotes := rootRec{}, 0
 	for enc, v := range rootVotes {
 		r, ok := parseRoot(enc)
@@ -224,27 +225,27 @@ func (c *cluster) refresh() {
 			best, bestVotes = r, v
 		}
 	}
-	if c.setRoot(best) {
+	if d.setRoot(best) {
 		changed = true
-		c.n.log.Info("learned the root home", "root", best.id, "epoch", best.epoch)
-		c.rootLearned.Store(true) // the refresher records and gossips it
-		c.n.signalRefresh()
-	} else if best.id != "" && best.epoch == cur.epoch && best.id != cur.id && c.warnedRoot != best.String() {
-		c.warnedRoot = best.String()
-		c.n.log.Error("other nodes name a different root home; were two clusters bootstrapped and joined?",
+		d.n.log.Info("learned the root home", "root", best.id, "epoch", best.epoch)
+		d.rootLearned.Store(true) // the refresher records and gossips it
+		d.n.signalRefresh()
+	} else if best.id != "" && best.epoch == cur.epoch && best.id != cur.id && d.warnedRoot != best.String() {
+		d.warnedRoot = best.String()
+		d.n.log.Error("other nodes name a different root home; were two clusters bootstrapped and joined?",
 			"root", cur.id, "other", best.id, "epoch", cur.epoch)
 	}
 	if changed {
-		c.notify()
+		d.notify()
 	}
 }
 
 // compute builds the peer list and counts the root homes other members
 // gossip.
-func (c *cluster) compute() ([]Peer, map[string]int) {
-	n := c.n
-	self := c.Self()
-	byID := map[string]Peer{self.ID: self}
+func (d *directory) compute() ([]namespace.Peer, map[string]int) {
+	n := d.n
+	self := d.Self()
+	byID := map[string]namespace.Peer{self.ID: self}
 	votes := map[string]int{}
 	myGroup := n.group()
 	inGroup := func(id string) bool {
@@ -270,7 +271,7 @@ func (c *cluster) compute() ([]Peer, map[string]int) {
 			if m.Status == serf.StatusLeft || m.Status == serf.StatusNone || g == "" {
 				continue
 			}
-			byID[m.Name] = Peer{
+			byID[m.Name] = namespace.Peer{
 				ID:       m.Name,
 				Group:    g,
 				RPCAddr:  m.Tags[tagRPC],
@@ -286,7 +287,7 @@ func (c *cluster) compute() ([]Peer, map[string]int) {
 		for _, m := range f.Members() {
 			p, ok := byID[m.ID]
 			if !ok {
-				byID[m.ID] = Peer{
+				byID[m.ID] = namespace.Peer{
 					ID: m.ID, Group: myGroup, RPCAddr: m.RPCAddr, HTTPAddr: m.HTTPAddr,
 					Up:      m.Status != fsm.StatusFailed,
 					Leaving: m.Status == fsm.StatusLeaving,
@@ -299,17 +300,17 @@ func (c *cluster) compute() ([]Peer, map[string]int) {
 			}
 		}
 	}
-	out := make([]Peer, 0, len(byID))
+	out := make([]namespace.Peer, 0, len(byID))
 	for _, p := range byID {
 		out = append(out, p)
 	}
-	slices.SortFunc(out, func(a, b Peer) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b namespace.Peer) int { return strings.Compare(a.ID, b.ID) })
 	return out, votes
 }
 
 // rpcAddrOf returns the RPC address of node id, "" if unknown.
-func (c *cluster) rpcAddrOf(id string) string {
-	for _, p := range c.Peers() {
+func (d *directory) rpcAddrOf(id string) string {
+	for _, p := range d.Peers() {
 		if p.ID == id {
 			return p.RPCAddr
 		}
@@ -319,10 +320,10 @@ func (c *cluster) rpcAddrOf(id string) string {
 
 // groupRPCAddrs returns the RPC addresses of the members of group g that
 // are up, in random order.
-func (c *cluster) groupRPCAddrs(g string) []string {
+func (d *directory) groupRPCAddrs(g string) []string {
 	var out []string
-	self := c.n.cfg.NodeID
-	for _, p := range c.Peers() {
+	self := d.n.cfg.NodeID
+	for _, p := range d.Peers() {
 		if p.Group == g && p.Up && p.ID != self && p.RPCAddr != "" {
 			out = append(out, p.RPCAddr)
 		}
@@ -333,10 +334,10 @@ func (c *cluster) groupRPCAddrs(g string) []string {
 
 // groupSizes counts the members of each group among the peers (failed
 // ones too: they keep their seat until removed), excluding this node.
-func (c *cluster) groupSizes() map[string]int {
+func (d *directory) groupSizes() map[string]int {
 	sizes := map[string]int{}
-	self := c.n.cfg.NodeID
-	for _, p := range c.Peers() {
+	self := d.n.cfg.NodeID
+	for _, p := range d.Peers() {
 		if p.ID != self && p.Group != "" {
 			sizes[p.Group]++
 		}
@@ -348,10 +349,10 @@ func (c *cluster) groupSizes() map[string]int {
 // members below maxSize (ties: by name). With every group full it returns
 // the smallest one anyway: its leader then splits it and redirects the
 // joiner to the new group (see group.go). "" when no group is visible.
-func (c *cluster) pickGroup(maxSize int) string {
+func (d *directory) pickGroup(maxSize int) string {
 	best, bestN := "", 0
 	full, fullN := "", 0
-	for g, k := range c.groupSizes() {
+	for g, k := range d.groupSizes() {
 		if k < maxSize {
 			if best == "" || k < bestN || k == bestN && g < best {
 				best, bestN = g, k
@@ -369,8 +370,7 @@ func (c *cluster) pickGroup(maxSize int) string {
 // refresher recomputes the Directory on signals (Serf events, FSM
 // changes) and periodically (Serf events coalesce).
 func (n *Node) refresher() {
-	defer n.bgWG.Done()
-	t := time.NewTicker(n.tune.refreshInterval)
+	t := time.NewTicker(n.tune.RefreshInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -379,8 +379,8 @@ func (n *Node) refresher() {
 		case <-n.refreshCh:
 		case <-t.C:
 		}
-		n.cluster.refresh()
-		if n.cluster.rootLearned.CompareAndSwap(true, false) {
+		n.dir.refresh()
+		if n.dir.rootLearned.CompareAndSwap(true, false) {
 			n.recordRoot()
 		}
 		n.checkOrphaned()
@@ -389,7 +389,7 @@ func (n *Node) refresher() {
 
 // recordRoot stores the root home in the store and gossips it.
 func (n *Node) recordRoot() {
-	root := n.cluster.rootRecord()
+	root := n.dir.rootRecord()
 	ctx, cancel := context.WithTimeout(n.bgCtx, 10*time.Second)
 	defer cancel()
 	if err := n.store.SetMeta(ctx, metaRoot, []byte(root.String())); err != nil {
@@ -406,4 +406,54 @@ func (n *Node) signalRefresh() {
 	case n.refreshCh <- struct{}{}:
 	default:
 	}
+}
+
+// hintTarget returns the group h points at, if it is visible with room:
+// h.group, or the group h.via gossips (not h.from).
+func (d *directory) hintTarget(h joinHint, maxSize int) string {
+	sizes := d.groupSizes()
+	if k, ok := sizes[h.group]; ok && k < maxSize && h.group != h.from {
+		return h.group
+	}
+	if h.via != "" && h.via != d.n.cfg.NodeID {
+		if p, ok := d.peer(h.via); ok && p.Group != "" && p.Group != h.from && p.Up && sizes[p.Group] < maxSize {
+			return p.Group
+		}
+	}
+	return ""
+}
+
+// peer returns node id from the peer list.
+func (d *directory) peer(id string) (namespace.Peer, bool) {
+	for _, p := range d.Peers() {
+		if p.ID == id {
+			return p, true
+		}
+	}
+	return namespace.Peer{}, false
+}
+
+// Held implements Segments.
+func (d *directory) Held() ([]string, bool) {
+	n := d.n
+	f := n.groupFSM()
+	if f == nil || !n.isJoined() || !f.Bootstrapped() {
+		return nil, false
+	}
+	m, ok := f.Member(n.cfg.NodeID)
+	if !ok || m.Status != fsm.StatusActive {
+		return nil, false
+	}
+	return f.Held(n.cfg.NodeID), true
+}
+
+// IDBFA implements Segments.
+func (d *directory) IDBFA() ([]byte, uint64, bool) {
+	n := d.n
+	f := n.groupFSM()
+	if f == nil || !n.isJoined() || !f.Bootstrapped() {
+		return nil, 0, false
+	}
+	data, ver := f.IDBFA()
+	return data, ver, data != nil
 }

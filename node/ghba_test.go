@@ -1,15 +1,20 @@
-package node
+package node_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/node"
+	"github.com/ghba/ghba/node/namespace"
+	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/rpctest"
 	"go.uber.org/goleak"
 )
 
@@ -22,31 +27,30 @@ import (
 // resolve; restarted, it serves its paths again.
 func TestGHBAGroups(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
-	base := t.TempDir()
-	log := newTestLogger(t)
+	log := rpctest.Logger(t)
 	type spec struct{ id, group string }
 	specs := []spec{{"a1", "ga"}, {"a2", "ga"}, {"a3", "ga"}, {"b1", "gb"}, {"b2", "gb"}, {"c1", "gc"}, {"c2", "gc"}}
 	groups := map[string][]string{}
-	var cfgs []Config
-	var nodes []*Node
+	var cfgs []node.Config
+	var nodes []*node.Node
 	for i, s := range specs {
-		c := testConfig(t, base, s.id)
+		c := nodetest.Config(t, s.id)
 		c.Group, c.MaxGroupSize = s.group, 3
 		c.LRUEntries = 0                        // no L1: exercise the segments and the multicast
 		c.Bootstrap = len(groups[s.group]) == 0 // the first node of a group creates it
 		groups[s.group] = append(groups[s.group], s.id)
 		if i > 0 {
-			c.RetryJoin = []string{serfAddr(cfgs[0])}
+			c.RetryJoin = []string{nodetest.SerfAddr(cfgs[0])}
 		}
 		cfgs = append(cfgs, c)
-		nodes = append(nodes, startTestNode(t, c, log))
+		nodes = append(nodes, nodetest.Start(t, c, log))
 	}
-	byID := map[string]*Node{}
+	byID := map[string]*node.Node{}
 	for _, n := range nodes {
 		byID[n.ID()] = n
 	}
-	members := func(g string) []*Node {
-		var out []*Node
+	members := func(g string) []*node.Node {
+		var out []*node.Node
 		for _, id := range groups[g] {
 			out = append(out, byID[id])
 		}
@@ -58,16 +62,16 @@ func TestGHBAGroups(t *testing.T) {
 	// Every node holds (N−M')/M' ± 1 replicas, its group's members hold
 	// each outside origin exactly once, and its L2 array holds exactly its
 	// replicas.
-	checkSegments := func(live []*Node) {
+	checkSegments := func(live []*node.Node) {
 		t.Helper()
-		eventually(t, 30*time.Second, "segments assigned and loaded", func() error {
+		rpctest.Eventually(t, 30*time.Second, "segments assigned and loaded", func() error {
 			cover := map[string]map[string]int{} // group → origin → holders
 			for _, n := range live {
-				held, ok := n.cluster.Held()
-				g := n.group()
+				held, ok := n.Directory().(namespace.Segments).Held()
+				g := n.GroupName()
 				mates := 0
 				for _, m := range live {
-					if m.group() == g {
+					if m.GroupName() == g {
 						mates++
 					}
 				}
@@ -81,16 +85,12 @@ func TestGHBAGroups(t *testing.T) {
 				for _, o := range held {
 					cover[g][o]++
 				}
-				ns := n.ns.(nsGlue).Namespace
-				ns.arrMu.RLock()
-				ids := ns.l2.IDs()
-				ns.arrMu.RUnlock()
-				slices.Sort(ids)
+				ids := slices.Sorted(maps.Keys(n.NS().FilterSync().L2))
 				if !slices.Equal(ids, held) {
 					return fmt.Errorf("%s: L2 array %v, assigned %v", n.ID(), ids, held)
 				}
 				for _, o := range held {
-					if byID[o].group() == n.group() {
+					if byID[o].GroupName() == n.GroupName() {
 						return fmt.Errorf("%s holds %s of its own group", n.ID(), o)
 					}
 				}
@@ -112,13 +112,13 @@ func TestGHBAGroups(t *testing.T) {
 
 	addrs := make([]string, len(nodes))
 	for i, n := range nodes {
-		addrs[i] = n.addr(n.cfg.Ports.RPC)
+		addrs[i] = nodetest.RPCAddr(n.Config())
 	}
 	client := rpc.NewClient(rpc.Options{Addrs: addrs, HomeCacheSize: -1})
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	eventually(t, 20*time.Second, "mkdir /d", func() error {
+	rpctest.Eventually(t, 20*time.Second, "mkdir /d", func() error {
 		_, err := client.Mkdir(ctx, &rpc.MkdirRequest{Path: "/d", Mode: 0o755, Parents: true})
 		return err
 	})
@@ -130,9 +130,9 @@ func TestGHBAGroups(t *testing.T) {
 		}
 		paths = append(paths, p)
 	}
-	lookupAt := func(n *Node, p string) (*rpc.LookupResponse, error) {
+	lookupAt := func(n *node.Node, p string) (*rpc.LookupResponse, error) {
 		var r rpc.LookupResponse
-		err := client.Call(ctx, n.addr(n.cfg.Ports.RPC), rpc.MethodLookup, &rpc.LookupRequest{Path: p}, &r)
+		err := client.Call(ctx, nodetest.RPCAddr(n.Config()), rpc.MethodLookup, &rpc.LookupRequest{Path: p}, &r)
 		return &r, err
 	}
 	levels := map[string]int{}
@@ -140,10 +140,10 @@ func TestGHBAGroups(t *testing.T) {
 	// Filters travel by push within propagate_interval; wait until every
 	// node resolves every path below L4 at least once, counting levels
 	// on the final pass.
-	eventually(t, 30*time.Second, "every path found through every node without L4", func() error {
+	rpctest.Eventually(t, 30*time.Second, "every path found through every node without L4", func() error {
 		clear(levels)
 		for _, n := range nodes {
-			n.ns.(nsGlue).SyncFilters()
+			n.NS().SyncFilters()
 		}
 		for _, n := range nodes {
 			for _, p := range paths {
@@ -171,9 +171,9 @@ func TestGHBAGroups(t *testing.T) {
 	// Kill a3: its group-mates take over the replicas it held (a group of
 	// three keeps its Raft quorum).
 	victim := byID["a3"]
-	vcfg := victim.cfg
-	shutdownNode(t, victim)
-	live := slices.DeleteFunc(slices.Clone(nodes), func(n *Node) bool { return n == victim })
+	vcfg := victim.Config()
+	nodetest.Shutdown(t, victim)
+	live := slices.DeleteFunc(slices.Clone(nodes), func(n *node.Node) bool { return n == victim })
 	checkSegments(live)
 	for _, n := range live {
 		for _, p := range paths {
@@ -190,11 +190,11 @@ func TestGHBAGroups(t *testing.T) {
 			}
 		}
 	}
-	restarted := startTestNode(t, vcfg, log)
+	restarted := nodetest.Start(t, vcfg, log)
 	nodes[slices.Index(nodes, victim)] = restarted
 	byID["a3"] = restarted
 	checkSegments(nodes)
-	eventually(t, 30*time.Second, "a3's paths served again", func() error {
+	rpctest.Eventually(t, 30*time.Second, "a3's paths served again", func() error {
 		for _, n := range nodes {
 			for _, p := range paths {
 				if _, err := lookupAt(n, p); err != nil {
@@ -206,6 +206,6 @@ func TestGHBAGroups(t *testing.T) {
 	})
 	client.Close()
 	for _, n := range slices.Backward(nodes) {
-		shutdownNode(t, n)
+		nodetest.Shutdown(t, n)
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -12,21 +12,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/node"
+	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/rpctest"
 	"go.uber.org/goleak"
 )
 
 // autoConfig returns the config of auto node i (1-based) of a test
 // cluster with max_group_size m; node 1 bootstraps, the others retry_join
 // it.
-func autoConfig(t *testing.T, base string, i, m int, first *Config) Config {
+func autoConfig(t *testing.T, i, m int, first *node.Config) node.Config {
 	t.Helper()
-	c := testConfig(t, base, fmt.Sprintf("n%d", i))
+	c := nodetest.Config(t, fmt.Sprintf("n%d", i))
 	c.MaxGroupSize = m
 	if first == nil {
 		c.Bootstrap = true
 	} else {
-		c.RetryJoin = []string{serfAddr(*first)}
+		c.RetryJoin = []string{nodetest.SerfAddr(*first)}
 	}
 	return c
 }
@@ -37,16 +40,14 @@ func autoConfig(t *testing.T, base string, i, m int, first *Config) Config {
 // are the group's nodes, the same FSM members on every member; and every
 // node's Serf view gossips each node's group (no moving tag). It returns
 // the groups by name.
-func checkGroups(t *testing.T, d time.Duration, nodes []*Node, maxSize, wantGroups int) map[string][]string {
+func checkGroups(t *testing.T, d time.Duration, nodes []*node.Node, maxSize, wantGroups int) map[string][]string {
 	t.Helper()
 	var out map[string][]string
-	eventually(t, d, fmt.Sprintf("%d groups of at most %d", wantGroups, maxSize), func() error {
-		byGroup := map[string][]*Node{}
+	rpctest.Eventually(t, d, fmt.Sprintf("%d groups of at most %d", wantGroups, maxSize), func() error {
+		byGroup := map[string][]*node.Node{}
 		for _, n := range nodes {
-			n.mu.Lock()
-			joined, g, pending := n.joined, n.groupNm, n.pendingSwitch
-			n.mu.Unlock()
-			if !joined || g == "" || pending != nil {
+			g, joined, pending := n.Membership()
+			if !joined || g == "" || pending {
 				return fmt.Errorf("%s: joined %t group %q pending switch %v", n.ID(), joined, g, pending)
 			}
 			byGroup[g] = append(byGroup[g], n)
@@ -80,17 +81,17 @@ func checkGroups(t *testing.T, d time.Duration, nodes []*Node, maxSize, wantGrou
 			}
 		}
 		for _, n := range nodes {
-			for _, m := range n.serfAgent().Members() {
+			for _, m := range n.SerfMembers() {
 				for _, o := range nodes {
-					if o.ID() == m.Name && (m.Tags[tagGroup] != o.group() || m.Tags[tagMoving] != "") {
-						return fmt.Errorf("%s sees %s in group %q (moving %q), it is in %q", n.ID(), m.Name, m.Tags[tagGroup], m.Tags[tagMoving], o.group())
+					if o.ID() == m.Name && (m.Tags[node.TagGroup] != o.GroupName() || m.Tags[node.TagMoving] != "") {
+						return fmt.Errorf("%s sees %s in group %q (moving %q), it is in %q", n.ID(), m.Name, m.Tags[node.TagGroup], m.Tags[node.TagMoving], o.GroupName())
 					}
 				}
 			}
 			for _, p := range n.Directory().Peers() {
 				for _, o := range nodes {
-					if o.ID() == p.ID && (p.Group != o.group() || !p.Up) {
-						return fmt.Errorf("%s's directory: %+v, it is in %q", n.ID(), p, o.group())
+					if o.ID() == p.ID && (p.Group != o.GroupName() || !p.Up) {
+						return fmt.Errorf("%s's directory: %+v, it is in %q", n.ID(), p, o.GroupName())
 					}
 				}
 			}
@@ -101,7 +102,7 @@ func checkGroups(t *testing.T, d time.Duration, nodes []*Node, maxSize, wantGrou
 	return out
 }
 
-func groupIDs(byGroup map[string][]*Node) map[string][]string {
+func groupIDs(byGroup map[string][]*node.Node) map[string][]string {
 	out := map[string][]string{}
 	for g, ns := range byGroup {
 		for _, n := range ns {
@@ -113,13 +114,13 @@ func groupIDs(byGroup map[string][]*Node) map[string][]string {
 }
 
 // statEverywhere waits until every path is stat-able through every node.
-func statEverywhere(t *testing.T, d time.Duration, nodes []*Node, paths []string) {
+func statEverywhere(t *testing.T, d time.Duration, nodes []*node.Node, paths []string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	for _, n := range nodes {
-		c := rpc.NewClient(rpc.Options{Addrs: []string{n.addr(n.cfg.Ports.RPC)}, HomeCacheSize: -1})
-		eventually(t, d, "stat through "+n.ID(), func() error {
+		c := rpc.NewClient(rpc.Options{Addrs: []string{nodetest.RPCAddr(n.Config())}, HomeCacheSize: -1})
+		rpctest.Eventually(t, d, "stat through "+n.ID(), func() error {
 			for _, p := range paths {
 				if _, err := c.Stat(ctx, p); err != nil {
 					return fmt.Errorf("stat %s through %s: %w", p, n.ID(), err)
@@ -169,7 +170,7 @@ func makePaths(t *testing.T, client *rpc.Client, k int) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	eventually(t, 20*time.Second, "mkdir /d", func() error {
+	rpctest.Eventually(t, 20*time.Second, "mkdir /d", func() error {
 		_, err := client.Mkdir(ctx, &rpc.MkdirRequest{Path: "/d", Mode: 0o755, Parents: true})
 		if errors.Is(err, fs.ErrExist) {
 			return nil
@@ -194,28 +195,27 @@ func makePaths(t *testing.T, client *rpc.Client, k int) []string {
 // finds one missing.
 func TestGroupSplit(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
-	base := t.TempDir()
-	log := newTestLogger(t)
+	log := rpctest.Logger(t)
 	start := time.Now()
 	const m = 3
-	var first *Config
-	var nodes []*Node
+	var first *node.Config
+	var nodes []*node.Node
 	var paths []string
 	var stopWatch func() ([]string, int)
 	want := []int{1, 1, 1, 2, 2, 2, 3} // groups after each node
 	for i := 1; i <= 7; i++ {
-		c := autoConfig(t, base, i, m, first)
+		c := autoConfig(t, i, m, first)
 		if first == nil {
 			first = &c
 		}
-		nodes = append(nodes, startTestNode(t, c, log))
+		nodes = append(nodes, nodetest.Start(t, c, log))
 		groups := checkGroups(t, 60*time.Second, nodes, m, want[i-1])
 		t.Logf("%d nodes: groups %v at %v", i, groups, time.Since(start).Round(time.Millisecond))
 		if i == 3 {
-			client := rpc.NewClient(rpc.Options{Addrs: []string{nodes[0].addr(nodes[0].cfg.Ports.RPC)}, HomeCacheSize: -1})
+			client := rpc.NewClient(rpc.Options{Addrs: []string{nodetest.RPCAddr(nodes[0].Config())}, HomeCacheSize: -1})
 			paths = makePaths(t, client, 12)
 			client.Close()
-			stopWatch = watchMissing(t, nodes[0].addr(nodes[0].cfg.Ports.RPC), paths)
+			stopWatch = watchMissing(t, nodetest.RPCAddr(nodes[0].Config()), paths)
 		}
 	}
 	missing, stats := stopWatch()
@@ -233,7 +233,7 @@ func TestGroupSplit(t *testing.T) {
 	statEverywhere(t, 30*time.Second, nodes, paths)
 	t.Logf("paths reachable at %v", time.Since(start).Round(time.Millisecond))
 	for _, n := range slices.Backward(nodes) {
-		shutdownNode(t, n)
+		nodetest.Shutdown(t, n)
 	}
 }
 
@@ -242,35 +242,34 @@ func TestGroupSplit(t *testing.T) {
 // the other, and paths stay reachable throughout.
 func TestGroupMerge(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
-	base := t.TempDir()
-	log := newTestLogger(t)
+	log := rpctest.Logger(t)
 	const m = 3
-	var first *Config
-	var nodes []*Node
+	var first *node.Config
+	var nodes []*node.Node
 	for i := 1; i <= 4; i++ {
-		c := autoConfig(t, base, i, m, first)
+		c := autoConfig(t, i, m, first)
 		if first == nil {
 			first = &c
 		}
-		nodes = append(nodes, startTestNode(t, c, log))
+		nodes = append(nodes, nodetest.Start(t, c, log))
 		checkGroups(t, 60*time.Second, nodes, m, []int{1, 1, 1, 2}[i-1])
 	}
 	groups := checkGroups(t, 60*time.Second, nodes, m, 2)
-	client := rpc.NewClient(rpc.Options{Addrs: []string{nodes[0].addr(nodes[0].cfg.Ports.RPC)}, HomeCacheSize: -1})
+	client := rpc.NewClient(rpc.Options{Addrs: []string{nodetest.RPCAddr(nodes[0].Config())}, HomeCacheSize: -1})
 	defer client.Close()
 	paths := makePaths(t, client, 12)
 	statEverywhere(t, 20*time.Second, nodes, paths)
 
 	// The leaver: a node of the group n1 is not in (n1 homes "/").
-	var leaver *Node
+	var leaver *node.Node
 	for _, n := range nodes {
-		if n.group() != nodes[0].group() {
+		if n.GroupName() != nodes[0].GroupName() {
 			leaver = n
 			break
 		}
 	}
 	t.Logf("groups %v; %s leaves", groups, leaver.ID())
-	var rest []*Node
+	var rest []*node.Node
 	for _, n := range nodes {
 		if n != leaver {
 			rest = append(rest, n)
@@ -278,14 +277,14 @@ func TestGroupMerge(t *testing.T) {
 	}
 
 	// Lookups through the staying nodes while the merge runs.
-	stopWatch := watchMissing(t, rest[0].addr(rest[0].cfg.Ports.RPC), paths)
+	stopWatch := watchMissing(t, nodetest.RPCAddr(rest[0].Config()), paths)
 
 	lctx, lcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	if _, err := leaver.Leave(lctx); err != nil {
 		t.Fatalf("leave %s: %v", leaver.ID(), err)
 	}
 	lcancel()
-	shutdownNode(t, leaver)
+	nodetest.Shutdown(t, leaver)
 	groups = checkGroups(t, 60*time.Second, rest, m, 1)
 	t.Logf("after the merge: %v", groups)
 	var merges uint64
@@ -302,7 +301,7 @@ func TestGroupMerge(t *testing.T) {
 	}
 	client.Close()
 	for _, n := range slices.Backward(rest) {
-		shutdownNode(t, n)
+		nodetest.Shutdown(t, n)
 	}
 }
 
@@ -312,52 +311,42 @@ func TestGroupMerge(t *testing.T) {
 // in the old group's FSM as a ghost.
 func TestGroupSwitchCrash(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
-	base := t.TempDir()
-	log := newTestLogger(t)
+	log := rpctest.Logger(t)
 	const m = 3
-	var first *Config
-	var cfgs []Config
-	var nodes []*Node
-	stuck := make(chan *Node, 3)
-	var armed sync.Once // only the first switch gets stuck
+	var first *node.Config
+	var cfgs []node.Config
+	var nodes []*node.Node
+	stuck := make(chan string, 3) // the id of the node stuck mid-switch
+	var armed sync.Once           // only the first switch gets stuck
 	for i := 1; i <= 3; i++ {
-		c := autoConfig(t, base, i, m, first)
+		c := autoConfig(t, i, m, first)
 		if first == nil {
 			first = &c
 		}
 		cfgs = append(cfgs, c)
-		n, err := New(c, log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.tune = testTuning()
-		n.tune.midSwitchHook = func(ctx context.Context) {
+		tun := nodetest.Tuning()
+		tun.MidSwitchHook = func(ctx context.Context) {
 			armed.Do(func() {
-				stuck <- n
+				stuck <- c.NodeID
 				<-ctx.Done() // until the node is killed
 			})
 		}
-		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := n.Start(sctx); err != nil {
-			t.Fatal(err)
-		}
-		scancel()
-		t.Cleanup(func() { shutdownNode(t, n) })
-		nodes = append(nodes, n)
+		nodes = append(nodes, nodetest.Start(t, c, log, node.WithTuning(tun)))
 		checkGroups(t, 60*time.Second, nodes, m, 1)
 	}
-	c4 := autoConfig(t, base, 4, m, first)
-	nodes = append(nodes, startTestNode(t, c4, log))
-	var mover *Node
+	c4 := autoConfig(t, 4, m, first)
+	nodes = append(nodes, nodetest.Start(t, c4, log))
+	var mover *node.Node
 	select {
-	case mover = <-stuck:
+	case id := <-stuck:
+		mover = nodes[slices.IndexFunc(nodes, func(n *node.Node) bool { return n.ID() == id })]
 	case <-time.After(30 * time.Second):
 		t.Fatal("no node started switching groups")
 	}
 	t.Logf("killing %s mid-switch", mover.ID())
-	shutdownNode(t, mover)
+	nodetest.Shutdown(t, mover)
 	i := slices.Index(nodes, mover)
-	nodes[i] = startTestNode(t, mover.cfg, log) // no hook: the restart completes
+	nodes[i] = nodetest.Start(t, mover.Config(), log) // no hook: the restart completes
 	groups := checkGroups(t, 60*time.Second, nodes, m, 2)
 	t.Logf("groups %v", groups)
 	seen := map[string]string{}
@@ -370,22 +359,7 @@ func TestGroupSwitchCrash(t *testing.T) {
 		}
 	}
 	for _, n := range slices.Backward(nodes) {
-		shutdownNode(t, n)
-	}
-}
-
-func TestGroupNumber(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		k    int
-		ok   bool
-	}{
-		{"g1", 1, true}, {"g12", 12, true}, {"g4-node7", 4, true}, {"g4-n-7", 4, true},
-		{"ga", 0, false}, {"g", 0, false}, {"g0", 0, false}, {"x3", 0, false}, {"g-1", 0, false},
-	} {
-		if k, ok := groupNumber(c.name); k != c.k || ok != c.ok {
-			t.Errorf("groupNumber(%q) = %d, %v; want %d, %v", c.name, k, ok, c.k, c.ok)
-		}
+		nodetest.Shutdown(t, n)
 	}
 }
 
@@ -396,40 +370,39 @@ func TestGroupNumber(t *testing.T) {
 // group.
 func TestGroupMergeOrphan(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
-	base := t.TempDir()
-	log := newTestLogger(t)
+	log := rpctest.Logger(t)
 	const m = 5
-	var first *Config
-	var nodes []*Node
+	var first *node.Config
+	var nodes []*node.Node
 	var lose atomic.Bool // once set, every switch request is lost
-	hook := func(n *Node) {
-		n.tune.tellSwitchHook = func(id string) error {
-			if lose.Load() {
-				return fmt.Errorf("%w: test: switch request to %s lost", rpc.ErrUnavailable, id)
-			}
-			return nil
+	tun := nodetest.Tuning()
+	tun.TellSwitchHook = func(id string) error {
+		if lose.Load() {
+			return fmt.Errorf("%w: test: switch request to %s lost", rpc.ErrUnavailable, id)
 		}
+		return nil
 	}
+	hook := node.WithTuning(tun)
 	for i := 1; i <= 6; i++ {
-		c := autoConfig(t, base, i, m, first)
+		c := autoConfig(t, i, m, first)
 		if first == nil {
 			first = &c
 		}
-		nodes = append(nodes, startTestNode(t, c, log, hook))
+		nodes = append(nodes, nodetest.Start(t, c, log, hook))
 		checkGroups(t, 60*time.Second, nodes, m, []int{1, 1, 1, 1, 1, 2}[i-1])
 	}
 	groups := checkGroups(t, 60*time.Second, nodes, m, 2)
 	t.Logf("groups %v", groups)
 	lose.Store(true)
-	byID := map[string]*Node{}
+	byID := map[string]*node.Node{}
 	for _, n := range nodes {
 		byID[n.ID()] = n
 	}
 	// One follower of each group leaves: 2 + 2 ≤ M, so the groups merge.
-	var rest []*Node
+	var rest []*node.Node
 	for _, ids := range groups {
-		l, err := leaderOf(func() []*Node {
-			var ns []*Node
+		l, err := leaderOf(func() []*node.Node {
+			var ns []*node.Node
 			for _, id := range ids {
 				ns = append(ns, byID[id])
 			}
@@ -438,7 +411,7 @@ func TestGroupMergeOrphan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var leaver *Node
+		var leaver *node.Node
 		for _, id := range ids {
 			if byID[id] != l && byID[id].ID() != "n1" && leaver == nil {
 				leaver = byID[id]
@@ -449,7 +422,7 @@ func TestGroupMergeOrphan(t *testing.T) {
 			t.Fatalf("leave %s: %v", leaver.ID(), err)
 		}
 		cancel()
-		shutdownNode(t, leaver)
+		nodetest.Shutdown(t, leaver)
 		for _, id := range ids {
 			if byID[id] != leaver {
 				rest = append(rest, byID[id])
@@ -466,6 +439,6 @@ func TestGroupMergeOrphan(t *testing.T) {
 		t.Errorf("%d merges, want 1", merges)
 	}
 	for _, n := range slices.Backward(rest) {
-		shutdownNode(t, n)
+		nodetest.Shutdown(t, n)
 	}
 }

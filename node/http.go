@@ -297,7 +297,7 @@ func (n *Node) StatusJSON(ctx context.Context) *StatusJSON {
 		StatusResponse: *n.Status(),
 		Joined:         n.isJoined(),
 		Leaving:        n.leaving.Load(),
-		RootHome:       n.cluster.RootHome(),
+		RootHome:       n.dir.RootHome(),
 		GroupMembers:   []fsm.Member{},
 		Peers:          []PeerJSON{},
 	}
@@ -316,7 +316,7 @@ func (n *Node) StatusJSON(ctx context.Context) *StatusJSON {
 	if f := n.groupFSM(); f != nil && s.Joined {
 		s.GroupMembers = f.Members()
 	}
-	for _, p := range n.cluster.Peers() {
+	for _, p := range n.dir.Peers() {
 		s.Peers = append(s.Peers, PeerJSON(p))
 	}
 	return s
@@ -398,7 +398,7 @@ th{background:#f0f0f0}
 
 // serveStatusPage renders the HTML status page.
 func (n *Node) serveStatusPage(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), n.tune.statusTimeout+time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), n.tune.StatusTimeout+time.Second)
 	defer cancel()
 	members := n.Members(ctx)
 	data := struct {
@@ -406,7 +406,7 @@ func (n *Node) serveStatusPage(w http.ResponseWriter, r *http.Request) {
 		Root    string
 		Members []rpc.Member
 		Groups  []rpc.GroupInfo
-	}{n.Status(), n.cluster.RootHome(), members, n.Groups(ctx, members)}
+	}{n.Status(), n.dir.RootHome(), members, n.Groups(ctx, members)}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := statusPage.Execute(w, data); err != nil {
 		n.log.Debug("writing the status page", "err", err)

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ghba/ghba/node/internal/tasks"
+	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/serf/serf"
@@ -62,88 +64,105 @@ const (
 	lcStopped
 )
 
-// tuning holds timers that operators do not configure but tests shorten.
-type tuning struct {
-	raftHeartbeat    time.Duration
-	raftElection     time.Duration
-	raftLeaderLease  time.Duration
-	raftCommit       time.Duration
-	raftApplyTimeout time.Duration // bound of one Apply/AddVoter/RemoveServer
-	raftSnapshotN    uint64        // SnapshotThreshold (0: raft's default)
+// Tuning holds the timers and bounds of a node that operators do not
+// configure; tests shorten them (node/nodetest). Zero fields are not
+// filled in: start from DefaultTuning.
+type Tuning struct {
+	// Raft timers of the group Raft (hashicorp/raft's Config).
+	RaftHeartbeat, RaftElection, RaftLeaderLease, RaftCommit time.Duration
+	// RaftApplyTimeout bounds one Apply, AddVoter or RemoveServer.
+	RaftApplyTimeout time.Duration
+	// RaftSnapshotN is raft's SnapshotThreshold (0: raft's default).
+	RaftSnapshotN uint64
 
-	fastGossip              bool // short memberlist probe/gossip intervals
-	serfReconnectTimeout    time.Duration
-	serfTombstoneTimeout    time.Duration
-	serfReapInterval        time.Duration
-	serfReconnectInterval   time.Duration
-	serfBroadcastTimeout    time.Duration
-	serfLeavePropagateDelay time.Duration
+	// FastGossip shortens memberlist's probe and gossip intervals.
+	FastGossip bool
+	// Serf timers (serf.Config).
+	SerfReconnectTimeout, SerfTombstoneTimeout, SerfReapInterval         time.Duration
+	SerfReconnectInterval, SerfBroadcastTimeout, SerfLeavePropagateDelay time.Duration
 
-	reconcileInterval time.Duration // leader's periodic reconcile
-	// switchHintTimeout bounds how long a node switching groups waits for
+	// ReconcileInterval is the period of the leader's reconcile.
+	ReconcileInterval time.Duration
+	// SwitchHintTimeout bounds how long a node switching groups waits for
 	// its target group to appear before choosing one like any auto node.
-	switchHintTimeout time.Duration
-	// movedAwayGrace is how long a split's leader does not add a member
+	SwitchHintTimeout time.Duration
+	// MovedAwayGrace is how long a split's leader does not add a member
 	// that it moved away back (its Serf tags may lag).
-	movedAwayGrace time.Duration
-	// mergeSettle and mergeQuiet are how long a group must have kept the
+	MovedAwayGrace time.Duration
+	// MergeSettle and MergeQuiet are how long a group must have kept the
 	// same members before its leader merges it into another group with
 	// which it totals at most M−1, and exactly M, members.
-	mergeSettle time.Duration
-	mergeQuiet  time.Duration
-	// orphanTimeout is how long an auto node waits without a leader in a
+	MergeSettle, MergeQuiet time.Duration
+	// OrphanTimeout is how long an auto node waits without a leader in a
 	// group whose other voters all moved to one other group before it
 	// follows them (checkOrphaned).
-	orphanTimeout time.Duration
-	// tellSwitchHook, if set (tests), is asked before each switch request
-	// a leader sends; an error fails the request as a lost one would.
-	tellSwitchHook func(id string) error
-	// midSwitchHook, if set (tests), runs during a group switch after the
-	// old group's Raft is closed and before its state is wiped.
-	midSwitchHook     func(ctx context.Context)
-	refreshInterval   time.Duration // periodic Directory refresh from Serf
-	retryJoinAttempts int
-	retryJoinMin      time.Duration
-	retryJoinMax      time.Duration
-	groupJoinMin      time.Duration // backoff of the group join loop
-	groupJoinMax      time.Duration
-	rpcTimeout        time.Duration // node-to-node admin calls
-	statusTimeout     time.Duration // fan-out of Members/Groups/status page
-	// bootstrapJoinTimeout bounds the join a bootstrapping node with
+	OrphanTimeout time.Duration
+	// RefreshInterval is the period of the Directory refresh from Serf.
+	RefreshInterval time.Duration
+	// RetryJoinAttempts, RetryJoinMin and RetryJoinMax bound retry_join.
+	RetryJoinAttempts          int
+	RetryJoinMin, RetryJoinMax time.Duration
+	// GroupJoinMin and GroupJoinMax are the back-off of the group join loop.
+	GroupJoinMin, GroupJoinMax time.Duration
+	// RPCTimeout bounds node-to-node calls of the cluster layer.
+	RPCTimeout time.Duration
+	// StatusTimeout bounds the fan-out of Members, Groups and the status
+	// page.
+	StatusTimeout time.Duration
+	// BootstrapJoinTimeout bounds the join a bootstrapping node with
 	// retry_join tries before deciding it starts a new cluster.
-	bootstrapJoinTimeout time.Duration
+	BootstrapJoinTimeout time.Duration
+
+	// Namespace holds the namespace's timers.
+	Namespace namespace.Tuning
+
+	// TellSwitchHook, if set (tests only), is asked before each switch
+	// request a leader sends; an error fails the request as a lost one
+	// would.
+	TellSwitchHook func(id string) error
+	// MidSwitchHook, if set (tests only), runs during a group switch after
+	// the old group's Raft is closed and before its state is wiped.
+	MidSwitchHook func(ctx context.Context)
 }
 
-func defaultTuning() tuning {
-	return tuning{
-		raftHeartbeat:           time.Second,
-		raftElection:            time.Second,
-		raftLeaderLease:         500 * time.Millisecond,
-		raftCommit:              50 * time.Millisecond,
-		raftApplyTimeout:        10 * time.Second,
-		serfReconnectTimeout:    24 * time.Hour,
-		serfTombstoneTimeout:    24 * time.Hour,
-		serfReapInterval:        15 * time.Second,
-		serfReconnectInterval:   30 * time.Second,
-		serfBroadcastTimeout:    5 * time.Second,
-		serfLeavePropagateDelay: time.Second,
-		reconcileInterval:       30 * time.Second,
-		switchHintTimeout:       time.Minute,
-		movedAwayGrace:          time.Minute,
-		mergeSettle:             30 * time.Second,
-		mergeQuiet:              5 * time.Minute,
-		orphanTimeout:           30 * time.Second,
-		refreshInterval:         5 * time.Second,
-		retryJoinAttempts:       30,
-		retryJoinMin:            time.Second,
-		retryJoinMax:            30 * time.Second,
-		groupJoinMin:            500 * time.Millisecond,
-		groupJoinMax:            10 * time.Second,
-		rpcTimeout:              15 * time.Second,
-		statusTimeout:           2 * time.Second,
-		bootstrapJoinTimeout:    5 * time.Second,
+// DefaultTuning returns the timers used outside tests.
+func DefaultTuning() Tuning {
+	return Tuning{
+		RaftHeartbeat:           time.Second,
+		RaftElection:            time.Second,
+		RaftLeaderLease:         500 * time.Millisecond,
+		RaftCommit:              50 * time.Millisecond,
+		RaftApplyTimeout:        10 * time.Second,
+		SerfReconnectTimeout:    24 * time.Hour,
+		SerfTombstoneTimeout:    24 * time.Hour,
+		SerfReapInterval:        15 * time.Second,
+		SerfReconnectInterval:   30 * time.Second,
+		SerfBroadcastTimeout:    5 * time.Second,
+		SerfLeavePropagateDelay: time.Second,
+		ReconcileInterval:       30 * time.Second,
+		SwitchHintTimeout:       time.Minute,
+		MovedAwayGrace:          time.Minute,
+		MergeSettle:             30 * time.Second,
+		MergeQuiet:              5 * time.Minute,
+		OrphanTimeout:           30 * time.Second,
+		RefreshInterval:         5 * time.Second,
+		RetryJoinAttempts:       30,
+		RetryJoinMin:            time.Second,
+		RetryJoinMax:            30 * time.Second,
+		GroupJoinMin:            500 * time.Millisecond,
+		GroupJoinMax:            10 * time.Second,
+		RPCTimeout:              15 * time.Second,
+		StatusTimeout:           2 * time.Second,
+		BootstrapJoinTimeout:    5 * time.Second,
+		Namespace:               namespace.DefaultTuning(),
 	}
 }
+
+// Option changes how New builds a Node.
+type Option func(*Node)
+
+// WithTuning replaces the node's timers (DefaultTuning otherwise).
+func WithTuning(t Tuning) Option { return func(n *Node) { n.tune = t } }
 
 // Node is one ghba metadata server: its Badger store, its group's Raft and
 // FSM, Serf membership, the RPC server with the namespace and admin
@@ -155,17 +174,17 @@ func defaultTuning() tuning {
 type Node struct {
 	cfg  Config
 	log  *slog.Logger
-	tune tuning
+	tune Tuning
 
 	startedAt time.Time
 
-	mu       sync.Mutex
-	state    lifecycle
-	groupNm  string // the node's group ("" while an auto node has none)
-	joined   bool   // a member of groupNm's Raft and FSM
-	serf     *serf.Serf
-	stopOnce sync.Once
-	stopErr  error
+	mu        sync.Mutex
+	state     lifecycle
+	groupName string // the node's group ("" while an auto node has none)
+	joined    bool   // a member of groupName's Raft and FSM
+	serf      *serf.Serf
+	stopOnce  sync.Once
+	stopErr   error
 
 	store *store.Store
 	// gr is the current group Raft (with its FSM); replaced when the node
@@ -186,15 +205,14 @@ type Node struct {
 	httpSrv *http.Server
 	httpLn  net.Listener
 
-	ns       namespaceLayer
-	nsCancel context.CancelFunc // ends the namespace's context
-	cluster  *cluster
-	metrics  *nodeMetrics
+	ns      *namespace.Namespace
+	dir     *directory
+	metrics *nodeMetrics
 
 	bgCtx    context.Context // canceled by Shutdown: stops background work
 	bgCancel context.CancelFunc
-	bgWG     sync.WaitGroup // background goroutines
-	joinWG   sync.WaitGroup // serf.Join calls in flight
+	bg       tasks.Group // background goroutines (closed by Shutdown)
+	joins    tasks.Group // serf.Join calls in flight (they end once Serf is shut down)
 
 	reconcileCh chan struct{} // wakes the leader's reconcile loop
 	joinCh      chan struct{} // wakes the group join loop
@@ -224,7 +242,7 @@ type Node struct {
 // New returns a Node for cfg, which it validates. logger receives every log
 // line, each with the node's id (nil discards them). Nothing is opened or
 // bound until Start.
-func New(cfg Config, logger *slog.Logger) (*Node, error) {
+func New(cfg Config, logger *slog.Logger, opts ...Option) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -234,14 +252,17 @@ func New(cfg Config, logger *slog.Logger) (*Node, error) {
 	n := &Node{
 		cfg:         cfg,
 		log:         logger.With("node_id", cfg.NodeID),
-		tune:        defaultTuning(),
+		tune:        DefaultTuning(),
 		serfEvents:  make(chan serf.Event, 256),
 		reconcileCh: make(chan struct{}, 1),
 		joinCh:      make(chan struct{}, 1),
 		refreshCh:   make(chan struct{}, 1),
 		left:        make(chan struct{}),
 	}
-	n.cluster = newCluster(n)
+	for _, o := range opts {
+		o(n)
+	}
+	n.dir = newDirectory(n)
 	n.metrics = newNodeMetrics(n)
 	return n, nil
 }
@@ -252,8 +273,8 @@ func (n *Node) Config() Config { return n.cfg }
 // ID returns the node id.
 func (n *Node) ID() string { return n.cfg.NodeID }
 
-// Directory returns the cluster view the namespace layer uses.
-func (n *Node) Directory() Directory { return n.cluster }
+// Directory returns the cluster view the namespace uses.
+func (n *Node) Directory() namespace.Directory { return n.dir }
 
 // Done returns a channel closed when the node has left the cluster (Leave
 // completed, possibly through the Cluster.Leave RPC). The agent should then
@@ -264,7 +285,7 @@ func (n *Node) Done() <-chan struct{} { return n.left }
 func (n *Node) group() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.groupNm
+	return n.groupName
 }
 
 // isJoined reports whether the node is a member of its group.
@@ -334,60 +355,47 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 
-	n.client = rpc.NewClient(rpc.Options{Logger: n.log.With("component", "rpc-client"), HomeCacheSize: -1, Timeout: n.tune.rpcTimeout})
+	n.client = rpc.NewClient(rpc.Options{Logger: n.log.With("component", "rpc-client"), HomeCacheSize: -1, Timeout: n.tune.RPCTimeout})
 	n.rpcSrv = rpc.NewServer(rpc.ServerOptions{Logger: n.log.With("component", "rpc")})
 	n.registerAdmin()
 	if n.ns, err = n.newNamespace(); err != nil {
-		return fmt.Errorf("node: namespace: %w", err)
+		return fmt.Errorf("node: %w", err)
 	}
 
 	if err := n.startSerf(); err != nil {
 		return err
 	}
-	if n.bootstrapped && n.cluster.rootHint() == "" {
+	if n.bootstrapped && n.dir.rootHint() == "" {
 		if err := n.claimRoot(ctx); err != nil {
 			return err
 		}
 	}
 
-	n.bgWG.Add(1)
-	go func() {
-		defer n.bgWG.Done()
+	n.bg.Go(func() {
 		if err := n.rpcSrv.Serve(n.bgCtx, n.rpcLn); err != nil && !errors.Is(err, rpc.ErrServerClosed) && !errors.Is(err, context.Canceled) {
 			n.log.Error("rpc server stopped", "err", err)
 		}
-	}()
+	})
 	n.httpSrv = n.newHTTPServer()
-	n.bgWG.Add(1)
-	go func() {
-		defer n.bgWG.Done()
+	n.bg.Go(func() {
 		if err := n.httpSrv.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server stopped", "err", err)
 		}
-	}()
+	})
 
-	// The namespace runs until Shutdown (bgCtx); Start's ctx only bounds
-	// its start-up.
-	nsCtx, nsCancel := context.WithCancel(n.bgCtx)
-	n.nsCancel = nsCancel
-	stopWatch := context.AfterFunc(ctx, nsCancel)
-	err = n.ns.Start(nsCtx)
-	if !stopWatch() && err == nil {
-		err = ctx.Err()
-	}
-	if err != nil {
+	// The namespace runs until Shutdown; Start's ctx only bounds its
+	// start-up.
+	if err := n.ns.Start(ctx); err != nil {
 		return fmt.Errorf("node: namespace: %w", err)
 	}
 
 	n.startLeaderLoop(n.curRaft())
-	n.bgWG.Add(2)
-	go n.refresher()
-	go n.groupJoinLoop()
+	n.bg.Go(n.refresher)
+	n.bg.Go(n.groupJoinLoop)
 	if len(n.cfg.RetryJoin) > 0 {
-		n.bgWG.Add(1)
-		go n.retryJoin(n.bgCtx)
+		n.bg.Go(func() { n.retryJoin(n.bgCtx) })
 	}
-	n.cluster.refresh()
+	n.dir.refresh()
 
 	n.mu.Lock()
 	n.state = lcRunning
@@ -425,12 +433,12 @@ func (n *Node) loadMeta(ctx context.Context) error {
 		n.mu.Lock()
 		n.pendingSwitch, n.movingFrom = rec, rec.From
 		if !rec.Bootstrap && rec.Via != n.cfg.NodeID {
-			n.hint = joinHint{group: rec.Group, via: rec.Via, from: rec.From, until: time.Now().Add(n.tune.switchHintTimeout)}
+			n.hint = joinHint{group: rec.Group, via: rec.Via, from: rec.From, until: time.Now().Add(n.tune.SwitchHintTimeout)}
 		}
 		n.mu.Unlock()
 	}
 	if r, ok := parseRoot(root); ok {
-		n.cluster.setRoot(r)
+		n.dir.setRoot(r)
 	} else if root != "" {
 		n.log.Warn("ignoring a bad root home record", "record", root)
 	}
@@ -441,9 +449,9 @@ func (n *Node) loadMeta(ctx context.Context) error {
 		return fmt.Errorf("%w: group: this node is a member of group %q (recorded in %s), not %q; leave the cluster first",
 			ErrConfig, g, n.cfg.DataDir, n.cfg.Group)
 	case g != "":
-		n.groupNm, n.joined = g, true
+		n.groupName, n.joined = g, true
 	case n.cfg.Group != GroupAuto:
-		n.groupNm = n.cfg.Group
+		n.groupName = n.cfg.Group
 	}
 	return nil
 }
@@ -454,17 +462,17 @@ func (n *Node) loadMeta(ctx context.Context) error {
 // new cluster. The namespace creates "/" at Start if it is its home.
 func (n *Node) claimRoot(ctx context.Context) error {
 	if len(n.cfg.RetryJoin) > 0 {
-		jctx, cancel := context.WithTimeout(ctx, n.tune.bootstrapJoinTimeout)
+		jctx, cancel := context.WithTimeout(ctx, n.tune.BootstrapJoinTimeout)
 		k, err := n.Join(jctx, n.cfg.RetryJoin)
 		cancel()
 		switch {
 		case err != nil || k == 0:
 			n.log.Info("no existing cluster answered; this is a new cluster", "retry_join", n.cfg.RetryJoin, "err", err)
 		default:
-			n.cluster.refresh()
+			n.dir.refresh()
 		}
 	}
-	if root := n.cluster.rootHint(); root != "" {
+	if root := n.dir.rootHint(); root != "" {
 		n.log.Info("joined an existing cluster; its root home stays", "root", root)
 		return nil
 	}
@@ -477,14 +485,14 @@ func (n *Node) claimRoot(ctx context.Context) error {
 
 // setRootHome adopts, records and gossips r as the root home.
 func (n *Node) setRootHome(ctx context.Context, r rootRec) error {
-	n.cluster.setRoot(r)
+	n.dir.setRoot(r)
 	if err := n.store.SetMeta(ctx, metaRoot, []byte(r.String())); err != nil {
 		return fmt.Errorf("node: recording root home: %w", err)
 	}
 	if err := n.updateTags(); err != nil {
 		return err
 	}
-	n.cluster.refresh()
+	n.dir.refresh()
 	return nil
 }
 
@@ -512,18 +520,18 @@ func (n *Node) setJoined(ctx context.Context, g string) error {
 		return fmt.Errorf("node: recording group: %w", err)
 	}
 	n.mu.Lock()
-	changed := n.groupNm != g || !n.joined || n.movingFrom != ""
+	changed := n.groupName != g || !n.joined || n.movingFrom != ""
 	if n.pendingSwitch != nil {
 		n.log.Info("group switch done", "from", n.pendingSwitch.From, "group", g, "reason", n.pendingSwitch.Reason)
 	}
-	n.groupNm, n.joined = g, true
+	n.groupName, n.joined = g, true
 	n.pendingSwitch, n.movingFrom, n.hint = nil, "", joinHint{}
 	n.mu.Unlock()
 	if changed {
 		if err := n.updateTags(); err != nil {
 			n.log.Warn("updating serf tags", "err", err)
 		}
-		n.cluster.refresh()
+		n.dir.refresh()
 	}
 	return nil
 }
@@ -573,8 +581,9 @@ func (n *Node) closeAll(ctx context.Context) error {
 	} else if n.httpLn != nil {
 		n.httpLn.Close()
 	}
+	n.bg.Close()
 	if n.bgCancel != nil {
-		n.bgCancel() // also ends the namespace's context
+		n.bgCancel()
 	}
 	// Bounded: a raft goroutine that never ends must not hang the process;
 	// the rest is closed anyway (see groupRaft.close). A group switch in
@@ -593,8 +602,8 @@ func (n *Node) closeAll(ctx context.Context) error {
 		}
 		close(n.serfDone)
 	}
-	n.bgWG.Wait()
-	n.joinWG.Wait() // serf.Join calls, which end once Serf is shut down
+	n.bg.Wait()
+	n.joins.Wait() // serf.Join calls, which end once Serf is shut down
 	if n.client != nil {
 		n.client.Close()
 	}
@@ -603,7 +612,7 @@ func (n *Node) closeAll(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	n.cluster.closeSubscribers()
+	n.dir.closeSubscribers()
 	return errors.Join(errs...)
 }
 
@@ -625,14 +634,14 @@ func (n *Node) Leave(ctx context.Context) (*rpc.LeaveResponse, error) {
 	if err := n.updateTags(); err != nil {
 		n.log.Warn("updating serf tags", "err", err)
 	}
-	n.cluster.refresh()
+	n.dir.refresh()
 	resp := &rpc.LeaveResponse{}
 	abort := func(err error) (*rpc.LeaveResponse, error) {
 		n.leaving.Store(false)
 		if terr := n.updateTags(); terr != nil {
 			n.log.Warn("updating serf tags", "err", terr)
 		}
-		n.cluster.refresh()
+		n.dir.refresh()
 		n.log.Error("leave failed; still a member", "err", err)
 		return nil, err
 	}
@@ -643,8 +652,8 @@ func (n *Node) Leave(ctx context.Context) (*rpc.LeaveResponse, error) {
 	}
 	resp.DrainedFiles = drained
 	n.log.Info("files drained", "files", drained)
-	if to := n.ns.RootMovedTo(); to != "" && n.cluster.rootHint() == n.cfg.NodeID {
-		r := rootRec{id: to, epoch: n.cluster.rootRecord().epoch + 1}
+	if to := n.ns.RootMovedTo(); to != "" && n.dir.rootHint() == n.cfg.NodeID {
+		r := rootRec{id: to, epoch: n.dir.rootRecord().epoch + 1}
 		if err := n.setRootHome(ctx, r); err != nil {
 			n.log.Error("announcing the new root home", "root", to, "err", err)
 		} else {
@@ -710,7 +719,7 @@ func (n *Node) Status() *rpc.StatusResponse {
 	return st
 }
 
-// version returns the module version of the running binary.
+// buildVersion returns the module version of the running binary.
 func buildVersion() string {
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		return bi.Main.Version
@@ -718,20 +727,23 @@ func buildVersion() string {
 	return ""
 }
 
-// namespaceLayer is what Node needs from the namespace (files, filters,
-// routing). The namespace registers its own RPC methods when it is built.
-type namespaceLayer interface {
-	// Start starts its background work (filter propagation, intent
-	// recovery).
-	Start(ctx context.Context) error
-	// Stop stops it; called after the RPC server stopped.
-	Stop(ctx context.Context) error
-	// Drain moves every path homed here to other nodes and returns how
-	// many were moved.
-	Drain(ctx context.Context) (int64, error)
-	// Stats returns its counters.
-	Stats() NamespaceStats
-	// RootMovedTo names the node that received "/" when Drain moved it
-	// away from here ("" otherwise).
-	RootMovedTo() string
+// newNamespace builds the namespace on the node's store, Directory, client
+// and RPC server (it registers its methods there).
+func (n *Node) newNamespace() (*namespace.Namespace, error) {
+	ns, err := namespace.New(namespace.Options{
+		NodeID:    n.cfg.NodeID,
+		Store:     n.store,
+		Client:    n.client,
+		Directory: n.dir,
+		Routing:   n.cfg.Routing(),
+		Placement: n.cfg.Placement,
+		Scheme:    n.cfg.Scheme,
+		Logger:    n.log,
+		Tuning:    n.tune.Namespace,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ns.RegisterRPC(n.rpcSrv)
+	return ns, nil
 }

@@ -1,4 +1,4 @@
-package node
+package node_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/node"
+	"github.com/ghba/ghba/node/nodetest"
+	"github.com/ghba/ghba/rpc/rpctest"
 	"go.uber.org/goleak"
 )
 
@@ -16,17 +19,16 @@ import (
 // start with an error naming the port, and leaves nothing running.
 func TestStartFailsCleanly(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
-	cfg := testConfig(t, t.TempDir(), "busy")
+	cfg := nodetest.Config(t, "busy")
 	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.BindAddr, strconv.Itoa(cfg.Ports.HTTP)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	n, err := New(cfg, newTestLogger(t))
+	n, err := node.New(cfg, rpctest.Logger(t), node.WithTuning(nodetest.Tuning()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n.tune = testTuning()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err = n.Start(ctx)
@@ -41,11 +43,10 @@ func TestStartFailsCleanly(t *testing.T) {
 	}
 	// The data dir is usable again (the store was closed).
 	ln.Close()
-	n2, err := New(cfg, newTestLogger(t))
+	n2, err := node.New(cfg, rpctest.Logger(t), node.WithTuning(nodetest.Tuning()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n2.tune = testTuning()
 	if err := n2.Start(ctx); err != nil {
 		t.Fatalf("second Start: %v", err)
 	}
@@ -57,12 +58,12 @@ func TestStartFailsCleanly(t *testing.T) {
 // TestNewValidates checks that New refuses a bad config and that Shutdown
 // of a node never started is a no-op.
 func TestNewValidates(t *testing.T) {
-	cfg := DefaultConfig()
-	if _, err := New(cfg, nil); !errors.Is(err, ErrConfig) {
+	cfg := node.DefaultConfig()
+	if _, err := node.New(cfg, nil); !errors.Is(err, node.ErrConfig) {
 		t.Fatalf("New with empty node_id: %v", err)
 	}
-	cfg = testConfig(t, t.TempDir(), "idle")
-	n, err := New(cfg, nil)
+	cfg = nodetest.Config(t, "idle")
+	n, err := node.New(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,38 +72,5 @@ func TestNewValidates(t *testing.T) {
 	}
 	if _, err := n.Leave(context.Background()); err == nil {
 		t.Fatal("Leave on a node never started succeeded")
-	}
-}
-
-// TestPickGroup checks the auto group choice: fewest members below the
-// maximum, ties by name, the smallest full group when all are full.
-func TestPickGroup(t *testing.T) {
-	cfg := testConfig(t, t.TempDir(), "x")
-	n, err := New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := func(groups ...string) {
-		var peers []Peer
-		for i, g := range groups {
-			peers = append(peers, Peer{ID: "p" + strconv.Itoa(i), Group: g, Up: true})
-		}
-		n.cluster.peers.Store(&peers)
-	}
-	for _, tc := range []struct {
-		groups []string
-		max    int
-		want   string
-	}{
-		{nil, 3, ""},
-		{[]string{"a", "a", "b"}, 3, "b"},
-		{[]string{"a", "b"}, 3, "a"},
-		{[]string{"a", "a", "a", "b", "b", "b", "c", "c"}, 3, "c"},
-		{[]string{"a", "a", "b", "b", "b"}, 2, "a"},
-	} {
-		set(tc.groups...)
-		if got := n.cluster.pickGroup(tc.max); got != tc.want {
-			t.Errorf("pickGroup(%v, %d) = %q, want %q", tc.groups, tc.max, got, tc.want)
-		}
 	}
 }

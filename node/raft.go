@@ -4,21 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ghba/ghba/fsm"
+	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"github.com/hashicorp/serf/serf"
 )
 
 // groupRaft is one incarnation of the node's group Raft: the Raft, its
@@ -32,8 +29,8 @@ type groupRaft struct {
 	bolt    *raftboltdb.BoltStore
 	notify  chan bool     // raft's NotifyCh, read by the leader loop
 	stopped chan struct{} // closed after raft.Shutdown: stops the leader loop
-	wg      sync.WaitGroup
-	ready   atomic.Bool // leader established (Barrier done, FSM ready)
+	loops   tasks.Group   // the leader loop
+	ready   atomic.Bool   // leader established (Barrier done, FSM ready)
 	// existing reports that the raft directory held state when opened.
 	existing bool
 	closed   bool // guarded by Node.switchMu
@@ -107,16 +104,16 @@ func (n *Node) openGroupRaft() (gr *groupRaft, err error) {
 	conf.LocalID = raft.ServerID(n.cfg.NodeID)
 	conf.Logger = hl
 	conf.NotifyCh = gr.notify
-	conf.HeartbeatTimeout = n.tune.raftHeartbeat
-	conf.ElectionTimeout = n.tune.raftElection
-	conf.LeaderLeaseTimeout = n.tune.raftLeaderLease
-	conf.CommitTimeout = n.tune.raftCommit
+	conf.HeartbeatTimeout = n.tune.RaftHeartbeat
+	conf.ElectionTimeout = n.tune.RaftElection
+	conf.LeaderLeaseTimeout = n.tune.RaftLeaderLease
+	conf.CommitTimeout = n.tune.RaftCommit
 	// A node removed from the configuration keeps its Raft running: if it
 	// is still alive (a stale removal), the leader's reconcile adds it
 	// back. A leaving node shuts down anyway.
 	conf.ShutdownOnRemove = false
-	if n.tune.raftSnapshotN > 0 {
-		conf.SnapshotThreshold = n.tune.raftSnapshotN
+	if n.tune.RaftSnapshotN > 0 {
+		conf.SnapshotThreshold = n.tune.RaftSnapshotN
 	}
 
 	gr.fsm = fsm.New(fsm.Options{OnChange: n.onFSMChange})
@@ -159,7 +156,8 @@ func (gr *groupRaft) close(ctx context.Context) error {
 	}
 	cancel()
 	close(gr.stopped)
-	gr.wg.Wait()
+	gr.loops.Close()
+	gr.loops.Wait()
 	gr.ready.Store(false)
 	gr.trans.CloseStreams() // pooled outgoing connections: the peers' handlers end
 	if err := gr.trans.Close(); err != nil {
@@ -221,7 +219,7 @@ func (n *Node) startRaft(ctx context.Context) error {
 			g = defaultAutoGroup
 		}
 		n.mu.Lock()
-		n.groupNm = g
+		n.groupName = g
 		n.mu.Unlock()
 		if err := n.bootstrapSelf(gr); err != nil {
 			return err
@@ -237,12 +235,6 @@ func (n *Node) startRaft(ctx context.Context) error {
 		n.log.Debug("raft state or group membership exists; not bootstrapping")
 	}
 	return nil
-}
-
-// startLeaderLoop starts the goroutine observing gr's leadership.
-func (n *Node) startLeaderLoop(gr *groupRaft) {
-	gr.wg.Add(1)
-	go n.leaderLoop(gr)
 }
 
 // onFSMChange runs on raft's FSM goroutine: it only signals.
@@ -304,142 +296,6 @@ func (n *Node) leaderID() string {
 	return string(id)
 }
 
-// isLeader reports whether this node leads its group and has established
-// its leadership (Barrier done, FSM bootstrapped).
-func (n *Node) isLeader() bool {
-	gr := n.curRaft()
-	return gr != nil && gr.raft.State() == raft.Leader && gr.ready.Load()
-}
-
-// leaderLoop is the one goroutine that observes leadership changes of gr
-// (raft's NotifyCh). It runs the leader's work while the node leads.
-func (n *Node) leaderLoop(gr *groupRaft) {
-	defer gr.wg.Done()
-	var stop func() // non-nil while the leader routine runs
-	defer func() {
-		if stop != nil {
-			stop()
-		}
-	}()
-	for {
-		select {
-		case leader := <-gr.notify:
-			switch {
-			case leader && stop == nil:
-				n.log.Info("became the group's leader", "group", n.group())
-				n.metrics.leaderChanges.Inc()
-				stop = n.startLeaderRoutine(gr)
-			case !leader && stop != nil:
-				n.log.Info("lost the group's leadership", "group", n.group())
-				gr.ready.Store(false)
-				stop()
-				stop = nil
-			}
-			n.signalRefresh()
-		case <-gr.stopped:
-			gr.ready.Store(false)
-			return
-		}
-	}
-}
-
-// startLeaderRoutine runs leaderRoutine in a goroutine and returns the
-// function that stops it and waits for it.
-func (n *Node) startLeaderRoutine(gr *groupRaft) func() {
-	ctx, cancel := context.WithCancel(n.bgCtx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		n.leaderRoutine(ctx, gr)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}
-
-// leaderRoutine establishes leadership (a Barrier, so the FSM has applied
-// every committed entry; the group's Bootstrap and the leader's own
-// membership) and then reconciles the FSM with Serf, on every Serf event
-// and periodically, until ctx ends.
-func (n *Node) leaderRoutine(ctx context.Context, gr *groupRaft) {
-	defer gr.ready.Store(false)
-	backoff := 50 * time.Millisecond
-	for {
-		err := n.establish(ctx, gr)
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		n.log.Warn("establishing leadership failed; retrying", "err", err, "retry_in", backoff)
-		if !pauseCtx(ctx, backoff) {
-			return
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
-	gr.ready.Store(true)
-	n.log.Info("leadership established", "group", n.group(), "members", gr.fsm.Size())
-	n.cluster.refresh()
-
-	t := time.NewTicker(n.tune.reconcileInterval)
-	defer t.Stop()
-	for {
-		if err := n.reconcile(ctx); err != nil && ctx.Err() == nil {
-			n.log.Warn("reconcile failed", "err", err)
-		}
-		n.maybeMerge(ctx, gr)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-n.reconcileCh:
-		}
-	}
-}
-
-// establish runs once per leadership term before the leader acts.
-func (n *Node) establish(ctx context.Context, gr *groupRaft) error {
-	if err := waitFuture(ctx, gr.raft.Barrier(n.tune.raftApplyTimeout)); err != nil {
-		return fmt.Errorf("raft barrier: %w", err)
-	}
-	if !gr.fsm.Bootstrapped() {
-		g := n.group()
-		if g == "" {
-			g = defaultAutoGroup
-		}
-		c, err := n.groupFSMConfig(g)
-		if err != nil {
-			return err
-		}
-		if _, err := n.applyOn(ctx, gr, fsm.EncodeBootstrap(c)); err != nil {
-			return fmt.Errorf("bootstrap command: %w", err)
-		}
-	}
-	self := n.selfMember()
-	if m, ok := gr.fsm.Member(n.cfg.NodeID); !ok || m.Status != fsm.StatusActive ||
-		m.RPCAddr != self.RPCAddr || m.RaftAddr != self.RaftAddr || m.SerfAddr != self.SerfAddr || m.HTTPAddr != self.HTTPAddr {
-		// Adds the first member, or reactivates this one (a restart after
-		// a failure) and updates its addresses.
-		if _, err := n.applyOn(ctx, gr, fsm.EncodeAddMember(self)); err != nil {
-			return fmt.Errorf("adding self: %w", err)
-		}
-	}
-	return nil
-}
-
-// selfMember describes this node as an FSM member.
-func (n *Node) selfMember() fsm.Member {
-	return fsm.Member{
-		ID:       n.cfg.NodeID,
-		RPCAddr:  n.addr(n.cfg.Ports.RPC),
-		RaftAddr: n.addr(n.cfg.Ports.Raft),
-		SerfAddr: n.addr(n.cfg.Ports.Serf),
-		HTTPAddr: n.addr(n.cfg.Ports.HTTP),
-	}
-}
-
 // waitFuture waits for a raft future, or for ctx: raft's own timeouts only
 // bound enqueueing, and a lost quorum can leave a future pending.
 func waitFuture(ctx context.Context, f raft.Future) error {
@@ -465,7 +321,7 @@ func (n *Node) apply(ctx context.Context, cmd []byte) (*fsm.ApplyResult, error) 
 
 // applyOn is apply on a given group Raft.
 func (n *Node) applyOn(ctx context.Context, gr *groupRaft, cmd []byte) (*fsm.ApplyResult, error) {
-	f := gr.raft.Apply(cmd, n.tune.raftApplyTimeout)
+	f := gr.raft.Apply(cmd, n.tune.RaftApplyTimeout)
 	if err := waitFuture(ctx, f); err != nil {
 		return nil, fmt.Errorf("raft apply: %w", raftErr(err))
 	}
@@ -491,100 +347,6 @@ func raftErr(err error) error {
 // errNotLeader is returned by leader-only operations on another node.
 var errNotLeader = fmt.Errorf("%w: %w", rpc.ErrUnavailable, raft.ErrNotLeader)
 
-// addMember adds m to the group (leader only): the FSM AddMember command
-// (which refuses a full group and performs the light-weight migration),
-// then Raft: an entry with the same id or address but not both is removed
-// first, so a node that comes back with a new address, or a new node at
-// an old address, joins cleanly; then AddVoter. Both steps are idempotent,
-// so a joiner retries the whole call after any error.
-func (n *Node) addMember(ctx context.Context, m fsm.Member) error {
-	n.memberMu.Lock()
-	defer n.memberMu.Unlock()
-	if !n.isLeader() {
-		return errNotLeader
-	}
-	if m.ID == n.cfg.NodeID {
-		return fmt.Errorf("%w: node id %q is this leader's", fs.ErrExist, m.ID)
-	}
-	if _, err := n.apply(ctx, fsm.EncodeAddMember(m)); err != nil {
-		return fmt.Errorf("adding %s to the group's FSM: %w", m.ID, err)
-	}
-	return n.ensureVoter(ctx, m.ID, m.RaftAddr)
-}
-
-// ensureVoter makes id at addr a voter of the group's Raft.
-func (n *Node) ensureVoter(ctx context.Context, id, addr string) error {
-	r := n.raftNode()
-	cf := r.GetConfiguration()
-	if err := waitFuture(ctx, cf); err != nil {
-		return fmt.Errorf("raft configuration: %w", raftErr(err))
-	}
-	for _, s := range cf.Configuration().Servers {
-		sameID, sameAddr := string(s.ID) == id, string(s.Address) == addr
-		switch {
-		case sameID && sameAddr && s.Suffrage == raft.Voter:
-			return nil
-		case sameID || sameAddr:
-			if string(s.ID) == n.cfg.NodeID {
-				return fmt.Errorf("%w: raft address %s is this leader's", fs.ErrExist, addr)
-			}
-			n.log.Info("removing stale raft server", "id", s.ID, "addr", s.Address, "for", id)
-			if err := waitFuture(ctx, r.RemoveServer(s.ID, 0, n.tune.raftApplyTimeout)); err != nil {
-				return fmt.Errorf("removing stale raft server %s: %w", s.ID, raftErr(err))
-			}
-		}
-	}
-	if err := waitFuture(ctx, r.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.tune.raftApplyTimeout)); err != nil {
-		return fmt.Errorf("adding raft voter %s: %w", id, raftErr(err))
-	}
-	n.log.Info("added raft voter", "id", id, "addr", addr)
-	return nil
-}
-
-// removeMember removes id from the group (leader only): the FSM
-// RemoveMember command hands its replicas to the other members, then
-// RemoveServer takes it out of Raft. Both are idempotent.
-func (n *Node) removeMember(ctx context.Context, id string) error {
-	n.memberMu.Lock()
-	defer n.memberMu.Unlock()
-	return n.removeMemberLocked(ctx, id)
-}
-
-// removeMemberLocked is removeMember with memberMu held.
-func (n *Node) removeMemberLocked(ctx context.Context, id string) error {
-	if !n.isLeader() {
-		return errNotLeader
-	}
-	if id == n.cfg.NodeID {
-		return fmt.Errorf("%w: the leader cannot remove itself; transfer leadership first", rpc.ErrUnavailable)
-	}
-	if _, ok := n.groupFSM().Member(id); ok {
-		if _, err := n.apply(ctx, fsm.EncodeRemoveMember(id)); err != nil && !errors.Is(err, fsm.ErrUnknownMember) {
-			return fmt.Errorf("removing %s from the group's FSM: %w", id, err)
-		}
-	}
-	return n.removeServer(ctx, id)
-}
-
-// removeServer removes id from the Raft configuration if it is there.
-func (n *Node) removeServer(ctx context.Context, id string) error {
-	r := n.raftNode()
-	cf := r.GetConfiguration()
-	if err := waitFuture(ctx, cf); err != nil {
-		return fmt.Errorf("raft configuration: %w", raftErr(err))
-	}
-	for _, s := range cf.Configuration().Servers {
-		if string(s.ID) == id {
-			if err := waitFuture(ctx, r.RemoveServer(s.ID, 0, n.tune.raftApplyTimeout)); err != nil {
-				return fmt.Errorf("removing raft server %s: %w", id, raftErr(err))
-			}
-			n.log.Info("removed raft server", "id", id)
-			return nil
-		}
-	}
-	return nil
-}
-
 // raftServers returns the ids in the group's Raft configuration.
 func (n *Node) raftServers(ctx context.Context) (map[string]raft.Server, error) {
 	r := n.raftNode()
@@ -600,302 +362,6 @@ func (n *Node) raftServers(ctx context.Context) (map[string]raft.Server, error) 
 		out[string(s.ID)] = s
 	}
 	return out, nil
-}
-
-// reconcile brings the group's FSM in line with Serf (leader only):
-// members Serf reports failed are marked failed (their replicas are
-// re-assigned) and alive ones active again; members that left or were
-// reaped are removed from the FSM and Raft; FSM members missing from Raft
-// are added back; nodes of other groups are announced as origins, and
-// origins that left are removed.
-func (n *Node) reconcile(ctx context.Context) error {
-	if !n.isLeader() {
-		return nil
-	}
-	n.metrics.reconciles.Inc()
-	s := n.serfAgent()
-	if s == nil {
-		return nil
-	}
-	// One membership change at a time: joins and leaves wait for the pass.
-	n.memberMu.Lock()
-	defer n.memberMu.Unlock()
-	myGroup := n.group()
-	servers, err := n.raftServers(ctx)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	seen := make(map[string]bool)
-	var addOrigins, removeOrigins []string
-	f := n.groupFSM()
-	origins := f.Origins()
-	for _, m := range s.Members() {
-		if m.Tags[tagRole] != roleGHBA || m.Name == n.cfg.NodeID {
-			continue
-		}
-		id, g := m.Name, m.Tags[tagGroup]
-		seen[id] = true
-		if g == "" {
-			continue // an auto node that has not joined a group yet
-		}
-		if g != myGroup {
-			_, isMember := f.Member(id)
-			has := slices.Contains(origins, id)
-			switch {
-			case isMember:
-				// It moved groups (split/merge: issue 4); leave it.
-			case m.Status == serf.StatusLeft && has:
-				removeOrigins = append(removeOrigins, id)
-			case m.Status != serf.StatusLeft && !has:
-				addOrigins = append(addOrigins, id)
-			}
-			continue
-		}
-		fm, inFSM := f.Member(id)
-		switch m.Status {
-		case serf.StatusAlive:
-			if !inFSM && m.Tags[tagLeaving] != "1" && m.Tags[tagMoving] != "1" && m.Tags[tagRaft] != "" && !n.movedAwayRecently(id) {
-				// It gossips our group, so it believes it is a member (it
-				// only does once added), but the group lost it: reaped
-				// while it was down, or a join that did not complete.
-				// Add it back.
-				n.log.Info("member of the group missing from its FSM; adding it back", "member", id)
-				fm = fsm.Member{ID: id, RPCAddr: m.Tags[tagRPC], RaftAddr: m.Tags[tagRaft], HTTPAddr: m.Tags[tagHTTP],
-					SerfAddr: net.JoinHostPort(m.Addr.String(), fmt.Sprint(m.Port))}
-				if _, err := n.apply(ctx, fsm.EncodeAddMember(fm)); err != nil {
-					errs = append(errs, fmt.Errorf("adding %s back: %w", id, err))
-					continue
-				}
-				inFSM = true
-			}
-			if inFSM && fm.Status == fsm.StatusFailed {
-				n.log.Info("member is alive again", "member", id)
-				if _, err := n.apply(ctx, fsm.EncodeSetStatus(id, fsm.StatusActive)); err != nil {
-					errs = append(errs, fmt.Errorf("reactivating %s: %w", id, err))
-				}
-			}
-			if _, inRaft := servers[id]; inFSM && !inRaft && fm.RaftAddr != "" {
-				if err := n.ensureVoter(ctx, id, fm.RaftAddr); err != nil {
-					errs = append(errs, err)
-				}
-			}
-		case serf.StatusFailed:
-			if inFSM && fm.Status == fsm.StatusActive {
-				n.log.Warn("member failed", "member", id)
-				if _, err := n.apply(ctx, fsm.EncodeSetStatus(id, fsm.StatusFailed)); err != nil {
-					errs = append(errs, fmt.Errorf("marking %s failed: %w", id, err))
-				}
-			}
-		case serf.StatusLeft:
-			_, inRaft := servers[id]
-			if inFSM || inRaft {
-				n.log.Info("member left; removing it", "member", id)
-				if err := n.removeMemberLocked(ctx, id); err != nil {
-					errs = append(errs, err)
-				}
-			}
-		}
-	}
-	for _, id := range n.cluster.takeReaped() {
-		if seen[id] {
-			continue // back again
-		}
-		if _, inFSM := f.Member(id); inFSM {
-			n.log.Info("member reaped by serf; removing it", "member", id)
-			if err := n.removeMemberLocked(ctx, id); err != nil {
-				errs = append(errs, err)
-				n.cluster.noteReaped(id) // retry next time
-			}
-		} else if slices.Contains(origins, id) {
-			removeOrigins = append(removeOrigins, id)
-		}
-	}
-	if len(addOrigins) > 0 {
-		if _, err := n.apply(ctx, fsm.EncodeAddOrigins(addOrigins...)); err != nil {
-			errs = append(errs, fmt.Errorf("adding origins %v: %w", addOrigins, err))
-		}
-	}
-	if len(removeOrigins) > 0 {
-		if _, err := n.apply(ctx, fsm.EncodeRemoveOrigins(removeOrigins...)); err != nil {
-			errs = append(errs, fmt.Errorf("removing origins %v: %w", removeOrigins, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// leaveGroup takes this node out of its group: leadership is transferred
-// if it leads, then the leader removes it from the FSM (its replicas go to
-// the other members) and from Raft. A group of one just forgets it.
-func (n *Node) leaveGroup(ctx context.Context) error {
-	servers, err := n.raftServers(ctx)
-	if err != nil {
-		return err
-	}
-	others := 0
-	for id, s := range servers {
-		if id != n.cfg.NodeID && s.Suffrage == raft.Voter {
-			others++
-		}
-	}
-	if others == 0 {
-		n.log.Info("last member of the group; leaving it empty", "group", n.group())
-		return nil
-	}
-	backoff := 50 * time.Millisecond
-	for {
-		err := n.requestLeave(ctx)
-		if err == nil {
-			n.log.Info("left the group", "group", n.group())
-			return nil
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
-		}
-		n.log.Warn("leaving the group failed; retrying", "err", err, "retry_in", backoff)
-		if !pauseCtx(ctx, backoff) {
-			return fmt.Errorf("%w (last error: %w)", ctx.Err(), err)
-		}
-		backoff = min(2*backoff, 2*time.Second)
-	}
-}
-
-// requestLeave makes one attempt at having the leader remove this node.
-func (n *Node) requestLeave(ctx context.Context) error {
-	if r := n.raftNode(); r.State() == raft.Leader {
-		n.log.Info("transferring leadership before leaving")
-		if err := waitFuture(ctx, r.LeadershipTransfer()); err != nil {
-			return fmt.Errorf("leadership transfer: %w", err)
-		}
-	}
-	leader := n.leaderID()
-	if leader == "" || leader == n.cfg.NodeID {
-		return fmt.Errorf("%w: no other leader yet", rpc.ErrUnavailable)
-	}
-	addr := n.cluster.rpcAddrOf(leader)
-	if addr == "" {
-		return fmt.Errorf("%w: no rpc address for leader %s", rpc.ErrUnavailable, leader)
-	}
-	cctx, cancel := context.WithTimeout(ctx, n.tune.rpcTimeout)
-	defer cancel()
-	var resp GroupLeaveResponse
-	return n.client.Call(cctx, addr, methodGroupLeave, &GroupLeaveRequest{ID: n.cfg.NodeID, Group: n.group()}, &resp)
-}
-
-// groupJoinLoop makes this node a member of a group, unless it is one: it
-// picks the group (its configured one, or with "auto" the one with the
-// fewest members below max_group_size, as Serf shows them) and asks that
-// group's leader, through any member, to add it. It retries with backoff
-// until it succeeds or the node stops; Serf joins wake it up.
-func (n *Node) groupJoinLoop() {
-	defer n.bgWG.Done()
-	ctx := n.bgCtx
-	backoff := n.tune.groupJoinMin
-	for {
-		if n.isJoined() || n.leaving.Load() {
-			select {
-			case <-ctx.Done():
-				return
-			case <-n.joinCh:
-				continue
-			}
-		}
-		err := n.joinGroupOnce(ctx)
-		if err == nil {
-			backoff = n.tune.groupJoinMin
-			continue
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		n.log.Info("waiting to join a group", "reason", err, "retry_in", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-n.joinCh:
-			// A Serf event may have made a group visible: retry now,
-			// without growing the back-off (a burst of events at start-up
-			// would otherwise push it to the maximum at once).
-			t.Stop()
-		case <-t.C:
-			backoff = min(2*backoff, n.tune.groupJoinMax)
-		}
-	}
-}
-
-// triggerJoin wakes the group join loop.
-func (n *Node) triggerJoin() {
-	select {
-	case n.joinCh <- struct{}{}:
-	default:
-	}
-}
-
-// errNoGroup reports that no group to join is visible yet.
-var errNoGroup = errors.New("no group visible in serf yet")
-
-// errSwitching reports a join attempt while the node replaces its Raft.
-var errSwitching = errors.New("switching groups")
-
-// joinGroupOnce makes one attempt at joining a group.
-func (n *Node) joinGroupOnce(ctx context.Context) error {
-	n.mu.Lock()
-	switching := n.switching
-	n.mu.Unlock()
-	if switching {
-		return errSwitching
-	}
-	target := n.cfg.Group
-	auto := target == GroupAuto
-	if auto {
-		target = ""
-		if h, ok := n.activeHint(); ok {
-			if target = n.cluster.hintTarget(h, n.cfg.MaxGroupSize); target == "" {
-				return fmt.Errorf("%w: waiting for group %q (via %s)", errNoGroup, h.group, h.via)
-			}
-		} else {
-			target = n.cluster.pickGroup(n.cfg.MaxGroupSize)
-		}
-		if target == "" {
-			return errNoGroup
-		}
-	}
-	addrs := n.cluster.groupRPCAddrs(target)
-	if len(addrs) == 0 {
-		return fmt.Errorf("%w: no alive member of group %q", errNoGroup, target)
-	}
-	req := &GroupJoinRequest{Group: target, Auto: auto, Member: n.selfMember()}
-	var errs []error
-	for _, addr := range addrs {
-		cctx, cancel := context.WithTimeout(ctx, n.tune.rpcTimeout)
-		var resp GroupJoinResponse
-		err := n.client.Call(cctx, addr, methodGroupJoin, req, &resp)
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("via %s: %w", addr, err))
-			if ctx.Err() != nil {
-				break
-			}
-			continue
-		}
-		if resp.Redirect != "" {
-			n.log.Info("the full group split; joining the new group", "group", resp.Redirect, "via", resp.Via, "leader", resp.Leader)
-			n.setHint(joinHint{group: resp.Redirect, via: resp.Via, from: target, until: time.Now().Add(n.tune.switchHintTimeout)})
-			return fmt.Errorf("%w: redirected to the new group %q", errNoGroup, resp.Redirect)
-		}
-		if resp.Group == "" {
-			return fmt.Errorf("%w: empty answer", errNoGroup)
-		}
-		if err := n.setJoined(ctx, resp.Group); err != nil {
-			return err
-		}
-		n.metrics.joins.Inc()
-		n.log.Info("joined group", "group", resp.Group, "leader", resp.Leader)
-		return nil
-	}
-	return fmt.Errorf("joining group %q: %w", target, errors.Join(errs...))
 }
 
 // resolveTCP resolves a host:port for the Raft transport's advertise

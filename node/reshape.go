@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/fsm"
+	"github.com/ghba/ghba/node/internal/backoff"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/serf/serf"
 )
 
-// Group split and merge (g-hba-survey §VI, DESIGN §4), for nodes with
+// Group split and merge (g-hba-survey §VI; docs/design.md, "Groups"), for nodes with
 // group "auto":
 //
 //   - Split: the leader of a full group (M members) that receives an auto
@@ -27,7 +28,7 @@ import (
 //     applies SplitCommand (they become origins), removes them from Raft and
 //     tells each to switch (methodGroupSwitch); the lowest id among them
 //     bootstraps the new group, the others and the joiner (told in its
-//     GroupJoinResponse) join it through the normal join path.
+//     groupJoinResp) join it through the normal join path.
 //   - Merge: the leader of a group whose members are all alive, that totals
 //     at most M with another healthy group and is the smaller of the two
 //     (ties: the greater name moves), tells its members and then itself to
@@ -43,30 +44,6 @@ import (
 //
 // Files never move (zero metadata migration); only the FSMs re-assign
 // filter replicas.
-
-// methodGroupSwitch tells a member of a group to move to another group
-// (sent by its group's leader during a split or merge).
-const methodGroupSwitch = "Cluster.GroupSwitch" // GroupSwitchRequest → GroupSwitchResponse
-
-// GroupSwitchRequest tells a node to leave group From for group Group.
-type GroupSwitchRequest struct {
-	// Group is the group to move to.
-	Group string `json:"group"`
-	// From is the group the node is a member of.
-	From string `json:"from"`
-	// Via is a node of the target group (or the one bootstrapping it):
-	// the node joins the group Via gossips if Group does not show up.
-	Via string `json:"via,omitempty"`
-	// Bootstrap asks this node to create the new group by itself.
-	Bootstrap bool `json:"bootstrap,omitempty"`
-	// Reason is "split" or "merge" (for logs).
-	Reason string `json:"reason"`
-	// Leader is the id of the leader that sent it.
-	Leader string `json:"leader"`
-}
-
-// GroupSwitchResponse is empty.
-type GroupSwitchResponse struct{}
 
 // switchRecord is a group switch in progress, as recorded in metaSwitch.
 type switchRecord struct {
@@ -108,7 +85,7 @@ type reshapeState struct {
 // with memberMu held.
 func (n *Node) movedAwayRecently(id string) bool {
 	t, ok := n.reshape.movedAway[id]
-	if ok && time.Since(t) > n.tune.movedAwayGrace {
+	if ok && time.Since(t) > n.tune.MovedAwayGrace {
 		delete(n.reshape.movedAway, id)
 		return false
 	}
@@ -188,35 +165,10 @@ func (n *Node) setHint(h joinHint) {
 	n.mu.Unlock()
 }
 
-// hintTarget returns the group h points at, if it is visible with room:
-// h.group, or the group h.via gossips (not h.from).
-func (c *cluster) hintTarget(h joinHint, maxSize int) string {
-	sizes := c.groupSizes()
-	if k, ok := sizes[h.group]; ok && k < maxSize && h.group != h.from {
-		return h.group
-	}
-	if h.via != "" && h.via != c.n.cfg.NodeID {
-		if p, ok := c.peer(h.via); ok && p.Group != "" && p.Group != h.from && p.Up && sizes[p.Group] < maxSize {
-			return p.Group
-		}
-	}
-	return ""
-}
-
-// peer returns node id from the peer list.
-func (c *cluster) peer(id string) (Peer, bool) {
-	for _, p := range c.Peers() {
-		if p.ID == id {
-			return p, true
-		}
-	}
-	return Peer{}, false
-}
-
 // handleGroupSwitch is methodGroupSwitch: this node's leader moves it to
 // another group. The switch is recorded before the call returns; the
 // Raft is replaced in the background.
-func (n *Node) handleGroupSwitch(ctx context.Context, req *GroupSwitchRequest) (*GroupSwitchResponse, error) {
+func (n *Node) handleGroupSwitch(ctx context.Context, req *groupSwitchReq) (*groupSwitchResp, error) {
 	if n.cfg.Group != GroupAuto {
 		return nil, fmt.Errorf("%w: node %s has a fixed group", fs.ErrInvalid, n.cfg.NodeID)
 	}
@@ -225,10 +177,10 @@ func (n *Node) handleGroupSwitch(ctx context.Context, req *GroupSwitchRequest) (
 	}
 	n.mu.Lock()
 	p := n.pendingSwitch
-	joined, g := n.joined, n.groupNm
+	joined, g := n.joined, n.groupName
 	n.mu.Unlock()
 	if p != nil && p.Group == req.Group && p.From == req.From {
-		return &GroupSwitchResponse{}, nil // a retry
+		return &groupSwitchResp{}, nil // a retry
 	}
 	if !joined || g != req.From {
 		return nil, fmt.Errorf("%w: node %s is not a member of group %q", rpc.ErrUnavailable, n.cfg.NodeID, req.From)
@@ -239,7 +191,7 @@ func (n *Node) handleGroupSwitch(ctx context.Context, req *GroupSwitchRequest) (
 	}
 	n.log.Info("told to switch groups", "from", req.From, "to", req.Group, "reason", req.Reason,
 		"leader", req.Leader, "bootstrap", req.Bootstrap)
-	return &GroupSwitchResponse{}, nil
+	return &groupSwitchResp{}, nil
 }
 
 // beginSwitch records the switch (crash-safe: before anything is torn
@@ -261,7 +213,7 @@ func (n *Node) beginSwitch(ctx context.Context, rec switchRecord) error {
 	case n.switching || n.pendingSwitch != nil:
 		n.mu.Unlock()
 		return fmt.Errorf("%w: node %s is already switching groups", rpc.ErrUnavailable, n.cfg.NodeID)
-	case !n.joined || n.groupNm != rec.From:
+	case !n.joined || n.groupName != rec.From:
 		n.mu.Unlock()
 		return fmt.Errorf("%w: node %s is not a member of group %q", rpc.ErrUnavailable, n.cfg.NodeID, rec.From)
 	}
@@ -286,19 +238,20 @@ func (n *Node) beginSwitch(ctx context.Context, rec switchRecord) error {
 	}
 	n.pendingSwitch = &rec
 	n.movingFrom = rec.From
-	n.groupNm, n.joined = "", false
+	n.groupName, n.joined = "", false
 	n.switching = true
 	n.hint = joinHint{}
 	if !rec.Bootstrap {
-		n.hint = joinHint{group: rec.Group, via: rec.Via, from: rec.From, until: time.Now().Add(n.tune.switchHintTimeout)}
+		n.hint = joinHint{group: rec.Group, via: rec.Via, from: rec.From, until: time.Now().Add(n.tune.SwitchHintTimeout)}
 	}
-	n.bgWG.Add(1) // under mu with state running: Shutdown has not begun waiting
 	n.mu.Unlock()
 	if err := n.updateTags(); err != nil {
 		n.log.Warn("updating serf tags", "err", err)
 	}
-	n.cluster.refresh()
-	go n.runSwitch(rec)
+	n.dir.refresh()
+	if !n.bg.Go(func() { n.runSwitch(rec) }) {
+		return errNotRunning // shutting down: the record stands, a restart carries the switch out
+	}
 	return nil
 }
 
@@ -306,32 +259,29 @@ func (n *Node) beginSwitch(ctx context.Context, rec switchRecord) error {
 // its state wiped, a fresh one opened on the same port; then the node
 // bootstraps the new group or the join loop joins it.
 func (n *Node) runSwitch(rec switchRecord) {
-	defer n.bgWG.Done()
 	ctx := n.bgCtx
 	start := time.Now()
-	backoff := 100 * time.Millisecond
 	var gr *groupRaft
-	for {
-		var err error
-		gr, err = n.replaceRaft(ctx)
-		if err == nil {
-			break
-		}
-		if errors.Is(err, errNotRunning) || ctx.Err() != nil {
-			return
-		}
-		if errors.Is(err, errRaftStuck) {
-			// Its goroutines may still write to the raft directory: this
-			// process cannot reuse it. The switch is recorded; a restart
-			// of the node completes it.
-			n.log.Error("the old group raft did not stop; restart this node to complete the group switch", "to", rec.Group)
-			return
-		}
-		n.log.Error("replacing the group raft failed; retrying", "err", err, "retry_in", backoff)
-		if !pauseCtx(ctx, backoff) {
-			return
-		}
-		backoff = min(2*backoff, 5*time.Second)
+	err := backoff.Retry(ctx, backoff.New(100*time.Millisecond, 5*time.Second), 0,
+		func() error {
+			var err error
+			gr, err = n.replaceRaft(ctx)
+			if errors.Is(err, errNotRunning) || errors.Is(err, errRaftStuck) {
+				return backoff.Stop(err)
+			}
+			return err
+		},
+		func(err error, next time.Duration) {
+			n.log.Error("replacing the group raft failed; retrying", "err", err, "retry_in", next)
+		})
+	if errors.Is(err, errRaftStuck) {
+		// Its goroutines may still write to the raft directory: this
+		// process cannot reuse it. The switch is recorded; a restart of
+		// the node completes it.
+		n.log.Error("the old group raft did not stop; restart this node to complete the group switch", "to", rec.Group)
+	}
+	if err != nil {
+		return
 	}
 	n.switches.Add(1)
 	n.metrics.switches.Inc()
@@ -343,18 +293,17 @@ func (n *Node) runSwitch(rec switchRecord) {
 			// group's Raft with a log of its own.
 			n.log.Error("bootstrapping the new group failed; joining a group instead", "group", rec.Group, "err", err)
 			n.mu.Lock()
-			n.groupNm = ""
+			n.groupName = ""
 			n.mu.Unlock()
-			for ctx.Err() == nil {
-				if _, err := n.replaceRaft(ctx); err == nil || errors.Is(err, errNotRunning) || errors.Is(err, errRaftStuck) {
-					break
-				} else {
-					n.log.Error("wiping the group raft failed; retrying", "err", err)
-				}
-				if !pauseCtx(ctx, time.Second) {
-					break
-				}
-			}
+			_ = backoff.Retry(ctx, backoff.New(time.Second, time.Second), 0,
+				func() error {
+					_, err := n.replaceRaft(ctx)
+					if errors.Is(err, errNotRunning) || errors.Is(err, errRaftStuck) {
+						return backoff.Stop(err)
+					}
+					return err
+				},
+				func(err error, _ time.Duration) { n.log.Error("wiping the group raft failed; retrying", "err", err) })
 		}
 	}
 	n.mu.Lock()
@@ -362,7 +311,7 @@ func (n *Node) runSwitch(rec switchRecord) {
 	n.mu.Unlock()
 	n.log.Info("group raft replaced", "from", rec.From, "to", rec.Group, "reason", rec.Reason,
 		"bootstrap", rec.Bootstrap, "took", time.Since(start).Round(time.Millisecond))
-	n.cluster.refresh()
+	n.dir.refresh()
 	n.triggerJoin()
 }
 
@@ -384,7 +333,7 @@ func (n *Node) replaceRaft(ctx context.Context) (*groupRaft, error) {
 		}
 	}
 	n.switchMu.Unlock()
-	if h := n.tune.midSwitchHook; h != nil {
+	if h := n.tune.MidSwitchHook; h != nil {
 		h(ctx) // tests: a crash here leaves the old group's raft state behind
 	}
 	n.switchMu.Lock()
@@ -416,7 +365,7 @@ func (n *Node) bootstrapNewGroup(ctx context.Context, gr *groupRaft, rec switchR
 		name = renamed
 	}
 	n.mu.Lock()
-	n.groupNm = name // establish names the FSM after it
+	n.groupName = name // establish names the FSM after it
 	n.mu.Unlock()
 	if err := n.bootstrapSelf(gr); err != nil {
 		return err
@@ -432,7 +381,7 @@ func (n *Node) bootstrapNewGroup(ctx context.Context, gr *groupRaft, rec switchR
 // splitForJoin splits this node's full group to make room for the auto
 // joiner j (leader only): see the package comment above. It returns the
 // response redirecting the joiner to the new group.
-func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*GroupJoinResponse, error) {
+func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, error) {
 	n.memberMu.Lock()
 	defer n.memberMu.Unlock()
 	if !n.isLeader() {
@@ -453,10 +402,10 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*GroupJoinRespon
 	if _, ok := f.Member(j.ID); ok {
 		return nil, fmt.Errorf("%w: %s is a member already", fs.ErrExist, j.ID)
 	}
-	if time.Since(n.reshape.last) < n.tune.mergeSettle/2 {
+	if time.Since(n.reshape.last) < n.tune.MergeSettle/2 {
 		return nil, fmt.Errorf("%w: %w: group %q changed shape recently", rpc.ErrUnavailable, fsm.ErrGroupFull, myGroup)
 	}
-	for g, k := range n.cluster.groupSizes() {
+	for g, k := range n.dir.groupSizes() {
 		if g != myGroup && k < m {
 			return nil, fmt.Errorf("%w: group %q has room (%d of %d)", fsm.ErrGroupFull, g, k, m)
 		}
@@ -508,55 +457,40 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*GroupJoinRespon
 	// The movers are told in the background, with the node's context: the
 	// joiner's call may end first, and membership changes (memberMu) must
 	// not wait for up to k RPC timeouts.
-	reqs := make(map[string]*GroupSwitchRequest, len(removed))
+	reqs := make(map[string]*groupSwitchReq, len(removed))
 	for _, id := range removed {
-		reqs[id] = &GroupSwitchRequest{Group: name, From: myGroup, Via: boot, Bootstrap: id == boot, Reason: "split", Leader: n.cfg.NodeID}
+		reqs[id] = &groupSwitchReq{Group: name, From: myGroup, Via: boot, Bootstrap: id == boot, Reason: "split", Leader: n.cfg.NodeID}
 	}
-	n.mu.Lock()
-	if n.state == lcRunning {
-		n.bgWG.Add(1)
-		go func() {
-			defer n.bgWG.Done()
-			for _, id := range removed {
-				if err := n.tellSwitch(n.bgCtx, id, reqs[id]); err != nil {
-					n.log.Warn("telling a member to switch groups failed", "member", id, "err", err)
-				}
+	n.bg.Go(func() {
+		for _, id := range removed {
+			if err := n.tellSwitch(n.bgCtx, id, reqs[id]); err != nil {
+				n.log.Warn("telling a member to switch groups failed", "member", id, "err", err)
 			}
-		}()
-	}
-	n.mu.Unlock()
+		}
+	})
 	n.splits.Add(1)
 	n.metrics.splits.Inc()
 	n.log.Info("group split", "group", myGroup, "new_group", name, "moved", removed, "joiner", j.ID, "remaining", f.Size())
 	n.signalRefresh()
-	return &GroupJoinResponse{Leader: n.cfg.NodeID, Redirect: name, Via: boot}, nil
+	return &groupJoinResp{Leader: n.cfg.NodeID, Redirect: name, Via: boot}, nil
 }
 
 // tellSwitch sends req to node id, retrying briefly.
-func (n *Node) tellSwitch(ctx context.Context, id string, req *GroupSwitchRequest) error {
-	if h := n.tune.tellSwitchHook; h != nil {
+func (n *Node) tellSwitch(ctx context.Context, id string, req *groupSwitchReq) error {
+	if h := n.tune.TellSwitchHook; h != nil {
 		if err := h(id); err != nil {
 			return err
 		}
 	}
-	deadline := time.Now().Add(n.tune.rpcTimeout)
-	var err error
-	for attempt := 0; ; attempt++ {
-		addr := n.cluster.rpcAddrOf(id)
+	ctx, cancel := context.WithTimeout(ctx, n.tune.RPCTimeout)
+	defer cancel()
+	return backoff.Retry(ctx, backoff.New(100*time.Millisecond, 100*time.Millisecond), 0, func() error {
+		addr := n.dir.rpcAddrOf(id)
 		if addr == "" {
-			err = fmt.Errorf("%w: no rpc address for %s", rpc.ErrUnavailable, id)
-		} else {
-			cctx, cancel := context.WithTimeout(ctx, n.tune.rpcTimeout)
-			err = n.client.Call(cctx, addr, methodGroupSwitch, req, &GroupSwitchResponse{})
-			cancel()
-			if err == nil {
-				return nil
-			}
+			return fmt.Errorf("%w: no rpc address for %s", rpc.ErrUnavailable, id)
 		}
-		if time.Now().After(deadline) || !pauseCtx(ctx, 100*time.Millisecond) {
-			return err
-		}
-	}
+		return n.client.Call(ctx, addr, methodGroupSwitch, req, &groupSwitchResp{})
+	}, nil)
 }
 
 // serfAutoAlive returns the auto nodes Serf shows alive, not leaving and
@@ -611,7 +545,7 @@ func (n *Node) maybeMerge(ctx context.Context, gr *groupRaft) {
 	if sig.String() != n.reshape.sig {
 		n.reshape.sig, n.reshape.stableSince = sig.String(), now
 	}
-	if n.reshape.merging || now.Sub(n.reshape.last) < n.tune.mergeSettle || now.Sub(n.reshape.stableSince) < n.tune.mergeSettle {
+	if n.reshape.merging || now.Sub(n.reshape.last) < n.tune.MergeSettle || now.Sub(n.reshape.stableSince) < n.tune.MergeSettle {
 		return
 	}
 	s := n.serfAgent()
@@ -654,7 +588,7 @@ func (n *Node) maybeMerge(ctx context.Context, gr *groupRaft) {
 		if !healthy[g] || mine+k > maxSize || mine > k || (mine == k && myGroup < g) {
 			continue
 		}
-		if mine+k == maxSize && now.Sub(n.reshape.stableSince) < n.tune.mergeQuiet {
+		if mine+k == maxSize && now.Sub(n.reshape.stableSince) < n.tune.MergeQuiet {
 			continue
 		}
 		if target == "" || k > sizes[target] || (k == sizes[target] && g < target) {
@@ -677,21 +611,14 @@ func (n *Node) maybeMerge(ctx context.Context, gr *groupRaft) {
 	n.metrics.merges.Inc()
 	// Carried out in the background: the followers' switches end this
 	// leadership (and the leader routine) before this node switches too.
-	n.mu.Lock()
-	if n.state != lcRunning {
-		n.mu.Unlock()
-		n.reshape.merging = false
-		return
+	if !n.bg.Go(func() { n.runMerge(myGroup, target, via[target], others) }) {
+		n.reshape.merging = false // shutting down
 	}
-	n.bgWG.Add(1)
-	n.mu.Unlock()
-	go n.runMerge(myGroup, target, via[target], others)
 }
 
 // runMerge tells the other members, then this node, to switch to group
 // target.
 func (n *Node) runMerge(myGroup, target, via string, others []string) {
-	defer n.bgWG.Done()
 	defer func() {
 		n.memberMu.Lock()
 		n.reshape.merging = false
@@ -699,7 +626,7 @@ func (n *Node) runMerge(myGroup, target, via string, others []string) {
 	}()
 	ctx := n.bgCtx
 	for _, id := range others {
-		req := &GroupSwitchRequest{Group: target, From: myGroup, Via: via, Reason: "merge", Leader: n.cfg.NodeID}
+		req := &groupSwitchReq{Group: target, From: myGroup, Via: via, Reason: "merge", Leader: n.cfg.NodeID}
 		if err := n.tellSwitch(ctx, id, req); err != nil {
 			n.log.Warn("telling a member to switch groups failed", "member", id, "err", err)
 		}
@@ -724,7 +651,7 @@ func (n *Node) checkOrphaned() {
 		return
 	}
 	n.mu.Lock()
-	joined, g, busy := n.joined, n.groupNm, n.switching || n.pendingSwitch != nil
+	joined, g, busy := n.joined, n.groupName, n.switching || n.pendingSwitch != nil
 	n.mu.Unlock()
 	if !joined || busy || n.leaderID() != "" {
 		n.orphanSince = time.Time{}
@@ -762,7 +689,7 @@ func (n *Node) checkOrphaned() {
 		n.orphanSince = time.Now()
 		return
 	}
-	if time.Since(n.orphanSince) < n.tune.orphanTimeout {
+	if time.Since(n.orphanSince) < n.tune.OrphanTimeout {
 		return
 	}
 	n.orphanSince = time.Time{}

@@ -1,8 +1,6 @@
 package node
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -83,12 +81,12 @@ func (n *Node) serfConfig(tags map[string]string) (*serf.Config, error) {
 	conf.SnapshotPath = filepath.Join(n.cfg.DataDir, "serf", "local.snapshot")
 	conf.RejoinAfterLeave = false
 	conf.EnableNameConflictResolution = true
-	conf.ReconnectTimeout = n.tune.serfReconnectTimeout
-	conf.TombstoneTimeout = n.tune.serfTombstoneTimeout
-	conf.ReapInterval = n.tune.serfReapInterval
-	conf.ReconnectInterval = n.tune.serfReconnectInterval
-	conf.BroadcastTimeout = n.tune.serfBroadcastTimeout
-	conf.LeavePropagateDelay = n.tune.serfLeavePropagateDelay
+	conf.ReconnectTimeout = n.tune.SerfReconnectTimeout
+	conf.TombstoneTimeout = n.tune.SerfTombstoneTimeout
+	conf.ReapInterval = n.tune.SerfReapInterval
+	conf.ReconnectInterval = n.tune.SerfReconnectInterval
+	conf.BroadcastTimeout = n.tune.SerfBroadcastTimeout
+	conf.LeavePropagateDelay = n.tune.SerfLeavePropagateDelay
 	if err := os.MkdirAll(filepath.Dir(conf.SnapshotPath), 0o755); err != nil {
 		return nil, fmt.Errorf("serf: snapshot dir: %w", err)
 	}
@@ -101,7 +99,7 @@ func (n *Node) serfConfig(tags map[string]string) (*serf.Config, error) {
 	ml.AdvertisePort = n.cfg.Ports.Serf
 	ml.Logger = newStdLogger(n.log, "memberlist")
 	ml.LogOutput = nil
-	if t := n.tune; t.fastGossip {
+	if t := n.tune; t.FastGossip {
 		ml.ProbeInterval = 200 * time.Millisecond
 		ml.ProbeTimeout = 100 * time.Millisecond
 		ml.GossipInterval = 50 * time.Millisecond
@@ -131,8 +129,7 @@ func (n *Node) startSerf() error {
 	}
 	n.serf = s
 	n.serfDone = make(chan struct{})
-	n.bgWG.Add(1)
-	go n.drainSerfEvents()
+	n.bg.Go(n.drainSerfEvents)
 	return nil
 }
 
@@ -146,7 +143,7 @@ func (n *Node) currentTags() map[string]string {
 		tagRaft:  net.JoinHostPort(adv, strconv.Itoa(n.cfg.Ports.Raft)),
 		tagHTTP:  net.JoinHostPort(adv, strconv.Itoa(n.cfg.Ports.HTTP)),
 	}
-	if r := n.cluster.rootRecord(); r.id != "" {
+	if r := n.dir.rootRecord(); r.id != "" {
 		tags[tagRoot] = r.String()
 	}
 	if n.leaving.Load() {
@@ -174,7 +171,7 @@ func (n *Node) advertisedGroup() string {
 	if !n.joined {
 		return n.movingFrom
 	}
-	return n.groupNm
+	return n.groupName
 }
 
 // updateTags gossips n's current tags.
@@ -198,7 +195,6 @@ func (n *Node) updateTags() error {
 // It only records and signals: it never blocks on the network or on Raft,
 // so Serf never waits for it.
 func (n *Node) drainSerfEvents() {
-	defer n.bgWG.Done()
 	for {
 		select {
 		case ev := <-n.serfEvents:
@@ -220,7 +216,7 @@ func (n *Node) handleSerfEvent(ev serf.Event) {
 		}
 		n.log.Debug("serf member event", "event", me.Type.String(), "member", m.Name, "status", serfStatus(m.Status), "group", m.Tags[tagGroup])
 		if me.Type == serf.EventMemberReap {
-			n.cluster.noteReaped(m.Name)
+			n.dir.noteReaped(m.Name)
 		}
 	}
 	n.metrics.serfEvents.WithLabelValues(me.Type.String()).Inc()
@@ -234,86 +230,6 @@ func (n *Node) triggerReconcile() {
 	select {
 	case n.reconcileCh <- struct{}{}:
 	default:
-	}
-}
-
-// Join joins the Serf pool through the given Serf addresses (host:port) and
-// returns how many were contacted. It is what retry_join and `ghba join`
-// do. Group membership follows by itself (see the join loop).
-func (n *Node) Join(ctx context.Context, serfAddrs []string) (int, error) {
-	if len(serfAddrs) == 0 {
-		return 0, errors.New("join: no addresses")
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	s := n.serfAgent()
-	if s == nil {
-		return 0, errNotRunning
-	}
-	type result struct {
-		n   int
-		err error
-	}
-	ch := make(chan result, 1)
-	n.joinWG.Add(1)
-	go func() { // serf.Join has no context; bound it by ctx
-		defer n.joinWG.Done()
-		k, err := s.Join(serfAddrs, true)
-		ch <- result{k, err}
-	}()
-	select {
-	case r := <-ch:
-		if r.err != nil && r.n == 0 {
-			return 0, fmt.Errorf("join %v: %w", serfAddrs, r.err)
-		}
-		if r.err != nil {
-			n.log.Warn("joined some addresses only", "joined", r.n, "addrs", serfAddrs, "err", r.err)
-		}
-		n.log.Info("joined the serf pool", "joined", r.n, "addrs", serfAddrs)
-		n.cluster.refresh()
-		n.triggerJoin()
-		return r.n, nil
-	case <-ctx.Done():
-		return 0, fmt.Errorf("join %v: %w", serfAddrs, ctx.Err())
-	}
-}
-
-// retryJoin joins the retry_join addresses with bounded retries and
-// exponential backoff, logging every failure.
-func (n *Node) retryJoin(ctx context.Context) {
-	defer n.bgWG.Done()
-	addrs := n.cfg.RetryJoin
-	backoff := n.tune.retryJoinMin
-	for attempt := 1; ; attempt++ {
-		k, err := n.Join(ctx, addrs)
-		if err == nil && k > 0 {
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if attempt >= n.tune.retryJoinAttempts {
-			n.log.Error("retry_join gave up; use `ghba join`", "addrs", addrs, "attempts", attempt, "err", err)
-			return
-		}
-		n.log.Warn("retry_join failed; retrying", "addrs", addrs, "attempt", attempt, "retry_in", backoff, "err", err)
-		if !pauseCtx(ctx, backoff) {
-			return
-		}
-		backoff = min(2*backoff, n.tune.retryJoinMax)
-	}
-}
-
-// pauseCtx waits d or until ctx ends; it reports whether d passed.
-func pauseCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

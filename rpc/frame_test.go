@@ -179,7 +179,7 @@ func FuzzBodyDecoder(f *testing.F) {
 	f.Add([]byte{0xdf, 0x7f, 0xff, 0xff, 0xff}) // map32 of 2^31 entries
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, v := range []any{&StatResponse{}, &BatchStatRequest{}, &BatchStatResponse{}, &MembersResponse{},
-			&GroupsResponse{}, &FilterPushRequest{}, &SetAttrRequest{}} {
+			&GroupsResponse{}, &ReadDirResponse{}, &SetAttrRequest{}} {
 			_ = bc.unmarshal(data, v)
 		}
 	})

@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// Method names. Requests name their method as a string on the wire; the
-// server dispatches on it. The "Namespace." and "Cluster." methods are
-// served to clients; "Filter.", "Route." and "Txn." are server-to-server.
+// Method names of the client API. Requests name their method as a string on
+// the wire; the server dispatches on it. The servers' own protocol between
+// each other is not here: it is in node/namespace/wire.go and node/wire.go.
 const (
 	MethodStat      = "Namespace.Stat"      // StatRequest → StatResponse
 	MethodLookup    = "Namespace.Lookup"    // LookupRequest → LookupResponse
@@ -26,18 +26,6 @@ const (
 	MethodLeave   = "Cluster.Leave"   // LeaveRequest → LeaveResponse
 	MethodStatus  = "Cluster.Status"  // StatusRequest → StatusResponse
 	MethodPing    = "Cluster.Ping"    // PingRequest → PingResponse
-
-	MethodFilterPull = "Filter.Pull"      // FilterPullRequest → FilterPullResponse
-	MethodFilterPush = "Filter.Push"      // FilterPushRequest → FilterPushResponse
-	MethodL3Query    = "Route.L3Query"    // L3QueryRequest → L3QueryResponse
-	MethodLocalCheck = "Route.LocalCheck" // LocalCheckRequest → LocalCheckResponse
-	MethodGetEntry   = "Route.GetEntry"   // GetEntryRequest → GetEntryResponse
-
-	MethodPrepareChild = "Txn.PrepareChild" // PrepareChildRequest → PrepareChildResponse
-	MethodCommitChild  = "Txn.CommitChild"  // CommitChildRequest → CommitChildResponse
-	MethodAbortChild   = "Txn.AbortChild"   // AbortChildRequest → AbortChildResponse
-	MethodTxnStatus    = "Txn.Status"       // TxnStatusRequest → TxnStatusResponse
-	MethodRekey        = "Txn.Rekey"        // RekeyRequest → RekeyResponse
 )
 
 // Idempotent reports whether executing method twice has the same effect as
@@ -48,9 +36,7 @@ const (
 func Idempotent(method string) bool {
 	switch method {
 	case MethodStat, MethodLookup, MethodBatchStat, MethodReadDir,
-		MethodMembers, MethodGroups, MethodStatus, MethodPing,
-		MethodFilterPull, MethodL3Query, MethodLocalCheck, MethodGetEntry,
-		MethodTxnStatus:
+		MethodMembers, MethodGroups, MethodStatus, MethodPing:
 		return true
 	}
 	return false
@@ -63,7 +49,7 @@ const (
 )
 
 // Lookup levels reported in replies: which step of the G-HBA query path
-// (DESIGN §3) resolved the path.
+// (docs/design.md, "Query path") resolved the path.
 const (
 	LevelL1 = "L1" // the L1 array (LRU filters) had exactly one hit
 	LevelL2 = "L2" // the entry node's segment array had exactly one hit
@@ -492,222 +478,4 @@ type PingRequest struct{}
 type PingResponse struct {
 	// NodeID is the answering node's id.
 	NodeID string `json:"node_id"`
-}
-
-// ---- Server to server: filters and routing ----
-
-// Filter kinds in FilterPull/FilterPush.
-const (
-	FilterLocal = "local" // the origin's counting local filter
-	FilterLRU   = "lru"   // the origin's LRU filter (the L1 array entry)
-)
-
-// FilterPullRequest asks an origin for the full encoding of one of its
-// filters (a new replica holder does this before receiving pushes).
-type FilterPullRequest struct {
-	// Origin is the node id whose filter is wanted (the receiver checks it
-	// is itself).
-	Origin string `json:"origin"`
-	// Kind is FilterLocal or FilterLRU.
-	Kind string `json:"kind"`
-}
-
-// FilterPullResponse carries a full filter encoding.
-type FilterPullResponse struct {
-	// Origin is the node id the filter belongs to.
-	Origin string `json:"origin"`
-	// Kind is FilterLocal or FilterLRU.
-	Kind string `json:"kind"`
-	// Version is the filter version of Data.
-	Version uint64 `json:"version"`
-	// Data is the routing package's full encoding of the filter.
-	Data []byte `json:"data"`
-}
-
-// FilterPushRequest sends a filter change from its origin to a holder: a
-// delta from BaseVersion to Version, or the full encoding.
-type FilterPushRequest struct {
-	// Origin is the node id the filter belongs to.
-	Origin string `json:"origin"`
-	// Kind is FilterLocal or FilterLRU.
-	Kind string `json:"kind"`
-	// Full says Data is a full encoding rather than a delta.
-	Full bool `json:"full,omitempty"`
-	// BaseVersion is the version a delta applies to.
-	BaseVersion uint64 `json:"base_version,omitempty"`
-	// Version is the filter version after applying Data.
-	Version uint64 `json:"version"`
-	// Data is the routing package's delta or full encoding.
-	Data []byte `json:"data"`
-}
-
-// FilterPushResponse says whether the holder applied the push.
-type FilterPushResponse struct {
-	// Applied is true if the holder's replica is now at Version.
-	Applied bool `json:"applied"`
-	// NotHolder is true if the receiver does not hold this origin's replica
-	// (a false IDBFA hit or a stale assignment); the update is dropped.
-	NotHolder bool `json:"not_holder,omitempty"`
-	// NeedFull asks the origin to send (or the holder will pull) the full
-	// encoding because the delta's base version did not match.
-	NeedFull bool `json:"need_full,omitempty"`
-	// HaveVersion is the holder's replica version after the push.
-	HaveVersion uint64 `json:"have_version"`
-}
-
-// L3QueryRequest multicasts a path to the members of the entry node's group
-// (L3); each answers from its segment array and local filter.
-type L3QueryRequest struct {
-	// Path is the normalized path being looked up.
-	Path string `json:"path"`
-	// Entry is the node id of the node that received the client's request.
-	Entry string `json:"entry,omitempty"`
-}
-
-// L3QueryResponse lists the origins whose filters (replicas held by the
-// answering node, or its own local filter) report the path.
-type L3QueryResponse struct {
-	// NodeID is the answering node.
-	NodeID string `json:"node_id"`
-	// Positives are the node ids whose filters say "maybe".
-	Positives []string `json:"positives,omitempty"`
-}
-
-// LocalCheckRequest asks a node whether it is the home of Path (verifying a
-// filter hit in its store, or answering an L4 broadcast).
-type LocalCheckRequest struct {
-	// Path is the normalized path.
-	Path string `json:"path"`
-	// WithInode asks for the inode too (saves a hop for stat).
-	WithInode bool `json:"with_inode,omitempty"`
-}
-
-// LocalCheckResponse says whether the path is homed on the answering node.
-type LocalCheckResponse struct {
-	// NodeID is the answering node.
-	NodeID string `json:"node_id"`
-	// Exists is true if the path is homed here.
-	Exists bool `json:"exists"`
-	// Type is the file type when Exists.
-	Type string `json:"type,omitempty"`
-	// Inode is the inode when Exists and WithInode.
-	Inode *Inode `json:"inode,omitempty"`
-}
-
-// GetEntryRequest asks a directory's home for one entry (the L4 step: the
-// parent's entry is the authority on existence and names the child's home).
-type GetEntryRequest struct {
-	// Dir is the directory's normalized path.
-	Dir string `json:"dir"`
-	// Name is the child's name.
-	Name string `json:"name"`
-}
-
-// GetEntryResponse is the entry, if it exists.
-type GetEntryResponse struct {
-	// Exists is true if Dir has an entry Name.
-	Exists bool `json:"exists"`
-	// Entry is the entry when Exists.
-	Entry DirEntry `json:"entry"`
-}
-
-// ---- Server to server: intents and two-phase changes ----
-
-// Child operations in PrepareChildRequest.Op.
-const (
-	ChildCreate = "create" // stage a new inode (file or dir) at its home
-	ChildDelete = "delete" // stage removal of an inode at its home
-	ChildMove   = "move"   // stage re-keying an inode (rename) at its home
-)
-
-// Transaction states in TxnStatusResponse.State.
-const (
-	TxnPending   = "pending"
-	TxnCommitted = "committed"
-	TxnAborted   = "aborted"
-	TxnUnknown   = "unknown"
-)
-
-// PrepareChildRequest is sent by a coordinator (the parent's home, which
-// has recorded an intent under TxnID) to a participant (a child's home) to
-// stage a change. The participant makes it durable but invisible, and keeps
-// it until CommitChild or AbortChild; after a crash it asks the coordinator
-// with TxnStatus.
-type PrepareChildRequest struct {
-	// TxnID identifies the intent (unique per coordinator).
-	TxnID string `json:"txn_id"`
-	// Coordinator is the node id that owns the intent.
-	Coordinator string `json:"coordinator"`
-	// Op is ChildCreate, ChildDelete or ChildMove.
-	Op string `json:"op"`
-	// Path is the child's path (the old path for ChildMove).
-	Path string `json:"path"`
-	// NewPath is the new path for ChildMove.
-	NewPath string `json:"new_path,omitempty"`
-	// Inode is the new inode for ChildCreate.
-	Inode *Inode `json:"inode,omitempty"`
-	// IfVersion, if non-zero, requires the inode's current version.
-	IfVersion uint64 `json:"if_version,omitempty"`
-}
-
-// PrepareChildResponse acknowledges a staged change.
-type PrepareChildResponse struct {
-	// Version is the inode version the change will produce.
-	Version uint64 `json:"version"`
-}
-
-// CommitChildRequest makes a prepared change visible. Committing twice is
-// harmless.
-type CommitChildRequest struct {
-	// TxnID identifies the intent.
-	TxnID string `json:"txn_id"`
-}
-
-// CommitChildResponse is the inode after the commit (nil after a delete).
-type CommitChildResponse struct {
-	// Inode is the committed inode, if any.
-	Inode *Inode `json:"inode,omitempty"`
-}
-
-// AbortChildRequest discards a prepared change. Aborting an unknown or
-// already aborted transaction is harmless.
-type AbortChildRequest struct {
-	// TxnID identifies the intent.
-	TxnID string `json:"txn_id"`
-}
-
-// AbortChildResponse is the (empty) answer to AbortChildRequest.
-type AbortChildResponse struct{}
-
-// TxnStatusRequest asks a coordinator how an intent ended (participants
-// resolving prepared changes after a restart).
-type TxnStatusRequest struct {
-	// TxnID identifies the intent.
-	TxnID string `json:"txn_id"`
-}
-
-// TxnStatusResponse is the intent's state.
-type TxnStatusResponse struct {
-	// State is TxnPending, TxnCommitted, TxnAborted or TxnUnknown.
-	State string `json:"state"`
-}
-
-// RekeyRequest asks a home to re-key every path it homes under OldPrefix to
-// NewPrefix as part of a directory rename (staged under TxnID, made visible
-// by CommitChild).
-type RekeyRequest struct {
-	// TxnID identifies the rename intent.
-	TxnID string `json:"txn_id"`
-	// Coordinator is the node id that owns the intent.
-	Coordinator string `json:"coordinator"`
-	// OldPrefix is the directory's old path.
-	OldPrefix string `json:"old_prefix"`
-	// NewPrefix is the directory's new path.
-	NewPrefix string `json:"new_prefix"`
-}
-
-// RekeyResponse reports how many paths were re-keyed on the node.
-type RekeyResponse struct {
-	// Rekeyed is the number of paths staged for re-keying.
-	Rekeyed int64 `json:"rekeyed"`
 }

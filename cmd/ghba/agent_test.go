@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ghba/ghba/node/nodetest"
 )
 
 // syncBuffer is a strings.Builder safe for one writer and readers.
@@ -28,34 +29,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// freePorts returns n distinct loopback ports free for TCP and UDP (Serf
-// uses both).
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var keep []func()
-	defer func() {
-		for _, c := range keep {
-			c()
-		}
-	}()
-	for len(ports) < n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		pc, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			ln.Close()
-			continue
-		}
-		keep = append(keep, func() { ln.Close(); pc.Close() })
-		ports = append(ports, p)
-	}
-	return ports
-}
-
 // TestAgentRealNode runs "ghba agent" in process with the real node on
 // free loopback ports, drives it with the CLI commands, and stops it the
 // way SIGTERM does.
@@ -64,7 +37,7 @@ func TestAgentRealNode(t *testing.T) {
 		t.Skip("starts a real node (Raft, Serf, Badger)")
 	}
 	clearEnv(t)
-	ports := freePorts(t, 4)
+	ports := nodetest.FreePorts(t, 4)
 	rpcAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

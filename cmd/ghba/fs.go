@@ -86,8 +86,8 @@ func newLookupCmd(o *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "lookup PATH",
 		Short: "Find a path's home node and the routing level that resolved it",
-		Long: `Ask the cluster which node homes PATH, through the G-HBA query path (DESIGN
-§3), without reading the inode. The request enters at a node of --addr, so
+		Long: `Ask the cluster which node homes PATH, through the G-HBA query path (L1 to
+L4, see docs/design.md), without reading the inode. The request enters at a node of --addr, so
 give one address to see how a particular node routes. With --json: an
 object {path, home, level, hops} (plus type and home_addr).`,
 		Example: `  ghba lookup /home/alice/notes.txt

@@ -1,6 +1,6 @@
 package main
 
-// Multi-process tests of G-HBA groups (DESIGN §3–§4): clusters of agent
+// Multi-process tests of G-HBA groups (docs/design.md, "Groups"): clusters of agent
 // processes in several groups (fixed names, or auto with splits), each
 // group's FSM assigning every node outside it to exactly one member.
 // Skipped with -short.

@@ -36,6 +36,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
 )
 
@@ -204,7 +205,7 @@ type procNodeOpts struct {
 // settings of o.
 func (c *procCluster) addNodeWith(o procNodeOpts) *procNode {
 	c.t.Helper()
-	p := procFreePorts(c.t, 4, c.used)
+	p := nodetest.ProcessPorts(c.t, 4, c.used)
 	n := &procNode{
 		id:  fmt.Sprintf("node%d", len(c.nodes)+1),
 		rpc: p[0], raft: p[1], serf: p[2], http: p[3],
@@ -256,65 +257,6 @@ log_level: info
 	}
 	c.nodes = append(c.nodes, n)
 	return n
-}
-
-// procFreePorts returns k distinct loopback ports free for TCP and UDP
-// (Serf uses both) that are not in used, and adds them to used. The ports
-// are picked below the kernel's ephemeral range (see procPortRange): a
-// port handed out by the kernel for ":0" is free only until some outgoing
-// connection (of an agent, a CLI process, the test's clients) gets it, and
-// a node started later, or restarted after a kill, then fails to bind it.
-func procFreePorts(t *testing.T, k int, used map[int]bool) []int {
-	t.Helper()
-	lo, hi := procPortRange()
-	var ports []int
-	var closers []func()
-	defer func() {
-		for _, c := range closers {
-			c()
-		}
-	}()
-	for tries := 0; len(ports) < k; tries++ {
-		if tries > 1000 {
-			t.Fatal("no free ports")
-		}
-		p := lo + rand.IntN(hi-lo+1)
-		if used[p] {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue
-		}
-		pc, err := net.ListenPacket("udp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			ln.Close()
-			continue
-		}
-		closers = append(closers, func() { ln.Close(); pc.Close() })
-		used[p] = true
-		ports = append(ports, p)
-	}
-	return ports
-}
-
-// procPortRange is the range procFreePorts picks from: 20000 up to 26999,
-// or just below the start of the ephemeral range (/proc/sys/net/ipv4/
-// ip_local_port_range) if that starts lower. The in-process node tests
-// (node/nodeutil_test.go) use 27000–32767, so that packages tested in
-// parallel do not pick the same ports.
-// It stays clear of the demo's 7410–7433, groups-bench's 7500+ and
-// TestProcessBadConfig's 17410+.
-func procPortRange() (lo, hi int) {
-	lo, hi = 20000, 26999
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if e, err := strconv.Atoi(f[0]); err == nil && e > lo+1000 && e <= hi {
-				hi = e - 1
-			}
-		}
-	}
-	return lo, hi
 }
 
 // start starts n's agent (again, after a kill or stop) with its config;
@@ -1626,7 +1568,7 @@ func TestProcessGarbage(t *testing.T) {
 		{"garbage body create", append([]byte(preface), request(1, rpc.MethodCreate, []byte{0xde, 0xad, 0xbe, 0xef})...), false},
 		{"wrong msgpack type", append([]byte(preface), request(1, rpc.MethodMkdir, []byte{0x93, 1, 2, 3})...), false},
 		{"unknown method", append([]byte(preface), request(1, "No.Such", nil)...), false},
-		{"server-only method with junk", append([]byte(preface), request(1, rpc.MethodCommitChild, rnd[:64])...), false},
+		{"server-only method with junk", append([]byte(preface), request(1, "Txn.CommitChild", rnd[:64])...), false},
 		{"duplicate seq", append(append([]byte(preface), request(7, rpc.MethodPing, nil)...), request(7, rpc.MethodPing, nil)...), false},
 		{"response frame from client", append([]byte(preface), frame([]byte{2, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0})...), false},
 		{"truncated frame, held open", append([]byte(preface), 0, 0, 1, 0, 1, 2, 3), true},

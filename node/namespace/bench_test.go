@@ -1,4 +1,4 @@
-package node
+package namespace_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/node/namespace"
+	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
 )
 
@@ -75,15 +77,15 @@ func runParallel(b *testing.B, op func(r *rand.Rand) error) {
 
 // benchCluster returns a cluster of n nodes and a client of it (with or
 // without the client's home cache).
-func benchCluster(b *testing.B, n int, homeCache bool) (*nsCluster, *rpc.Client) {
-	cfg := nsTestConfig()
-	cfg.FilterCapacity = 200_000
-	cfg.LRUEntries = 4096
-	cfg.PropagateInterval = 200 * time.Millisecond
-	c := newNSCluster(b, n, cfg)
+func benchCluster(b *testing.B, n int, homeCache bool) (*nodetest.Namespaces, *rpc.Client) {
+	rt := nodetest.SmallRouting()
+	rt.FilterCapacity = 200_000
+	rt.LRUEntries = 4096
+	rt.PropagateInterval = 200 * time.Millisecond
+	c := nodetest.NewNamespaces(b, nodetest.NamespacesOptions{Nodes: n, Routing: rt})
 	var addrs []string
-	for _, id := range c.ids {
-		addrs = append(addrs, c.nodes[id].addr)
+	for _, id := range c.IDs {
+		addrs = append(addrs, c.Nodes[id].Addr)
 	}
 	size := 0
 	if !homeCache {
@@ -94,10 +96,10 @@ func benchCluster(b *testing.B, n int, homeCache bool) (*nsCluster, *rpc.Client)
 	return c, cl
 }
 
-func benchLevels(b *testing.B, c *nsCluster, before map[string]NamespaceStats) {
+func benchLevels(b *testing.B, c *nodetest.Namespaces, before map[string]namespace.Stats) {
 	var l1, l2, l4, hops, lookups uint64
-	for _, id := range c.ids {
-		s := c.ns(id).Stats()
+	for _, id := range c.IDs {
+		s := c.NS(id).Stats()
 		p := before[id]
 		l1 += s.Levels.L1 - p.Levels.L1
 		l2 += s.Levels.L2 - p.Levels.L2
@@ -114,10 +116,10 @@ func benchLevels(b *testing.B, c *nsCluster, before map[string]NamespaceStats) {
 	b.ReportMetric(float64(hops)/float64(lookups), "hops/lookup")
 }
 
-func snapshotStats(c *nsCluster) map[string]NamespaceStats {
-	out := map[string]NamespaceStats{}
-	for _, id := range c.ids {
-		out[id] = c.ns(id).Stats()
+func snapshotStats(c *nodetest.Namespaces) map[string]namespace.Stats {
+	out := map[string]namespace.Stats{}
+	for _, id := range c.IDs {
+		out[id] = c.NS(id).Stats()
 	}
 	return out
 }
@@ -154,7 +156,7 @@ func BenchmarkStat(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			c.waitFilters()
+			c.WaitFilters()
 			before := snapshotStats(c)
 			runParallel(b, func(r *rand.Rand) error {
 				_, err := cl.Stat(ctx, paths[r.IntN(len(paths))])

@@ -1,13 +1,13 @@
-package node
+package namespace
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"sync"
-	"time"
 
+	"github.com/ghba/ghba/node/internal/backoff"
+	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )
@@ -55,48 +55,42 @@ func (n *Namespace) Drain(ctx context.Context) (int64, error) {
 		if len(batch) == 0 {
 			break
 		}
-		sem := make(chan struct{}, 8)
-		var wg sync.WaitGroup
-		for _, p := range batch {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				to, err := n.movePath(ctx, p)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					failed[p] = err
-					if firstEr == nil {
-						firstEr = fmt.Errorf("%s: %w", p, err)
-					}
-					return
+		tasks.ForEach(len(batch), 8, func(i int) {
+			p := batch[i]
+			to, err := n.movePath(ctx, p)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed[p] = err
+				if firstEr == nil {
+					firstEr = fmt.Errorf("%s: %w", p, err)
 				}
-				if to != "" {
-					res.Moved++
-					n.counters.drained.Add(1)
-					if p == "/" {
-						n.rootMovedTo.Store(&to)
-					}
+				return
+			}
+			if to != "" {
+				res.Moved++
+				n.counters.drained.Add(1)
+				if p == "/" {
+					n.rootMovedTo.Store(&to)
 				}
-			})
-		}
-		wg.Wait()
+			}
+		})
 		if err := ctx.Err(); err != nil {
 			return res.Moved, fmt.Errorf("drain: %w", err)
 		}
 	}
 	// Settle the transactions this node takes part in.
 	for {
-		parts, coords, redo := n.pendingTxns()
+		parts, coords, redo := n.Pending()
 		if parts+coords+redo == 0 {
 			break
 		}
 		n.resolveTxns(ctx)
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
+		if err := backoff.Sleep(ctx, n.tune.DrainPoll); err != nil {
 			return res.Moved, fmt.Errorf("drain: waiting for %d prepared parts and %d undelivered commits: %w", parts, redo, err)
 		}
 	}
-	n.spawn(n.SyncFilters) // tell the others now rather than at the next interval
+	n.tasks.Go(n.SyncFilters) // tell the others now rather than at the next interval
 	if len(failed) > 0 {
 		return res.Moved, fmt.Errorf("drain: %d paths could not be moved; first: %w", len(failed), firstEr)
 	}
@@ -115,41 +109,10 @@ func (n *Namespace) RootMovedTo() string {
 	return ""
 }
 
-// drainTarget chooses the node that receives a drained path: the less
-// loaded of two random live nodes that take new homes.
-func (n *Namespace) drainTarget(ctx context.Context) string {
-	var cands []string
-	for _, p := range n.peers.Load().list {
-		if p.ID == n.id || !p.Up || p.Leaving || p.RPCAddr == "" {
-			continue
-		}
-		if v, ok := n.loads.Load(p.ID); ok && v.(*peerLoad).draining.Load() {
-			continue
-		}
-		cands = append(cands, p.ID)
-	}
-	if len(cands) == 0 {
-		return ""
-	}
-	a, b := cands[mrand.IntN(len(cands))], cands[mrand.IntN(len(cands))]
-	if n.loadOf(ctx, b) < n.loadOf(ctx, a) {
-		a = b
-	}
-	if v, ok := n.loads.Load(a); ok {
-		v.(*peerLoad).files.Add(1)
-	}
-	return a
-}
-
 // movePath moves p (homed here) to another node; it returns the target, or
 // "" if p is no longer here.
-func (n *Namespace) movePath(ctx context.Context, p string) (to string, err error) {
-	err = n.retryBusy(ctx, func() error {
-		var e error
-		to, e = n.movePathOnce(ctx, p)
-		return e
-	})
-	return to, err
+func (n *Namespace) movePath(ctx context.Context, p string) (string, error) {
+	return retryBusy(ctx, n, func() (string, error) { return n.movePathOnce(ctx, p) })
 }
 
 func (n *Namespace) movePathOnce(ctx context.Context, p string) (string, error) {
@@ -195,7 +158,8 @@ func (n *Namespace) movePathOnce(ctx context.Context, p string) (string, error) 
 	if err != nil {
 		return fail(err)
 	}
-	plan := &txnPlan{id: txn, parts: map[string]*txnPrepareReq{n.id: self}, pre: map[string]bool{n.id: true}}
+	plan := n.newPlan(txn)
+	plan.parts[n.id], plan.pre = self, map[string]bool{n.id: true}
 	w := wireInode(p, target, &ino)
 	plan.add(target, n.id, []string{p}, txnOp{Kind: opPutInode, Path: p, Inode: &w})
 	if ino.Type == store.TypeDir {

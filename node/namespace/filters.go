@@ -1,4 +1,4 @@
-package node
+package namespace
 
 import (
 	"context"
@@ -11,16 +11,16 @@ import (
 	"github.com/ghba/ghba/rpc"
 )
 
-// Routing state of a node (DESIGN §3, HBA §4.2.2):
+// Routing state of a node (docs/design.md, "Filters"; HBA §4.2.2):
 //   - the local filter: a counting Bloom filter of every path homed here
 //     (rebuilt from the store at start, updated by every change);
 //   - the LRU list of recently used local paths and its LRU filter;
 //   - the L1 array: the LRU filters of the other nodes;
-//   - the L2 array: replicas of other nodes' local filters. For now every
-//     node holds every other node's local filter (one group); l2Holders is
-//     the single place that decides who receives this node's local filter,
-//     so that G-HBA (issue 4) can restrict it to the holders its group's
-//     FSM assigns (through the IDBFA) and add the L3 multicast.
+//   - the L2 array: replicas of other nodes' local filters: with HBA every
+//     other node's, with G-HBA the segment the group's FSM assigns this
+//     node (wantsReplica decides which replicas this node keeps, l2Holders
+//     who receives this node's local filter, through the other groups'
+//     IDBFAs: segments.go).
 //
 // Replicas are pulled in full (Filter.Pull) when a node is first seen or
 // comes back up, and kept fresh by pushes (Filter.Push): a delta encoding
@@ -52,13 +52,13 @@ const (
 	kindLRU   = 1
 )
 
-var kindNames = [2]string{rpc.FilterLocal, rpc.FilterLRU}
+var kindNames = [2]string{filterLocal, filterLRU}
 
 func kindIndex(k string) (int, bool) {
 	switch k {
-	case rpc.FilterLocal:
+	case filterLocal:
 		return kindLocal, true
-	case rpc.FilterLRU:
+	case filterLRU:
 		return kindLRU, true
 	}
 	return 0, false
@@ -84,7 +84,7 @@ func (n *Namespace) localRemove(p string) {
 
 // touch records a use of a local path on the LRU list.
 func (n *Namespace) touch(p string) {
-	if n.cfg.LRUEntries <= 0 {
+	if n.rt.LRUEntries <= 0 {
 		return
 	}
 	n.lruMu.Lock()
@@ -94,7 +94,7 @@ func (n *Namespace) touch(p string) {
 
 // selfTest tests this node's own live filters: inLRU (L1) and inLocal (L2).
 func (n *Namespace) selfTest(k routing.Key) (inLRU, inLocal bool) {
-	if n.cfg.LRUEntries > 0 {
+	if n.rt.LRUEntries > 0 {
 		n.lruMu.Lock()
 		inLRU = n.lru.Filter().TestKey(k)
 		n.lruMu.Unlock()
@@ -166,7 +166,7 @@ func (n *Namespace) holdsReplica(origin string) bool {
 
 // ---- handlers ----
 
-func (n *Namespace) handleFilterPull(ctx context.Context, r *rpc.FilterPullRequest) (*rpc.FilterPullResponse, error) {
+func (n *Namespace) handleFilterPull(ctx context.Context, r *filterPullReq) (*filterPullResp, error) {
 	if r.Origin != "" && r.Origin != n.id {
 		return nil, fmt.Errorf("%w: filter pull for %q sent to %s", rpc.ErrBadRequest, r.Origin, n.id)
 	}
@@ -176,7 +176,7 @@ func (n *Namespace) handleFilterPull(ctx context.Context, r *rpc.FilterPullReque
 	}
 	data, ver := n.encodeFull(k)
 	n.counters.pullsServed.Add(1)
-	return &rpc.FilterPullResponse{Origin: n.id, Kind: r.Kind, Version: ver, Data: data}, nil
+	return &filterPullResp{Origin: n.id, Kind: r.Kind, Version: ver, Data: data}, nil
 }
 
 // encodeFull returns the full encoding of one of this node's filters (the
@@ -194,13 +194,13 @@ func (n *Namespace) encodeFull(k int) ([]byte, uint64) {
 	return f.AppendBinary(nil), f.Version()
 }
 
-func (n *Namespace) handleFilterPush(ctx context.Context, r *rpc.FilterPushRequest) (*rpc.FilterPushResponse, error) {
+func (n *Namespace) handleFilterPush(ctx context.Context, r *filterPushReq) (*filterPushResp, error) {
 	k, ok := kindIndex(r.Kind)
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown filter kind %q", rpc.ErrBadRequest, r.Kind)
 	}
 	if k == kindLocal && !n.holdsReplica(r.Origin) || k == kindLRU && (r.Origin == n.id || n.peer(r.Origin) == nil) {
-		return &rpc.FilterPushResponse{NotHolder: true}, nil
+		return &filterPushResp{NotHolder: true}, nil
 	}
 	n.counters.pushesRecv.Add(1)
 	arr := n.l2
@@ -225,31 +225,15 @@ func (n *Namespace) handleFilterPush(ctx context.Context, r *rpc.FilterPushReque
 	switch {
 	case err == nil:
 		n.markLoaded(r.Origin, k)
-		return &rpc.FilterPushResponse{Applied: true, HaveVersion: have}, nil
+		return &filterPushResp{Applied: true, HaveVersion: have}, nil
 	case errors.Is(err, routing.ErrVersionMismatch):
 		n.counters.mismatches.Add(1)
 		n.pullAsync(r.Origin, k)
-		return &rpc.FilterPushResponse{NeedFull: true, HaveVersion: have}, nil
+		return &filterPushResp{NeedFull: true, HaveVersion: have}, nil
 	case errors.Is(err, routing.ErrCorrupt), errors.Is(err, routing.ErrGeometryMismatch):
 		return nil, fmt.Errorf("%w: filter push from %s: %w", rpc.ErrBadRequest, r.Origin, err)
 	}
 	return nil, err
-}
-
-func (n *Namespace) handleL3Query(ctx context.Context, r *rpc.L3QueryRequest) (*rpc.L3QueryResponse, error) {
-	p, err := CleanPath(r.Path)
-	if err != nil {
-		return nil, err
-	}
-	k := routing.HashPath(n.hash, p)
-	resp := &rpc.L3QueryResponse{NodeID: n.id}
-	n.arrMu.RLock()
-	resp.Positives = n.l2.Positives(k, nil)
-	n.arrMu.RUnlock()
-	if _, in := n.selfTest(k); in {
-		resp.Positives = append(resp.Positives, n.id)
-	}
-	return resp, nil
 }
 
 // ---- pulls ----
@@ -270,9 +254,9 @@ func (n *Namespace) pullAsync(origin string, k int) {
 		delete(n.prop.pulling, key)
 		n.prop.mu.Unlock()
 	}
-	ok := n.spawn(func() {
+	ok := n.tasks.Go(func() {
 		defer done()
-		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		ctx, cancel := context.WithTimeout(n.ctx, n.tune.PullTimeout)
 		defer cancel()
 		if err := n.pull(ctx, origin, k); err != nil {
 			n.log.Debug("filter pull failed", "origin", origin, "kind", kindNames[k], "err", err)
@@ -285,9 +269,9 @@ func (n *Namespace) pullAsync(origin string, k int) {
 
 // pull fetches origin's full filter of kind k into the array.
 func (n *Namespace) pull(ctx context.Context, origin string, k int) error {
-	var resp rpc.FilterPullResponse
+	var resp filterPullResp
 	n.counters.pullsSent.Add(1)
-	if err := n.call(ctx, origin, rpc.MethodFilterPull, &rpc.FilterPullRequest{Origin: origin, Kind: kindNames[k]}, &resp); err != nil {
+	if err := n.call(ctx, origin, methodFilterPull, &filterPullReq{Origin: origin, Kind: kindNames[k]}, &resp); err != nil {
 		return err
 	}
 	arr := n.l2
@@ -324,180 +308,6 @@ func (n *Namespace) markLoaded(origin string, k int) {
 	if k == kindLocal {
 		n.prop.loaded.Store(origin, true)
 	}
-}
-
-// ---- the background loop ----
-
-// loop runs filter propagation and membership reconciliation until Stop;
-// load polling and transaction resolution run in a second goroutine, so
-// that a slow peer never delays propagation.
-func (n *Namespace) loop() {
-	sub, unsub := n.dir.Subscribe()
-	defer unsub()
-	tick := min(n.cfg.PropagateInterval/4, 100*time.Millisecond)
-	tick = max(tick, 5*time.Millisecond)
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	n.reconcile(true)
-	n.spawn(n.maintain)
-	lastPeers := time.Now()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-sub:
-			n.reconcile(false)
-		case now := <-t.C:
-			if n.peers.Load() != n.prop.snapshot {
-				n.reconcile(false)
-			} else if now.Sub(lastPeers) >= time.Second {
-				// A safety net for a missed notification.
-				lastPeers = now
-				if !samePeers(n.prop.snapshot, n.dir.Peers(), n.dir.RootHome(), n.currentHeldKey()) {
-					n.reconcile(false)
-				}
-			}
-			n.propagate(false)
-		}
-	}
-}
-
-// maintain polls the other nodes' loads (balanced placement) every
-// propagate_interval and resolves transactions every 500ms, until Stop.
-func (n *Namespace) maintain() {
-	n.pollLoads(n.ctx)
-	loads := time.NewTicker(n.cfg.PropagateInterval)
-	defer loads.Stop()
-	resolve := time.NewTicker(500 * time.Millisecond)
-	defer resolve.Stop()
-	idb := time.NewTicker(min(n.cfg.PropagateInterval, time.Second))
-	defer idb.Stop()
-	n.syncHolders()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-loads.C:
-			n.pollLoads(n.ctx)
-		case <-resolve.C:
-			n.resolveTxns(n.ctx)
-		case <-idb.C:
-			n.syncHolders()
-		}
-	}
-}
-
-// reconcile brings the filter arrays in line with the Directory: new
-// nodes get an (empty, then pulled) replica, departed ones are removed,
-// nodes that came up are pulled from and sent full filters.
-func (n *Namespace) reconcile(first bool) {
-	ps := n.refreshPeers()
-	n.rootOverride.Store(nil)
-	var fresh, returned []string
-	added := map[string][2]bool{}
-	n.arrMu.Lock()
-	for _, p := range ps.list {
-		if p.ID == n.id {
-			continue
-		}
-		a := added[p.ID]
-		if !n.l1.Has(p.ID) {
-			_ = n.l1.Add(p.ID, routing.NewFilter(n.l1.Geometry()))
-			a[kindLRU] = true
-		}
-		if n.wantsReplica(ps, p.ID) && !n.l2.Has(p.ID) {
-			_ = n.l2.Add(p.ID, routing.NewFilter(n.l2.Geometry()))
-			n.prop.loaded.Delete(p.ID)
-			a[kindLocal] = true
-		}
-		if a[kindLRU] || a[kindLocal] {
-			added[p.ID] = a
-		}
-	}
-	for _, id := range n.l1.IDs() {
-		if ps.byID[id] == nil {
-			_ = n.l1.Remove(id)
-		}
-	}
-	for _, id := range n.l2.IDs() {
-		if !n.wantsReplica(ps, id) {
-			_ = n.l2.Remove(id)
-			n.prop.loaded.Delete(id)
-		}
-	}
-	n.arrMu.Unlock()
-	pulls := map[string][2]bool{}
-	n.prop.mu.Lock()
-	for _, p := range ps.list {
-		if p.ID == n.id {
-			continue
-		}
-		if p.Up && (first || !n.prop.seenUp[p.ID]) {
-			fresh = append(fresh, p.ID)
-			pulls[p.ID] = [2]bool{n.wantsReplica(ps, p.ID), true}
-			n.prop.needFull[p.ID] = [2]bool{true, true}
-			if _, isNew := added[p.ID]; !first && !isNew {
-				returned = append(returned, p.ID)
-			}
-		} else if a, ok := added[p.ID]; p.Up && ok {
-			fresh = append(fresh, p.ID) // a replica to fill
-			pulls[p.ID] = a
-		}
-		n.prop.seenUp[p.ID] = p.Up
-	}
-	for id := range n.prop.seenUp {
-		if ps.byID[id] == nil {
-			delete(n.prop.seenUp, id)
-			delete(n.prop.needFull, id)
-		}
-	}
-	n.prop.snapshot = ps
-	n.prop.mu.Unlock()
-	if len(returned) > 0 {
-		// A node that comes back may have restarted (its versions start
-		// again): start its replicas afresh before pulling them.
-		n.arrMu.Lock()
-		for _, id := range returned {
-			_ = n.l1.Replace(id, routing.NewFilter(n.l1.Geometry()))
-			if n.l2.Has(id) {
-				_ = n.l2.Replace(id, routing.NewFilter(n.l2.Geometry()))
-				n.prop.loaded.Delete(id)
-			}
-		}
-		n.arrMu.Unlock()
-	}
-	if ps.root == n.id && !first {
-		// This node became the root's home after Start.
-		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
-		if err := n.ensureRoot(ctx); err != nil {
-			n.log.Warn("creating /", "err", err)
-		}
-		cancel()
-	}
-	for _, id := range fresh {
-		if pulls[id][kindLocal] {
-			n.pullAsync(id, kindLocal)
-		}
-		if pulls[id][kindLRU] {
-			n.pullAsync(id, kindLRU)
-		}
-	}
-	if len(fresh) > 0 {
-		n.propagate(true)
-	}
-}
-
-// samePeers reports whether a snapshot still matches the Directory.
-func samePeers(ps *peerSet, list []Peer, root, held string) bool {
-	if ps == nil || ps.root != root || ps.heldKey != held || len(ps.list) != len(list) {
-		return false
-	}
-	for i := range list {
-		if ps.list[i] != list[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // propagate pushes this node's filter changes: a delta to every holder
@@ -551,14 +361,14 @@ func (n *Namespace) propagate(force bool) {
 		}
 		n.prop.mu.Unlock()
 		var wg sync.WaitGroup
-		send := func(h Peer, req *rpc.FilterPushRequest) {
+		send := func(h Peer, req *filterPushReq) {
 			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+				ctx, cancel := context.WithTimeout(n.ctx, n.tune.PushTimeout)
 				defer cancel()
-				var resp rpc.FilterPushResponse
+				var resp filterPushResp
 				n.counters.pushesSent.Add(1)
 				n.counters.bytesSent.Add(uint64(len(req.Data)))
-				err := n.cl.Call(ctx, h.RPCAddr, rpc.MethodFilterPush, req, &resp)
+				err := n.cl.Call(ctx, h.RPCAddr, methodFilterPush, req, &resp)
 				if err != nil || resp.NeedFull {
 					// Send the full filter next time (the holder also
 					// pulls it after a version mismatch).
@@ -575,11 +385,11 @@ func (n *Namespace) propagate(force bool) {
 			})
 		}
 		for _, h := range full {
-			send(h, &rpc.FilterPushRequest{Origin: n.id, Kind: kindNames[k], Full: true, Version: ver, Data: fullData})
+			send(h, &filterPushReq{Origin: n.id, Kind: kindNames[k], Full: true, Version: ver, Data: fullData})
 		}
 		if delta != nil {
 			for _, h := range rest {
-				send(h, &rpc.FilterPushRequest{Origin: n.id, Kind: kindNames[k], BaseVersion: base, Version: ver, Data: delta})
+				send(h, &filterPushReq{Origin: n.id, Kind: kindNames[k], BaseVersion: base, Version: ver, Data: delta})
 			}
 		}
 		wg.Wait()
@@ -594,7 +404,7 @@ func (n *Namespace) pushDue(k int, last time.Time) bool {
 	if f.ChangedBits() == 0 {
 		return false
 	}
-	return f.ChangedFraction() >= n.cfg.PropagateThreshold || time.Since(last) >= n.cfg.PropagateInterval
+	return f.ChangedFraction() >= n.rt.PropagateThreshold || time.Since(last) >= n.rt.PropagateInterval
 }
 
 func (n *Namespace) lockKind(k int) {
@@ -624,3 +434,41 @@ func (n *Namespace) kindFilter(k int) *routing.Filter {
 // SyncFilters pushes every pending filter change now and waits for the
 // pushes (tests and benchmarks use it to warm the replicas).
 func (n *Namespace) SyncFilters() { n.propagate(true) }
+
+// FilterSync describes how current a node's filters are: its own filter
+// versions, whether changes wait to be pushed, and the versions of the
+// replicas of other nodes' filters it holds.
+type FilterSync struct {
+	// LocalVersion and LRUVersion are this node's filter versions.
+	LocalVersion, LRUVersion uint64
+	// Unpushed reports changes not yet pushed to the holders.
+	Unpushed bool
+	// L1 and L2 map each origin whose replica this node holds to the
+	// replica's version (LRU filters in L1, local filters in L2).
+	L1, L2 map[string]uint64
+}
+
+// FilterSync returns the state of this node's filters and replicas (tests
+// wait on it; diagnostics show it).
+func (n *Namespace) FilterSync() FilterSync {
+	var s FilterSync
+	n.localMu.RLock()
+	s.LocalVersion = n.local.Filter().Version()
+	s.Unpushed = n.local.Filter().ChangedBits() != 0
+	n.localMu.RUnlock()
+	n.lruMu.Lock()
+	s.LRUVersion = n.lru.Filter().Version()
+	s.Unpushed = s.Unpushed || n.lru.Filter().ChangedBits() != 0
+	n.lruMu.Unlock()
+	versions := func(a *routing.FilterArray) map[string]uint64 {
+		m := make(map[string]uint64, a.Len())
+		for _, id := range a.IDs() {
+			m[id], _ = a.Version(id)
+		}
+		return m
+	}
+	n.arrMu.RLock()
+	s.L1, s.L2 = versions(n.l1), versions(n.l2)
+	n.arrMu.RUnlock()
+	return s
+}

@@ -1,14 +1,14 @@
-package node
+package namespace
 
 import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ghba/ghba/node/internal/backoff"
 	"github.com/ghba/ghba/rpc"
 )
 
@@ -32,8 +32,8 @@ import (
 // operation that started before it. The table is in memory; marks are
 // rebuilt from the durable prepared records at start.
 
-// fluxReg is an operation in progress at this node.
-type fluxReg struct {
+// opReg is an operation in progress at this node.
+type opReg struct {
 	txn     string   // the operation's transaction id, if any
 	parents []string // must stay (conflict with marks at or above them)
 	targets []string // change (conflict with marks at, above or below them)
@@ -49,12 +49,12 @@ type fluxTable struct {
 	mu    sync.Mutex
 	count atomic.Int32 // len(marks): readers skip the table when 0
 	marks map[string]*partTxn
-	regs  map[*fluxReg]struct{}
+	regs  map[*opReg]struct{}
 }
 
 func (f *fluxTable) init() {
 	f.marks = make(map[string]*partTxn)
-	f.regs = make(map[*fluxReg]struct{})
+	f.regs = make(map[*opReg]struct{})
 }
 
 // markAtOrAbove returns a mark on p or an ancestor of p whose transaction
@@ -91,7 +91,7 @@ func (f *fluxTable) markBelow(p, txn string) *partTxn {
 
 // conflictFor returns a mark that conflicts with registration r. Callers
 // hold mu.
-func (f *fluxTable) conflictFor(r *fluxReg) *partTxn {
+func (f *fluxTable) conflictFor(r *opReg) *partTxn {
 	for _, p := range r.parents {
 		if m := f.markAtOrAbove(p, r.txn); m != nil {
 			return m
@@ -109,8 +109,8 @@ func (f *fluxTable) conflictFor(r *fluxReg) *partTxn {
 }
 
 // regBlockedBy returns a registration of another operation that r must
-// wait for (see fluxReg.removes). Callers hold mu.
-func (f *fluxTable) regBlockedBy(r *fluxReg) *fluxReg {
+// wait for (see opReg.removes). Callers hold mu.
+func (f *fluxTable) regBlockedBy(r *opReg) *opReg {
 	if len(f.regs) == 0 {
 		return nil
 	}
@@ -139,7 +139,7 @@ func removesParent(removes, parents []string) bool {
 }
 
 // regConflicts reports whether registration r is related to a new mark m.
-func regConflicts(r *fluxReg, m string) bool {
+func regConflicts(r *opReg, m string) bool {
 	for _, p := range r.parents {
 		if isUnder(p, m) {
 			return true
@@ -153,18 +153,18 @@ func regConflicts(r *fluxReg, m string) bool {
 	return false
 }
 
-// register records an operation in progress, first waiting (resolving
+// beginOp records an operation in progress, first waiting (resolving
 // them with their coordinators) for marks that conflict with it, and for
-// operations it must not overlap (see fluxReg.removes). The caller must
-// call unregister.
-func (n *Namespace) register(ctx context.Context, txn string, parents, targets, removes []string) (*fluxReg, error) {
-	r := &fluxReg{txn: txn, parents: parents, targets: append(targets, removes...), removes: removes, done: make(chan struct{})}
-	backoff := time.Millisecond
+// operations it must not overlap (see opReg.removes). The caller must
+// call endOp.
+func (n *Namespace) beginOp(ctx context.Context, txn string, parents, targets, removes []string) (*opReg, error) {
+	r := &opReg{txn: txn, parents: parents, targets: append(targets, removes...), removes: removes, done: make(chan struct{})}
+	wait := backoff.New(n.tune.MarkBackoffMin, n.tune.MarkBackoffMax)
 	for {
 		f := &n.flux
 		f.mu.Lock()
 		m := f.conflictFor(r)
-		var e *fluxReg
+		var e *opReg
 		if m == nil {
 			e = f.regBlockedBy(r)
 		}
@@ -187,16 +187,15 @@ func (n *Namespace) register(ctx context.Context, txn string, parents, targets, 
 			return nil, err
 		}
 		if pending {
-			if err := sleepCtx(ctx, backoff); err != nil {
+			if err := wait.Wait(ctx); err != nil {
 				return nil, fmt.Errorf("waiting for transaction %s: %w: %w", m.id, rpc.ErrUnavailable, err)
 			}
-			backoff = min(2*backoff, 20*time.Millisecond)
 		}
 	}
 }
 
-// unregister ends an operation recorded by register.
-func (n *Namespace) unregister(r *fluxReg) {
+// endOp ends an operation recorded by beginOp.
+func (n *Namespace) endOp(r *opReg) {
 	if r == nil {
 		return
 	}
@@ -291,18 +290,6 @@ func (n *Namespace) settle(ctx context.Context, p string, below bool) error {
 	}
 }
 
-// marksSnapshot returns the marked paths (for tests and status).
-func (n *Namespace) marksSnapshot() []string {
-	n.flux.mu.Lock()
-	defer n.flux.mu.Unlock()
-	out := make([]string, 0, len(n.flux.marks))
-	for p := range n.flux.marks {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
-}
-
 // waitAll waits for every channel, or until ctx is done or d passes.
 func waitAll(ctx context.Context, chans []chan struct{}, d time.Duration) bool {
 	if len(chans) == 0 {
@@ -320,84 +307,6 @@ func waitAll(ctx context.Context, chans []chan struct{}, d time.Duration) bool {
 		}
 	}
 	return true
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// keyLocks is a table of mutexes by key; entries exist only while locked
-// or waited for, so memory is bounded by the operations in progress.
-type keyLocks struct {
-	mu sync.Mutex
-	m  map[string]*keyLock
-}
-
-type keyLock struct {
-	refs int
-	ch   chan struct{} // holds one token while locked
-}
-
-// lock acquires the locks of keys (sorted and deduplicated, so two callers
-// never deadlock each other), waiting at most until ctx is done.
-func (l *keyLocks) lock(ctx context.Context, keys ...string) (unlock func(), err error) {
-	keys = slices.Clone(keys)
-	sort.Strings(keys)
-	keys = slices.Compact(keys)
-	held := make([]*keyLock, 0, len(keys))
-	release := func() {
-		for i := len(held) - 1; i >= 0; i-- {
-			<-held[i].ch
-		}
-		l.mu.Lock()
-		for _, k := range keys {
-			if kl := l.m[k]; kl != nil {
-				if kl.refs--; kl.refs == 0 {
-					delete(l.m, k)
-				}
-			}
-		}
-		l.mu.Unlock()
-	}
-	l.mu.Lock()
-	if l.m == nil {
-		l.m = make(map[string]*keyLock)
-	}
-	locks := make([]*keyLock, len(keys))
-	for i, k := range keys {
-		kl := l.m[k]
-		if kl == nil {
-			kl = &keyLock{ch: make(chan struct{}, 1)}
-			l.m[k] = kl
-		}
-		kl.refs++
-		locks[i] = kl
-	}
-	l.mu.Unlock()
-	for _, kl := range locks {
-		select {
-		case kl.ch <- struct{}{}:
-			held = append(held, kl)
-		case <-ctx.Done():
-			release()
-			return nil, fmt.Errorf("waiting for a lock: %w", ctx.Err())
-		}
-	}
-	return release, nil
-}
-
-// size returns the number of keys locked or waited for.
-func (l *keyLocks) size() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.m)
 }
 
 // forceMarks marks p's paths without checks (loading prepared parts at

@@ -1,4 +1,4 @@
-package node
+package namespace
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
 )
+
+// The query path (docs/design.md, "Query path"; HBA §4, G-HBA §2): every
+// level in this file, in the order a lookup takes them.
 
 // located is the answer of a lookup: the home of a path, its type, its
 // inode when asked for, and how it was found.
@@ -27,27 +30,33 @@ type located struct {
 // with a change (the parent moved, the child was just removed).
 const maxL4Retries = 3
 
-// locate finds the home of the normalized path p through the G-HBA query
-// path (DESIGN §3): this node's own filters first (a free verification in
-// its store), then the L1 array (LRU filters), then the L2 array (local
-// filter replicas: with G-HBA this node's segment), each used only on a
-// unique hit and verified at the hit node; then, with G-HBA, L3, the
-// multicast to this node's group; then L4, the
-// authoritative step: the parent directory's entry at the parent's home
-// (found the same way; the root's home is well known), or, when that home
-// cannot be reached, a broadcast. A false positive costs one verification.
-// The error is fs.ErrNotExist only when a live authority said so, and
-// rpc.ErrUnavailable when the home (or an authority needed) is down.
+// locate finds the home of the normalized path p:
+//
+//   - this node's own filters first (a free verification in its store);
+//   - L1, the array of every node's LRU filter;
+//   - L2, the array of local-filter replicas (with G-HBA this node's
+//     segment);
+//   - L3 (G-HBA), the multicast to this node's group, whose members
+//     together hold every node's filter;
+//   - L4, the authoritative step: the parent directory's entry at the
+//     parent's home (found the same way; the root's home is well known),
+//     or, when that home cannot be reached, a broadcast.
+//
+// A level is used only on a unique hit, verified at the hit node; zero or
+// several hits go to the next level, so a false positive costs one
+// verification, never a wrong answer. The error is fs.ErrNotExist only when
+// a live authority said so, and rpc.ErrUnavailable when the home (or an
+// authority needed) is down.
 func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (located, error) {
 	if p == "/" {
 		return n.locateRoot(ctx, withInode)
 	}
-	k := routing.HashPath(n.hash, p)
+	k := routing.HashPath(n.rt.Hash, p)
 	hops := 0
+	var tried []string // hit nodes that turned out not to home p
 	// This node first: verifying costs no RPC.
-	inLRU, inLocal := n.selfTest(k)
-	if inLocal {
-		l, ok, err := n.verifyLocal(ctx, p, withInode)
+	if inLRU, inLocal := n.selfTest(k); inLocal {
+		l, ok, err := n.verify(ctx, n.id, p, withInode, false)
 		if err != nil {
 			return l, err
 		}
@@ -58,54 +67,37 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 			}
 			return l, nil
 		}
+		tried = append(tried, n.id)
 	}
 	n.arrMu.RLock()
 	r1 := n.l1.QueryKey(k)
 	r2 := n.l2.QueryKey(k)
 	n.arrMu.RUnlock()
-	var tried []string // hit nodes that turned out not to home p
-	if inLocal {
-		tried = append(tried, n.id)
-	}
-	if r1.Hit() && n.isUp(r1.ID) && r1.ID != n.id {
-		l, ok, err := n.verifyRemote(ctx, r1.ID, p, withInode, false)
-		hops++
+	levels := []struct {
+		level string
+		hit   routing.Result
+	}{{rpc.LevelL1, r1}, {rpc.LevelL2, r2}}
+	for _, lv := range levels {
+		if !lv.hit.Hit() || slices.Contains(tried, lv.hit.ID) || !n.isUp(lv.hit.ID) {
+			continue
+		}
+		l, ok, err := n.verify(ctx, lv.hit.ID, p, withInode, false)
+		hops += n.hop(lv.hit.ID)
 		if err != nil {
 			return l, err
 		}
 		if ok {
-			l.level, l.hops = rpc.LevelL1, hops
+			l.level, l.hops = lv.level, hops
 			return l, nil
 		}
-		tried = append(tried, r1.ID)
-	}
-	if r2.Hit() && !slices.Contains(tried, r2.ID) && n.isUp(r2.ID) {
-		l, ok, err := n.verifyRemote(ctx, r2.ID, p, withInode, false)
-		hops++
-		if err != nil {
-			return l, err
-		}
-		if ok {
-			l.level, l.hops = rpc.LevelL2, hops
-			return l, nil
-		}
-		tried = append(tried, r2.ID)
+		tried = append(tried, lv.hit.ID)
 	}
 	if n.segmented() {
-		// L3: the group multicast covers the whole cluster: every member
-		// holds its own filter and its segment.
 		id, sent := n.l3(ctx, p, k, tried)
 		hops += sent
 		if id != "" && n.isUp(id) {
-			var l located
-			var ok bool
-			var err error
-			if id == n.id {
-				l, ok, err = n.verifyLocal(ctx, p, withInode)
-			} else {
-				l, ok, err = n.verifyRemote(ctx, id, p, withInode, false)
-				hops++
-			}
+			l, ok, err := n.verify(ctx, id, p, withInode, false)
+			hops += n.hop(id)
 			if err != nil {
 				return l, err
 			}
@@ -116,6 +108,78 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 		}
 	}
 	return n.authoritative(ctx, p, withInode, hops)
+}
+
+// l3 is the group multicast (G-HBA §2.2): every other live member of this
+// node's group tests p against its segment and its own local filter; with
+// this node's own answer, exactly one positive names the home to verify. It
+// returns the unique positive ("" for none or several) and the number of
+// RPCs sent.
+func (n *Namespace) l3(ctx context.Context, p string, k routing.Key, skip []string) (string, int) {
+	ps := n.peers.Load()
+	my := n.dir.Self().Group
+	var mates []Peer
+	for _, m := range ps.list {
+		if m.ID != n.id && m.Group == my && m.Up && m.RPCAddr != "" {
+			mates = append(mates, m)
+		}
+	}
+	if len(mates) == 0 {
+		return "", 0
+	}
+	positives := map[string]bool{}
+	for _, id := range n.positives(k) {
+		positives[id] = true
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, m := range mates {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, n.tune.PeerTimeout)
+			defer cancel()
+			var resp l3QueryResp
+			if err := n.cl.Call(cctx, m.RPCAddr, methodL3Query, &l3QueryReq{Path: p}, &resp); err != nil {
+				return // a silent member: its segment is missed, L4 covers it
+			}
+			mu.Lock()
+			for _, id := range resp.Positives {
+				positives[id] = true
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	n.counters.multicasts.Add(1)
+	for _, id := range skip {
+		delete(positives, id) // already verified: a false hit at L1/L2
+	}
+	if len(positives) != 1 {
+		return "", len(mates)
+	}
+	for id := range positives {
+		return id, len(mates)
+	}
+	return "", len(mates)
+}
+
+// positives returns the nodes whose filters this node holds (its L2
+// replicas and its own local filter) that report key k.
+func (n *Namespace) positives(k routing.Key) []string {
+	n.arrMu.RLock()
+	out := n.l2.Positives(k, nil)
+	n.arrMu.RUnlock()
+	if _, in := n.selfTest(k); in {
+		out = append(out, n.id)
+	}
+	return out
+}
+
+func (n *Namespace) handleL3Query(ctx context.Context, r *l3QueryReq) (*l3QueryResp, error) {
+	p, err := CleanPath(r.Path)
+	if err != nil {
+		return nil, err
+	}
+	return &l3QueryResp{NodeID: n.id, Positives: n.positives(routing.HashPath(n.rt.Hash, p))}, nil
 }
 
 // authoritative is the L4 step for p (not "/").
@@ -140,9 +204,7 @@ func (n *Namespace) authoritative(ctx context.Context, p string, withInode bool,
 			return located{hops: hops}, fmt.Errorf("%s: %s: %w", p, dir, rpc.ErrNotDir)
 		}
 		er, err := n.getEntry(ctx, pl.home, dir, name)
-		if pl.home != n.id {
-			hops++
-		}
+		hops += n.hop(pl.home)
 		if err != nil {
 			if isUnavailable(err) {
 				return n.broadcast(ctx, p, withInode, hops, err)
@@ -158,17 +220,11 @@ func (n *Namespace) authoritative(ctx context.Context, p string, withInode bool,
 			return located{hops: hops}, notExist(p)
 		}
 		home := er.Entry.Home
-		var l located
-		var ok bool
-		if home == n.id {
-			l, ok, err = n.verifyLocal(ctx, p, withInode)
-		} else {
-			if !n.isUp(home) {
-				return located{hops: hops}, fmt.Errorf("%s: home %s: %w", p, home, errNodeDown(home))
-			}
-			l, ok, err = n.verifyRemote(ctx, home, p, withInode, true)
-			hops++
+		if !n.isUp(home) {
+			return located{hops: hops}, fmt.Errorf("%s: home %s: %w", p, home, errNodeDown(home))
 		}
+		l, ok, err := n.verify(ctx, home, p, withInode, true)
+		hops += n.hop(home)
 		if err != nil {
 			return located{hops: hops}, err
 		}
@@ -180,12 +236,6 @@ func (n *Namespace) authoritative(ctx context.Context, p string, withInode bool,
 		// raced with us. Look again.
 	}
 	return located{hops: hops}, fmt.Errorf("%w: %s: the parent's entry and the home disagree; try again", rpc.ErrUnavailable, p)
-}
-
-// isUnavailable reports whether err means a node could not be reached or
-// could not answer (as opposed to an authoritative answer).
-func isUnavailable(err error) bool {
-	return errors.Is(err, rpc.ErrUnavailable) || errors.Is(err, rpc.ErrShuttingDown)
 }
 
 // broadcast is the last resort of L4: ask every live node whether it homes
@@ -201,21 +251,12 @@ func (n *Namespace) broadcast(ctx context.Context, p string, withInode bool, hop
 	)
 	for i := range ps.list {
 		peer := ps.list[i]
-		if peer.ID != n.id && !peer.Up {
+		if !n.isUp(peer.ID) {
 			continue
 		}
-		if peer.ID != n.id {
-			hops++
-		}
+		hops += n.hop(peer.ID)
 		wg.Go(func() {
-			var l located
-			var ok bool
-			var err error
-			if peer.ID == n.id {
-				l, ok, err = n.verifyLocal(ctx, p, withInode)
-			} else {
-				l, ok, err = n.verifyRemote(ctx, peer.ID, p, withInode, false)
-			}
+			l, ok, err := n.verify(ctx, peer.ID, p, withInode, false)
 			if err == nil && ok {
 				mu.Lock()
 				if found == nil {
@@ -240,39 +281,30 @@ func (n *Namespace) locateRoot(ctx context.Context, withInode bool) (located, er
 	if o := n.rootOverride.Load(); o != nil {
 		home = *o
 	}
-	hops := 0
 	if home == "" {
 		return located{}, fmt.Errorf("%w: the root's home is not known yet", rpc.ErrUnavailable)
 	}
+	hops := n.hop(home)
 	var l located
 	var ok bool
 	var err error
-	if home == n.id {
-		l, ok, err = n.verifyLocal(ctx, "/", withInode)
-	} else if n.isUp(home) {
-		l, ok, err = n.verifyRemote(ctx, home, "/", withInode, true)
-		hops++
+	if n.isUp(home) {
+		l, ok, err = n.verify(ctx, home, "/", withInode, true)
 	} else {
-		err = errNodeDown(home)
+		hops, err = 0, errNodeDown(home)
 	}
-	if err != nil {
-		if !isUnavailable(err) || ctx.Err() != nil {
-			return located{hops: hops}, err
-		}
-		// The root's home is down, or it was drained and the cluster has
-		// not recorded the new home yet: look for it everywhere.
-		l, err := n.broadcast(ctx, "/", withInode, hops, err)
-		if err == nil {
-			h := l.home
-			n.rootOverride.Store(&h)
-		}
-		return l, err
-	}
-	if ok {
+	switch {
+	case err != nil && (!isUnavailable(err) || ctx.Err() != nil):
+		return located{hops: hops}, err
+	case err == nil && ok:
 		l.level, l.hops = rpc.LevelL1, hops
 		return l, nil
+	case err == nil:
+		err = fmt.Errorf("%w: / is not at its home %s", rpc.ErrUnavailable, home)
 	}
-	l, err = n.broadcast(ctx, "/", withInode, hops, fmt.Errorf("%w: / is not at its home %s", rpc.ErrUnavailable, home))
+	// The root's home is down, or it was drained and the cluster has not
+	// recorded the new home yet: look for it everywhere.
+	l, err = n.broadcast(ctx, "/", withInode, hops, err)
 	if err == nil {
 		h := l.home
 		n.rootOverride.Store(&h)
@@ -280,39 +312,14 @@ func (n *Namespace) locateRoot(ctx context.Context, withInode bool) (located, er
 	return l, err
 }
 
-// verifyLocal checks whether this node homes p (after resolving marks on
-// it) and touches it on the LRU list.
-func (n *Namespace) verifyLocal(ctx context.Context, p string, withInode bool) (located, bool, error) {
-	if err := n.settle(ctx, p, false); err != nil {
-		return located{}, false, err
-	}
-	ino, err := n.st.GetInode(ctx, p)
+// verify asks node id (this node: its store) whether it homes p. Unless
+// strict, another node that cannot be reached is "not found there" (a
+// filter hit that could not be verified); strict returns the error (the
+// node is known to be the home).
+func (n *Namespace) verify(ctx context.Context, id, p string, withInode, strict bool) (located, bool, error) {
+	resp, err := callNode(ctx, n, id, methodLocalCheck, &localCheckReq{Path: p, WithInode: withInode}, n.localCheck)
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return located{}, false, nil
-		}
-		return located{}, false, err
-	}
-	n.touch(p)
-	l := located{home: n.id, typ: typeString(ino.Type)}
-	if withInode {
-		w := wireInode(p, n.id, &ino)
-		l.inode = &w
-	}
-	return l, true, nil
-}
-
-// verifyRemote asks node id whether it homes p. Unless strict, an
-// unreachable node is "not found here" (a filter hit that could not be
-// verified); strict returns the error (the node is known to be the home).
-func (n *Namespace) verifyRemote(ctx context.Context, id, p string, withInode, strict bool) (located, bool, error) {
-	var resp rpc.LocalCheckResponse
-	err := n.call(ctx, id, rpc.MethodLocalCheck, &rpc.LocalCheckRequest{Path: p, WithInode: withInode}, &resp)
-	if err != nil {
-		if ctx.Err() != nil || strict {
-			return located{}, false, err
-		}
-		if isUnavailable(err) {
+		if id != n.id && !strict && ctx.Err() == nil && isUnavailable(err) {
 			return located{}, false, nil
 		}
 		return located{}, false, err
@@ -331,37 +338,63 @@ func (n *Namespace) verifyRemote(ctx context.Context, id, p string, withInode, s
 	return l, true, nil
 }
 
-// getEntry asks the home of dir for its entry name.
-func (n *Namespace) getEntry(ctx context.Context, home, dir, name string) (homeEntryResp, error) {
-	if home == n.id {
-		return n.entryHere(ctx, dir, name)
+// localCheck answers whether this node homes r.Path (after resolving marks
+// on it), and touches it on the LRU list.
+func (n *Namespace) localCheck(ctx context.Context, r *localCheckReq) (*localCheckResp, error) {
+	if err := n.settle(ctx, r.Path, false); err != nil {
+		return nil, err
 	}
-	var resp homeEntryResp
-	err := n.call(ctx, home, methodHomeEntry, &homeEntryReq{Dir: dir, Name: name}, &resp)
-	return resp, err
+	resp := &localCheckResp{NodeID: n.id}
+	ino, err := n.st.GetInode(ctx, r.Path)
+	if errors.Is(err, store.ErrNotFound) {
+		return resp, nil
+	} else if err != nil {
+		return nil, err
+	}
+	n.touch(r.Path)
+	resp.Exists, resp.Type = true, typeString(ino.Type)
+	if r.WithInode {
+		w := wireInode(r.Path, n.id, &ino)
+		resp.Inode = &w
+	}
+	return resp, nil
 }
 
-// entryHere reads entry name of dir at this node, dir's home.
-func (n *Namespace) entryHere(ctx context.Context, dir, name string) (homeEntryResp, error) {
-	if err := n.settle(ctx, joinPath(dir, name), false); err != nil {
-		return homeEntryResp{}, err
+func (n *Namespace) handleLocalCheck(ctx context.Context, r *localCheckReq) (*localCheckResp, error) {
+	p, err := CleanPath(r.Path)
+	if err != nil {
+		return nil, err
 	}
-	ino, err := n.st.GetInode(ctx, dir)
+	r.Path = p
+	return n.localCheck(ctx, r)
+}
+
+// getEntry asks the home of dir for its entry name.
+func (n *Namespace) getEntry(ctx context.Context, home, dir, name string) (*homeEntryResp, error) {
+	return callNode(ctx, n, home, methodHomeEntry, &homeEntryReq{Dir: dir, Name: name}, n.entryHere)
+}
+
+// entryHere reads entry r.Name of r.Dir at this node, the directory's home.
+func (n *Namespace) entryHere(ctx context.Context, r *homeEntryReq) (*homeEntryResp, error) {
+	if err := n.settle(ctx, joinPath(r.Dir, r.Name), false); err != nil {
+		return nil, err
+	}
+	ino, err := n.st.GetInode(ctx, r.Dir)
 	if errors.Is(err, store.ErrNotFound) {
-		return homeEntryResp{NotHome: true}, nil
+		return &homeEntryResp{homeStatus: notHomeHere}, nil
 	} else if err != nil {
-		return homeEntryResp{}, err
+		return nil, err
 	}
 	if ino.Type != store.TypeDir {
-		return homeEntryResp{NotDir: true}, nil
+		return &homeEntryResp{NotDir: true}, nil
 	}
-	e, err := n.st.GetEntry(ctx, dir, name)
+	e, err := n.st.GetEntry(ctx, r.Dir, r.Name)
 	if errors.Is(err, store.ErrNotFound) {
-		return homeEntryResp{}, nil
+		return &homeEntryResp{}, nil
 	} else if err != nil {
-		return homeEntryResp{}, err
+		return nil, err
 	}
-	return homeEntryResp{Exists: true, Entry: wireEntry(e)}, nil
+	return &homeEntryResp{Exists: true, Entry: wireEntry(e)}, nil
 }
 
 func (n *Namespace) handleHomeEntry(ctx context.Context, r *homeEntryReq) (*homeEntryResp, error) {
@@ -372,51 +405,8 @@ func (n *Namespace) handleHomeEntry(ctx context.Context, r *homeEntryReq) (*home
 	if r.Name == "" || len(r.Name) > MaxNameLen || r.Name == "." || r.Name == ".." || containsSlashOrNUL(r.Name) {
 		return nil, fmt.Errorf("%w: bad name %q", rpc.ErrInvalidPath, r.Name)
 	}
-	resp, err := n.entryHere(ctx, dir, r.Name)
-	if err != nil {
-		return nil, err
-	}
-	return &resp, nil
-}
-
-func containsSlashOrNUL(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == '/' || s[i] == 0 {
-			return true
-		}
-	}
-	return false
-}
-
-func (n *Namespace) handleGetEntry(ctx context.Context, r *rpc.GetEntryRequest) (*rpc.GetEntryResponse, error) {
-	resp, err := n.handleHomeEntry(ctx, &homeEntryReq{Dir: r.Dir, Name: r.Name})
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case resp.NotHome:
-		return nil, fmt.Errorf("%w: %s is not homed at %s", rpc.ErrUnavailable, r.Dir, n.id)
-	case resp.NotDir:
-		return nil, fmt.Errorf("%s: %w", r.Dir, rpc.ErrNotDir)
-	}
-	return &rpc.GetEntryResponse{Exists: resp.Exists, Entry: resp.Entry}, nil
-}
-
-func (n *Namespace) handleLocalCheck(ctx context.Context, r *rpc.LocalCheckRequest) (*rpc.LocalCheckResponse, error) {
-	p, err := CleanPath(r.Path)
-	if err != nil {
-		return nil, err
-	}
-	l, ok, err := n.verifyLocal(ctx, p, r.WithInode)
-	if err != nil {
-		return nil, err
-	}
-	resp := &rpc.LocalCheckResponse{NodeID: n.id, Exists: ok}
-	if ok {
-		resp.Type = l.typ
-		resp.Inode = l.inode
-	}
-	return resp, nil
+	r.Dir = dir
+	return n.entryHere(ctx, r)
 }
 
 // countLookup records a client lookup's level and hops.

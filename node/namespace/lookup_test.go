@@ -1,40 +1,41 @@
-package node
+package namespace_test
 
 import (
 	"fmt"
 	"testing"
 
+	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
 )
 
 // TestLookupLevels: after warm-up most lookups are resolved by L1 or L2 in
 // at most one hop; a lookup at the home takes no hop; L4 is rare.
 func TestLookupLevels(t *testing.T) {
-	c := newNSCluster(t, 3, nsTestConfig())
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3})
 	var paths []string
 	for d := range 10 {
 		dir := fmt.Sprintf("/lv%d", d)
-		mustOK(t, c.via(c.ids[d%3]).mkdir(dir, false), "mkdir")
+		mustOK(t, via(c, c.IDs[d%3]).mkdir(dir, false), "mkdir")
 		paths = append(paths, dir)
 		for f := range 30 {
 			p := fmt.Sprintf("%s/f%d", dir, f)
-			mustOK(t, c.via(c.ids[f%3]).create(p), "create")
+			mustOK(t, via(c, c.IDs[f%3]).create(p), "create")
 			paths = append(paths, p)
 		}
 	}
-	c.waitFilters()
+	c.WaitFilters()
 	// Warm-up: touch every path at its home (the LRU lists fill), then
 	// let the LRU filters propagate.
 	for _, p := range paths {
-		_, err := c.via("n1").stat(p)
+		_, err := via(c, "n1").stat(p)
 		mustOK(t, err, "stat %s", p)
 	}
-	c.waitFilters()
+	c.WaitFilters()
 	levels := map[string]int{}
 	total, maxHops := 0, 0
-	for _, id := range c.ids {
+	for _, id := range c.IDs {
 		for _, p := range paths {
-			st, err := c.via(id).stat(p)
+			st, err := via(c, id).stat(p)
 			mustOK(t, err, "stat %s via %s", p, id)
 			levels[st.Level]++
 			total++
@@ -57,8 +58,8 @@ func TestLookupLevels(t *testing.T) {
 	}
 	// Counters agree with the replies.
 	var sum rpc.LevelCounts
-	for _, id := range c.ids {
-		s := c.ns(id).Stats()
+	for _, id := range c.IDs {
+		s := c.NS(id).Stats()
 		sum.L1 += s.Levels.L1
 		sum.L2 += s.Levels.L2
 		sum.L4 += s.Levels.L4
@@ -71,14 +72,14 @@ func TestLookupLevels(t *testing.T) {
 	}
 	// Lookup (not stat) reports the same way.
 	var r rpc.LookupResponse
-	mustOK(t, c.via("n2").call(rpc.MethodLookup, &rpc.LookupRequest{Path: paths[5]}, &r), "lookup")
+	mustOK(t, via(c, "n2").call(rpc.MethodLookup, &rpc.LookupRequest{Path: paths[5]}, &r), "lookup")
 	if r.Home == "" || r.Level == "" || r.Type != rpc.TypeFile {
 		t.Errorf("lookup: %+v", r)
 	}
 	// Batch stat: one result per path, in order, errors in place.
 	var br rpc.BatchStatResponse
 	req := &rpc.BatchStatRequest{Paths: []string{paths[0], "/nope", "bad", paths[1]}}
-	mustOK(t, c.via("n3").call(rpc.MethodBatchStat, req, &br), "batch stat")
+	mustOK(t, via(c, "n3").call(rpc.MethodBatchStat, req, &br), "batch stat")
 	if len(br.Results) != 4 || br.Results[0].Stat == nil || br.Results[0].Stat.Path != paths[0] ||
 		errKind(br.Results[1].Err()) != "notexist" || errKind(br.Results[2].Err()) != "invalid" ||
 		br.Results[3].Stat == nil || br.Results[3].Stat.Path != paths[1] {
@@ -89,11 +90,11 @@ func TestLookupLevels(t *testing.T) {
 // TestLookupFalsePositive: a filter that claims a path it does not have
 // costs a wasted verification, never a wrong answer.
 func TestLookupFalsePositive(t *testing.T) {
-	c := newNSCluster(t, 3, nsTestConfig())
-	mustOK(t, c.via("n1").mkdir("/fp", false), "mkdir")
-	mustOK(t, c.via("n1").create("/fp/real"), "create")
-	home := c.homeOf(t, "/fp/real")
-	c.waitFilters()
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3})
+	mustOK(t, via(c, "n1").mkdir("/fp", false), "mkdir")
+	mustOK(t, via(c, "n1").create("/fp/real"), "create")
+	home := homeOf(c, t, "/fp/real")
+	c.WaitFilters()
 	// Make another node's local filter claim a missing path and the real
 	// one: both arrays of the entry node point at the liar.
 	liar := "n2"
@@ -107,14 +108,14 @@ func TestLookupFalsePositive(t *testing.T) {
 			entry = "n2"
 		}
 	}
-	ns := c.ns(liar)
-	ns.localAdd("/fp/ghost")
-	ns.localAdd("/fp/real")
-	c.waitFilters()
-	if _, err := c.via(entry).stat("/fp/ghost"); errKind(err) != "notexist" {
+	ns := c.NS(liar)
+	ns.LocalAdd("/fp/ghost")
+	ns.LocalAdd("/fp/real")
+	c.WaitFilters()
+	if _, err := via(c, entry).stat("/fp/ghost"); errKind(err) != "notexist" {
 		t.Errorf("stat of a false positive: %v", err)
 	}
-	st, err := c.via(entry).stat("/fp/real")
+	st, err := via(c, entry).stat("/fp/real")
 	mustOK(t, err, "stat real")
 	if st.Home != home {
 		t.Errorf("stat real: home %s, want %s", st.Home, home)

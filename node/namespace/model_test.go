@@ -1,4 +1,4 @@
-package node
+package namespace_test
 
 import (
 	"flag"
@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ghba/ghba/node/namespace"
+	"github.com/ghba/ghba/node/nodetest"
 )
 
 var (
@@ -53,7 +56,7 @@ func (m nsModel) children(p string) []string {
 }
 
 func parentOf(p string) string {
-	d, _ := splitPath(p)
+	d, _ := namespace.SplitPath(p)
 	return d
 }
 
@@ -122,7 +125,7 @@ func (m nsModel) readdir(p string) (string, []string) {
 }
 
 func (m nsModel) rename(s, d string) string {
-	if s == "/" || d == "/" || strictlyUnder(d, s) {
+	if s == "/" || d == "/" || namespace.StrictlyUnder(d, s) {
 		return "invalid"
 	}
 	if s == d {
@@ -141,7 +144,7 @@ func (m nsModel) rename(s, d string) string {
 	}
 	if dDir, ok := m[d]; ok {
 		switch {
-		case isUnder(s, d):
+		case namespace.IsUnder(s, d):
 			if !sDir {
 				return "isdir"
 			}
@@ -156,9 +159,9 @@ func (m nsModel) rename(s, d string) string {
 		delete(m, d)
 	}
 	for q, isDir := range m {
-		if isUnder(q, s) {
+		if namespace.IsUnder(q, s) {
 			delete(m, q)
-			m[rebase(q, s, d)] = isDir
+			m[namespace.Rebase(q, s, d)] = isDir
 		}
 	}
 	return "ok"
@@ -180,7 +183,7 @@ func TestModel(t *testing.T) {
 	}
 	seed := *nsModelSeed
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	c := newNSCluster(t, 3, nsTestConfig())
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3})
 	m := nsModel{"/": true}
 	names := []string{"a", "b", "c", "d", "e", "f"}
 	randPath := func() string {
@@ -209,7 +212,7 @@ func TestModel(t *testing.T) {
 	}
 	existing := func() string { return existingOf(0) }
 	child := func() string { // a new or existing name in an existing directory
-		return joinPath(existingOf(1), names[rng.IntN(len(names))])
+		return namespace.JoinPath(existingOf(1), names[rng.IntN(len(names))])
 	}
 	pick := func() string {
 		switch rng.IntN(10) {
@@ -225,8 +228,8 @@ func TestModel(t *testing.T) {
 	start := time.Now()
 	fails := 0
 	for i := range ops {
-		node := c.ids[rng.IntN(len(c.ids))]
-		o := c.via(node)
+		node := c.IDs[rng.IntN(len(c.IDs))]
+		o := via(c, node)
 		var desc, want, got string
 		switch r := rng.IntN(100); {
 		case r < 20:
@@ -310,8 +313,8 @@ func TestModel(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	for _, id := range c.ids {
-		o := c.via(id)
+	for _, id := range c.IDs {
+		o := via(c, id)
 		for _, p := range keys {
 			st, err := o.stat(p)
 			if err != nil || st.IsDir() != m[p] {
@@ -325,10 +328,10 @@ func TestModel(t *testing.T) {
 			}
 		}
 	}
-	c.settleAll()
+	c.SettleAll()
 	var files int64
-	for _, id := range c.ids {
-		s := c.ns(id).Stats()
+	for _, id := range c.IDs {
+		s := c.NS(id).Stats()
 		files += s.Files + s.Dirs
 		t.Logf("%s: files %d dirs %d levels %+v hops %d txns %d aborted %d busy %d rekeyed %d", id, s.Files, s.Dirs, s.Levels, s.Hops, s.TxnsCommitted, s.TxnsAborted, s.TxnsBusy, s.Rekeyed)
 	}

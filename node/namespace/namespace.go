@@ -1,4 +1,29 @@
-package node
+// Package namespace is the metadata logic of one ghba node (docs/design.md,
+// "Namespace"): the operations on the paths the node homes, the transactions
+// that change paths homed on several nodes, and the routing of every request
+// to a path's home through the L1–L4 query path with the node's Bloom
+// filters.
+//
+// The package needs only what it declares: a Directory (the cluster as the
+// node sees it), a store, an RPC client to reach other nodes and a server to
+// register its handlers on. Where things are:
+//
+//	namespace.go  Namespace, Options, Start/Stop, RPC registration, Stats
+//	directory.go  the Directory it consumes; snapshots of the peers
+//	reach.go      calling a node (or running locally) and reaching a path's home
+//	ops.go        stat, lookup, create, mkdir, readdir, setattr, unlink, rmdir
+//	rename.go     rename of files and directories
+//	txn.go        two-phase commit across homes (coordinator and participant)
+//	flux.go       paths in flux: marks of prepared parts, operations in progress
+//	drain.go      moving every path away before the node leaves
+//	placement.go  choosing the home of a new child or of a drained path
+//	lookup.go     the query path L1–L4 and the verification handlers
+//	filters.go    the node's filters, replicas of others', propagation
+//	segments.go   G-HBA: the group's IDBFA and the holders of this node's replica
+//	background.go the loops that keep filters, loads and transactions current
+//	paths.go      path validation and helpers
+//	wire.go       the server-to-server protocol
+package namespace
 
 import (
 	"context"
@@ -6,21 +31,206 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"math"
-	mrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
 )
 
-// NamespaceOptions are the dependencies of a Namespace.
-type NamespaceOptions struct {
+// Placement policies for a new child's home (docs/design.md, "Placement").
+const (
+	PlacementRandom   = "random"
+	PlacementBalanced = "balanced"
+	PlacementParent   = "parent"
+)
+
+// Routing schemes (docs/design.md, "Query path"). With SchemeGHBA a node
+// holds replicas of the local filters of the nodes its group's FSM assigns
+// to it (its segment, about (N−M')/M' of them) and resolves the rest with
+// the L3 group multicast; with SchemeHBA it holds a replica of every other
+// node's filter (HBA, G-HBA §2.5 with M = 1), which costs N−1 replicas per
+// node.
+const (
+	SchemeGHBA = "ghba"
+	SchemeHBA  = "hba"
+)
+
+// ErrOptions is wrapped by every error about bad Options.
+var ErrOptions = errors.New("namespace: invalid options")
+
+// Routing is the filter configuration of a node. Every node of a cluster
+// must use the same (the filters are compared bit for bit).
+type Routing struct {
+	// BitsPerFile and FilterCapacity size the local counting filter and
+	// its replicas (FilterCapacity × BitsPerFile bits).
+	BitsPerFile    float64
+	FilterCapacity int
+	// LRUEntries and LRUBitsPerFile size the LRU list and its filter
+	// (HBA §4.2.2); LRUEntries 0 turns the LRU off.
+	LRUEntries     int
+	LRUBitsPerFile float64
+	// PropagateThreshold is the share of a filter's bits changed before it
+	// is pushed to its replicas (HBA §6: 1%); PropagateInterval pushes
+	// changes at least this often.
+	PropagateThreshold float64
+	PropagateInterval  time.Duration
+	// Hash is the filters' hash (default routing.HashXX).
+	Hash routing.HashKind
+}
+
+// DefaultRouting returns the defaults documented in the README.
+func DefaultRouting() Routing {
+	return Routing{
+		BitsPerFile:        8,
+		FilterCapacity:     1_000_000,
+		LRUEntries:         1600,
+		LRUBitsPerFile:     20,
+		PropagateThreshold: 0.01,
+		PropagateInterval:  2 * time.Second,
+		Hash:               routing.HashXX,
+	}
+}
+
+// withDefaults fills the fields left zero with DefaultRouting's (except
+// LRUEntries, whose zero means "no LRU").
+func (r Routing) withDefaults() Routing {
+	d := DefaultRouting()
+	if r.BitsPerFile == 0 {
+		r.BitsPerFile = d.BitsPerFile
+	}
+	if r.FilterCapacity == 0 {
+		r.FilterCapacity = d.FilterCapacity
+	}
+	if r.LRUBitsPerFile == 0 {
+		r.LRUBitsPerFile = d.LRUBitsPerFile
+	}
+	if r.PropagateThreshold == 0 {
+		r.PropagateThreshold = d.PropagateThreshold
+	}
+	if r.PropagateInterval == 0 {
+		r.PropagateInterval = d.PropagateInterval
+	}
+	if r.Hash == 0 {
+		r.Hash = d.Hash
+	}
+	return r
+}
+
+// Geometries returns the geometries of the local filter (FilterCapacity ×
+// BitsPerFile) and of the LRU filter (LRUEntries × LRUBitsPerFile), with
+// the optimal number of hash functions. Zero fields take DefaultRouting's.
+func (r Routing) Geometries() (local, lru routing.Geometry, err error) {
+	r = r.withDefaults()
+	local, err = routing.NewGeometry(r.FilterCapacity, r.BitsPerFile, 0, r.Hash)
+	if err != nil {
+		return local, lru, fmt.Errorf("%w: filter_capacity/bits_per_file: %w", ErrOptions, err)
+	}
+	lru, err = routing.NewGeometry(max(r.LRUEntries, 1), r.LRUBitsPerFile, 0, r.Hash)
+	if err != nil {
+		return local, lru, fmt.Errorf("%w: lru_entries/lru_bits_per_file: %w", ErrOptions, err)
+	}
+	return local, lru, nil
+}
+
+// Tuning holds every duration and bound of the namespace that operators do
+// not configure; tests shorten some. Zero fields take DefaultTuning's.
+type Tuning struct {
+	// StageWait bounds how long staging a transaction part waits for
+	// operations in progress on related paths; past it the part is
+	// refused as busy and the coordinator retries, which breaks waits
+	// between transactions that stage at each other's nodes.
+	StageWait time.Duration
+	// ResolveAfter is the age after which the background resolver asks a
+	// coordinator about a prepared part nobody has resolved.
+	ResolveAfter time.Duration
+	// ResolveInterval is how often the resolver runs.
+	ResolveInterval time.Duration
+	// PeerTimeout bounds one short call to a peer: an L3 query, an IDBFA
+	// fetch, a load report.
+	PeerTimeout time.Duration
+	// PullTimeout and PushTimeout bound one filter pull and one push.
+	PullTimeout, PushTimeout time.Duration
+	// DeliverTimeout bounds telling the participants of a committed
+	// transaction (they are told again later if it passes).
+	DeliverTimeout time.Duration
+	// AbortTimeout bounds telling the participants of an abort.
+	AbortTimeout time.Duration
+	// BusyRetries bounds the retries of a transaction that met a
+	// conflicting one; BusyBackoffMin and BusyBackoffMax its back-off.
+	BusyRetries                    int
+	BusyBackoffMin, BusyBackoffMax time.Duration
+	// MarkBackoffMin and MarkBackoffMax are the back-off of an operation
+	// waiting for a pending transaction on a related path.
+	MarkBackoffMin, MarkBackoffMax time.Duration
+	// PeerCheckInterval is how often the background loop compares its
+	// snapshot of the peers with the Directory (a safety net for a missed
+	// notification) and refreshes other groups' IDBFAs at most.
+	PeerCheckInterval time.Duration
+	// RootTimeout bounds creating "/" when this node becomes its home.
+	RootTimeout time.Duration
+	// DrainPoll is how often Drain checks that the transactions it took
+	// part in are settled.
+	DrainPoll time.Duration
+}
+
+// DefaultTuning returns the timers used outside tests.
+func DefaultTuning() Tuning {
+	return Tuning{
+		StageWait:         100 * time.Millisecond,
+		ResolveAfter:      2 * time.Second,
+		ResolveInterval:   500 * time.Millisecond,
+		PeerTimeout:       2 * time.Second,
+		PullTimeout:       10 * time.Second,
+		PushTimeout:       5 * time.Second,
+		DeliverTimeout:    30 * time.Second,
+		AbortTimeout:      5 * time.Second,
+		BusyRetries:       25,
+		BusyBackoffMin:    time.Millisecond,
+		BusyBackoffMax:    200 * time.Millisecond,
+		MarkBackoffMin:    time.Millisecond,
+		MarkBackoffMax:    20 * time.Millisecond,
+		PeerCheckInterval: time.Second,
+		RootTimeout:       10 * time.Second,
+		DrainPoll:         20 * time.Millisecond,
+	}
+}
+
+// withDefaults fills the fields left zero with DefaultTuning's.
+func (t Tuning) withDefaults() Tuning {
+	d := DefaultTuning()
+	fill := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	fill(&t.StageWait, d.StageWait)
+	fill(&t.ResolveAfter, d.ResolveAfter)
+	fill(&t.ResolveInterval, d.ResolveInterval)
+	fill(&t.PeerTimeout, d.PeerTimeout)
+	fill(&t.PullTimeout, d.PullTimeout)
+	fill(&t.PushTimeout, d.PushTimeout)
+	fill(&t.DeliverTimeout, d.DeliverTimeout)
+	fill(&t.AbortTimeout, d.AbortTimeout)
+	fill(&t.BusyBackoffMin, d.BusyBackoffMin)
+	fill(&t.BusyBackoffMax, d.BusyBackoffMax)
+	fill(&t.MarkBackoffMin, d.MarkBackoffMin)
+	fill(&t.MarkBackoffMax, d.MarkBackoffMax)
+	fill(&t.PeerCheckInterval, d.PeerCheckInterval)
+	fill(&t.RootTimeout, d.RootTimeout)
+	fill(&t.DrainPoll, d.DrainPoll)
+	if t.BusyRetries <= 0 {
+		t.BusyRetries = d.BusyRetries
+	}
+	return t
+}
+
+// Options are the dependencies and settings of a Namespace.
+type Options struct {
 	// NodeID is this node's id (Directory.Self().ID). Required.
 	NodeID string
 	// Store is this node's open store. Required. The Namespace does not
@@ -31,45 +241,39 @@ type NamespaceOptions struct {
 	Client *rpc.Client
 	// Directory is the cluster membership. Required.
 	Directory Directory
-	// Config supplies bits_per_file, filter_capacity, lru_entries,
-	// lru_bits_per_file, propagate_threshold, propagate_interval and
-	// placement. Zero values take DefaultConfig's.
-	Config Config
-	// Hash selects the filters' hash (default routing.HashXX). Every node
-	// must use the same.
-	Hash routing.HashKind
+	// Routing configures the filters; zero fields take DefaultRouting's.
+	Routing Routing
+	// Placement is PlacementBalanced (default), PlacementRandom or
+	// PlacementParent.
+	Placement string
+	// Scheme is SchemeGHBA (default) or SchemeHBA.
+	Scheme string
 	// Logger carries the node id; nil discards.
 	Logger *slog.Logger
-	// StageWait bounds how long staging a transaction part waits for
-	// operations in progress on related paths (default 100ms); past it the
-	// part is refused as busy and the coordinator retries, which breaks
-	// waits between transactions that stage at each other's nodes.
-	StageWait time.Duration
-	// ResolveAfter is the age after which the background resolver asks a
-	// coordinator about a prepared part nobody has resolved (default 2s).
-	ResolveAfter time.Duration
+	// Tuning holds the timers; zero fields take DefaultTuning's.
+	Tuning Tuning
 }
 
-// Namespace is the metadata logic of one node (DESIGN §2, §3, §5): the
+// Namespace is the metadata logic of one node (docs/design.md): the
 // operations on the paths it homes, the coordination of changes that span
 // a parent directory's home and a child's home, and the routing of every
 // request to a path's home through the L1–L4 query path with this node's
 // filters.
 //
-// Construct it with NewNamespace, install its handlers with Register, then
-// call Start before the RPC server accepts traffic (handlers answer
-// unavailable until Start has loaded the node's state). Stop ends its
-// goroutines; the caller closes the store, client and server afterwards.
+// Construct it with New, install its handlers with RegisterRPC, then call
+// Start before the RPC server accepts traffic (handlers answer unavailable
+// until Start has loaded the node's state). Stop ends its goroutines; the
+// caller closes the store, client and server afterwards.
 type Namespace struct {
-	id    string
-	st    *store.Store
-	cl    *rpc.Client
-	dir   Directory
-	log   *slog.Logger
-	cfg   Config
-	hash  routing.HashKind
-	stage time.Duration
-	reAge time.Duration
+	id        string
+	st        *store.Store
+	cl        *rpc.Client
+	dir       Directory
+	log       *slog.Logger
+	rt        Routing
+	placement string
+	scheme    string
+	tune      Tuning
 
 	localGeo, lruGeo routing.Geometry
 
@@ -87,7 +291,7 @@ type Namespace struct {
 	prop    propState
 	idb     idbfaCache
 
-	// transactions (namespace_txn.go)
+	// transactions (txn.go, flux.go)
 	flux     fluxTable
 	locks    keyLocks
 	coordMu  sync.Mutex
@@ -99,23 +303,23 @@ type Namespace struct {
 	txnEpoch string
 	cleanup  chan string // coordinator records to delete
 
-	loads    sync.Map // node id → *peerLoad
+	loads    sync.Map // node id → *peerLoad (placement.go)
 	draining atomic.Bool
 
 	ready   chan struct{} // closed when Start has loaded the state
 	startMu sync.Mutex
 	started bool
-	stopped bool
-	ctx     context.Context
+	ctx     context.Context // ends at Stop: background work and detached steps
 	cancel  context.CancelFunc
+	tasks   tasks.Group
 	// hook, set by tests, can stop a coordinator dead at a point of the
 	// protocol (see crashAt).
 	hook     atomic.Pointer[func(point, txn string) bool]
-	wg       sync.WaitGroup
-	counters nsCounters
+	counters counters
 }
 
-type nsCounters struct {
+// counters are the namespace's event counters (see Stats).
+type counters struct {
 	l1, l2, l3, l4, hops, lookups atomic.Uint64
 	notFound, unavailable         atomic.Uint64
 	broadcasts, multicasts        atomic.Uint64
@@ -128,22 +332,31 @@ type nsCounters struct {
 	bytesSent                     atomic.Uint64
 }
 
-// NewNamespace checks opts and returns a Namespace that is not started.
-func NewNamespace(opts NamespaceOptions) (*Namespace, error) {
+// New checks opts and returns a Namespace that is not started.
+func New(opts Options) (*Namespace, error) {
 	switch {
 	case opts.NodeID == "":
-		return nil, fmt.Errorf("%w: namespace: empty node id", ErrConfig)
+		return nil, fmt.Errorf("%w: empty node id", ErrOptions)
 	case opts.Store == nil || opts.Client == nil || opts.Directory == nil:
-		return nil, fmt.Errorf("%w: namespace: store, client and directory are required", ErrConfig)
+		return nil, fmt.Errorf("%w: store, client and directory are required", ErrOptions)
 	}
-	cfg := withConfigDefaults(opts.Config)
-	hash := opts.Hash
-	if hash == 0 {
-		hash = routing.HashXX
-	}
-	localGeo, lruGeo, err := RoutingGeometries(cfg, hash)
+	rt := opts.Routing.withDefaults()
+	localGeo, lruGeo, err := rt.Geometries()
 	if err != nil {
 		return nil, err
+	}
+	placement, scheme := opts.Placement, opts.Scheme
+	if placement == "" {
+		placement = PlacementBalanced
+	}
+	if scheme == "" {
+		scheme = SchemeGHBA
+	}
+	switch {
+	case placement != PlacementBalanced && placement != PlacementRandom && placement != PlacementParent:
+		return nil, fmt.Errorf("%w: placement %q", ErrOptions, placement)
+	case scheme != SchemeGHBA && scheme != SchemeHBA:
+		return nil, fmt.Errorf("%w: scheme %q", ErrOptions, scheme)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -154,33 +367,27 @@ func NewNamespace(opts NamespaceOptions) (*Namespace, error) {
 		return nil, fmt.Errorf("namespace: random epoch: %w", err)
 	}
 	n := &Namespace{
-		id:       opts.NodeID,
-		st:       opts.Store,
-		cl:       opts.Client,
-		dir:      opts.Directory,
-		log:      log.With("component", "namespace"),
-		cfg:      cfg,
-		hash:     hash,
-		stage:    opts.StageWait,
-		reAge:    opts.ResolveAfter,
-		localGeo: localGeo,
-		lruGeo:   lruGeo,
-		local:    routing.NewCountingFilter(localGeo),
-		lru:      routing.NewLRU(cfg.LRUEntries, lruGeo),
-		l1:       routing.NewFilterArray(lruGeo),
-		l2:       routing.NewFilterArray(localGeo),
-		coords:   make(map[string]*coordTxn),
-		redo:     make(map[string]*coordRecord),
-		parts:    make(map[string]*partTxn),
-		txnEpoch: hex.EncodeToString(epoch[:]),
-		cleanup:  make(chan string, 4096),
-		ready:    make(chan struct{}),
-	}
-	if n.stage <= 0 {
-		n.stage = 100 * time.Millisecond
-	}
-	if n.reAge <= 0 {
-		n.reAge = 2 * time.Second
+		id:        opts.NodeID,
+		st:        opts.Store,
+		cl:        opts.Client,
+		dir:       opts.Directory,
+		log:       log.With("component", "namespace"),
+		rt:        rt,
+		placement: placement,
+		scheme:    scheme,
+		tune:      opts.Tuning.withDefaults(),
+		localGeo:  localGeo,
+		lruGeo:    lruGeo,
+		local:     routing.NewCountingFilter(localGeo),
+		lru:       routing.NewLRU(rt.LRUEntries, lruGeo),
+		l1:        routing.NewFilterArray(lruGeo),
+		l2:        routing.NewFilterArray(localGeo),
+		coords:    make(map[string]*coordTxn),
+		redo:      make(map[string]*coordRecord),
+		parts:     make(map[string]*partTxn),
+		txnEpoch:  hex.EncodeToString(epoch[:]),
+		cleanup:   make(chan string, 4096),
+		ready:     make(chan struct{}),
 	}
 	n.flux.init()
 	n.prop.init()
@@ -189,54 +396,10 @@ func NewNamespace(opts NamespaceOptions) (*Namespace, error) {
 	return n, nil
 }
 
-// withConfigDefaults fills the routing keys left zero with DefaultConfig's.
-func withConfigDefaults(c Config) Config {
-	d := DefaultConfig()
-	if c.BitsPerFile == 0 {
-		c.BitsPerFile = d.BitsPerFile
-	}
-	if c.FilterCapacity == 0 {
-		c.FilterCapacity = d.FilterCapacity
-	}
-	if c.LRUBitsPerFile == 0 {
-		c.LRUBitsPerFile = d.LRUBitsPerFile
-	}
-	if c.PropagateThreshold == 0 {
-		c.PropagateThreshold = d.PropagateThreshold
-	}
-	if c.PropagateInterval == 0 {
-		c.PropagateInterval = d.PropagateInterval
-	}
-	if c.Placement == "" {
-		c.Placement = d.Placement
-	}
-	if c.Scheme == "" {
-		c.Scheme = d.Scheme
-	}
-	return c
-}
-
-// RoutingGeometries returns the geometries of the local filter
-// (filter_capacity × bits_per_file) and of the LRU filter (lru_entries ×
-// lru_bits_per_file) that cfg describes, with the optimal number of hash
-// functions. Every node of a cluster must use the same.
-func RoutingGeometries(cfg Config, hash routing.HashKind) (local, lru routing.Geometry, err error) {
-	local, err = routing.NewGeometry(cfg.FilterCapacity, cfg.BitsPerFile, 0, hash)
-	if err != nil {
-		return local, lru, fmt.Errorf("%w: filter_capacity/bits_per_file: %w", ErrConfig, err)
-	}
-	lru, err = routing.NewGeometry(max(cfg.LRUEntries, 1), cfg.LRUBitsPerFile, 0, hash)
-	if err != nil {
-		return local, lru, fmt.Errorf("%w: lru_entries/lru_bits_per_file: %w", ErrConfig, err)
-	}
-	return local, lru, nil
-}
-
-// Register installs the namespace's client-facing handlers
+// RegisterRPC installs the namespace's client-facing handlers
 // (rpc.MethodStat, Lookup, BatchStat, Create, Mkdir, ReadDir, SetAttr,
-// Unlink, Rmdir, Rename) and its server-to-server handlers (filters,
-// routing, transactions, forwarded operations) on s.
-func (n *Namespace) Register(s *rpc.Server) {
+// Unlink, Rmdir, Rename) and its server-to-server handlers (wire.go) on s.
+func (n *Namespace) RegisterRPC(s *rpc.Server) {
 	rpc.Register(s, rpc.MethodStat, gate(n, func(ctx context.Context, r *rpc.StatRequest) (*rpc.StatResponse, error) {
 		return n.Stat(ctx, r.Path)
 	}))
@@ -260,17 +423,15 @@ func (n *Namespace) Register(s *rpc.Server) {
 		return n.Rename(ctx, r.Src, r.Dst)
 	}))
 
-	rpc.Register(s, rpc.MethodLocalCheck, gate(n, n.handleLocalCheck))
-	rpc.Register(s, rpc.MethodGetEntry, gate(n, n.handleGetEntry))
-	rpc.Register(s, rpc.MethodL3Query, gate(n, n.handleL3Query))
+	rpc.Register(s, methodLocalCheck, gate(n, n.handleLocalCheck))
+	rpc.Register(s, methodL3Query, gate(n, n.handleL3Query))
 	rpc.Register(s, methodIDBFA, gate(n, n.handleIDBFA))
-	rpc.Register(s, rpc.MethodFilterPull, gate(n, n.handleFilterPull))
-	rpc.Register(s, rpc.MethodFilterPush, gate(n, n.handleFilterPush))
-	rpc.Register(s, rpc.MethodTxnStatus, gate(n, n.handleTxnStatus))
-	rpc.Register(s, rpc.MethodCommitChild, gate(n, n.handleCommit))
-	rpc.Register(s, rpc.MethodAbortChild, gate(n, n.handleAbort))
-
+	rpc.Register(s, methodFilterPull, gate(n, n.handleFilterPull))
+	rpc.Register(s, methodFilterPush, gate(n, n.handleFilterPush))
 	rpc.Register(s, methodTxnPrepare, gate(n, n.handlePrepare))
+	rpc.Register(s, methodTxnCommit, gate(n, n.handleCommit))
+	rpc.Register(s, methodTxnAbort, gate(n, n.handleAbort))
+	rpc.Register(s, methodTxnStatus, gate(n, n.handleTxnStatus))
 	rpc.Register(s, methodHomeCreate, gate(n, n.handleHomeCreate))
 	rpc.Register(s, methodHomeRemove, gate(n, n.handleHomeRemove))
 	rpc.Register(s, methodHomeRename, gate(n, n.handleHomeRename))
@@ -306,17 +467,16 @@ func gate[Req, Resp any](n *Namespace, fn func(context.Context, *Req) (*Resp, er
 // interrupted directory re-keys (store.ResumeRekey), rebuilds the local
 // filter from the store, loads prepared transaction parts (marking their
 // paths) and coordinator records, creates "/" if this node is its home and
-// it is missing, and starts the background loop (filter propagation,
-// membership changes, transaction resolution) that runs until Stop. ctx
-// bounds the start-up work only (a caller's start-up deadline does not
-// stop the loop later). Start returns once handlers can serve.
+// it is missing, and starts the background loops (background.go) that run
+// until Stop. ctx bounds the start-up work only. Start returns once
+// handlers can serve.
 func (n *Namespace) Start(ctx context.Context) error {
 	n.startMu.Lock()
 	defer n.startMu.Unlock()
 	if n.started {
 		return errors.New("namespace: already started")
 	}
-	if n.stopped {
+	if n.tasks.Closed() {
 		return errors.New("namespace: stopped")
 	}
 	if err := n.st.ResumeRekey(ctx, nil); err != nil {
@@ -343,47 +503,23 @@ func (n *Namespace) Start(ctx context.Context) error {
 		return err
 	}
 	n.log.Info("namespace started", "paths", files, "prepared", len(n.parts), "redo", len(n.redo))
-	n.wg.Add(2)
-	go func() {
-		defer n.wg.Done()
-		n.loop()
-	}()
-	go func() {
-		defer n.wg.Done()
-		n.cleanupLoop()
-	}()
+	n.tasks.Go(n.filterLoop)
+	n.tasks.Go(n.cleanupLoop)
 	return nil
 }
 
 // Stop ends the background goroutines and makes handlers answer
 // unavailable. It waits for the goroutines; it does not close the store,
 // client or server. Safe to call more than once, and without Start.
-func (n *Namespace) Stop() {
-	n.startMu.Lock()
-	n.stopped = true
-	n.startMu.Unlock()
+func (n *Namespace) Stop(context.Context) error {
+	n.tasks.Close()
 	n.cancel()
-	n.wg.Wait()
+	n.tasks.Wait()
+	return nil
 }
 
 // metaRootMoved records, at a node that drained "/", where it went.
 const metaRootMoved = "ns.root_moved"
-
-// spawn runs fn in a goroutine that Stop waits for; it reports false (and
-// does not run fn) once Stop has begun.
-func (n *Namespace) spawn(fn func()) bool {
-	n.startMu.Lock()
-	defer n.startMu.Unlock()
-	if n.stopped {
-		return false
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		fn()
-	}()
-	return true
-}
 
 // ensureRoot creates "/" if this node is its home and it is missing.
 func (n *Namespace) ensureRoot(ctx context.Context) error {
@@ -411,9 +547,8 @@ func (n *Namespace) ensureRoot(ctx context.Context) error {
 	return nil
 }
 
-// NamespaceStats are a node's namespace counters (for /metrics and
-// /v1/status).
-type NamespaceStats struct {
+// Stats are a node's namespace counters (for /metrics and /v1/status).
+type Stats struct {
 	// Files and Dirs count the paths homed here.
 	Files, Dirs int64
 	// FilterBytes is the memory of the local filter, the LRU and both
@@ -450,9 +585,9 @@ type NamespaceStats struct {
 }
 
 // Stats returns the namespace's counters.
-func (n *Namespace) Stats() NamespaceStats {
+func (n *Namespace) Stats() Stats {
 	c := &n.counters
-	s := NamespaceStats{
+	s := Stats{
 		Levels: rpc.LevelCounts{
 			L1: c.l1.Load(), L2: c.l2.Load(), L3: c.l3.Load(), L4: c.l4.Load(),
 		},
@@ -487,196 +622,3 @@ func (n *Namespace) Stats() NamespaceStats {
 	s.Marks = int(n.flux.count.Load())
 	return s
 }
-
-// ---- peers ----
-
-// peerSet is a snapshot of the Directory.
-type peerSet struct {
-	list []Peer
-	byID map[string]*Peer
-	root string
-	// seg is set when this node routes with G-HBA segments and knows its
-	// assignment; held is then its segment (the origins it holds).
-	seg     bool
-	held    map[string]bool
-	heldKey string
-}
-
-// groupGone reports whether no known node is in group g.
-func (ps *peerSet) groupGone(g string) bool {
-	for _, p := range ps.list {
-		if p.Group == g {
-			return false
-		}
-	}
-	return true
-}
-
-// refreshPeers takes a new snapshot of the Directory.
-func (n *Namespace) refreshPeers() *peerSet {
-	ps := &peerSet{list: n.dir.Peers(), root: n.dir.RootHome()}
-	ps.byID = make(map[string]*Peer, len(ps.list))
-	for i := range ps.list {
-		ps.byID[ps.list[i].ID] = &ps.list[i]
-	}
-	if n.segmented() {
-		held, ok := n.dir.(Segments).Held()
-		ps.seg, ps.heldKey = ok, heldKey(held, ok)
-		ps.held = make(map[string]bool, len(held))
-		for _, id := range held {
-			ps.held[id] = true
-		}
-	}
-	n.peers.Store(ps)
-	return ps
-}
-
-// peer returns the peer with id, or nil.
-func (n *Namespace) peer(id string) *Peer { return n.peers.Load().byID[id] }
-
-// errNodeDown reports a home (or coordinator) that cannot be reached.
-func errNodeDown(id string) error {
-	return fmt.Errorf("%w: node %s is down", rpc.ErrUnavailable, id)
-}
-
-// call calls method on node id (never another node). A node the Directory
-// marks down, or does not know, answers rpc.ErrUnavailable at once.
-func (n *Namespace) call(ctx context.Context, id, method string, req, resp any) error {
-	p := n.peer(id)
-	if p == nil || !p.Up || p.RPCAddr == "" {
-		return errNodeDown(id)
-	}
-	return n.cl.Call(ctx, p.RPCAddr, method, req, resp)
-}
-
-// addrOf returns the RPC address of node id, or "".
-func (n *Namespace) addrOf(id string) string {
-	if p := n.peer(id); p != nil {
-		return p.RPCAddr
-	}
-	return ""
-}
-
-// isUp reports whether node id is known and up (this node always is).
-func (n *Namespace) isUp(id string) bool {
-	if id == n.id {
-		return true
-	}
-	p := n.peer(id)
-	return p != nil && p.Up
-}
-
-// newTxnID returns a transaction id unique across this node's restarts.
-func (n *Namespace) newTxnID() string {
-	return fmt.Sprintf("%s.%s.%d", n.id, n.txnEpoch, n.txnSeq.Add(1))
-}
-
-// ---- placement ----
-
-type peerLoad struct {
-	files    atomic.Int64
-	draining atomic.Bool
-	at       atomic.Int64 // unix nanos of the last report
-}
-
-// placeChild chooses the home of a new child of a directory homed here
-// (never one of the nodes in exclude, which just failed to answer).
-func (n *Namespace) placeChild(ctx context.Context, exclude ...string) string {
-	ps := n.peers.Load()
-	var cands []string
-	for i := range ps.list {
-		p := &ps.list[i]
-		if !p.Up || p.Leaving || p.RPCAddr == "" || containsStr(exclude, p.ID) {
-			continue
-		}
-		if p.ID == n.id && n.draining.Load() {
-			continue
-		}
-		if v, ok := n.loads.Load(p.ID); ok && v.(*peerLoad).draining.Load() {
-			continue
-		}
-		cands = append(cands, p.ID)
-	}
-	selfOK := !n.draining.Load()
-	if len(cands) == 0 {
-		if selfOK {
-			return n.id
-		}
-		return ""
-	}
-	switch n.cfg.Placement {
-	case PlacementParent:
-		if selfOK {
-			return n.id
-		}
-		return cands[mrand.IntN(len(cands))]
-	case PlacementRandom:
-		return cands[mrand.IntN(len(cands))]
-	}
-	a := cands[mrand.IntN(len(cands))]
-	b := cands[mrand.IntN(len(cands))]
-	la, lb := n.loadOf(ctx, a), n.loadOf(ctx, b)
-	pick := a
-	if lb < la {
-		pick = b
-	}
-	if pick != n.id {
-		if v, ok := n.loads.Load(pick); ok {
-			v.(*peerLoad).files.Add(1) // until the next report
-		}
-	}
-	return pick
-}
-
-// loadOf returns the number of paths node id homes, as last reported
-// (exact for this node; 0 when unknown).
-func (n *Namespace) loadOf(ctx context.Context, id string) int64 {
-	if id == n.id {
-		c, err := n.st.CountInodes(ctx)
-		if err != nil {
-			return math.MaxInt64
-		}
-		return c.Total()
-	}
-	if v, ok := n.loads.Load(id); ok {
-		return v.(*peerLoad).files.Load()
-	}
-	return 0
-}
-
-func (n *Namespace) handleHomeLoad(ctx context.Context, _ *homeLoadReq) (*homeLoadResp, error) {
-	c, err := n.st.CountInodes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return &homeLoadResp{NodeID: n.id, Files: c.Total(), Draining: n.draining.Load()}, nil
-}
-
-// pollLoads asks every up peer for its load (balanced placement).
-func (n *Namespace) pollLoads(ctx context.Context) {
-	ps := n.peers.Load()
-	var wg sync.WaitGroup
-	for i := range ps.list {
-		p := ps.list[i]
-		if p.ID == n.id || !p.Up {
-			continue
-		}
-		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			var resp homeLoadResp
-			if err := n.call(cctx, p.ID, methodHomeLoad, &homeLoadReq{}, &resp); err != nil {
-				return
-			}
-			v, _ := n.loads.LoadOrStore(p.ID, &peerLoad{})
-			pl := v.(*peerLoad)
-			pl.files.Store(resp.Files)
-			pl.draining.Store(resp.Draining)
-			pl.at.Store(time.Now().UnixNano())
-		})
-	}
-	wg.Wait()
-}
-
-// notExist wraps fs.ErrNotExist for path p.
-func notExist(p string) error { return fmt.Errorf("%s: %w", p, fs.ErrNotExist) }

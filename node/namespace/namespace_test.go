@@ -1,4 +1,4 @@
-package node
+package namespace_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/node/namespace"
+	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
 )
 
@@ -22,8 +24,8 @@ type nsOps struct {
 	addr string
 }
 
-func (c *nsCluster) via(id string) nsOps {
-	return nsOps{t: c.t, cl: c.cl, addr: c.nodes[id].addr}
+func via(c *nodetest.Namespaces, id string) nsOps {
+	return nsOps{cl: c.Client, addr: c.Nodes[id].Addr}
 }
 
 func (o nsOps) call(method string, req, resp any) error {
@@ -104,11 +106,11 @@ func TestOpSemantics(t *testing.T) {
 	for _, size := range []int{1, 3} {
 		t.Run(fmt.Sprintf("nodes=%d", size), func(t *testing.T) {
 			t.Parallel()
-			c := newNSCluster(t, size, nsTestConfig())
+			c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: size})
 			step := 0
 			via := func() nsOps {
 				step++
-				return c.via(c.ids[step%len(c.ids)])
+				return via(c, c.IDs[step%len(c.IDs)])
 			}
 			expect := func(what, want string, err error) {
 				t.Helper()
@@ -293,7 +295,7 @@ func TestOpSemantics(t *testing.T) {
 			r, err := via().readdir("/pg", "", -1)
 			expect("negative limit", "einval", err)
 			_ = r
-			c.settleAll()
+			c.SettleAll()
 		})
 	}
 }
@@ -301,23 +303,23 @@ func TestOpSemantics(t *testing.T) {
 // TestConcurrentCreateOnePath: creates of one path through every node at
 // once: exactly one succeeds, the others get fs.ErrExist.
 func TestConcurrentCreateOnePath(t *testing.T) {
-	c := newNSCluster(t, 3, nsTestConfig())
-	mustOK(t, c.via("n2").mkdir("/race", false), "mkdir")
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3})
+	mustOK(t, via(c, "n2").mkdir("/race", false), "mkdir")
 	for round := range 20 {
 		p := fmt.Sprintf("/race/f%d", round)
 		const perNode = 4
 		var ok, exist atomic.Int32
 		var wg sync.WaitGroup
 		start := make(chan struct{})
-		for _, id := range c.ids {
+		for _, id := range c.IDs {
 			for range perNode {
 				wg.Go(func() {
 					<-start
 					var err error
 					if round%2 == 0 {
-						err = c.via(id).create(p)
+						err = via(c, id).create(p)
 					} else {
-						err = c.via(id).mkdir(p, false)
+						err = via(c, id).mkdir(p, false)
 					}
 					switch {
 					case err == nil:
@@ -332,28 +334,28 @@ func TestConcurrentCreateOnePath(t *testing.T) {
 		}
 		close(start)
 		wg.Wait()
-		if ok.Load() != 1 || exist.Load() != int32(len(c.ids)*perNode-1) {
+		if ok.Load() != 1 || exist.Load() != int32(len(c.IDs)*perNode-1) {
 			t.Fatalf("%s: %d succeeded, %d exist", p, ok.Load(), exist.Load())
 		}
-		for _, id := range c.ids {
-			if _, err := c.via(id).stat(p); err != nil {
+		for _, id := range c.IDs {
+			if _, err := via(c, id).stat(p); err != nil {
 				t.Errorf("stat %s through %s: %v", p, id, err)
 			}
 		}
 	}
-	names, err := c.via("n1").names("/race")
+	names, err := via(c, "n1").names("/race")
 	mustOK(t, err, "readdir")
 	if len(names) != 20 {
 		t.Errorf("readdir /race: %d names", len(names))
 	}
-	c.settleAll()
+	c.SettleAll()
 }
 
 // TestBadRequests sends malformed and hostile requests to a node's
 // namespace methods; the node answers errors and keeps serving.
 func TestBadRequests(t *testing.T) {
-	c := newNSCluster(t, 2, nsTestConfig())
-	o := c.via("n1")
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 2})
+	o := via(c, "n1")
 	mustOK(t, o.mkdir("/ok", false), "mkdir")
 	type raw struct {
 		Path []int `json:"path"`
@@ -365,19 +367,19 @@ func TestBadRequests(t *testing.T) {
 		{rpc.MethodStat, &raw{Path: []int{1, 2}}},
 		{rpc.MethodCreate, &raw{}},
 		{rpc.MethodStat, &rpc.StatRequest{Path: "/ok/\x00"}},
-		{rpc.MethodLocalCheck, &rpc.LocalCheckRequest{Path: "../x"}},
-		{rpc.MethodGetEntry, &rpc.GetEntryRequest{Dir: "/", Name: "a/b"}},
-		{rpc.MethodFilterPush, &rpc.FilterPushRequest{Origin: "n2", Kind: rpc.FilterLocal, Data: []byte("garbage")}},
-		{rpc.MethodFilterPush, &rpc.FilterPushRequest{Origin: "n2", Kind: "bogus"}},
-		{rpc.MethodFilterPull, &rpc.FilterPullRequest{Origin: "n2", Kind: rpc.FilterLRU}},
-		{methodTxnPrepare, &txnPrepareReq{}},
-		{methodTxnPrepare, &txnPrepareReq{TxnID: "x", Coordinator: "n2", Ops: []txnOp{{Kind: "explode", Path: "/ok"}}}},
-		{methodTxnPrepare, &txnPrepareReq{TxnID: "y", Coordinator: "n2", Ops: []txnOp{{Kind: opPutInode, Path: "/ok/x"}}}},
-		{methodTxnPrepare, &txnPrepareReq{TxnID: "z", Coordinator: "n2", Marks: []string{"rel"}}},
-		{methodHomeCreate, &homeCreateReq{Path: "/ok/y", Type: "socket"}},
-		{methodHomeRename, &homeRenameReq{Src: "/ok", Dst: "/ok/in"}},
-		{methodHomeReadDir, &homeReadDirReq{Path: "nope"}},
-		{rpc.MethodBatchStat, &rpc.BatchStatRequest{Paths: make([]string, MaxBatchStat+1)}},
+		{namespace.MethodLocalCheck, &namespace.LocalCheckReq{Path: "../x"}},
+		{namespace.MethodHomeEntry, &namespace.HomeEntryReq{Dir: "/", Name: "a/b"}},
+		{namespace.MethodFilterPush, &namespace.FilterPushReq{Origin: "n2", Kind: namespace.FilterLocal, Data: []byte("garbage")}},
+		{namespace.MethodFilterPush, &namespace.FilterPushReq{Origin: "n2", Kind: "bogus"}},
+		{namespace.MethodFilterPull, &namespace.FilterPullReq{Origin: "n2", Kind: namespace.FilterLRU}},
+		{namespace.MethodTxnPrepare, &namespace.TxnPrepareReq{}},
+		{namespace.MethodTxnPrepare, &namespace.TxnPrepareReq{TxnID: "x", Coordinator: "n2", Ops: []namespace.TxnOp{{Kind: "explode", Path: "/ok"}}}},
+		{namespace.MethodTxnPrepare, &namespace.TxnPrepareReq{TxnID: "y", Coordinator: "n2", Ops: []namespace.TxnOp{{Kind: namespace.OpPutInode, Path: "/ok/x"}}}},
+		{namespace.MethodTxnPrepare, &namespace.TxnPrepareReq{TxnID: "z", Coordinator: "n2", Marks: []string{"rel"}}},
+		{namespace.MethodHomeCreate, &namespace.HomeCreateReq{Path: "/ok/y", Type: "socket"}},
+		{namespace.MethodHomeRename, &namespace.HomeRenameReq{Src: "/ok", Dst: "/ok/in"}},
+		{namespace.MethodHomeReadDir, &namespace.HomeReadDirReq{Path: "nope"}},
+		{rpc.MethodBatchStat, &rpc.BatchStatRequest{Paths: make([]string, namespace.MaxBatchStat+1)}},
 	}
 	for _, tc := range cases {
 		err := o.call(tc.method, tc.req, &struct{}{})
@@ -390,17 +392,17 @@ func TestBadRequests(t *testing.T) {
 		}
 	}
 	// Garbage bytes on the RPC port: the namespace keeps answering.
-	conn, err := net.Dial("tcp", c.nodes["n1"].addr)
+	conn, err := net.Dial("tcp", c.Nodes["n1"].Addr)
 	mustOK(t, err, "dial")
 	_, _ = conn.Write([]byte("GHB\x01\x00\x00\x00\x10garbagegarbage!!"))
 	conn.Close()
 	if _, err := o.stat("/ok"); err != nil {
 		t.Fatalf("stat after bad requests: %v", err)
 	}
-	if p, co, r := c.ns("n1").pendingTxns(); p+co+r != 0 {
+	if p, co, r := c.NS("n1").Pending(); p+co+r != 0 {
 		t.Errorf("bad prepares left state: parts %d coords %d redo %d", p, co, r)
 	}
-	if len(c.ns("n1").marksSnapshot()) != 0 {
-		t.Errorf("bad prepares left marks: %v", c.ns("n1").marksSnapshot())
+	if len(c.NS("n1").Marks()) != 0 {
+		t.Errorf("bad prepares left marks: %v", c.NS("n1").Marks())
 	}
 }

@@ -1,14 +1,13 @@
-package node
+package namespace
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"math/rand/v2"
-	"sync"
 	"time"
 
+	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )
@@ -21,19 +20,7 @@ const (
 	MaxReadDirLimit = 10000
 	// MaxBatchStat bounds the paths of one BatchStat request.
 	MaxBatchStat = 10000
-	// maxRelocate bounds how often an entry node looks a home up again
-	// after being told "not the home" (a concurrent rename or drain).
-	maxRelocate = 4
-	// maxBusyRetries bounds the re-tries of a transaction that met a
-	// conflicting one (with backoff up to 200ms: a few seconds in all).
-	maxBusyRetries = 25
 )
-
-// errMoved is returned when a home could not be pinned down after several
-// attempts (paths moving under heavy concurrent renames or a drain).
-func errMoved(p string) error {
-	return fmt.Errorf("%w: %s keeps moving; try again", rpc.ErrUnavailable, p)
-}
 
 // Stat returns the inode of path, with the level and hops of its lookup.
 func (n *Namespace) Stat(ctx context.Context, path string) (*rpc.StatResponse, error) {
@@ -70,21 +57,14 @@ func (n *Namespace) BatchStat(ctx context.Context, paths []string) (*rpc.BatchSt
 		return nil, fmt.Errorf("%w: %d paths in one batch (limit %d)", fs.ErrInvalid, len(paths), MaxBatchStat)
 	}
 	out := &rpc.BatchStatResponse{Results: make([]rpc.BatchStatResult, len(paths))}
-	sem := make(chan struct{}, 8)
-	var wg sync.WaitGroup
-	for i, p := range paths {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			st, err := n.Stat(ctx, p)
-			if err != nil {
-				out.Results[i] = rpc.BatchStatError(err)
-				return
-			}
-			out.Results[i] = rpc.BatchStatResult{Stat: st}
-		})
-	}
-	wg.Wait()
+	tasks.ForEach(len(paths), 8, func(i int) {
+		st, err := n.Stat(ctx, paths[i])
+		if err != nil {
+			out.Results[i] = rpc.BatchStatError(err)
+			return
+		}
+		out.Results[i] = rpc.BatchStatResult{Stat: st}
+	})
 	return out, nil
 }
 
@@ -197,40 +177,11 @@ func (n *Namespace) create(ctx context.Context, path, typ string, mode, uid, gid
 	}
 	req := &homeCreateReq{Path: p, Type: typ, Mode: mode, UID: uid, GID: gid, Layout: layout}
 	dir, _ := splitPath(p)
-	hops := 0
-	for range maxRelocate {
-		pl, err := n.locate(ctx, dir, false)
-		hops += pl.hops
-		if err != nil {
-			return rpc.Inode{}, hops, parentErr(p, dir, err)
-		}
-		if pl.typ != rpc.TypeDir {
-			return rpc.Inode{}, hops, fmt.Errorf("%s: %s: %w", p, dir, rpc.ErrNotDir)
-		}
-		var resp homeCreateResp
-		if pl.home == n.id {
-			resp, err = n.coordCreate(ctx, req)
-		} else {
-			err = n.call(ctx, pl.home, methodHomeCreate, req, &resp)
-			hops++
-		}
-		if err != nil {
-			return rpc.Inode{}, hops, err
-		}
-		if resp.NotHome {
-			continue
-		}
-		return resp.Inode, hops + resp.Hops, nil
+	resp, hops, err := atHome(ctx, n, target{path: dir, child: p, dir: true}, methodHomeCreate, req, n.coordCreate)
+	if err != nil {
+		return rpc.Inode{}, hops, err
 	}
-	return rpc.Inode{}, hops, errMoved(dir)
-}
-
-// parentErr describes a failed lookup of p's parent dir.
-func parentErr(p, dir string, err error) error {
-	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%s: parent %s does not exist: %w", p, dir, fs.ErrNotExist)
-	}
-	return err
+	return resp.Inode, hops + resp.Hops, nil
 }
 
 func (n *Namespace) handleHomeCreate(ctx context.Context, r *homeCreateReq) (*homeCreateResp, error) {
@@ -242,83 +193,44 @@ func (n *Namespace) handleHomeCreate(ctx context.Context, r *homeCreateReq) (*ho
 		return nil, fmt.Errorf("%w: bad create request", rpc.ErrBadRequest)
 	}
 	r.Path = p
-	resp, err := n.coordCreate(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	return &resp, nil
-}
-
-// retryBusy runs fn until it does not fail with errBusy (bounded, with
-// jittered backoff).
-func (n *Namespace) retryBusy(ctx context.Context, fn func() error) error {
-	backoff := time.Millisecond
-	for attempt := 0; ; attempt++ {
-		err := fn()
-		if err == nil || !errors.Is(err, errBusy) || attempt >= maxBusyRetries {
-			return err
-		}
-		n.counters.busy.Add(1)
-		d := backoff/2 + rand.N(backoff)
-		if err := sleepCtx(ctx, d); err != nil {
-			return fmt.Errorf("%w: %w", errBusy, err)
-		}
-		backoff = min(2*backoff, 200*time.Millisecond)
-	}
+	return n.coordCreate(ctx, r)
 }
 
 // coordCreate creates r.Path at its parent's home (this node).
-func (n *Namespace) coordCreate(ctx context.Context, r *homeCreateReq) (resp homeCreateResp, err error) {
-	err = n.retryBusy(ctx, func() error {
-		var e error
-		resp, e = n.coordCreateOnce(ctx, r)
-		return e
-	})
-	return resp, err
+func (n *Namespace) coordCreate(ctx context.Context, r *homeCreateReq) (*homeCreateResp, error) {
+	return retryBusy(ctx, n, func() (*homeCreateResp, error) { return n.coordCreateOnce(ctx, r) })
 }
 
-func (n *Namespace) coordCreateOnce(ctx context.Context, r *homeCreateReq) (homeCreateResp, error) {
+func (n *Namespace) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*homeCreateResp, error) {
 	p := r.Path
 	dir, name := splitPath(p)
-	unlock, err := n.locks.lock(ctx, "e:"+p)
+	op, err := n.beginParentOp(ctx, dir, p, []string{p}, []string{dir}, []string{p}, nil)
 	if err != nil {
-		return homeCreateResp{}, err
+		return nil, err
 	}
-	defer unlock()
-	txn := n.newTxnID()
-	reg, err := n.register(ctx, txn, []string{dir}, []string{p}, nil)
-	if err != nil {
-		return homeCreateResp{}, err
+	if op == nil {
+		return &homeCreateResp{homeStatus: notHomeHere}, nil
 	}
-	defer n.unregister(reg)
-	dino, err := n.st.GetInode(ctx, dir)
-	if errors.Is(err, store.ErrNotFound) {
-		return homeCreateResp{NotHome: true}, nil
-	} else if err != nil {
-		return homeCreateResp{}, err
-	}
-	if dino.Type != store.TypeDir {
-		return homeCreateResp{}, fmt.Errorf("%s: %s: %w", p, dir, rpc.ErrNotDir)
-	}
+	defer op.end()
 	if _, err := n.st.GetEntry(ctx, dir, name); err == nil {
-		return homeCreateResp{}, fmt.Errorf("%s: %w", p, fs.ErrExist)
+		return nil, fmt.Errorf("%s: %w", p, fs.ErrExist)
 	} else if !errors.Is(err, store.ErrNotFound) {
-		return homeCreateResp{}, err
+		return nil, err
 	}
 	var failed []string
 	for {
 		home := n.placeChild(ctx, failed...)
 		if home == "" {
-			return homeCreateResp{}, fmt.Errorf("%w: no node takes new files", rpc.ErrUnavailable)
+			return nil, fmt.Errorf("%w: no node takes new files", rpc.ErrUnavailable)
 		}
-		resp, err := n.createAt(ctx, r, txn, home)
+		resp, err := n.createAt(ctx, r, op.txn, home)
 		var pu *prepareUnreachable
 		if err != nil && home != n.id && len(failed) < 2 && errors.As(err, &pu) && pu.node == home && ctx.Err() == nil {
 			// The chosen home did not answer: the transaction was
 			// aborted; place the child elsewhere.
 			n.log.Debug("child home unavailable; placing elsewhere", "path", p, "home", home, "err", err)
 			failed = append(failed, home)
-			txn = n.newTxnID()
+			op.txn = n.newTxnID()
 			continue
 		}
 		return resp, err
@@ -327,7 +239,7 @@ func (n *Namespace) coordCreateOnce(ctx context.Context, r *homeCreateReq) (home
 
 // createAt creates r.Path homed at home; the caller (the parent's home)
 // holds the name's lock and a registration.
-func (n *Namespace) createAt(ctx context.Context, r *homeCreateReq, txn, home string) (homeCreateResp, error) {
+func (n *Namespace) createAt(ctx context.Context, r *homeCreateReq, txn, home string) (*homeCreateResp, error) {
 	p := r.Path
 	dir, name := splitPath(p)
 	now := time.Now().UnixNano()
@@ -348,13 +260,13 @@ func (n *Namespace) createAt(ctx context.Context, r *homeCreateReq, txn, home st
 		b.PutInode(p, storeInode(&ino))
 		b.PutEntry(dir, ent)
 		if err := n.st.Commit(ctx, &b); err != nil {
-			return homeCreateResp{}, fmt.Errorf("create %s: %w", p, storeErr(err))
+			return nil, fmt.Errorf("create %s: %w", p, storeErr(err))
 		}
 		n.localAdd(p)
 		n.touch(p)
-		return homeCreateResp{Inode: ino}, nil
+		return &homeCreateResp{Inode: ino}, nil
 	}
-	plan := &txnPlan{id: txn, parts: map[string]*txnPrepareReq{}}
+	plan := n.newPlan(txn)
 	plan.add(home, n.id, []string{p}, txnOp{Kind: opPutInode, Path: p, Inode: &ino})
 	plan.local = func(b *store.Batch) {
 		b.RequireInodeExists(dir)
@@ -363,9 +275,61 @@ func (n *Namespace) createAt(ctx context.Context, r *homeCreateReq, txn, home st
 	}
 	plan.async = true
 	if _, err := n.runTxn(ctx, plan); err != nil {
-		return homeCreateResp{}, fmt.Errorf("create %s: %w", p, err)
+		return nil, fmt.Errorf("create %s: %w", p, err)
 	}
-	return homeCreateResp{Inode: ino, Hops: 2}, nil
+	return &homeCreateResp{Inode: ino, Hops: 2}, nil
+}
+
+// parentOp is a change of a directory's entries in progress at the
+// directory's home (this node), which coordinates it: the locks of the
+// names it changes, its registration in the flux table (flux.go) and its
+// transaction id.
+type parentOp struct {
+	txn    string
+	unlock func()
+	reg    *opReg
+	n      *Namespace
+}
+
+// beginParentOp starts a change of an entry of dir (for child, which error
+// messages name): it takes the locks of names, registers the operation
+// (parents must stay, targets change, removes may be deleted here) and
+// checks that dir is a directory homed here. It returns nil without an
+// error when dir is not homed here (the caller answers NotHome). The caller
+// calls end.
+func (n *Namespace) beginParentOp(ctx context.Context, dir, child string, names, parents, targets, removes []string) (*parentOp, error) {
+	keys := make([]string, len(names))
+	for i, name := range names {
+		keys[i] = "e:" + name
+	}
+	unlock, err := n.locks.lock(ctx, keys...)
+	if err != nil {
+		return nil, err
+	}
+	op := &parentOp{txn: n.newTxnID(), unlock: unlock, n: n}
+	if op.reg, err = n.beginOp(ctx, op.txn, parents, targets, removes); err != nil {
+		unlock()
+		return nil, err
+	}
+	dino, err := n.st.GetInode(ctx, dir)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		op.end()
+		return nil, nil
+	case err != nil:
+		op.end()
+		return nil, err
+	case dino.Type != store.TypeDir:
+		op.end()
+		return nil, fmt.Errorf("%s: %s: %w", child, dir, rpc.ErrNotDir)
+	}
+	return op, nil
+}
+
+// end releases what beginParentOp took.
+func (o *parentOp) end() {
+	o.n.endOp(o.reg)
+	o.unlock()
 }
 
 // Unlink removes a file.
@@ -387,28 +351,8 @@ func (n *Namespace) remove(ctx context.Context, path string, isDir bool) error {
 	}
 	dir, _ := splitPath(p)
 	req := &homeRemoveReq{Path: p, Dir: isDir}
-	for range maxRelocate {
-		pl, err := n.locate(ctx, dir, false)
-		if err != nil {
-			return parentErr(p, dir, err)
-		}
-		if pl.typ != rpc.TypeDir {
-			return fmt.Errorf("%s: %s: %w", p, dir, rpc.ErrNotDir)
-		}
-		var resp homeRemoveResp
-		if pl.home == n.id {
-			resp, err = n.coordRemove(ctx, req)
-		} else {
-			err = n.call(ctx, pl.home, methodHomeRemove, req, &resp)
-		}
-		if err != nil {
-			return err
-		}
-		if !resp.NotHome {
-			return nil
-		}
-	}
-	return errMoved(dir)
+	_, _, err = atHome(ctx, n, target{path: dir, child: p, dir: true}, methodHomeRemove, req, n.coordRemove)
+	return err
 }
 
 func (n *Namespace) handleHomeRemove(ctx context.Context, r *homeRemoveReq) (*homeRemoveResp, error) {
@@ -420,57 +364,34 @@ func (n *Namespace) handleHomeRemove(ctx context.Context, r *homeRemoveReq) (*ho
 		return nil, fmt.Errorf("%w: the root cannot be removed", rpc.ErrInvalidPath)
 	}
 	r.Path = p
-	resp, err := n.coordRemove(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	return &resp, nil
+	return n.coordRemove(ctx, r)
 }
 
 // coordRemove unlinks or rmdirs r.Path at its parent's home (this node).
-func (n *Namespace) coordRemove(ctx context.Context, r *homeRemoveReq) (resp homeRemoveResp, err error) {
-	err = n.retryBusy(ctx, func() error {
-		var e error
-		resp, e = n.coordRemoveOnce(ctx, r)
-		return e
-	})
-	return resp, err
+func (n *Namespace) coordRemove(ctx context.Context, r *homeRemoveReq) (*homeRemoveResp, error) {
+	return retryBusy(ctx, n, func() (*homeRemoveResp, error) { return n.coordRemoveOnce(ctx, r) })
 }
 
-func (n *Namespace) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (homeRemoveResp, error) {
+func (n *Namespace) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (*homeRemoveResp, error) {
 	p := r.Path
 	dir, name := splitPath(p)
-	unlock, err := n.locks.lock(ctx, "e:"+p)
+	op, err := n.beginParentOp(ctx, dir, p, []string{p}, []string{dir}, nil, []string{p})
 	if err != nil {
-		return homeRemoveResp{}, err
+		return nil, err
 	}
-	defer unlock()
-	txn := n.newTxnID()
-	reg, err := n.register(ctx, txn, []string{dir}, nil, []string{p})
+	if op == nil {
+		return &homeRemoveResp{homeStatus: notHomeHere}, nil
+	}
+	defer op.end()
+	e, err := n.entry(ctx, dir, name)
 	if err != nil {
-		return homeRemoveResp{}, err
-	}
-	defer n.unregister(reg)
-	dino, err := n.st.GetInode(ctx, dir)
-	if errors.Is(err, store.ErrNotFound) {
-		return homeRemoveResp{NotHome: true}, nil
-	} else if err != nil {
-		return homeRemoveResp{}, err
-	}
-	if dino.Type != store.TypeDir {
-		return homeRemoveResp{}, fmt.Errorf("%s: %s: %w", p, dir, rpc.ErrNotDir)
-	}
-	e, err := n.st.GetEntry(ctx, dir, name)
-	if errors.Is(err, store.ErrNotFound) {
-		return homeRemoveResp{}, notExist(p)
-	} else if err != nil {
-		return homeRemoveResp{}, err
+		return nil, err
 	}
 	switch {
 	case r.Dir && e.Type != store.TypeDir:
-		return homeRemoveResp{}, fmt.Errorf("%s: %w", p, rpc.ErrNotDir)
+		return nil, fmt.Errorf("%s: %w", p, rpc.ErrNotDir)
 	case !r.Dir && e.Type == store.TypeDir:
-		return homeRemoveResp{}, fmt.Errorf("%s: %w", p, rpc.ErrIsDir)
+		return nil, fmt.Errorf("%s: %w", p, rpc.ErrIsDir)
 	}
 	if e.Home == n.id {
 		var b store.Batch
@@ -482,12 +403,12 @@ func (n *Namespace) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (home
 		b.DeleteEntry(dir, name)
 		b.DeleteInode(p)
 		if err := n.st.Commit(ctx, &b); err != nil {
-			return homeRemoveResp{}, fmt.Errorf("remove %s: %w", p, storeErr(err))
+			return nil, fmt.Errorf("remove %s: %w", p, storeErr(err))
 		}
 		n.localRemove(p)
-		return homeRemoveResp{}, nil
+		return &homeRemoveResp{}, nil
 	}
-	plan := &txnPlan{id: txn, parts: map[string]*txnPrepareReq{}}
+	plan := n.newPlan(op.txn)
 	plan.add(e.Home, n.id, []string{p}, txnOp{Kind: opDelInode, Path: p, Type: typeString(e.Type), EmptyDir: r.Dir})
 	plan.local = func(b *store.Batch) {
 		b.RequireEntryExists(dir, name)
@@ -495,9 +416,9 @@ func (n *Namespace) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (home
 	}
 	plan.async = true
 	if _, err := n.runTxn(ctx, plan); err != nil {
-		return homeRemoveResp{}, fmt.Errorf("remove %s: %w", p, err)
+		return nil, fmt.Errorf("remove %s: %w", p, err)
 	}
-	return homeRemoveResp{Hops: 2}, nil
+	return &homeRemoveResp{Hops: 2}, nil
 }
 
 // ReadDir returns one page of a directory, sorted by name.
@@ -519,32 +440,14 @@ func (n *Namespace) ReadDir(ctx context.Context, r *rpc.ReadDirRequest) (*rpc.Re
 		return nil, fmt.Errorf("%w: bad page start %q", fs.ErrInvalid, r.After)
 	}
 	req := &homeReadDirReq{Path: p, After: r.After, Limit: limit}
-	for range maxRelocate {
-		l, err := n.locate(ctx, p, false)
-		if err != nil {
-			return nil, err
-		}
-		if l.typ != rpc.TypeDir {
-			return nil, fmt.Errorf("%s: %w", p, rpc.ErrNotDir)
-		}
-		var resp homeReadDirResp
-		if l.home == n.id {
-			resp, err = n.readDirHere(ctx, req)
-		} else {
-			err = n.call(ctx, l.home, methodHomeReadDir, req, &resp)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if resp.NotHome {
-			continue
-		}
-		if resp.Entries == nil {
-			resp.Entries = []rpc.DirEntry{}
-		}
-		return &rpc.ReadDirResponse{Entries: resp.Entries, Next: resp.Next}, nil
+	resp, _, err := atHome(ctx, n, target{path: p, dir: true}, methodHomeReadDir, req, n.readDirHere)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errMoved(p)
+	if resp.Entries == nil {
+		resp.Entries = []rpc.DirEntry{}
+	}
+	return &rpc.ReadDirResponse{Entries: resp.Entries, Next: resp.Next}, nil
 }
 
 func (n *Namespace) handleHomeReadDir(ctx context.Context, r *homeReadDirReq) (*homeReadDirResp, error) {
@@ -556,32 +459,28 @@ func (n *Namespace) handleHomeReadDir(ctx context.Context, r *homeReadDirReq) (*
 	if r.Limit <= 0 || r.Limit > MaxReadDirLimit {
 		r.Limit = DefaultReadDirLimit
 	}
-	resp, err := n.readDirHere(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	return &resp, nil
+	return n.readDirHere(ctx, r)
 }
 
 // readDirHere reads a page of a directory homed here.
-func (n *Namespace) readDirHere(ctx context.Context, r *homeReadDirReq) (homeReadDirResp, error) {
+func (n *Namespace) readDirHere(ctx context.Context, r *homeReadDirReq) (*homeReadDirResp, error) {
 	if err := n.settle(ctx, r.Path, true); err != nil {
-		return homeReadDirResp{}, err
+		return nil, err
 	}
 	ino, err := n.st.GetInode(ctx, r.Path)
 	if errors.Is(err, store.ErrNotFound) {
-		return homeReadDirResp{NotHome: true}, nil
+		return &homeReadDirResp{homeStatus: notHomeHere}, nil
 	} else if err != nil {
-		return homeReadDirResp{}, err
+		return nil, err
 	}
 	if ino.Type != store.TypeDir {
-		return homeReadDirResp{}, fmt.Errorf("%s: %w", r.Path, rpc.ErrNotDir)
+		return nil, fmt.Errorf("%s: %w", r.Path, rpc.ErrNotDir)
 	}
 	ents, more, err := n.st.ReadDir(ctx, r.Path, r.After, r.Limit)
 	if err != nil {
-		return homeReadDirResp{}, err
+		return nil, err
 	}
-	resp := homeReadDirResp{Entries: make([]rpc.DirEntry, len(ents))}
+	resp := &homeReadDirResp{Entries: make([]rpc.DirEntry, len(ents))}
 	for i, e := range ents {
 		resp.Entries[i] = wireEntry(e)
 	}
@@ -603,25 +502,11 @@ func (n *Namespace) SetAttr(ctx context.Context, r *rpc.SetAttrRequest) (*rpc.Se
 	}
 	req := &homeSetAttrReq{Req: *r}
 	req.Req.Path = p
-	for range maxRelocate {
-		l, err := n.locate(ctx, p, false)
-		if err != nil {
-			return nil, err
-		}
-		var resp homeSetAttrResp
-		if l.home == n.id {
-			resp, err = n.setAttrHere(ctx, &req.Req)
-		} else {
-			err = n.call(ctx, l.home, methodHomeSetAttr, req, &resp)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if !resp.NotHome {
-			return &rpc.SetAttrResponse{Inode: resp.Inode}, nil
-		}
+	resp, _, err := atHome(ctx, n, target{path: p}, methodHomeSetAttr, req, n.setAttrHere)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errMoved(p)
+	return &rpc.SetAttrResponse{Inode: resp.Inode}, nil
 }
 
 func checkSetAttr(r *rpc.SetAttrRequest) error {
@@ -643,34 +528,31 @@ func (n *Namespace) handleHomeSetAttr(ctx context.Context, r *homeSetAttrReq) (*
 		return nil, err
 	}
 	r.Req.Path = p
-	resp, err := n.setAttrHere(ctx, &r.Req)
-	if err != nil {
-		return nil, err
-	}
-	return &resp, nil
+	return n.setAttrHere(ctx, r)
 }
 
 // setAttrHere changes a path homed here.
-func (n *Namespace) setAttrHere(ctx context.Context, r *rpc.SetAttrRequest) (homeSetAttrResp, error) {
+func (n *Namespace) setAttrHere(ctx context.Context, req *homeSetAttrReq) (*homeSetAttrResp, error) {
+	r := &req.Req
 	p := r.Path
 	unlock, err := n.locks.lock(ctx, "a:"+p)
 	if err != nil {
-		return homeSetAttrResp{}, err
+		return nil, err
 	}
 	defer unlock()
-	reg, err := n.register(ctx, "", []string{p}, nil, nil)
+	reg, err := n.beginOp(ctx, "", []string{p}, nil, nil)
 	if err != nil {
-		return homeSetAttrResp{}, err
+		return nil, err
 	}
-	defer n.unregister(reg)
+	defer n.endOp(reg)
 	ino, err := n.st.GetInode(ctx, p)
 	if errors.Is(err, store.ErrNotFound) {
-		return homeSetAttrResp{NotHome: true}, nil
+		return &homeSetAttrResp{homeStatus: notHomeHere}, nil
 	} else if err != nil {
-		return homeSetAttrResp{}, err
+		return nil, err
 	}
 	if r.Size != nil && ino.Type == store.TypeDir {
-		return homeSetAttrResp{}, fmt.Errorf("%s: cannot set the size of a directory: %w", p, rpc.ErrIsDir)
+		return nil, fmt.Errorf("%s: cannot set the size of a directory: %w", p, rpc.ErrIsDir)
 	}
 	old := ino.Version
 	now := time.Now().UnixNano()
@@ -701,8 +583,21 @@ func (n *Namespace) setAttrHere(ctx context.Context, r *rpc.SetAttrRequest) (hom
 	b.RequireInodeVersion(p, old)
 	b.PutInode(p, ino)
 	if err := n.st.Commit(ctx, &b); err != nil {
-		return homeSetAttrResp{}, fmt.Errorf("setattr %s: %w", p, storeErr(err))
+		return nil, fmt.Errorf("setattr %s: %w", p, storeErr(err))
 	}
 	n.touch(p)
-	return homeSetAttrResp{Inode: wireInode(p, n.id, &ino)}, nil
+	return &homeSetAttrResp{Inode: wireInode(p, n.id, &ino)}, nil
 }
+
+// entry returns entry name of directory dir, which this node homes, or an
+// error matching fs.ErrNotExist naming the child's path.
+func (n *Namespace) entry(ctx context.Context, dir, name string) (store.Entry, error) {
+	e, err := n.st.GetEntry(ctx, dir, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return e, notExist(joinPath(dir, name))
+	}
+	return e, err
+}
+
+// notExist wraps fs.ErrNotExist for path p.
+func notExist(p string) error { return fmt.Errorf("%s: %w", p, fs.ErrNotExist) }

@@ -1,4 +1,4 @@
-package node
+package namespace
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"github.com/ghba/ghba/rpc"
 )
 
-// Path limits (DESIGN §5). They match the store's limits, so a path that
+// Path limits (docs/design.md, "Guarantees"). They match the store's limits, so a path that
 // passes CleanPath is always accepted by node/store.
 const (
 	// MaxPathLen is the longest path accepted, in bytes, as given by the
@@ -114,18 +114,20 @@ func isUnder(p, root string) bool {
 // strictlyUnder reports whether p is inside root and not root itself.
 func strictlyUnder(p, root string) bool { return p != root && isUnder(p, root) }
 
-// rebase moves p, which must be under oldRoot, to the same place under
-// newRoot.
-func rebase(p, oldRoot, newRoot string) string {
-	if p == oldRoot {
-		return newRoot
-	}
-	return newRoot + p[len(oldRoot):]
-}
-
 // directParent returns the directory holding a normalized path other
 // than "/".
 func directParent(p string) string {
 	dir, _ := splitPath(p)
 	return dir
+}
+
+// containsSlashOrNUL reports whether s contains a '/' or a NUL byte (it
+// cannot be one path component).
+func containsSlashOrNUL(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' || s[i] == 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -1,4 +1,4 @@
-package node
+package namespace
 
 import (
 	"errors"
@@ -114,7 +114,7 @@ func TestPathHelpers(t *testing.T) {
 			t.Errorf("isUnder(%q, %q) = %v", tt.p, tt.root, got)
 		}
 	}
-	if got := rebase("/a/b/c", "/a/b", "/x"); got != "/x/c" {
+	if got := Rebase("/a/b/c", "/a/b", "/x"); got != "/x/c" {
 		t.Errorf("rebase = %q", got)
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package namespace_test
 
 // Regression test: readDirHere used to settle marks anywhere under the
 // directory (settle(ctx, p, true)), so an in-doubt transaction on a deep
@@ -10,29 +10,32 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/ghba/ghba/node/namespace"
+	"github.com/ghba/ghba/node/nodetest"
 )
 
 func TestReadDirIgnoresDeepMarks(t *testing.T) {
-	c := newNSCluster(t, 3, nsTestConfig())
-	root := c.homeOf(t, "/")
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3})
+	root := homeOf(c, t, "/")
 	for i := range 30 {
 		d := fmt.Sprintf("/t%d", i)
-		mustOK(t, c.via(root).mkdir(d, false), "mkdir")
-		x := c.homeOf(t, d)
+		mustOK(t, via(c, root).mkdir(d, false), "mkdir")
+		x := homeOf(c, t, d)
 		if x == root {
 			continue
 		}
-		armed := crashHook(c.ns(x), hookPrepared, nil)
+		armed := crashHook(c.NS(x), namespace.HookPrepared, nil)
 		child, err := createRemoteChild(t, c, x, d, armed)
 		t.Logf("create %s (coordinator %s): %v", child, x, err)
-		if !slices.Contains(c.ns(root).marksSnapshot(), child) {
-			c.restartNode(x)
-			c.settleAll()
+		if !slices.Contains(c.NS(root).Marks(), child) {
+			c.Restart(x)
+			c.SettleAll()
 			continue
 		}
-		c.stopNode(x)
-		c.waitSeen(x, false)
-		if _, err := c.via(root).names("/"); err != nil {
+		c.Stop(x)
+		c.WaitSeen(x, false)
+		if _, err := via(c, root).names("/"); err != nil {
 			t.Fatalf("readdir / (home %s, up) while %s (coordinator of an in-doubt create of %s) is down: %v", root, x, child, err)
 		}
 		return

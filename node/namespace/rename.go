@@ -1,8 +1,7 @@
-package node
+package namespace
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -48,28 +47,11 @@ func (n *Namespace) Rename(ctx context.Context, src, dst string) (*rpc.RenameRes
 	}
 	sdir, _ := splitPath(s)
 	req := &homeRenameReq{Src: s, Dst: d}
-	for range maxRelocate {
-		pl, err := n.locate(ctx, sdir, false)
-		if err != nil {
-			return nil, parentErr(s, sdir, err)
-		}
-		if pl.typ != rpc.TypeDir {
-			return nil, fmt.Errorf("%s: %s: %w", s, sdir, rpc.ErrNotDir)
-		}
-		var resp homeRenameResp
-		if pl.home == n.id {
-			resp, err = n.coordRename(ctx, req)
-		} else {
-			err = n.call(ctx, pl.home, methodHomeRename, req, &resp)
-		}
-		if err != nil {
-			return nil, err
-		}
-		if !resp.NotHome {
-			return &rpc.RenameResponse{Rekeyed: resp.Rekeyed}, nil
-		}
+	resp, _, err := atHome(ctx, n, target{path: sdir, child: s, dir: true}, methodHomeRename, req, n.coordRename)
+	if err != nil {
+		return nil, err
 	}
-	return nil, errMoved(sdir)
+	return &rpc.RenameResponse{Rekeyed: resp.Rekeyed}, nil
 }
 
 func (n *Namespace) handleHomeRename(ctx context.Context, r *homeRenameReq) (*homeRenameResp, error) {
@@ -85,90 +67,65 @@ func (n *Namespace) handleHomeRename(ctx context.Context, r *homeRenameReq) (*ho
 		return nil, fmt.Errorf("%w: cannot rename %s to %s", rpc.ErrInvalidPath, s, d)
 	}
 	r.Src, r.Dst = s, d
-	resp, err := n.coordRename(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	return &resp, nil
+	return n.coordRename(ctx, r)
 }
 
-func (n *Namespace) coordRename(ctx context.Context, r *homeRenameReq) (resp homeRenameResp, err error) {
-	err = n.retryBusy(ctx, func() error {
-		var e error
-		resp, e = n.coordRenameOnce(ctx, r)
-		return e
-	})
-	return resp, err
+// coordRename renames at the source parent's home (this node).
+func (n *Namespace) coordRename(ctx context.Context, r *homeRenameReq) (*homeRenameResp, error) {
+	return retryBusy(ctx, n, func() (*homeRenameResp, error) { return n.coordRenameOnce(ctx, r) })
 }
 
-func (n *Namespace) coordRenameOnce(ctx context.Context, r *homeRenameReq) (homeRenameResp, error) {
+func (n *Namespace) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRenameResp, error) {
 	src, dst := r.Src, r.Dst
 	sdir, sname := splitPath(src)
 	ddir, dname := splitPath(dst)
-	unlock, err := n.locks.lock(ctx, "e:"+src, "e:"+dst)
+	op, err := n.beginParentOp(ctx, sdir, src, []string{src, dst}, []string{sdir, ddir}, []string{src, dst}, nil)
 	if err != nil {
-		return homeRenameResp{}, err
+		return nil, err
 	}
-	defer unlock()
-	txn := n.newTxnID()
-	reg, err := n.register(ctx, txn, []string{sdir, ddir}, []string{src, dst}, nil)
+	if op == nil {
+		return &homeRenameResp{homeStatus: notHomeHere}, nil
+	}
+	defer op.end()
+	se, err := n.entry(ctx, sdir, sname)
 	if err != nil {
-		return homeRenameResp{}, err
-	}
-	defer n.unregister(reg)
-	sdino, err := n.st.GetInode(ctx, sdir)
-	if errors.Is(err, store.ErrNotFound) {
-		return homeRenameResp{NotHome: true}, nil
-	} else if err != nil {
-		return homeRenameResp{}, err
-	}
-	if sdino.Type != store.TypeDir {
-		return homeRenameResp{}, fmt.Errorf("%s: %s: %w", src, sdir, rpc.ErrNotDir)
-	}
-	se, err := n.st.GetEntry(ctx, sdir, sname)
-	if errors.Is(err, store.ErrNotFound) {
-		return homeRenameResp{}, notExist(src)
-	} else if err != nil {
-		return homeRenameResp{}, err
+		return nil, err
 	}
 	srcType := typeString(se.Type)
 	// The destination's parent and entry.
 	dhome := n.id
 	if ddir != sdir {
-		dl, err := n.locate(ctx, ddir, false)
+		dl, err := n.locateTarget(ctx, target{path: ddir, child: dst, dir: true})
 		if err != nil {
-			return homeRenameResp{}, parentErr(dst, ddir, err)
-		}
-		if dl.typ != rpc.TypeDir {
-			return homeRenameResp{}, fmt.Errorf("%s: %s: %w", dst, ddir, rpc.ErrNotDir)
+			return nil, err
 		}
 		dhome = dl.home
 	}
 	de, err := n.getEntry(ctx, dhome, ddir, dname)
 	if err != nil {
-		return homeRenameResp{}, err
+		return nil, err
 	}
 	switch {
 	case de.NotHome:
-		return homeRenameResp{}, errBusy // the destination parent moved: again
+		return nil, errBusy // the destination parent moved: again
 	case de.NotDir:
-		return homeRenameResp{}, fmt.Errorf("%s: %s: %w", dst, ddir, rpc.ErrNotDir)
+		return nil, fmt.Errorf("%s: %s: %w", dst, ddir, rpc.ErrNotDir)
 	}
 	if de.Exists {
 		dType := de.Entry.Type
 		switch {
 		case isUnder(src, dst): // dst is an ancestor of src: a non-empty directory
 			if srcType == rpc.TypeFile {
-				return homeRenameResp{}, fmt.Errorf("%s: %w", dst, rpc.ErrIsDir)
+				return nil, fmt.Errorf("%s: %w", dst, rpc.ErrIsDir)
 			}
-			return homeRenameResp{}, fmt.Errorf("%s: %w", dst, rpc.ErrNotEmpty)
+			return nil, fmt.Errorf("%s: %w", dst, rpc.ErrNotEmpty)
 		case srcType == rpc.TypeDir && dType == rpc.TypeFile:
-			return homeRenameResp{}, fmt.Errorf("%s: %w", dst, rpc.ErrNotDir)
+			return nil, fmt.Errorf("%s: %w", dst, rpc.ErrNotDir)
 		case srcType == rpc.TypeFile && dType == rpc.TypeDir:
-			return homeRenameResp{}, fmt.Errorf("%s: %w", dst, rpc.ErrIsDir)
+			return nil, fmt.Errorf("%s: %w", dst, rpc.ErrIsDir)
 		}
 	}
-	plan := &txnPlan{id: txn, parts: map[string]*txnPrepareReq{}}
+	plan := n.newPlan(op.txn)
 	newEnt := rpc.DirEntry{Name: dname, Type: srcType, Home: se.Home}
 	// Entries: the source entry is deleted here at the commit point; the
 	// destination entry is written here too, or staged at its home.
@@ -217,9 +174,9 @@ func (n *Namespace) coordRenameOnce(ctx context.Context, r *homeRenameReq) (home
 	}
 	rekeyed, err := n.runTxn(ctx, plan)
 	if err != nil {
-		return homeRenameResp{}, fmt.Errorf("rename %s to %s: %w", src, dst, err)
+		return nil, fmt.Errorf("rename %s to %s: %w", src, dst, err)
 	}
-	return homeRenameResp{Rekeyed: rekeyed, Hops: len(plan.parts)}, nil
+	return &homeRenameResp{Rekeyed: rekeyed, Hops: len(plan.parts)}, nil
 }
 
 func hasRekey(p *txnPrepareReq) bool {

@@ -1,20 +1,18 @@
-package node
+package namespace
 
 import (
 	"context"
 	"fmt"
 	mrand "math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/ghba/ghba/fsm"
 	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
 )
 
-// G-HBA segments (DESIGN §3, G-HBA §2.2–§2.4).
+// G-HBA segments (docs/design.md, "Segments"; G-HBA §2.2–§2.4).
 //
 // Each group's FSM assigns every node outside the group to exactly one
 // active member, the holder of that origin's local-filter replica. A
@@ -25,66 +23,6 @@ import (
 // the member it names. A false IDBFA hit costs one dropped update (the
 // member answers NotHolder), as in the paper; a holder that missed updates
 // finds a version gap at the next delta and pulls the full filter.
-
-// methodIDBFA returns the IDBFA of the serving node's group.
-const methodIDBFA = "Group.IDBFA"
-
-// idbfaReq asks for a group's IDBFA unless the caller has HaveVersion.
-type idbfaReq struct {
-	HaveVersion uint64 `json:"have_version"`
-}
-
-// idbfaResp carries the group's IDBFA (Data empty when Unchanged).
-type idbfaResp struct {
-	Group     string `json:"group"`
-	Version   uint64 `json:"version"`
-	Unchanged bool   `json:"unchanged,omitempty"`
-	Data      []byte `json:"data,omitempty"`
-}
-
-// Held implements Segments.
-func (c *cluster) Held() ([]string, bool) {
-	n := c.n
-	f := n.groupFSM()
-	if f == nil || !n.isJoined() || !f.Bootstrapped() {
-		return nil, false
-	}
-	m, ok := f.Member(n.cfg.NodeID)
-	if !ok || m.Status != fsm.StatusActive {
-		return nil, false
-	}
-	return f.Held(n.cfg.NodeID), true
-}
-
-// IDBFA implements Segments.
-func (c *cluster) IDBFA() ([]byte, uint64, bool) {
-	n := c.n
-	f := n.groupFSM()
-	if f == nil || !n.isJoined() || !f.Bootstrapped() {
-		return nil, 0, false
-	}
-	data, ver := f.IDBFA()
-	return data, ver, data != nil
-}
-
-// heldKey is a comparable summary of the held set (refresh notifies the
-// namespace when it changes).
-func heldKey(held []string, ok bool) string {
-	if !ok {
-		return "\x00unknown"
-	}
-	return strings.Join(held, ",")
-}
-
-// segmented reports whether this namespace routes with G-HBA segments:
-// the scheme is ghba and the Directory knows the assignment.
-func (n *Namespace) segmented() bool {
-	if n.cfg.Scheme == SchemeHBA {
-		return false
-	}
-	_, ok := n.dir.(Segments)
-	return ok
-}
 
 // idbfaCache holds the IDBFAs of the other groups, as fetched from one of
 // their members.
@@ -166,8 +104,8 @@ func (n *Namespace) refreshIDBFAs(ctx context.Context) bool {
 // comes from a member the cached IDBFA does not know: then the group was
 // formed again under the same name and its versions started afresh.
 func (n *Namespace) fetchIDBFA(ctx context.Context, g string, ms []Peer, have uint64) {
-	for _, i := range randPerm(len(ms)) {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	for _, i := range mrand.Perm(len(ms)) {
+		cctx, cancel := context.WithTimeout(ctx, n.tune.PeerTimeout)
 		var resp idbfaResp
 		err := n.cl.Call(cctx, ms[i].RPCAddr, methodIDBFA, &idbfaReq{HaveVersion: have}, &resp)
 		cancel()
@@ -210,63 +148,6 @@ func (n *Namespace) handleIDBFA(ctx context.Context, r *idbfaReq) (*idbfaResp, e
 	return resp, nil
 }
 
-// l3 is the group multicast (DESIGN §3 step 3): every other live member
-// of this node's group tests p against its segment and its own local
-// filter; with this node's own answer, exactly one positive names the
-// home to verify. It returns the unique positive ("" for none or several)
-// and the number of RPCs sent.
-func (n *Namespace) l3(ctx context.Context, p string, k routing.Key, skip []string) (string, int) {
-	ps := n.peers.Load()
-	my := n.dir.Self().Group
-	var mates []Peer
-	for _, m := range ps.list {
-		if m.ID != n.id && m.Group == my && m.Up && m.RPCAddr != "" {
-			mates = append(mates, m)
-		}
-	}
-	if len(mates) == 0 {
-		return "", 0
-	}
-	positives := map[string]bool{}
-	n.arrMu.RLock()
-	for _, id := range n.l2.Positives(k, nil) {
-		positives[id] = true
-	}
-	n.arrMu.RUnlock()
-	if _, in := n.selfTest(k); in {
-		positives[n.id] = true
-	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for _, m := range mates {
-		wg.Go(func() {
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			var resp rpc.L3QueryResponse
-			if err := n.cl.Call(cctx, m.RPCAddr, rpc.MethodL3Query, &rpc.L3QueryRequest{Path: p}, &resp); err != nil {
-				return // a silent member: its segment is missed, L4 covers it
-			}
-			mu.Lock()
-			for _, id := range resp.Positives {
-				positives[id] = true
-			}
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	n.counters.multicasts.Add(1)
-	for _, id := range skip {
-		delete(positives, id) // already verified: a false hit at L1/L2
-	}
-	if len(positives) != 1 {
-		return "", len(mates)
-	}
-	for id := range positives {
-		return id, len(mates)
-	}
-	return "", len(mates)
-}
-
 // retryEmptyReplicas pulls again every assigned replica that no pull has
 // filled yet (the pull at assignment failed, and a quiet origin sends no
 // delta that would reveal the gap).
@@ -281,17 +162,6 @@ func (n *Namespace) retryEmptyReplicas() {
 		}
 	}
 }
-
-// currentHeldKey is the held-set summary the Directory reports now.
-func (n *Namespace) currentHeldKey() string {
-	if !n.segmented() {
-		return ""
-	}
-	return heldKey(n.dir.(Segments).Held())
-}
-
-// randPerm returns a random permutation of 0..k-1.
-func randPerm(k int) []int { return mrand.Perm(k) }
 
 // syncHolders refreshes the other groups' IDBFAs (G-HBA only) and marks
 // every newly named holder of this node's replica to receive the full

@@ -1,4 +1,4 @@
-package node
+package namespace_test
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/node/namespace"
+	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )
@@ -17,7 +19,7 @@ import (
 // has exactly one entry, in its parent's directory at the parent's home,
 // that names its home and type; every entry names an inode at that home;
 // nothing is prepared or marked.
-func (c *nsCluster) fsck(t testing.TB) int {
+func fsck(c *nodetest.Namespaces, t testing.TB) int {
 	t.Helper()
 	ctx := context.Background()
 	type loc struct {
@@ -25,12 +27,12 @@ func (c *nsCluster) fsck(t testing.TB) int {
 		typ  store.FileType
 	}
 	inodes := map[string]loc{}
-	for _, id := range c.ids {
-		nd := c.nodes[id]
-		if !nd.running {
+	for _, id := range c.IDs {
+		nd := c.Nodes[id]
+		if !nd.Running {
 			continue
 		}
-		err := nd.st.ScanInodes(ctx, func(p string, ino store.Inode) error {
+		err := nd.Store.ScanInodes(ctx, func(p string, ino store.Inode) error {
 			if o, dup := inodes[p]; dup {
 				t.Errorf("fsck: %s homed on %s and %s", p, o.home, id)
 			}
@@ -38,13 +40,13 @@ func (c *nsCluster) fsck(t testing.TB) int {
 			return nil
 		})
 		mustOK(t, err, "scan %s", id)
-		if m := nd.ns.marksSnapshot(); len(m) > 0 {
+		if m := nd.NS.Marks(); len(m) > 0 {
 			t.Errorf("fsck: %s still has marks %v", id, m)
 		}
-		ins, err := nd.st.ListIntents(ctx)
+		ins, err := nd.Store.ListIntents(ctx)
 		mustOK(t, err, "intents")
 		for _, in := range ins {
-			if in.ID[:2] == partPrefix {
+			if in.ID[:2] == namespace.PartPrefix {
 				t.Errorf("fsck: %s holds prepared part %s", id, in.ID)
 			}
 		}
@@ -54,11 +56,11 @@ func (c *nsCluster) fsck(t testing.TB) int {
 		if l.typ != store.TypeDir {
 			continue
 		}
-		ents, _, err := c.nodes[l.home].st.ReadDir(ctx, p, "", 0)
+		ents, _, err := c.Nodes[l.home].Store.ReadDir(ctx, p, "", 0)
 		mustOK(t, err, "readdir %s", p)
 		for _, e := range ents {
 			entries++
-			q := joinPath(p, e.Name)
+			q := namespace.JoinPath(p, e.Name)
 			cl, ok := inodes[q]
 			switch {
 			case !ok:
@@ -74,7 +76,7 @@ func (c *nsCluster) fsck(t testing.TB) int {
 		if p == "/" {
 			continue
 		}
-		dir, name := splitPath(p)
+		dir, name := namespace.SplitPath(p)
 		pl, ok := inodes[dir]
 		if !ok {
 			t.Errorf("fsck: %s (on %s) has no parent inode", p, l.home)
@@ -83,7 +85,7 @@ func (c *nsCluster) fsck(t testing.TB) int {
 		if pl.typ != store.TypeDir {
 			t.Errorf("fsck: %s (on %s) is inside file %s (on %s)", p, l.home, dir, pl.home)
 		}
-		if _, err := c.nodes[pl.home].st.GetEntry(ctx, dir, name); err != nil {
+		if _, err := c.Nodes[pl.home].Store.GetEntry(ctx, dir, name); err != nil {
 			t.Errorf("fsck: %s (on %s) has no entry in %s: %v", p, l.home, dir, err)
 		}
 	}
@@ -98,16 +100,14 @@ func (c *nsCluster) fsck(t testing.TB) int {
 // renames over each other, removals racing with creates inside), then
 // checks the structure and that every node answers alike.
 func TestConcurrentStress(t *testing.T) {
-	for _, placement := range []string{PlacementBalanced, PlacementParent} {
+	for _, placement := range []string{namespace.PlacementBalanced, namespace.PlacementParent} {
 		t.Run(placement, func(t *testing.T) {
-			cfg := nsTestConfig()
-			cfg.Placement = placement
-			stress(t, newNSCluster(t, 3, cfg))
+			stress(t, nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Placement: placement}))
 		})
 	}
 }
 
-func stress(t *testing.T, c *nsCluster) {
+func stress(t *testing.T, c *nodetest.Namespaces) {
 	ops := 2000
 	if testing.Short() {
 		ops = 400
@@ -130,7 +130,7 @@ func stress(t *testing.T, c *nsCluster) {
 				return p
 			}
 			for range ops / workers {
-				o := c.via(c.ids[r.IntN(len(c.ids))])
+				o := via(c, c.IDs[r.IntN(len(c.IDs))])
 				t0 := time.Now()
 				var err error
 				var what string
@@ -171,25 +171,25 @@ func stress(t *testing.T, c *nsCluster) {
 	wg.Wait()
 	t.Logf("%d ops by %d workers in %v: %v", ops, workers, time.Since(start), counts)
 	t.Logf("slowest: %v", slow)
-	c.settleAll()
-	n := c.fsck(t)
+	c.SettleAll()
+	n := fsck(c, t)
 	t.Logf("fsck: %d inodes", n)
 	// Every node agrees on every directory's listing.
 	var walk func(p string)
 	walk = func(p string) {
 		var want []string
-		for i, id := range c.ids {
-			got, err := c.via(id).names(p)
+		for i, id := range c.IDs {
+			got, err := via(c, id).names(p)
 			mustOK(t, err, "readdir %s via %s", p, id)
 			if i == 0 {
 				want = got
 			} else if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("readdir %s: %v via %s, %v via %s", p, got, id, want, c.ids[0])
+				t.Errorf("readdir %s: %v via %s, %v via %s", p, got, id, want, c.IDs[0])
 			}
 		}
 		for _, name := range want {
 			if name[len(name)-1] == '/' {
-				walk(joinPath(p, name[:len(name)-1]))
+				walk(namespace.JoinPath(p, name[:len(name)-1]))
 			}
 		}
 	}

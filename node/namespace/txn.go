@@ -1,4 +1,4 @@
-package node
+package namespace
 
 import (
 	"context"
@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/ghba/ghba/node/internal/backoff"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )
@@ -22,7 +24,7 @@ import (
 //  1. The coordinator (the parent directory's home; for a drain the
 //     draining node) records the transaction in memory as pending and
 //     sends each participant its part (Txn.Prepare). A participant marks
-//     the paths the part changes (see namespace_flux.go), waits for
+//     the paths the part changes (flux.go), waits for
 //     operations in progress on them, checks the part's preconditions and
 //     makes the part durable as a prepared record ("p/<txn>" intent), not
 //     yet visible.
@@ -119,6 +121,27 @@ func (n *Namespace) crashAt(point, txn string) bool {
 // coordinator retries it.
 var errBusy = fmt.Errorf("%w: busy: a conflicting change is in progress, try again", rpc.ErrUnavailable)
 
+// newTxnID returns a transaction id unique across this node's restarts.
+func (n *Namespace) newTxnID() string {
+	return fmt.Sprintf("%s.%s.%d", n.id, n.txnEpoch, n.txnSeq.Add(1))
+}
+
+// retryBusy runs fn until it does not fail with errBusy, at most
+// Tuning.BusyRetries more times, with a jittered back-off.
+func retryBusy[T any](ctx context.Context, n *Namespace, fn func() (T, error)) (T, error) {
+	b := backoff.NewJitter(n.tune.BusyBackoffMin, n.tune.BusyBackoffMax)
+	for attempt := 0; ; attempt++ {
+		v, err := fn()
+		if err == nil || !errors.Is(err, errBusy) || attempt >= n.tune.BusyRetries {
+			return v, err
+		}
+		n.counters.busy.Add(1)
+		if werr := b.Wait(ctx); werr != nil {
+			return v, fmt.Errorf("%w: %w", errBusy, werr)
+		}
+	}
+}
+
 func (p *partTxn) record() []byte {
 	b, _ := json.Marshal(partRecord{Coordinator: p.coord, Ops: p.ops, Marks: p.marks, Committed: p.committed.Load()})
 	return b
@@ -177,7 +200,7 @@ func (n *Namespace) preparePart(ctx context.Context, r *txnPrepareReq) (*txnPrep
 			return &txnPrepareResp{Busy: true}, nil
 		}
 	}
-	if !waitAll(ctx, wait, n.stage) {
+	if !waitAll(ctx, wait, n.tune.StageWait) {
 		return &txnPrepareResp{Busy: true}, nil
 	}
 	busy, err := n.checkOps(ctx, p)
@@ -317,30 +340,30 @@ func typeMismatch(p, want string, got store.FileType) error {
 	return nil
 }
 
-func (n *Namespace) handleCommit(ctx context.Context, r *rpc.CommitChildRequest) (*rpc.CommitChildResponse, error) {
+func (n *Namespace) handleCommit(ctx context.Context, r *txnEndReq) (*txnEndResp, error) {
 	n.partMu.Lock()
 	p := n.parts[r.TxnID]
 	n.partMu.Unlock()
 	if p == nil {
-		return &rpc.CommitChildResponse{}, nil // already applied
+		return &txnEndResp{}, nil // already applied
 	}
 	if err := n.applyPart(p); err != nil {
 		return nil, err
 	}
-	return &rpc.CommitChildResponse{}, nil
+	return &txnEndResp{}, nil
 }
 
-func (n *Namespace) handleAbort(ctx context.Context, r *rpc.AbortChildRequest) (*rpc.AbortChildResponse, error) {
+func (n *Namespace) handleAbort(ctx context.Context, r *txnEndReq) (*txnEndResp, error) {
 	n.partMu.Lock()
 	p := n.parts[r.TxnID]
 	n.partMu.Unlock()
 	if p == nil {
-		return &rpc.AbortChildResponse{}, nil
+		return &txnEndResp{}, nil
 	}
 	if err := n.abortPart(p); err != nil {
 		return nil, err
 	}
-	return &rpc.AbortChildResponse{}, nil
+	return &txnEndResp{}, nil
 }
 
 // applyPart makes a committed part visible (idempotent).
@@ -508,34 +531,18 @@ func (n *Namespace) resolvePart(ctx context.Context, p *partTxn) (pending bool, 
 	}
 	n.counters.resolved.Add(1)
 	switch state {
-	case rpc.TxnCommitted:
+	case txnCommitted:
 		return false, n.applyPart(p)
-	case rpc.TxnPending:
+	case txnPending:
 		return true, nil
 	}
 	return false, n.abortPart(p)
 }
 
-// asUnavailable makes sure err matches rpc.ErrUnavailable (a failed call
-// to a coordinator, whatever the reason).
-func asUnavailable(err error) error {
-	if errors.Is(err, rpc.ErrUnavailable) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", rpc.ErrUnavailable, err)
-}
-
 // txnState asks coordinator coord for the state of txn.
 func (n *Namespace) txnState(ctx context.Context, coord, txn string) (string, error) {
-	if coord == n.id {
-		resp, err := n.handleTxnStatus(ctx, &rpc.TxnStatusRequest{TxnID: txn})
-		if err != nil {
-			return "", err
-		}
-		return resp.State, nil
-	}
-	var resp rpc.TxnStatusResponse
-	if err := n.call(ctx, coord, rpc.MethodTxnStatus, &rpc.TxnStatusRequest{TxnID: txn}, &resp); err != nil {
+	resp, err := callNode(ctx, n, coord, methodTxnStatus, &txnStatusReq{TxnID: txn}, n.handleTxnStatus)
+	if err != nil {
 		return "", err
 	}
 	return resp.State, nil
@@ -543,7 +550,7 @@ func (n *Namespace) txnState(ctx context.Context, coord, txn string) (string, er
 
 // ---- coordinator side ----
 
-func (n *Namespace) handleTxnStatus(ctx context.Context, r *rpc.TxnStatusRequest) (*rpc.TxnStatusResponse, error) {
+func (n *Namespace) handleTxnStatus(ctx context.Context, r *txnStatusReq) (*txnStatusResp, error) {
 	n.coordMu.Lock()
 	t := n.coords[r.TxnID]
 	_, redo := n.redo[r.TxnID]
@@ -563,21 +570,21 @@ func (n *Namespace) handleTxnStatus(ctx context.Context, r *rpc.TxnStatusRequest
 			t.mu.Unlock()
 		}
 		if st != txnCommitting {
-			return &rpc.TxnStatusResponse{State: st}, nil
+			return &txnStatusResp{State: st}, nil
 		}
 	}
 	if redo {
-		return &rpc.TxnStatusResponse{State: rpc.TxnCommitted}, nil
+		return &txnStatusResp{State: txnCommitted}, nil
 	}
 	if r.TxnID == "" || len(r.TxnID) > 512 {
-		return &rpc.TxnStatusResponse{State: rpc.TxnUnknown}, nil
+		return &txnStatusResp{State: txnUnknown}, nil
 	}
 	if _, err := n.st.GetIntent(ctx, coordPrefix+r.TxnID); err == nil {
-		return &rpc.TxnStatusResponse{State: rpc.TxnCommitted}, nil
+		return &txnStatusResp{State: txnCommitted}, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
-	return &rpc.TxnStatusResponse{State: rpc.TxnUnknown}, nil
+	return &txnStatusResp{State: txnUnknown}, nil
 }
 
 // txnPlan is a transaction to run: the parts by participant, and the
@@ -598,9 +605,9 @@ type txnPlan struct {
 	async bool
 }
 
-// newPlan returns an empty plan with a fresh transaction id.
-func (n *Namespace) newPlan() *txnPlan {
-	return &txnPlan{id: n.newTxnID(), parts: map[string]*txnPrepareReq{}}
+// newPlan returns an empty plan for transaction txn.
+func (n *Namespace) newPlan(txn string) *txnPlan {
+	return &txnPlan{id: txn, parts: map[string]*txnPrepareReq{}}
 }
 
 // add appends ops and marks to node's part.
@@ -612,19 +619,10 @@ func (t *txnPlan) add(node, coord string, marks []string, ops ...txnOp) {
 	}
 	p.Ops = append(p.Ops, ops...)
 	for _, m := range marks {
-		if !containsStr(p.Marks, m) {
+		if !slices.Contains(p.Marks, m) {
 			p.Marks = append(p.Marks, m)
 		}
 	}
-}
-
-func containsStr(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // runTxn runs plan to its outcome: nil once committed (participants that
@@ -636,7 +634,7 @@ func (n *Namespace) runTxn(ctx context.Context, plan *txnPlan) (rekeyed int64, e
 
 // beginTxn records a transaction as pending (Txn.Status answers so).
 func (n *Namespace) beginTxn(id string) *coordTxn {
-	t := &coordTxn{id: id, state: rpc.TxnPending, decided: make(chan struct{})}
+	t := &coordTxn{id: id, state: txnPending, decided: make(chan struct{})}
 	n.coordMu.Lock()
 	n.coords[t.id] = t
 	n.coordMu.Unlock()
@@ -663,20 +661,14 @@ func (n *Namespace) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (
 			continue
 		}
 		wg.Go(func() {
-			if id == n.id {
-				resp, err := n.preparePart(ctx, req)
-				if resp != nil {
-					results[i].resp = *resp
-				}
-				results[i].err = err
-				return
+			resp, err := callNode(ctx, n, id, methodTxnPrepare, req, n.preparePart)
+			if err != nil && id != n.id && isUnavailable(err) {
+				err = &prepareUnreachable{node: id, err: err}
 			}
-			if err := n.call(ctx, id, methodTxnPrepare, req, &results[i].resp); err != nil {
-				if isUnavailable(err) {
-					err = &prepareUnreachable{node: id, err: err}
-				}
-				results[i].err = err
+			if resp != nil {
+				results[i].resp = *resp
 			}
+			results[i].err = err
 		})
 	}
 	wg.Wait()
@@ -720,7 +712,7 @@ func (n *Namespace) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (
 		return 0, storeErr(err)
 	}
 	t.mu.Lock()
-	t.state = rpc.TxnCommitted
+	t.state = txnCommitted
 	close(t.decided)
 	t.mu.Unlock()
 	n.counters.committed.Add(1)
@@ -735,7 +727,7 @@ func (n *Namespace) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (
 	// does not wait: a reader that meets a part not yet applied resolves
 	// it with this node.
 	deliver := func() {
-		cctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
+		cctx, cancel := context.WithTimeout(n.ctx, n.tune.DeliverTimeout)
 		defer cancel()
 		if n.commitParts(cctx, t.id, nodes) {
 			n.queueCleanup(t.id)
@@ -748,7 +740,7 @@ func (n *Namespace) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (
 		delete(n.coords, t.id)
 		n.coordMu.Unlock()
 	}
-	if !plan.async || !n.spawn(deliver) {
+	if !plan.async || !n.tasks.Go(deliver) {
 		deliver()
 	}
 	return rekeyed, nil
@@ -761,13 +753,7 @@ func (n *Namespace) commitParts(ctx context.Context, txn string, nodes []string)
 	var wg sync.WaitGroup
 	for _, id := range nodes {
 		wg.Go(func() {
-			var err error
-			if id == n.id {
-				_, err = n.handleCommit(ctx, &rpc.CommitChildRequest{TxnID: txn})
-			} else {
-				err = n.call(ctx, id, rpc.MethodCommitChild, &rpc.CommitChildRequest{TxnID: txn}, &rpc.CommitChildResponse{})
-			}
-			if err != nil {
+			if _, err := callNode(ctx, n, id, methodTxnCommit, &txnEndReq{TxnID: txn}, n.handleCommit); err != nil {
 				failed.Store(true)
 				n.log.Warn("commit not delivered; will retry", "txn", txn, "node", id, "err", err)
 			}
@@ -781,7 +767,7 @@ func (n *Namespace) commitParts(ctx context.Context, txn string, nodes []string)
 // participant that misses it asks later and hears "unknown").
 func (n *Namespace) abortTxn(t *coordTxn, nodes []string) {
 	t.mu.Lock()
-	t.state = rpc.TxnAborted
+	t.state = txnAborted
 	select {
 	case <-t.decided:
 	default:
@@ -789,18 +775,12 @@ func (n *Namespace) abortTxn(t *coordTxn, nodes []string) {
 	}
 	t.mu.Unlock()
 	n.counters.aborted.Add(1)
-	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(n.ctx, n.tune.AbortTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, id := range nodes {
 		wg.Go(func() {
-			var err error
-			if id == n.id {
-				_, err = n.handleAbort(ctx, &rpc.AbortChildRequest{TxnID: t.id})
-			} else {
-				err = n.call(ctx, id, rpc.MethodAbortChild, &rpc.AbortChildRequest{TxnID: t.id}, &rpc.AbortChildResponse{})
-			}
-			if err != nil {
+			if _, err := callNode(ctx, n, id, methodTxnAbort, &txnEndReq{TxnID: t.id}, n.handleAbort); err != nil {
 				n.log.Debug("abort not delivered", "txn", t.id, "node", id, "err", err)
 			}
 		})
@@ -929,7 +909,7 @@ func (n *Namespace) resolveTxns(ctx context.Context) {
 	}
 	n.coordMu.Unlock()
 	for id, r := range redo {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, n.tune.DeliverTimeout)
 		ok := n.commitParts(cctx, id, r.Participants)
 		cancel()
 		if ok {
@@ -943,13 +923,13 @@ func (n *Namespace) resolveTxns(ctx context.Context) {
 	n.partMu.Lock()
 	var stale []*partTxn
 	for _, p := range n.parts {
-		if time.Since(p.born) > n.reAge {
+		if time.Since(p.born) > n.tune.ResolveAfter {
 			stale = append(stale, p)
 		}
 	}
 	n.partMu.Unlock()
 	for _, p := range stale {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, n.tune.PeerTimeout)
 		if _, err := n.resolvePart(cctx, p); err != nil {
 			n.log.Debug("prepared part unresolved", "txn", p.id, "coordinator", p.coord, "err", err)
 		}
@@ -957,9 +937,10 @@ func (n *Namespace) resolveTxns(ctx context.Context) {
 	}
 }
 
-// pendingTxns returns the number of prepared parts, coordinated
-// transactions in progress and committed records not yet fully delivered.
-func (n *Namespace) pendingTxns() (parts, coords, redo int) {
+// Pending returns the number of prepared parts held here, transactions
+// this node coordinates that are in progress, and committed transactions
+// whose participants have not all been told yet.
+func (n *Namespace) Pending() (parts, coords, redo int) {
 	n.partMu.Lock()
 	parts = len(n.parts)
 	n.partMu.Unlock()

@@ -1,27 +1,147 @@
-package node
+package namespace
 
 import (
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )
 
-// Server-to-server methods of the namespace that are not in rpc/types.go:
-// requests forwarded by an entry node to the node that must coordinate
-// them (a parent directory's home, or a path's home), the generic prepare
-// of the two-phase protocol, and load reports for balanced placement. Each
-// "Home." method answers NotHome instead of executing when the receiver is
-// no longer the home it was thought to be (the entry node then looks the
-// path up again).
+// The namespace's server-to-server protocol: every method a node calls on
+// another node, with its request and reply. The client API is in rpc/. The
+// method names are part of the wire format: a cluster may run two builds
+// during a rolling upgrade, so a name is never reused for another meaning.
+//
+// Routing: LocalCheck verifies a filter hit (or answers a broadcast), L3Query
+// is the group multicast, Filter.* move filters and deltas, Group.IDBFA
+// exports the group's IDBFA (segments.go).
+//
+// Requests forwarded by an entry node to the node that must run them: a
+// parent directory's home (create, remove, rename) or a path's home
+// (readdir, setattr, entry). Each "Home." method answers NotHome instead of
+// executing when the receiver is no longer the home it was thought to be;
+// the entry node then looks the path up again (reach.go).
+//
+// Transactions (txn.go): Prepare stages a part at a participant;
+// CommitChild and AbortChild end it; Status asks a coordinator how a
+// transaction ended.
 const (
-	methodHomeCreate  = "Home.Create"  // homeCreateReq → homeCreateResp (at the parent's home)
-	methodHomeRemove  = "Home.Remove"  // homeRemoveReq → homeRemoveResp (at the parent's home)
-	methodHomeRename  = "Home.Rename"  // homeRenameReq → homeRenameResp (at the source parent's home)
-	methodHomeReadDir = "Home.ReadDir" // homeReadDirReq → homeReadDirResp (at the directory's home)
-	methodHomeSetAttr = "Home.SetAttr" // homeSetAttrReq → homeSetAttrResp (at the path's home)
-	methodHomeEntry   = "Home.Entry"   // homeEntryReq → homeEntryResp (at the directory's home; L4)
-	methodHomeLoad    = "Home.Load"    // homeLoadReq → homeLoadResp
-	methodTxnPrepare  = "Txn.Prepare"  // txnPrepareReq → txnPrepareResp (at a participant)
+	methodLocalCheck  = "Route.LocalCheck" // localCheckReq → localCheckResp
+	methodL3Query     = "Route.L3Query"    // l3QueryReq → l3QueryResp
+	methodFilterPull  = "Filter.Pull"      // filterPullReq → filterPullResp
+	methodFilterPush  = "Filter.Push"      // filterPushReq → filterPushResp
+	methodIDBFA       = "Group.IDBFA"      // idbfaReq → idbfaResp
+	methodHomeCreate  = "Home.Create"      // homeCreateReq → homeCreateResp (at the parent's home)
+	methodHomeRemove  = "Home.Remove"      // homeRemoveReq → homeRemoveResp (at the parent's home)
+	methodHomeRename  = "Home.Rename"      // homeRenameReq → homeRenameResp (at the source parent's home)
+	methodHomeReadDir = "Home.ReadDir"     // homeReadDirReq → homeReadDirResp (at the directory's home)
+	methodHomeSetAttr = "Home.SetAttr"     // homeSetAttrReq → homeSetAttrResp (at the path's home)
+	methodHomeEntry   = "Home.Entry"       // homeEntryReq → homeEntryResp (at the directory's home; L4)
+	methodHomeLoad    = "Home.Load"        // homeLoadReq → homeLoadResp
+	methodTxnPrepare  = "Txn.Prepare"      // txnPrepareReq → txnPrepareResp (at a participant)
+	methodTxnCommit   = "Txn.CommitChild"  // txnEndReq → txnEndResp (at a participant)
+	methodTxnAbort    = "Txn.AbortChild"   // txnEndReq → txnEndResp (at a participant)
+	methodTxnStatus   = "Txn.Status"       // txnStatusReq → txnStatusResp (at the coordinator)
 )
+
+// Filter kinds in filter pulls and pushes.
+const (
+	filterLocal = "local" // the origin's counting local filter (L2 replicas)
+	filterLRU   = "lru"   // the origin's LRU filter (the L1 array entry)
+)
+
+// filterPullReq asks an origin for the full encoding of one of its filters
+// (a new replica holder does this before receiving pushes).
+type filterPullReq struct {
+	// Origin is the node id whose filter is wanted (the receiver checks it
+	// is itself).
+	Origin string `json:"origin"`
+	// Kind is filterLocal or filterLRU.
+	Kind string `json:"kind"`
+}
+
+// filterPullResp carries a full filter encoding.
+type filterPullResp struct {
+	Origin  string `json:"origin"`
+	Kind    string `json:"kind"`
+	Version uint64 `json:"version"` // the filter version of Data
+	Data    []byte `json:"data"`    // routing's full encoding of the filter
+}
+
+// filterPushReq sends a filter change from its origin to a holder: a delta
+// from BaseVersion to Version, or the full encoding.
+type filterPushReq struct {
+	Origin      string `json:"origin"`
+	Kind        string `json:"kind"`
+	Full        bool   `json:"full,omitempty"`         // Data is a full encoding
+	BaseVersion uint64 `json:"base_version,omitempty"` // the version a delta applies to
+	Version     uint64 `json:"version"`                // the version after Data
+	Data        []byte `json:"data"`                   // routing's delta or full encoding
+}
+
+// filterPushResp says whether the holder applied the push.
+type filterPushResp struct {
+	// Applied: the holder's replica is now at Version.
+	Applied bool `json:"applied"`
+	// NotHolder: the receiver does not hold this origin's replica (a false
+	// IDBFA hit or a stale assignment); the update is dropped.
+	NotHolder bool `json:"not_holder,omitempty"`
+	// NeedFull: the delta's base version did not match; the origin sends
+	// the full encoding next time (and the holder pulls it).
+	NeedFull bool `json:"need_full,omitempty"`
+	// HaveVersion is the holder's replica version after the push.
+	HaveVersion uint64 `json:"have_version"`
+}
+
+// l3QueryReq multicasts a path to the members of the entry node's group
+// (L3); each answers from its segment array and its local filter.
+type l3QueryReq struct {
+	Path string `json:"path"` // normalized
+}
+
+// l3QueryResp lists the origins whose filters (replicas held by the
+// answering node, or its own local filter) report the path.
+type l3QueryResp struct {
+	NodeID    string   `json:"node_id"`
+	Positives []string `json:"positives,omitempty"`
+}
+
+// localCheckReq asks a node whether it is the home of Path (verifying a
+// filter hit in its store, or answering an L4 broadcast).
+type localCheckReq struct {
+	Path      string `json:"path"`                 // normalized
+	WithInode bool   `json:"with_inode,omitempty"` // also return the inode (saves a hop for stat)
+}
+
+// localCheckResp says whether the path is homed on the answering node.
+type localCheckResp struct {
+	NodeID string     `json:"node_id"`
+	Exists bool       `json:"exists"`
+	Type   string     `json:"type,omitempty"`  // when Exists
+	Inode  *rpc.Inode `json:"inode,omitempty"` // when Exists and WithInode
+}
+
+// idbfaReq asks for a group's IDBFA unless the caller has HaveVersion.
+type idbfaReq struct {
+	HaveVersion uint64 `json:"have_version"`
+}
+
+// idbfaResp carries the group's IDBFA (Data empty when Unchanged).
+type idbfaResp struct {
+	Group     string `json:"group"`
+	Version   uint64 `json:"version"`
+	Unchanged bool   `json:"unchanged,omitempty"`
+	Data      []byte `json:"data,omitempty"`
+}
+
+// homeStatus is embedded in the replies of the Home.* methods.
+type homeStatus struct {
+	// NotHome: the receiver does not home the path (any more).
+	NotHome bool `json:"not_home,omitempty"`
+}
+
+func (h *homeStatus) notHome() bool { return h.NotHome }
+
+// notHomeHere is the homeStatus of a node that does not home the path.
+var notHomeHere = homeStatus{NotHome: true}
 
 // homeCreateReq asks the parent directory's home to create a file or a
 // directory.
@@ -35,9 +155,9 @@ type homeCreateReq struct {
 }
 
 type homeCreateResp struct {
-	Inode   rpc.Inode `json:"inode"`
-	Hops    int       `json:"hops"`
-	NotHome bool      `json:"not_home,omitempty"`
+	homeStatus
+	Inode rpc.Inode `json:"inode"`
+	Hops  int       `json:"hops"`
 }
 
 // homeRemoveReq asks the parent directory's home to unlink a file (Dir
@@ -48,8 +168,8 @@ type homeRemoveReq struct {
 }
 
 type homeRemoveResp struct {
-	Hops    int  `json:"hops"`
-	NotHome bool `json:"not_home,omitempty"`
+	homeStatus
+	Hops int `json:"hops"`
 }
 
 // homeRenameReq asks the source parent's home to coordinate a rename.
@@ -59,9 +179,9 @@ type homeRenameReq struct {
 }
 
 type homeRenameResp struct {
+	homeStatus
 	Rekeyed int64 `json:"rekeyed,omitempty"`
 	Hops    int   `json:"hops"`
-	NotHome bool  `json:"not_home,omitempty"`
 }
 
 // homeReadDirReq reads one page of a directory at its home.
@@ -72,9 +192,9 @@ type homeReadDirReq struct {
 }
 
 type homeReadDirResp struct {
+	homeStatus
 	Entries []rpc.DirEntry `json:"entries"`
 	Next    string         `json:"next,omitempty"`
-	NotHome bool           `json:"not_home,omitempty"`
 }
 
 // homeSetAttrReq changes attributes at the path's home.
@@ -83,8 +203,8 @@ type homeSetAttrReq struct {
 }
 
 type homeSetAttrResp struct {
-	Inode   rpc.Inode `json:"inode"`
-	NotHome bool      `json:"not_home,omitempty"`
+	homeStatus
+	Inode rpc.Inode `json:"inode"`
 }
 
 // homeEntryReq asks a directory's home for one entry: the authoritative
@@ -95,8 +215,7 @@ type homeEntryReq struct {
 }
 
 type homeEntryResp struct {
-	// NotHome: the receiver does not home Dir (any more).
-	NotHome bool `json:"not_home,omitempty"`
+	homeStatus
 	// NotDir: Dir is homed here but is a file.
 	NotDir bool `json:"not_dir,omitempty"`
 	// Exists says whether Dir has the entry.
@@ -174,6 +293,36 @@ type txnPrepareResp struct {
 	Busy bool `json:"busy,omitempty"`
 	// Rekeyed is the number of inodes under a rekey's old prefix here.
 	Rekeyed int64 `json:"rekeyed,omitempty"`
+}
+
+// Transaction states in txnStatusResp.State.
+const (
+	txnPending   = "pending"
+	txnCommitted = "committed"
+	txnAborted   = "aborted"
+	txnUnknown   = "unknown"
+)
+
+// txnEndReq makes a prepared part visible (Txn.CommitChild) or discards it
+// (Txn.AbortChild). Both are idempotent: ending an unknown or already
+// ended transaction is harmless.
+type txnEndReq struct {
+	TxnID string `json:"txn_id"`
+}
+
+// txnEndResp is the (empty) reply to txnEndReq.
+type txnEndResp struct{}
+
+// txnStatusReq asks a coordinator how a transaction ended (participants
+// resolving prepared parts).
+type txnStatusReq struct {
+	TxnID string `json:"txn_id"`
+}
+
+// txnStatusResp is the transaction's state: txnPending, txnCommitted,
+// txnAborted or txnUnknown (no record: aborted, or never committed).
+type txnStatusResp struct {
+	State string `json:"state"`
 }
 
 // ---- conversions ----

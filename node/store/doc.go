@@ -1,5 +1,5 @@
 // Package store is the durable metadata store of one metadata server
-// (DESIGN.md §2), on Badger with synced writes.
+// (docs/design.md, "Store"), on Badger with synced writes.
 //
 // # Data model
 //

@@ -1,0 +1,324 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/ghba/ghba/fsm"
+	"github.com/ghba/ghba/node/internal/backoff"
+	"github.com/ghba/ghba/rpc"
+	"github.com/hashicorp/raft"
+)
+
+// Joining: the Serf pool (retry_join, ghba join) and a group (the group join
+// loop, and the leader side of joins and leaves).
+
+// leaveGroup takes this node out of its group: leadership is transferred
+// if it leads, then the leader removes it from the FSM (its replicas go to
+// the other members) and from Raft. A group of one just forgets it.
+func (n *Node) leaveGroup(ctx context.Context) error {
+	servers, err := n.raftServers(ctx)
+	if err != nil {
+		return err
+	}
+	others := 0
+	for id, s := range servers {
+		if id != n.cfg.NodeID && s.Suffrage == raft.Voter {
+			others++
+		}
+	}
+	if others == 0 {
+		n.log.Info("last member of the group; leaving it empty", "group", n.group())
+		return nil
+	}
+	err = backoff.Retry(ctx, backoff.New(50*time.Millisecond, 2*time.Second), 0,
+		func() error { return n.requestLeave(ctx) },
+		func(err error, next time.Duration) {
+			n.log.Warn("leaving the group failed; retrying", "err", err, "retry_in", next)
+		})
+	if err != nil {
+		return err
+	}
+	n.log.Info("left the group", "group", n.group())
+	return nil
+}
+
+// requestLeave makes one attempt at having the leader remove this node.
+func (n *Node) requestLeave(ctx context.Context) error {
+	if r := n.raftNode(); r.State() == raft.Leader {
+		n.log.Info("transferring leadership before leaving")
+		if err := waitFuture(ctx, r.LeadershipTransfer()); err != nil {
+			return fmt.Errorf("leadership transfer: %w", err)
+		}
+	}
+	leader := n.leaderID()
+	if leader == "" || leader == n.cfg.NodeID {
+		return fmt.Errorf("%w: no other leader yet", rpc.ErrUnavailable)
+	}
+	addr := n.dir.rpcAddrOf(leader)
+	if addr == "" {
+		return fmt.Errorf("%w: no rpc address for leader %s", rpc.ErrUnavailable, leader)
+	}
+	cctx, cancel := context.WithTimeout(ctx, n.tune.RPCTimeout)
+	defer cancel()
+	var resp groupLeaveResp
+	return n.client.Call(cctx, addr, methodGroupLeave, &groupLeaveReq{ID: n.cfg.NodeID, leaderOnly: leaderOnly{Group: n.group()}}, &resp)
+}
+
+// groupJoinLoop makes this node a member of a group, unless it is one: it
+// picks the group (its configured one, or with "auto" the one with the
+// fewest members below max_group_size, as Serf shows them) and asks that
+// group's leader, through any member, to add it. It retries with backoff
+// until it succeeds or the node stops; Serf joins wake it up.
+func (n *Node) groupJoinLoop() {
+	ctx := n.bgCtx
+	wait := backoff.New(n.tune.GroupJoinMin, n.tune.GroupJoinMax)
+	for {
+		if n.isJoined() || n.leaving.Load() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-n.joinCh:
+				continue
+			}
+		}
+		err := n.joinGroupOnce(ctx)
+		if err == nil {
+			wait.Reset()
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		d := wait.Current()
+		n.log.Info("waiting to join a group", "reason", err, "retry_in", d)
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-n.joinCh:
+			// A Serf event may have made a group visible: retry now,
+			// without growing the back-off (a burst of events at start-up
+			// would otherwise push it to the maximum at once).
+			t.Stop()
+		case <-t.C:
+			wait.Next() // the next wait is longer
+		}
+	}
+}
+
+// triggerJoin wakes the group join loop.
+func (n *Node) triggerJoin() {
+	select {
+	case n.joinCh <- struct{}{}:
+	default:
+	}
+}
+
+// errNoGroup reports that no group to join is visible yet.
+var errNoGroup = errors.New("no group visible in serf yet")
+
+// errSwitching reports a join attempt while the node replaces its Raft.
+var errSwitching = errors.New("switching groups")
+
+// joinGroupOnce makes one attempt at joining a group.
+func (n *Node) joinGroupOnce(ctx context.Context) error {
+	n.mu.Lock()
+	switching := n.switching
+	n.mu.Unlock()
+	if switching {
+		return errSwitching
+	}
+	target := n.cfg.Group
+	auto := target == GroupAuto
+	if auto {
+		target = ""
+		if h, ok := n.activeHint(); ok {
+			if target = n.dir.hintTarget(h, n.cfg.MaxGroupSize); target == "" {
+				return fmt.Errorf("%w: waiting for group %q (via %s)", errNoGroup, h.group, h.via)
+			}
+		} else {
+			target = n.dir.pickGroup(n.cfg.MaxGroupSize)
+		}
+		if target == "" {
+			return errNoGroup
+		}
+	}
+	addrs := n.dir.groupRPCAddrs(target)
+	if len(addrs) == 0 {
+		return fmt.Errorf("%w: no alive member of group %q", errNoGroup, target)
+	}
+	req := &groupJoinReq{leaderOnly: leaderOnly{Group: target}, Auto: auto, Member: n.selfMember()}
+	var errs []error
+	for _, addr := range addrs {
+		cctx, cancel := context.WithTimeout(ctx, n.tune.RPCTimeout)
+		var resp groupJoinResp
+		err := n.client.Call(cctx, addr, methodGroupJoin, req, &resp)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("via %s: %w", addr, err))
+			if ctx.Err() != nil {
+				break
+			}
+			continue
+		}
+		if resp.Redirect != "" {
+			n.log.Info("the full group split; joining the new group", "group", resp.Redirect, "via", resp.Via, "leader", resp.Leader)
+			n.setHint(joinHint{group: resp.Redirect, via: resp.Via, from: target, until: time.Now().Add(n.tune.SwitchHintTimeout)})
+			return fmt.Errorf("%w: redirected to the new group %q", errNoGroup, resp.Redirect)
+		}
+		if resp.Group == "" {
+			return fmt.Errorf("%w: empty answer", errNoGroup)
+		}
+		if err := n.setJoined(ctx, resp.Group); err != nil {
+			return err
+		}
+		n.metrics.joins.Inc()
+		n.log.Info("joined group", "group", resp.Group, "leader", resp.Leader)
+		return nil
+	}
+	return fmt.Errorf("joining group %q: %w", target, errors.Join(errs...))
+}
+
+// Join joins the Serf pool through the given Serf addresses (host:port) and
+// returns how many were contacted. It is what retry_join and `ghba join`
+// do. Group membership follows by itself (see the join loop).
+func (n *Node) Join(ctx context.Context, serfAddrs []string) (int, error) {
+	if len(serfAddrs) == 0 {
+		return 0, errors.New("join: no addresses")
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s := n.serfAgent()
+	if s == nil {
+		return 0, errNotRunning
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	ch := make(chan result, 1)
+	if !n.joins.Go(func() { // serf.Join has no context; bound it by ctx
+		k, err := s.Join(serfAddrs, true)
+		ch <- result{k, err}
+	}) {
+		return 0, errNotRunning
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil && r.n == 0 {
+			return 0, fmt.Errorf("join %v: %w", serfAddrs, r.err)
+		}
+		if r.err != nil {
+			n.log.Warn("joined some addresses only", "joined", r.n, "addrs", serfAddrs, "err", r.err)
+		}
+		n.log.Info("joined the serf pool", "joined", r.n, "addrs", serfAddrs)
+		n.dir.refresh()
+		n.triggerJoin()
+		return r.n, nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("join %v: %w", serfAddrs, ctx.Err())
+	}
+}
+
+// retryJoin joins the retry_join addresses with bounded retries and
+// exponential backoff, logging every failure.
+func (n *Node) retryJoin(ctx context.Context) {
+	addrs := n.cfg.RetryJoin
+	attempt := 0
+	err := backoff.Retry(ctx, backoff.New(n.tune.RetryJoinMin, n.tune.RetryJoinMax), n.tune.RetryJoinAttempts,
+		func() error {
+			attempt++
+			k, err := n.Join(ctx, addrs)
+			if err == nil && k == 0 {
+				err = errors.New("no address answered")
+			}
+			return err
+		},
+		func(err error, next time.Duration) {
+			n.log.Warn("retry_join failed; retrying", "addrs", addrs, "attempt", attempt, "retry_in", next, "err", err)
+		})
+	if err != nil && ctx.Err() == nil {
+		n.log.Error("retry_join gave up; use `ghba join`", "addrs", addrs, "attempts", attempt, "err", err)
+	}
+}
+
+// forward decides where a request that only a group's leader serves
+// runs, as Nomad's forward does: it refuses a request for a group this
+// node is not a member of; on the established leader it reports handled
+// false and the caller serves the request; on any other member it sends
+// the request to the leader, once (a request that was already forwarded is
+// refused, so two members never bounce it between them), and returns the
+// leader's answer.
+func forward[Req, Resp any, PReq interface {
+	*Req
+	header() *leaderOnly
+}](ctx context.Context, n *Node, method string, req PReq) (resp *Resp, handled bool, err error) {
+	h := req.header()
+	if !n.isJoined() || h.Group != n.group() {
+		return nil, true, fmt.Errorf("%w: node %s is not a member of group %q", rpc.ErrUnavailable, n.cfg.NodeID, h.Group)
+	}
+	if n.isLeader() {
+		return nil, false, nil
+	}
+	if h.Forwarded {
+		return nil, true, errNotLeader
+	}
+	leader := n.leaderID()
+	if leader == "" || leader == n.cfg.NodeID {
+		return nil, true, fmt.Errorf("%w: group %q has no established leader", rpc.ErrUnavailable, n.group())
+	}
+	addr := n.dir.rpcAddrOf(leader)
+	if addr == "" {
+		return nil, true, fmt.Errorf("%w: no rpc address for leader %s", rpc.ErrUnavailable, leader)
+	}
+	fwd := *(*Req)(req)
+	PReq(&fwd).header().Forwarded = true
+	resp = new(Resp)
+	if err := n.client.Call(ctx, addr, method, PReq(&fwd), resp); err != nil {
+		return nil, true, err
+	}
+	return resp, true, nil
+}
+
+// handleGroupJoin adds the requester to this node's group: on the leader
+// directly, elsewhere by forwarding to the leader once.
+func (n *Node) handleGroupJoin(ctx context.Context, req *groupJoinReq) (*groupJoinResp, error) {
+	if req.Member.ID == "" || req.Member.RaftAddr == "" {
+		return nil, fmt.Errorf("%w: join: member id and raft address are required", fs.ErrInvalid)
+	}
+	if resp, handled, err := forward[groupJoinReq, groupJoinResp](ctx, n, methodGroupJoin, req); handled {
+		return resp, err
+	}
+	if err := n.addMember(ctx, req.Member); err != nil {
+		if req.Auto && n.cfg.Group == GroupAuto && errors.Is(err, fsm.ErrGroupFull) {
+			resp, serr := n.splitForJoin(ctx, req.Member)
+			if serr == nil {
+				return resp, nil
+			}
+			n.log.Info("full group not split", "joiner", req.Member.ID, "reason", serr)
+		}
+		return nil, err
+	}
+	n.log.Info("node joined the group", "member", req.Member.ID, "group", n.group(), "auto", req.Auto)
+	n.signalRefresh()
+	return &groupJoinResp{Group: n.group(), Leader: n.cfg.NodeID}, nil
+}
+
+// handleGroupLeave removes the requester from this node's group.
+func (n *Node) handleGroupLeave(ctx context.Context, req *groupLeaveReq) (*groupLeaveResp, error) {
+	if resp, handled, err := forward[groupLeaveReq, groupLeaveResp](ctx, n, methodGroupLeave, req); handled {
+		return resp, err
+	}
+	if err := n.removeMember(ctx, req.ID); err != nil {
+		return nil, err
+	}
+	n.log.Info("node left the group", "member", req.ID, "group", n.group())
+	n.signalRefresh()
+	return &groupLeaveResp{}, nil
+}

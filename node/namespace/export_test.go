@@ -1,0 +1,121 @@
+package namespace
+
+import (
+	"sort"
+
+	"github.com/ghba/ghba/routing"
+)
+
+// Hooks and views of the namespace's internals for its external tests
+// (package namespace_test), which run on node/nodetest's clusters.
+
+// Crash-injection points of SetCrashHook.
+const (
+	HookPrepared  = hookPrepared
+	HookCommitted = hookCommitted
+)
+
+// Path helpers.
+var (
+	IsUnder       = isUnder
+	StrictlyUnder = strictlyUnder
+	SplitPath     = splitPath
+	JoinPath      = joinPath
+	DirectParent  = directParent
+)
+
+// SetCrashHook makes a coordinator stop dead at a point of the protocol
+// when h returns true (see crashAt).
+func (n *Namespace) SetCrashHook(h func(point, txn string) bool) { n.hook.Store(&h) }
+
+// Marks returns the marked paths, sorted.
+func (n *Namespace) Marks() []string {
+	n.flux.mu.Lock()
+	defer n.flux.mu.Unlock()
+	out := make([]string, 0, len(n.flux.marks))
+	for p := range n.flux.marks {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LocalAdd adds p to the local filter (a path the store does not have: a
+// false positive as far as routing is concerned).
+func (n *Namespace) LocalAdd(p string) { n.localAdd(p) }
+
+// L2Query queries the L2 array for p.
+func (n *Namespace) L2Query(p string) routing.Result {
+	n.arrMu.RLock()
+	defer n.arrMu.RUnlock()
+	return n.l2.QueryKey(routing.HashPath(n.rt.Hash, p))
+}
+
+// ResetL2Replica replaces origin's L2 replica with an empty filter at
+// version 0, as a replica that missed deltas.
+func (n *Namespace) ResetL2Replica(origin string) {
+	n.arrMu.Lock()
+	defer n.arrMu.Unlock()
+	_ = n.l2.Replace(origin, routing.NewFilter(n.localGeo))
+}
+
+// DropReplicas forgets every replica of other nodes' filters (a node that
+// joined after a failure).
+func (n *Namespace) DropReplicas() {
+	n.arrMu.Lock()
+	defer n.arrMu.Unlock()
+	for _, o := range n.l1.IDs() {
+		_ = n.l1.Remove(o)
+		_ = n.l2.Remove(o)
+	}
+}
+
+// NeedFull returns, for each peer, the filter kinds to be sent in full at
+// the next propagation.
+func (n *Namespace) NeedFull() map[string][2]bool {
+	n.prop.mu.Lock()
+	defer n.prop.mu.Unlock()
+	out := make(map[string][2]bool, len(n.prop.needFull))
+	for k, v := range n.prop.needFull {
+		out[k] = v
+	}
+	return out
+}
+
+// The server-to-server protocol (wire.go), for tests that send it bad
+// requests.
+const (
+	MethodLocalCheck  = methodLocalCheck
+	MethodHomeEntry   = methodHomeEntry
+	MethodFilterPush  = methodFilterPush
+	MethodFilterPull  = methodFilterPull
+	MethodTxnPrepare  = methodTxnPrepare
+	MethodHomeCreate  = methodHomeCreate
+	MethodHomeRename  = methodHomeRename
+	MethodHomeReadDir = methodHomeReadDir
+	FilterLocal       = filterLocal
+	FilterLRU         = filterLRU
+	OpPutInode        = opPutInode
+	PartPrefix        = partPrefix // the store intents of prepared parts
+)
+
+type (
+	LocalCheckReq  = localCheckReq
+	HomeEntryReq   = homeEntryReq
+	FilterPushReq  = filterPushReq
+	FilterPullReq  = filterPullReq
+	TxnPrepareReq  = txnPrepareReq
+	TxnOp          = txnOp
+	HomeCreateReq  = homeCreateReq
+	HomeRenameReq  = homeRenameReq
+	HomeReadDirReq = homeReadDirReq
+)
+
+// Rebase moves p, which must be under oldRoot, to the same place under
+// newRoot.
+func Rebase(p, oldRoot, newRoot string) string {
+	if p == oldRoot {
+		return newRoot
+	}
+	return newRoot + p[len(oldRoot):]
+}
