@@ -5,28 +5,11 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/ghba/ghba/rpc/rpctest"
 )
-
-// syncBuffer is a strings.Builder safe for one writer and readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // freePorts returns n distinct loopback ports free for TCP and UDP (Serf
 // uses both).
@@ -68,7 +51,7 @@ func TestAgentRealNode(t *testing.T) {
 	rpcAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs := new(syncBuffer)
+	logs := new(rpctest.SyncBuffer)
 	done := make(chan error, 1)
 	go func() {
 		root := newRootCmd()
