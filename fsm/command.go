@@ -11,7 +11,10 @@ import (
 // MsgType is the first byte of a log entry: which command it carries.
 type MsgType uint8
 
-// Message types. Values are part of the log format: never renumber.
+// Message types. Values are part of the log format: never renumber. Types
+// 1–127 must be applied by every member; a type with IgnorableFlag set
+// (128–255) may be skipped by a build that does not know it (see the
+// package documentation, "Upgrades and unknown commands").
 const (
 	MsgBootstrap     MsgType = 1 // BootstrapCommand
 	MsgAddMember     MsgType = 2 // AddMemberCommand
@@ -23,6 +26,18 @@ const (
 	MsgSplit         MsgType = 8 // SplitCommand
 	MsgAbsorb        MsgType = 9 // AbsorbCommand
 )
+
+// IgnorableFlag is the high bit of a message type. It is part of the type's
+// number, chosen when the command is introduced: set it only for a command
+// whose effect older builds may miss without the group's state diverging in
+// a way that matters (advisory data nobody relies on for correctness). A
+// build that does not know a type with the flag set, or does not know its
+// format version, skips the entry; one without the flag halts the FSM.
+const IgnorableFlag MsgType = 0x80
+
+// Ignorable reports whether builds that do not know t may skip entries of
+// type t (IgnorableFlag is set).
+func (t MsgType) Ignorable() bool { return t&IgnorableFlag != 0 }
 
 // FormatV1 is the format version (second byte of a log entry) this build
 // writes.

@@ -234,7 +234,7 @@ func TestBadEntries(t *testing.T) {
 	entries := map[string][]byte{
 		"nil":               nil,
 		"one byte":          {byte(MsgAddOrigins)},
-		"unknown type":      {200, FormatV1, 0x80},
+		"unknown type":      {100, FormatV1, 0x80},
 		"zero type":         {0, FormatV1, 0x80},
 		"unknown version":   append([]byte{byte(MsgAddOrigins), 9}, good[2:]...),
 		"garbage body":      {byte(MsgAddOrigins), FormatV1, 0xc1, 0xff, 0x00},
@@ -258,14 +258,15 @@ func TestBadEntries(t *testing.T) {
 			}
 		})
 	}
-	a := group3(t)
-	if r := a.apply([]byte{200, 1}); !errors.Is(r.Err, ErrUnknownCommand) {
+	// Each of these halts its FSM (TestUnknownEntries): one FSM each.
+	if r := group3(t).apply([]byte{100, 1}); !errors.Is(r.Err, ErrUnknownCommand) {
 		t.Fatalf("unknown type: %v", r.Err)
 	}
-	if r := a.apply(append([]byte{byte(MsgAddOrigins), 2}, good[2:]...)); !errors.Is(r.Err, ErrUnsupportedVersion) {
+	if r := group3(t).apply(append([]byte{byte(MsgAddOrigins), 2}, good[2:]...)); !errors.Is(r.Err, ErrUnsupportedVersion) {
 		t.Fatalf("unknown version: %v", r.Err)
 	}
 	// Non-command entries are acknowledged and change nothing.
+	a := group3(t)
 	before := stateBytes(t, a.f)
 	resp := a.f.Apply(&raft.Log{Index: 100, Type: raft.LogNoop})
 	if r, err := Result(resp); err != nil || r.Index != 100 || !bytes.Equal(before, stateBytes(t, a.f)) {

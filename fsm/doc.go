@@ -1,6 +1,6 @@
 // Package fsm is the replicated state machine of one G-HBA group: the
 // hashicorp/raft FSM that every metadata server of the group runs (G-HBA
-// §2.3–2.4, DESIGN.md §1 and §4).
+// §2.3–2.4; docs/design.md, "Groups").
 //
 // The state of a group is:
 //
@@ -25,14 +25,53 @@
 // Encode* helpers build the bytes the leader passes to raft.Apply;
 // DecodeCommand parses them. FSM.Apply never panics on a bad entry: it
 // returns an *ApplyResult whose Err wraps one of the package's sentinel
-// errors (check with errors.Is) and leaves the state unchanged. Every
-// command is atomic: it validates first, mutates a private copy and
-// publishes the copy only on success.
+// errors (check with errors.Is) and leaves the state unchanged — or, for an
+// entry this build does not know, skips it or halts (see "Upgrades and
+// unknown commands"). Every command is atomic: it validates first, mutates
+// a private copy and publishes the copy only on success.
 //
 // Commands that may be retried after a leader change are idempotent where
 // that makes sense: adding a member or origin that is already there,
 // removing an origin that is not there and repeating a Bootstrap with the
 // same configuration change nothing.
+//
+// # Upgrades and unknown commands
+//
+// During a rolling upgrade the members of a group run different builds, and
+// a newer leader may commit log entries an older member cannot decode. A
+// member that skips an entry the others apply silently diverges from its
+// group, so the FSM sorts what it reads into three cases:
+//
+//   - A message type or format version this build does not know was written
+//     by a newer build. If the type has IgnorableFlag set (types 128–255),
+//     whoever introduced the command declared that older builds may miss it:
+//     the FSM skips the entry (state unchanged, ApplyResult.Skipped set, Err
+//     nil), counts it and keeps its index (FSM.Skipped), and reports it to
+//     Options.OnSkip. Any other unknown type or version halts the FSM: it
+//     reports the error once to Options.OnFatal and from then on applies
+//     nothing — every later Apply returns an Err wrapping ErrHalted, and
+//     Snapshot and Restore fail — so its state stays frozen at the entry
+//     before the unknown one instead of drifting from the group's. The node
+//     logs the error and shuts itself down; once it runs a build that knows
+//     the command it replays the entry from its log (a halted FSM takes no
+//     snapshot, so the log is never compacted past that entry).
+//   - An entry of a known type and version whose body does not decode
+//     (ErrMalformedCommand), or a command the state refuses
+//     (ErrInvalidCommand, ErrUnknownMember, …), is refused and the FSM goes
+//     on, as before. Every member running the same code refuses it the same
+//     way, so nothing diverges; a garbage body is a bug, not an upgrade, and
+//     halting on it would stop every member of the group at once.
+//   - Snapshots follow the same rule. A record kind this build does not
+//     know is skipped if it has the ignorable bit (0x80) set and halts the
+//     FSM otherwise (ErrUnsupportedSnapshot), as does an unknown snapshot
+//     format; the CRC is checked first, so a damaged snapshot is only
+//     ErrCorruptSnapshot.
+//
+// So a new command (or a new format version of one) that older members
+// must not miss may be written only once every member of the group runs a
+// build that knows it; writing it earlier stops the older members loudly
+// rather than letting them diverge. Only a command whose effect older
+// builds may safely miss is numbered with IgnorableFlag.
 //
 // # Reads and notifications
 //
@@ -40,5 +79,6 @@
 // immutable, so a Snapshot only captures a pointer and Persist encodes it
 // concurrently with later Applies. Options.OnChange tells the node about
 // every state change (assignment moves to pull or drop replicas, member
-// changes, restores); it runs on raft's FSM goroutine and must not block.
+// changes, restores); Options.OnFatal and Options.OnSkip report a halt and
+// skipped entries. They run on raft's FSM goroutine and must not block.
 package fsm

@@ -22,9 +22,11 @@ var (
 	// origins are the nodes outside the group.
 	ErrOriginIsMember = errors.New("fsm: origin is a member of the group")
 	// ErrUnknownCommand reports a log entry with an unknown message type.
+	// Unless the type is Ignorable, FSM.Apply halts on it (ErrHalted).
 	ErrUnknownCommand = errors.New("fsm: unknown command type")
 	// ErrUnsupportedVersion reports a log entry whose format version this
-	// build cannot decode.
+	// build cannot decode. Unless the type is Ignorable, FSM.Apply halts on
+	// it (ErrHalted).
 	ErrUnsupportedVersion = errors.New("fsm: unsupported command version")
 	// ErrMalformedCommand reports a log entry that is truncated or whose
 	// body does not decode.
@@ -37,4 +39,16 @@ var (
 	ErrInconsistent = errors.New("fsm: inconsistent state")
 	// ErrCorruptSnapshot reports a snapshot that cannot be restored.
 	ErrCorruptSnapshot = errors.New("fsm: corrupt snapshot")
+	// ErrUnsupportedSnapshot reports a snapshot written by a newer build: a
+	// format this build does not know, or a record kind it does not know
+	// and that is not marked ignorable. Restore halts on it (ErrHalted); the
+	// error matches ErrCorruptSnapshot too.
+	ErrUnsupportedSnapshot = errors.New("fsm: snapshot from a newer build")
+	// ErrHalted reports that the FSM met a log entry or snapshot it cannot
+	// apply and that it may not skip (see the package documentation,
+	// "Upgrades and unknown commands"). The error that halted the FSM wraps
+	// ErrHalted and its cause; from then on every Apply result, Snapshot
+	// and Restore fails with an error wrapping ErrHalted, and the state
+	// stays as it was before that entry.
+	ErrHalted = errors.New("fsm: halted")
 )

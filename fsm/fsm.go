@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -22,6 +23,23 @@ type Options struct {
 	// non-blocking send, or to a goroutine, and reconcile from the getters
 	// (Held, Members) if events are dropped.
 	OnChange func(Event)
+
+	// OnFatal, if set, is called once, when the FSM halts (see the package
+	// documentation, "Upgrades and unknown commands"), with the error that
+	// halted it (it wraps ErrHalted and the cause). The node should log it
+	// at error level and shut itself down: a halted FSM applies nothing
+	// more. It is called outside the FSM's lock, on raft's FSM goroutine or
+	// (for a Restore of a local snapshot) on the goroutine calling
+	// raft.NewRaft; like OnChange it must not block — in particular it must
+	// not shut raft down itself, but hand that to another goroutine.
+	OnFatal func(error)
+
+	// OnSkip, if set, is called for every log entry or snapshot record the
+	// FSM skipped because this build does not know it and it is marked
+	// ignorable, outside the FSM's lock, on the goroutine of Apply or
+	// Restore. The node should log it (at warning level): it means a newer
+	// build wrote it. It must not block. FSM.Skipped counts them too.
+	OnSkip func(SkippedEntry)
 }
 
 // FSM is the replicated state machine of one G-HBA group. It implements
@@ -29,17 +47,22 @@ type Options struct {
 // with Apply; they return copies.
 type FSM struct {
 	onChange func(Event)
+	onFatal  func(error)
+	onSkip   func(SkippedEntry)
 
-	mu      sync.RWMutex
-	st      *state // immutable once published
-	applied uint64 // index of the last entry given to Apply or restored
+	mu       sync.RWMutex
+	st       *state // immutable once published
+	applied  uint64 // index of the last entry given to Apply or restored
+	halted   error  // why the FSM halted; nil while it runs
+	skipped  uint64 // entries and records skipped as ignorable
+	lastSkip SkippedEntry
 }
 
 var _ raft.FSM = (*FSM)(nil)
 
 // New returns an FSM with an empty, not yet bootstrapped state.
 func New(opts Options) *FSM {
-	return &FSM{onChange: opts.OnChange, st: newState()}
+	return &FSM{onChange: opts.OnChange, onFatal: opts.OnFatal, onSkip: opts.OnSkip, st: newState()}
 }
 
 // current returns the published state.
@@ -50,25 +73,122 @@ func (f *FSM) current() *state {
 }
 
 // Apply implements raft.FSM: it applies one committed log entry and returns
-// its *ApplyResult. A bad entry (unknown type or version, garbage body) or a
-// refused command yields a result with Err set and leaves the state
-// unchanged; Apply never panics on log contents.
+// its *ApplyResult. A refused command or a garbage body of a known type
+// yields a result with Err set and leaves the state unchanged; an entry of
+// an unknown type or version is skipped if its type is Ignorable and halts
+// the FSM otherwise (see the package documentation). Apply never panics on
+// log contents.
 func (f *FSM) Apply(l *raft.Log) any {
 	res := &ApplyResult{Index: l.Index}
+	if err := f.Halted(); err != nil {
+		if l.Type == raft.LogCommand && len(l.Data) > 0 {
+			res.Type = MsgType(l.Data[0])
+		}
+		res.Err = haltedAt(l.Index, err)
+		return res
+	}
 	var next *state
 	if l.Type == raft.LogCommand {
 		next, res.Type, res.Moves, res.Err = f.current().apply(l.Data, l.Index)
 	}
-	f.mu.Lock()
-	if next != nil {
-		f.st = next
+	var skips []SkippedEntry
+	if fromNewerBuild(res.Err) {
+		if !res.Type.Ignorable() {
+			res.Err = f.halt(l.Index, fmt.Errorf("%w: entry %d: %w", ErrHalted, l.Index, res.Err))
+			return res
+		}
+		skips = []SkippedEntry{{Index: l.Index, Type: res.Type, Version: l.Data[1]}}
+		res.Err, res.Skipped = nil, true
 	}
-	f.applied = l.Index
-	f.mu.Unlock()
+	if err := f.publish(l.Index, next, skips); err != nil {
+		return &ApplyResult{Index: l.Index, Type: res.Type, Err: err}
+	}
+	f.reportSkips(skips)
 	if next != nil && f.onChange != nil {
 		f.onChange(Event{Index: l.Index, Type: res.Type, Moves: slices.Clone(res.Moves)})
 	}
 	return res
+}
+
+// fromNewerBuild reports whether err means the entry was written by a build
+// that knows a command type or format version this one does not.
+func fromNewerBuild(err error) bool {
+	return errors.Is(err, ErrUnknownCommand) || errors.Is(err, ErrUnsupportedVersion)
+}
+
+// publish makes next the state as of entry index (nil: the state is
+// unchanged) and counts skips. It changes nothing and fails with ErrHalted
+// if the FSM has halted.
+func (f *FSM) publish(index uint64, next *state, skips []SkippedEntry) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.halted != nil {
+		return haltedAt(index, f.halted)
+	}
+	if next != nil {
+		f.st = next
+	}
+	f.applied = index
+	if len(skips) > 0 {
+		f.skipped += uint64(len(skips))
+		f.lastSkip = skips[len(skips)-1]
+	}
+	return nil
+}
+
+// reportSkips passes skipped entries or records to OnSkip.
+func (f *FSM) reportSkips(skips []SkippedEntry) {
+	if f.onSkip == nil {
+		return
+	}
+	for _, s := range skips {
+		f.onSkip(s)
+	}
+}
+
+// halt halts the FSM with cause (which wraps ErrHalted) while processing
+// entry index, and reports it to OnFatal, unless it had halted already. It
+// returns the error for that entry: cause, or the refusal of a halted FSM.
+func (f *FSM) halt(index uint64, cause error) error {
+	f.mu.Lock()
+	prev := f.halted
+	if prev == nil {
+		f.halted = cause
+	}
+	f.mu.Unlock()
+	if prev != nil {
+		return haltedAt(index, prev)
+	}
+	if f.onFatal != nil {
+		f.onFatal(cause)
+	}
+	return cause
+}
+
+// haltedAt is the error refusing entry index of a halted FSM: it wraps
+// ErrHalted and names, without wrapping, the cause (another entry's).
+func haltedAt(index uint64, halted error) error {
+	return fmt.Errorf("entry %d refused: %w (%v)", index, ErrHalted, halted)
+}
+
+// Halted returns the error that halted the FSM (it wraps ErrHalted and the
+// cause), or nil while the FSM runs. A halted FSM stays halted: only a new
+// FSM (a restarted node, normally running a newer build) applies the log
+// again.
+func (f *FSM) Halted() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.halted
+}
+
+// Skipped returns how many log entries and snapshot records this FSM
+// skipped because they were of an unknown kind marked ignorable, and the
+// last of them. The count is local to this FSM value, not part of the
+// replicated state.
+func (f *FSM) Skipped() (count uint64, last SkippedEntry) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.skipped, f.lastSkip
 }
 
 // apply decodes and applies one entry to s. It returns the next state (nil
@@ -103,8 +223,9 @@ func (s *state) apply(data []byte, index uint64) (next *state, t MsgType, moves 
 	return next, t, moves, nil
 }
 
-// AppliedIndex returns the Raft index of the last entry applied (or of the
-// last command of the restored snapshot).
+// AppliedIndex returns the Raft index of the last entry applied, refused or
+// skipped (or of the last command of the restored snapshot). Once the FSM
+// has halted it stays at the entry before the one that halted it.
 func (f *FSM) AppliedIndex() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

@@ -31,11 +31,17 @@ func FuzzDecodeCommand(f *testing.F) {
 		a := group3(t)
 		before := stateBytes(t, a.f)
 		r := a.apply(data)
-		if r.Err != nil && !bytes.Equal(before, stateBytes(t, a.f)) {
-			t.Fatalf("refused entry changed the state: %v", r.Err)
+		if (r.Err != nil || r.Skipped) && !bytes.Equal(before, stateBytes(t, a.f)) {
+			t.Fatalf("refused or skipped entry changed the state: %v", r.Err)
 		}
-		if err != nil && r.Err == nil {
+		if err != nil && r.Err == nil && !r.Skipped {
 			t.Fatalf("undecodable entry applied")
+		}
+		if r.Skipped && (err == nil || !MsgType(data[0]).Ignorable()) {
+			t.Fatalf("entry skipped: decode error %v, type %d", err, data[0])
+		}
+		if halted := a.f.Halted(); (halted != nil) != (fromNewerBuild(err) && !MsgType(data[0]).Ignorable()) {
+			t.Fatalf("halted = %v for decode error %v", halted, err)
 		}
 		checkInvariants(t, a.f)
 	})
@@ -52,7 +58,7 @@ func FuzzRestore(f *testing.F) {
 	}
 	f.Add([]byte("GHBS\x01"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		st, idx, err := readSnapshot(bytes.NewReader(data))
+		st, idx, _, err := readSnapshot(bytes.NewReader(data))
 		if err != nil {
 			return
 		}
@@ -60,7 +66,7 @@ func FuzzRestore(f *testing.F) {
 		if err := writeSnapshot(&b, st, idx); err != nil {
 			t.Fatal(err)
 		}
-		st2, idx2, err := readSnapshot(bytes.NewReader(b.Bytes()))
+		st2, idx2, _, err := readSnapshot(bytes.NewReader(b.Bytes()))
 		if err != nil || idx2 != idx {
 			t.Fatalf("re-reading a restored snapshot: %v", err)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/rpc/rpctest"
 	"github.com/hashicorp/raft"
 )
 
@@ -97,30 +98,21 @@ func newRaftNode(t *testing.T, id string) *raftNode {
 	return n
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitTime bounds every wait for the raft group.
+const waitTime = 15 * time.Second
 
 // leaderOf waits for one of nodes to be leader and returns it.
 func leaderOf(t *testing.T, nodes []*raftNode) *raftNode {
 	t.Helper()
 	var leader *raftNode
-	waitFor(t, "a leader", func() bool {
+	rpctest.Eventually(t, waitTime, "a leader", func() error {
 		for _, n := range nodes {
 			if n.r != nil && n.r.State() == raft.Leader {
 				leader = n
-				return true
+				return nil
 			}
 		}
-		return false
+		return errors.New("no server is leader")
 	})
 	return leader
 }
@@ -150,13 +142,13 @@ func applyOn(t *testing.T, nodes []*raftNode, data []byte) (*ApplyResult, uint64
 // converge waits until every node applied index and all states are equal.
 func converge(t *testing.T, nodes []*raftNode, index uint64) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("all FSMs at index %d", index), func() bool {
+	rpctest.Eventually(t, waitTime, fmt.Sprintf("all FSMs at index %d", index), func() error {
 		for _, n := range nodes {
-			if n.fsm.AppliedIndex() < index {
-				return false
+			if i := n.fsm.AppliedIndex(); i < index {
+				return fmt.Errorf("%s at index %d", n.id, i)
 			}
 		}
-		return true
+		return nil
 	})
 	ref := stateBytes(t, nodes[0].fsm)
 	for _, n := range nodes[1:] {
@@ -269,7 +261,10 @@ func TestRaftGroup(t *testing.T) {
 	for _, n := range nodes {
 		n.stop(t)
 	}
-	waitFor(t, "raft goroutines to exit", func() bool {
-		return runtime.NumGoroutine() <= baseGoroutines
+	rpctest.Eventually(t, waitTime, "raft goroutines to exit", func() error {
+		if n := runtime.NumGoroutine(); n > baseGoroutines {
+			return fmt.Errorf("%d goroutines, %d before", n, baseGoroutines)
+		}
+		return nil
 	})
 }

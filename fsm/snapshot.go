@@ -21,14 +21,17 @@ import (
 //	"GHBS" | format u8 | records… | end record
 //	record = type u8 | body length uvarint | msgpack body
 //
-// Records, in this order: one header, the config (once bootstrapped), the
-// members sorted by id, one holding per active member sorted by id (the
-// origins it holds), one holding with an empty member listing the
-// unassigned origins (only when there is no active member and some
-// origins), the IDBFA encoding (once bootstrapped), and the end record
+// Records of the kinds below, in this order: one header, the config (once
+// bootstrapped), the members sorted by id, one holding per active member
+// sorted by id (the origins it holds), one holding with an empty member
+// listing the unassigned origins (only when there is no active member and
+// some origins), the IDBFA encoding (once bootstrapped), and the end record
 // with the number of records before it and the CRC-32C of every byte
 // before it. The encoding of a state is canonical: equal states give equal
-// bytes.
+// bytes. A reader skips a record of a kind it does not know if the kind has
+// recIgnorable set (a newer build may add such records anywhere before the
+// end record); any other unknown kind, and an unknown format, halt the FSM
+// (ErrUnsupportedSnapshot).
 const snapshotFormat uint8 = 1
 
 var snapshotMagic = [4]byte{'G', 'H', 'B', 'S'}
@@ -41,6 +44,10 @@ const (
 	recHolding uint8 = 4
 	recIDBFA   uint8 = 5
 	recEnd     uint8 = 255
+
+	// recIgnorable marks a record kind (128–254) that a build not knowing
+	// it may skip, as IgnorableFlag does for message types.
+	recIgnorable uint8 = 0x80
 )
 
 // maxRecord bounds one snapshot record (the IDBFA record is the largest:
@@ -75,10 +82,16 @@ type fsmSnapshot struct {
 }
 
 // Snapshot implements raft.FSM. It only captures the current (immutable)
-// state; Persist encodes it while Apply goes on.
+// state; Persist encodes it while Apply goes on. A halted FSM refuses
+// (ErrHalted): raft labels a snapshot with its own last applied index,
+// which is past the entry the FSM could not apply, and would then compact
+// that entry out of the log that a newer build must replay.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if f.halted != nil {
+		return nil, fmt.Errorf("fsm snapshot: %w (%v)", ErrHalted, f.halted)
+	}
 	return &fsmSnapshot{st: f.st, index: f.applied}, nil
 }
 
@@ -100,14 +113,27 @@ func (sn *fsmSnapshot) Release() {}
 
 // Restore implements raft.FSM: it replaces the whole state with the
 // snapshot read from rc (raft closes rc). On error the state is unchanged.
+// A snapshot from a newer build (ErrUnsupportedSnapshot) halts the FSM; a
+// halted FSM refuses to restore (ErrHalted).
 func (f *FSM) Restore(rc io.ReadCloser) error {
-	st, index, err := readSnapshot(rc)
+	if err := f.Halted(); err != nil {
+		return fmt.Errorf("fsm restore: %w (%v)", ErrHalted, err)
+	}
+	st, index, skipped, err := readSnapshot(rc)
+	if errors.Is(err, ErrUnsupportedSnapshot) {
+		return f.halt(f.AppliedIndex(), fmt.Errorf("%w: restore: %w", ErrHalted, err))
+	}
 	if err != nil {
 		return fmt.Errorf("fsm restore: %w", err)
 	}
-	f.mu.Lock()
-	f.st, f.applied = st, index
-	f.mu.Unlock()
+	skips := make([]SkippedEntry, len(skipped))
+	for i, kind := range skipped {
+		skips[i] = SkippedEntry{Index: index, Record: kind}
+	}
+	if err := f.publish(index, st, skips); err != nil {
+		return fmt.Errorf("fsm restore: %w", err)
+	}
+	f.reportSkips(skips)
 	if f.onChange != nil {
 		f.onChange(Event{Index: index, Restored: true})
 	}
@@ -211,18 +237,24 @@ func corrupt(format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrCorruptSnapshot)
 }
 
-// readSnapshot decodes and validates a snapshot and rebuilds the state.
-func readSnapshot(r io.Reader) (*state, uint64, error) {
+// unsupported wraps a snapshot part a newer build wrote.
+func unsupported(format string, args ...any) error {
+	return fmt.Errorf("%s: %w: %w", fmt.Sprintf(format, args...), ErrUnsupportedSnapshot, ErrCorruptSnapshot)
+}
+
+// readSnapshot decodes and validates a snapshot and rebuilds the state. It
+// also returns the kinds of the ignorable records it skipped.
+func readSnapshot(r io.Reader) (*state, uint64, []uint8, error) {
 	cr := &crcReader{r: bufio.NewReaderSize(r, 64<<10), h: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
 	var magic [5]byte
 	if _, err := io.ReadFull(cr, magic[:]); err != nil {
-		return nil, 0, corrupt("header: %v", err)
+		return nil, 0, nil, corrupt("header: %v", err)
 	}
 	if [4]byte(magic[:4]) != snapshotMagic {
-		return nil, 0, corrupt("bad magic %q", magic[:4])
+		return nil, 0, nil, corrupt("bad magic %q", magic[:4])
 	}
 	if magic[4] != snapshotFormat {
-		return nil, 0, corrupt("format %d (want %d)", magic[4], snapshotFormat)
+		return nil, 0, nil, unsupported("format %d (this build reads %d)", magic[4], snapshotFormat)
 	}
 	var (
 		hdr       *snapHeader
@@ -233,46 +265,48 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 		haveIDBFA bool
 		records   uint64
 		body      bytes.Buffer
+		skipped   []uint8 // kinds of the ignorable records skipped
+		unknown   []uint8 // kinds of the other unknown records
 	)
 	for {
 		sum := cr.h.Sum32()
 		t, err := cr.ReadByte()
 		if err != nil {
-			return nil, 0, corrupt("record %d: %v (truncated?)", records, err)
+			return nil, 0, nil, corrupt("record %d: %v (truncated?)", records, err)
 		}
 		l, err := binary.ReadUvarint(cr)
 		if err != nil || l > maxRecord {
-			return nil, 0, corrupt("record %d: length %d: %v", records, l, err)
+			return nil, 0, nil, corrupt("record %d: length %d: %v", records, l, err)
 		}
 		body.Reset()
 		if n, err := io.CopyN(&body, cr, int64(l)); err != nil {
-			return nil, 0, corrupt("record %d: %d of %d bytes: %v", records, n, l, err)
+			return nil, 0, nil, corrupt("record %d: %d of %d bytes: %v", records, n, l, err)
 		}
 		if t == recEnd {
 			var e snapEnd
 			if err := decodeBody(body.Bytes(), &e); err != nil {
-				return nil, 0, corrupt("end record: %v", err)
+				return nil, 0, nil, corrupt("end record: %v", err)
 			}
 			if e.Records != records || e.CRC != sum {
-				return nil, 0, corrupt("end record: %d records crc %08x, read %d crc %08x", e.Records, e.CRC, records, sum)
+				return nil, 0, nil, corrupt("end record: %d records crc %08x, read %d crc %08x", e.Records, e.CRC, records, sum)
 			}
 			break
 		}
 		if records == 0 && t != recHeader {
-			return nil, 0, corrupt("first record has type %d", t)
+			return nil, 0, nil, corrupt("first record has type %d", t)
 		}
 		records++
 		var v any
 		switch t {
 		case recHeader:
 			if hdr != nil {
-				return nil, 0, corrupt("second header")
+				return nil, 0, nil, corrupt("second header")
 			}
 			hdr = new(snapHeader)
 			v = hdr
 		case recConfig:
 			if cfg != nil {
-				return nil, 0, corrupt("second config")
+				return nil, 0, nil, corrupt("second config")
 			}
 			cfg = new(Config)
 			v = cfg
@@ -284,33 +318,41 @@ func readSnapshot(r io.Reader) (*state, uint64, error) {
 			v = &holdings[len(holdings)-1]
 		case recIDBFA:
 			if haveIDBFA {
-				return nil, 0, corrupt("second idbfa")
+				return nil, 0, nil, corrupt("second idbfa")
 			}
 			haveIDBFA = true
 			var x snapIDBFA
 			if err := decodeBody(body.Bytes(), &x); err != nil {
-				return nil, 0, corrupt("idbfa record: %v", err)
+				return nil, 0, nil, corrupt("idbfa record: %v", err)
 			}
 			idbData = x.Data
 			continue
-		default:
-			return nil, 0, corrupt("record %d has unknown type %d", records, t)
+		default: // written by a newer build, or corrupt: the CRC decides
+			if t&recIgnorable != 0 {
+				skipped = append(skipped, t)
+			} else {
+				unknown = append(unknown, t)
+			}
+			continue
 		}
 		if err := decodeBody(body.Bytes(), v); err != nil {
-			return nil, 0, corrupt("record %d (type %d): %v", records, t, err)
+			return nil, 0, nil, corrupt("record %d (type %d): %v", records, t, err)
 		}
 	}
 	if _, err := cr.r.ReadByte(); !errors.Is(err, io.EOF) {
-		return nil, 0, corrupt("data after the end record")
+		return nil, 0, nil, corrupt("data after the end record")
+	}
+	if len(unknown) > 0 {
+		return nil, 0, nil, unsupported("records of unknown kinds %v", unknown)
 	}
 	if hdr == nil {
-		return nil, 0, corrupt("no header")
+		return nil, 0, nil, corrupt("no header")
 	}
 	st, err := buildState(hdr, cfg, members, holdings, idbData, haveIDBFA)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, nil, err
 	}
-	return st, hdr.Index, nil
+	return st, hdr.Index, skipped, nil
 }
 
 // buildState validates decoded snapshot records and assembles a state.

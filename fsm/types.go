@@ -166,8 +166,13 @@ type ApplyResult struct {
 	// or the group has no active member left).
 	Moves []routing.Move
 	// Err is the domain error that refused the command; the state is then
-	// unchanged.
+	// unchanged. It wraps ErrHalted when the FSM halted on this entry or
+	// had halted before.
 	Err error
+	// Skipped reports an entry of an Ignorable type that this build does
+	// not know (or whose format version it does not know): it was skipped,
+	// the state is unchanged and Err is nil.
+	Skipped bool
 }
 
 // Result unpacks a raft ApplyFuture's Response: the *ApplyResult and its
@@ -194,4 +199,27 @@ type Event struct {
 	// Restored reports that the whole state was replaced from a snapshot:
 	// resynchronize everything (e.g. Held(self)) instead of using Moves.
 	Restored bool
+}
+
+// SkippedEntry describes a log entry or snapshot record that this build did
+// not know and skipped because it was marked ignorable (IgnorableFlag, or
+// the same bit in a snapshot record kind).
+type SkippedEntry struct {
+	// Index is the Raft index of the entry; for a snapshot record, the
+	// index of the snapshot's last entry.
+	Index uint64
+	// Type is the entry's message type; 0 for a snapshot record.
+	Type MsgType
+	// Version is the entry's format version; 0 for a snapshot record.
+	Version uint8
+	// Record is the snapshot record kind; 0 for a log entry.
+	Record uint8
+}
+
+// String describes the skipped entry or record for a log line.
+func (s SkippedEntry) String() string {
+	if s.Record != 0 {
+		return fmt.Sprintf("snapshot record of unknown kind %d (snapshot at index %d)", s.Record, s.Index)
+	}
+	return fmt.Sprintf("entry %d of unknown type %s version %d", s.Index, s.Type, s.Version)
 }

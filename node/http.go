@@ -27,6 +27,7 @@ type nodeMetrics struct {
 	serfEvents    *prometheus.CounterVec
 	fsmChanges    prometheus.Counter
 	fsmRefused    prometheus.Counter
+	fsmSkipped    prometheus.Counter
 	leaderChanges prometheus.Counter
 	reconciles    prometheus.Counter
 	joins         prometheus.Counter
@@ -47,6 +48,9 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		}),
 		fsmRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ghba_fsm_commands_refused_total", Help: "FSM commands this node proposed as leader that the FSM refused.",
+		}),
+		fsmSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghba_fsm_entries_skipped_total", Help: "Group log entries of an unknown, ignorable command (written by a newer build) this node skipped.",
 		}),
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ghba_raft_leadership_acquired_total", Help: "Times this node became its group's Raft leader.",
@@ -71,7 +75,7 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		}),
 	}
 	m.reg.MustRegister(
-		m.serfEvents, m.fsmChanges, m.fsmRefused, m.leaderChanges, m.reconciles, m.joins, m.leaves,
+		m.serfEvents, m.fsmChanges, m.fsmRefused, m.fsmSkipped, m.leaderChanges, m.reconciles, m.joins, m.leaves,
 		m.splits, m.merges, m.switches,
 		newNodeCollector(n),
 		collectors.NewGoCollector(),

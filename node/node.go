@@ -235,8 +235,11 @@ type Node struct {
 	bootstrapped bool // this Start bootstrapped a new group
 
 	leaving atomic.Bool
-	left    chan struct{} // closed when Leave has completed
-	leftOne sync.Once
+	// done is closed when the node stops serving for good: Leave has
+	// completed (doneErr nil) or a fatal error stopped it (doneErr).
+	done     chan struct{}
+	doneOnce sync.Once
+	doneErr  error
 }
 
 // New returns a Node for cfg, which it validates. logger receives every log
@@ -257,7 +260,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (*Node, error) {
 		reconcileCh: make(chan struct{}, 1),
 		joinCh:      make(chan struct{}, 1),
 		refreshCh:   make(chan struct{}, 1),
-		left:        make(chan struct{}),
+		done:        make(chan struct{}),
 	}
 	for _, o := range opts {
 		o(n)
@@ -276,10 +279,45 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 // Directory returns the cluster view the namespace uses.
 func (n *Node) Directory() namespace.Directory { return n.dir }
 
-// Done returns a channel closed when the node has left the cluster (Leave
-// completed, possibly through the Cluster.Leave RPC). The agent should then
-// call Shutdown and exit.
-func (n *Node) Done() <-chan struct{} { return n.left }
+// Done returns a channel closed when the node stops serving for good: it
+// has left the cluster (Leave completed, possibly through the Cluster.Leave
+// RPC), or a fatal error stopped it (Err). The agent should then call
+// Shutdown and exit.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Err returns nil while the node runs and after it left the cluster, and
+// the fatal error that stopped it otherwise (once Done is closed).
+func (n *Node) Err() error {
+	select {
+	case <-n.done:
+		return n.doneErr
+	default:
+		return nil
+	}
+}
+
+// finish closes Done with err (nil: the node left).
+func (n *Node) finish(err error) {
+	n.doneOnce.Do(func() {
+		n.doneErr = err
+		close(n.done)
+	})
+}
+
+// fail stops the node after a fatal error: it logs err, makes Err report
+// it and shuts the node down in the background (the caller may be one of
+// the goroutines Shutdown waits for, such as raft's FSM goroutine).
+func (n *Node) fail(err error) {
+	n.log.Error("fatal: stopping this node", "err", err)
+	n.finish(err)
+	go func() { // ends when Shutdown returns (bounded by its timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*raftShutdownTimeout)
+		defer cancel()
+		if err := n.Shutdown(ctx); err != nil {
+			n.log.Error("shutdown after a fatal error", "err", err)
+		}
+	}()
+}
 
 // group returns the node's group name ("" while an auto node has none).
 func (n *Node) group() string {
@@ -685,7 +723,7 @@ func (n *Node) Leave(ctx context.Context) (*rpc.LeaveResponse, error) {
 		}
 	}
 	n.log.Info("left the cluster", "drained_files", resp.DrainedFiles, "handed_replicas", resp.HandedReplicas)
-	n.leftOne.Do(func() { close(n.left) })
+	n.finish(nil)
 	return resp, nil
 }
 

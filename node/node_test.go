@@ -3,12 +3,14 @@ package node_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/fsm"
 	"github.com/ghba/ghba/node"
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc/rpctest"
@@ -72,5 +74,64 @@ func TestNewValidates(t *testing.T) {
 	}
 	if _, err := n.Leave(context.Background()); err == nil {
 		t.Fatal("Leave on a node never started succeeded")
+	}
+}
+
+// TestUnknownCommandStopsNode commits to a group of two, as a newer build
+// would, first a log entry of an unknown command marked ignorable (both
+// members skip it and keep serving), then one of an unknown command that is
+// not: the leader's FSM halts and the node stops on its own with Err
+// matching fsm.ErrHalted instead of going on in a group that may have
+// diverged. The follower either learns that the entry committed and stops
+// too, or (its leader gone before telling it) never applies anything past
+// it.
+func TestUnknownCommandStopsNode(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
+	log := rpctest.Logger(t)
+	c1 := nodetest.Config(t, "n1")
+	c1.Bootstrap, c1.Group = true, "g1"
+	c2 := nodetest.Config(t, "n2")
+	c2.Group, c2.RetryJoin = "g1", []string{nodetest.SerfAddr(c1)}
+	nodes := []*node.Node{nodetest.Start(t, c1, log), nodetest.Start(t, c2, log)}
+	leader := checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2"})
+	commit := func(entry []byte) uint64 {
+		t.Helper()
+		f := leader.Raft().Apply(entry, 5*time.Second)
+		if err := f.Error(); err != nil {
+			t.Fatalf("raft apply: %v", err)
+		}
+		return f.Index()
+	}
+
+	commit([]byte{byte(fsm.IgnorableFlag | 100), fsm.FormatV1, 0x80})
+	rpctest.Eventually(t, 10*time.Second, "ignorable entry skipped everywhere", func() error {
+		for _, n := range nodes {
+			if k, _ := n.GroupFSM().Skipped(); k != 1 {
+				return fmt.Errorf("%s skipped %d entries", n.ID(), k)
+			}
+			if err := n.Err(); err != nil {
+				return fmt.Errorf("%s stopped: %w", n.ID(), err)
+			}
+		}
+		return nil
+	})
+
+	unknown := commit([]byte{100, fsm.FormatV1, 0x80})
+	select {
+	case <-leader.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the leader %s still runs after an unknown command", leader.ID())
+	}
+	for _, n := range nodes {
+		select {
+		case <-n.Done():
+			if err := n.Err(); !errors.Is(err, fsm.ErrHalted) {
+				t.Errorf("%s: Err() = %v, want fsm.ErrHalted", n.ID(), err)
+			}
+		default:
+			if got := n.GroupFSM().AppliedIndex(); got >= unknown {
+				t.Errorf("%s runs with its FSM at index %d, past the unknown entry %d", n.ID(), got, unknown)
+			}
+		}
 	}
 }

@@ -116,7 +116,7 @@ func (n *Node) openGroupRaft() (gr *groupRaft, err error) {
 		conf.SnapshotThreshold = n.tune.RaftSnapshotN
 	}
 
-	gr.fsm = fsm.New(fsm.Options{OnChange: n.onFSMChange})
+	gr.fsm = fsm.New(fsm.Options{OnChange: n.onFSMChange, OnFatal: n.onFSMFatal, OnSkip: n.onFSMSkip})
 
 	if gr.existing, err = raft.HasExistingState(bolt, bolt, snaps); err != nil {
 		return nil, fmt.Errorf("raft: reading state: %w", err)
@@ -244,6 +244,21 @@ func (n *Node) onFSMChange(ev fsm.Event) {
 	case n.refreshCh <- struct{}{}:
 	default:
 	}
+}
+
+// onFSMFatal runs on raft's FSM goroutine when the group's FSM halts on a
+// log entry this build does not know (docs/design.md, "Upgrades and
+// unknown commands"): the node stops rather than diverge from its group.
+func (n *Node) onFSMFatal(err error) {
+	n.fail(fmt.Errorf("group %q: its log holds a command this build does not know; "+
+		"upgrade this node to the build the rest of the group runs: %w", n.group(), err))
+}
+
+// onFSMSkip runs on raft's FSM goroutine when the group's FSM skips an
+// entry a newer build wrote and marked ignorable.
+func (n *Node) onFSMSkip(e fsm.SkippedEntry) {
+	n.metrics.fsmSkipped.Inc()
+	n.log.Warn("skipped a group log entry this build does not know (marked ignorable by a newer build)", "entry", e.String())
 }
 
 // groupFSMConfig is the Bootstrap configuration of a new group named g.

@@ -1,4 +1,4 @@
-package rpc
+package rpc_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ghba/ghba/rpc"
 )
 
 // countConn counts socket writes and reads.
@@ -29,14 +31,14 @@ func cpuTime() time.Duration {
 // BenchmarkCallParallel measures a small call (StatRequest → StatResponse)
 // over loopback from 16 goroutines sharing one Client.
 func BenchmarkCallParallel(b *testing.B) {
-	s := NewServer(ServerOptions{})
-	Register(s, MethodStat, func(ctx context.Context, r *StatRequest) (*StatResponse, error) {
-		return &StatResponse{Inode: Inode{Path: r.Path, Type: TypeFile, Mode: 0o644, Home: "n1"}, Level: LevelL1, Hops: 1}, nil
+	s := rpc.NewServer(rpc.ServerOptions{})
+	rpc.Register(s, rpc.MethodStat, func(ctx context.Context, r *rpc.StatRequest) (*rpc.StatResponse, error) {
+		return &rpc.StatResponse{Inode: rpc.Inode{Path: r.Path, Type: rpc.TypeFile, Mode: 0o644, Home: "n1"}, Level: rpc.LevelL1, Hops: 1}, nil
 	})
 	addr := serveOnLoopback(b, s)
 	var writes, reads atomic.Int64
 	var d net.Dialer
-	c := NewClient(Options{Addrs: []string{addr}, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+	c := rpc.NewClient(rpc.Options{Addrs: []string{addr}, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		nc, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
@@ -45,8 +47,8 @@ func BenchmarkCallParallel(b *testing.B) {
 	}})
 	defer c.Close()
 	ctx := context.Background()
-	var warm StatResponse
-	if err := c.Call(ctx, addr, MethodStat, &StatRequest{Path: "/warm"}, &warm); err != nil {
+	var warm rpc.StatResponse
+	if err := c.Call(ctx, addr, rpc.MethodStat, &rpc.StatRequest{Path: "/warm"}, &warm); err != nil {
 		b.Fatal(err)
 	}
 	b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
@@ -56,10 +58,10 @@ func BenchmarkCallParallel(b *testing.B) {
 	cpu0 := cpuTime()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
-		req := &StatRequest{Path: "/bench/dir/file.txt"}
-		var resp StatResponse
+		req := &rpc.StatRequest{Path: "/bench/dir/file.txt"}
+		var resp rpc.StatResponse
 		for pb.Next() {
-			if err := c.Call(ctx, addr, MethodStat, req, &resp); err != nil {
+			if err := c.Call(ctx, addr, rpc.MethodStat, req, &resp); err != nil {
 				b.Error(err)
 				return
 			}
@@ -75,27 +77,27 @@ func BenchmarkCallParallel(b *testing.B) {
 
 // BenchmarkCallSerial is one goroutine doing round trips (latency).
 func BenchmarkCallSerial(b *testing.B) {
-	s := NewServer(ServerOptions{})
-	Register(s, MethodStat, func(ctx context.Context, r *StatRequest) (*StatResponse, error) {
-		return &StatResponse{Inode: Inode{Path: r.Path}}, nil
+	s := rpc.NewServer(rpc.ServerOptions{})
+	rpc.Register(s, rpc.MethodStat, func(ctx context.Context, r *rpc.StatRequest) (*rpc.StatResponse, error) {
+		return &rpc.StatResponse{Inode: rpc.Inode{Path: r.Path}}, nil
 	})
 	addr := serveOnLoopback(b, s)
-	c := NewClient(Options{Addrs: []string{addr}})
+	c := rpc.NewClient(rpc.Options{Addrs: []string{addr}})
 	defer c.Close()
 	ctx := context.Background()
-	req := &StatRequest{Path: "/bench/dir/file.txt"}
-	var resp StatResponse
+	req := &rpc.StatRequest{Path: "/bench/dir/file.txt"}
+	var resp rpc.StatResponse
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := c.Call(ctx, addr, MethodStat, req, &resp); err != nil {
+		if err := c.Call(ctx, addr, rpc.MethodStat, req, &resp); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-func serveOnLoopback(b *testing.B, s *Server) string {
+func serveOnLoopback(b *testing.B, s *rpc.Server) string {
 	b.Helper()
-	ln, err := netListen()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}

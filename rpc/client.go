@@ -211,13 +211,6 @@ func (c *Client) CallAny(ctx context.Context, prefer, method string, req, resp a
 	return c.callAny(ctx, prefer, method, Idempotent(method), req, resp)
 }
 
-// Invoke is CallAny with the idempotency of this particular call stated by
-// the caller instead of looked up with Idempotent (for example, mkdir -p is
-// idempotent though mkdir is not).
-func (c *Client) Invoke(ctx context.Context, prefer, method string, idempotent bool, req, resp any) error {
-	return c.callAny(ctx, prefer, method, idempotent, req, resp)
-}
-
 func (c *Client) callAny(ctx context.Context, prefer, method string, idempotent bool, req, resp any) error {
 	dl := c.defaultDeadline(ctx)
 	var tried []string

@@ -79,13 +79,6 @@ func newClientConn(cl *Client, p *addrPool, addr string, nc net.Conn) *clientCon
 	return c
 }
 
-// usable reports whether new calls may use the connection.
-func (c *clientConn) usable() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return !c.closed && !c.goaway
-}
-
 // readLoop reads responses until the connection fails.
 func (c *clientConn) readLoop() {
 	defer close(c.done)

@@ -1,17 +1,18 @@
-package rpc
+package rpc_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"net"
-	"os"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/rpctest"
 )
 
 // Test-only methods.
@@ -51,7 +52,7 @@ type sleepResp struct {
 
 // testServer is a Server on a loopback port with the test methods.
 type testServer struct {
-	*Server
+	*rpc.Server
 	addr    string
 	name    string
 	writes  atomic.Int64 // executions of mWrite
@@ -62,27 +63,20 @@ type testServer struct {
 	serveCh chan error
 }
 
-func testLogger(t testing.TB) *slog.Logger {
-	if os.Getenv("RPC_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return nil
-}
-
-func startServer(t testing.TB, name string, opts ServerOptions) *testServer {
+func startServer(t testing.TB, name string, opts rpc.ServerOptions) *testServer {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = testLogger(t)
+		opts.Logger = rpctest.Logger(t, "server", name)
 	}
 	ts := &testServer{
-		Server:  NewServer(opts),
+		Server:  rpc.NewServer(opts),
 		name:    name,
 		release: make(chan struct{}),
 		entered: make(chan struct{}, 1024),
 		ctxErrs: make(chan error, 1024),
 		serveCh: make(chan error, 1),
 	}
-	Register(ts.Server, mEcho, func(ctx context.Context, r *echoReq) (*echoResp, error) {
+	rpc.Register(ts.Server, mEcho, func(ctx context.Context, r *echoReq) (*echoResp, error) {
 		ts.echoes.Add(1)
 		if r.Delay > 0 {
 			select {
@@ -93,11 +87,11 @@ func startServer(t testing.TB, name string, opts ServerOptions) *testServer {
 		}
 		return &echoResp{N: r.N, S: r.S, B: r.B, Node: ts.name}, nil
 	})
-	Register(ts.Server, mWrite, func(ctx context.Context, r *echoReq) (*echoResp, error) {
+	rpc.Register(ts.Server, mWrite, func(ctx context.Context, r *echoReq) (*echoResp, error) {
 		ts.writes.Add(1)
 		return &echoResp{N: r.N, Node: ts.name}, nil
 	})
-	Register(ts.Server, mFail, func(ctx context.Context, r *failReq) (*echoResp, error) {
+	rpc.Register(ts.Server, mFail, func(ctx context.Context, r *failReq) (*echoResp, error) {
 		if r.Kind == "panic" {
 			panic("boom")
 		}
@@ -106,7 +100,7 @@ func startServer(t testing.TB, name string, opts ServerOptions) *testServer {
 		}
 		return nil, failErrors[r.Kind]
 	})
-	Register(ts.Server, mSleep, func(ctx context.Context, r *sleepReq) (*sleepResp, error) {
+	rpc.Register(ts.Server, mSleep, func(ctx context.Context, r *sleepReq) (*sleepResp, error) {
 		dl, ok := ctx.Deadline()
 		resp := &sleepResp{HadDeadline: ok}
 		if ok {
@@ -133,7 +127,7 @@ func startServer(t testing.TB, name string, opts ServerOptions) *testServer {
 		ts.Close()
 		select {
 		case err := <-ts.serveCh:
-			if err != nil && !errors.Is(err, ErrServerClosed) {
+			if err != nil && !errors.Is(err, rpc.ErrServerClosed) {
 				t.Errorf("Serve: %v", err)
 			}
 		case <-time.After(10 * time.Second):
@@ -149,16 +143,16 @@ var failErrors = map[string]error{
 	"exist":      fmt.Errorf("create /a: %w", fs.ErrExist),
 	"perm":       fmt.Errorf("chmod /a: %w", fs.ErrPermission),
 	"invalid":    fmt.Errorf("limit -1: %w", fs.ErrInvalid),
-	"notdir":     fmt.Errorf("mkdir /f/x: %w", ErrNotDir),
-	"isdir":      fmt.Errorf("unlink /d: %w", ErrIsDir),
-	"notempty":   fmt.Errorf("rmdir /d: %w", ErrNotEmpty),
-	"unavail":    fmt.Errorf("stat /a: home n3: %w", ErrUnavailable),
-	"badpath":    fmt.Errorf("stat a/../..: %w", ErrInvalidPath),
+	"notdir":     fmt.Errorf("mkdir /f/x: %w", rpc.ErrNotDir),
+	"isdir":      fmt.Errorf("unlink /d: %w", rpc.ErrIsDir),
+	"notempty":   fmt.Errorf("rmdir /d: %w", rpc.ErrNotEmpty),
+	"unavail":    fmt.Errorf("stat /a: home n3: %w", rpc.ErrUnavailable),
+	"badpath":    fmt.Errorf("stat a/../..: %w", rpc.ErrInvalidPath),
 	"deadline":   fmt.Errorf("waiting for n2: %w", context.DeadlineExceeded),
 	"canceled":   fmt.Errorf("waiting for n2: %w", context.Canceled),
 	"plain":      errors.New("disk on fire"),
-	"remote":     fmt.Errorf("forwarded: %w", &RemoteError{Code: CodeNotEmpty, Message: "rmdir /x: directory not empty"}),
-	"remotedown": fmt.Errorf("forwarded: %w", &RemoteError{Code: CodeShuttingDown, Message: "server shutting down"}),
+	"remote":     fmt.Errorf("forwarded: %w", &rpc.RemoteError{Code: rpc.CodeNotEmpty, Message: "rmdir /x: directory not empty"}),
+	"remotedown": fmt.Errorf("forwarded: %w", &rpc.RemoteError{Code: rpc.CodeShuttingDown, Message: "server shutting down"}),
 	"syscall":    fmt.Errorf("open: %w", syscall.ENOENT),
 }
 
@@ -173,38 +167,26 @@ func (c *countingDialer) Dial(ctx context.Context, network, addr string) (net.Co
 	return c.d.DialContext(ctx, network, addr)
 }
 
-func newClient(t testing.TB, opts Options) *Client {
+func newClient(t testing.TB, opts rpc.Options) *rpc.Client {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = testLogger(t)
+		opts.Logger = rpctest.Logger(t)
 	}
-	c := NewClient(opts)
+	c := rpc.NewClient(opts)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
 
-// deadAddr returns a loopback address nobody listens on.
-func deadAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	ln.Close()
-	return a
-}
+// waitTime bounds every wait for a condition in these tests.
+const waitTime = 10 * time.Second
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+// noPooledConns is a condition for rpctest.Eventually: c has no pooled
+// connection to addr.
+func noPooledConns(c *rpc.Client, addr string) func() error {
+	return func() error {
+		if n := c.PooledConns(addr); n != 0 {
+			return fmt.Errorf("%d pooled connections to %s", n, addr)
 		}
-		time.Sleep(5 * time.Millisecond)
+		return nil
 	}
 }
-
-func netListen() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }

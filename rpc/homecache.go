@@ -67,13 +67,3 @@ func (h *homeCache) putLocked(path, addr string) {
 
 // forget removes path.
 func (h *homeCache) forget(path string) { h.put(path, "") }
-
-// len returns the number of cached entries (both generations).
-func (h *homeCache) len() int {
-	if h == nil {
-		return 0
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.cur) + len(h.old)
-}

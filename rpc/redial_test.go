@@ -1,4 +1,4 @@
-package rpc
+package rpc_test
 
 // Regression test: a connection that fails before addrPool.get has
 // appended it to the pool (readLoop's fail → remove runs first, a no-op) is
@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ghba/ghba/rpc"
 )
 
 type resetConn struct{ net.Conn }
@@ -23,11 +25,11 @@ func (resetConn) Read([]byte) (int, error) { return 0, syscall.ECONNRESET }
 
 func TestDeadConnLeavesPool(t *testing.T) {
 	const rounds = 3000 // the race window is hit in ~1% of rounds
-	ts := startServer(t, "s1", ServerOptions{})
+	ts := startServer(t, "s1", rpc.ServerOptions{})
 	stuck := 0
 	for round := range rounds {
 		var dials atomic.Int64
-		c := NewClient(Options{Addrs: []string{ts.addr}, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c := rpc.NewClient(rpc.Options{Addrs: []string{ts.addr}, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err

@@ -1,4 +1,4 @@
-package rpc
+package rpc_test
 
 import (
 	"bytes"
@@ -10,47 +10,49 @@ import (
 	"io/fs"
 	"net"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/rpctest"
 )
 
 // allSentinels are the errors a remote error may match.
 var allSentinels = []error{
 	fs.ErrNotExist, fs.ErrExist, fs.ErrPermission, fs.ErrInvalid,
-	ErrNotDir, ErrIsDir, ErrNotEmpty, ErrUnavailable, ErrInvalidPath,
-	ErrBadRequest, ErrUnknownMethod, ErrShuttingDown,
+	rpc.ErrNotDir, rpc.ErrIsDir, rpc.ErrNotEmpty, rpc.ErrUnavailable, rpc.ErrInvalidPath,
+	rpc.ErrBadRequest, rpc.ErrUnknownMethod, rpc.ErrShuttingDown,
 	context.DeadlineExceeded, context.Canceled,
 }
 
 func TestErrorCodesRoundTrip(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{})
-	c := newClient(t, Options{Addrs: []string{ts.addr}})
+	ts := startServer(t, "s1", rpc.ServerOptions{})
+	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}})
 	tests := []struct {
 		kind  string
-		code  Code
+		code  rpc.Code
 		match []error // errors.Is must hold for exactly these sentinels
 	}{
-		{"notexist", CodeNotExist, []error{fs.ErrNotExist}},
-		{"syscall", CodeNotExist, []error{fs.ErrNotExist}},
-		{"exist", CodeExist, []error{fs.ErrExist}},
-		{"perm", CodePermission, []error{fs.ErrPermission}},
-		{"invalid", CodeInvalid, []error{fs.ErrInvalid}},
-		{"notdir", CodeNotDir, []error{ErrNotDir}},
-		{"isdir", CodeIsDir, []error{ErrIsDir}},
-		{"notempty", CodeNotEmpty, []error{ErrNotEmpty}},
-		{"unavail", CodeUnavailable, []error{ErrUnavailable}},
-		{"badpath", CodeInvalidPath, []error{ErrInvalidPath, fs.ErrInvalid}},
-		{"deadline", CodeDeadlineExceeded, []error{context.DeadlineExceeded}},
-		{"canceled", CodeCanceled, []error{context.Canceled}},
-		{"plain", CodeInternal, nil},
-		{"panic", CodeInternal, nil},
-		{"remote", CodeNotEmpty, []error{ErrNotEmpty}},
+		{"notexist", rpc.CodeNotExist, []error{fs.ErrNotExist}},
+		{"syscall", rpc.CodeNotExist, []error{fs.ErrNotExist}},
+		{"exist", rpc.CodeExist, []error{fs.ErrExist}},
+		{"perm", rpc.CodePermission, []error{fs.ErrPermission}},
+		{"invalid", rpc.CodeInvalid, []error{fs.ErrInvalid}},
+		{"notdir", rpc.CodeNotDir, []error{rpc.ErrNotDir}},
+		{"isdir", rpc.CodeIsDir, []error{rpc.ErrIsDir}},
+		{"notempty", rpc.CodeNotEmpty, []error{rpc.ErrNotEmpty}},
+		{"unavail", rpc.CodeUnavailable, []error{rpc.ErrUnavailable}},
+		{"badpath", rpc.CodeInvalidPath, []error{rpc.ErrInvalidPath, fs.ErrInvalid}},
+		{"deadline", rpc.CodeDeadlineExceeded, []error{context.DeadlineExceeded}},
+		{"canceled", rpc.CodeCanceled, []error{context.Canceled}},
+		{"plain", rpc.CodeInternal, nil},
+		{"panic", rpc.CodeInternal, nil},
+		{"remote", rpc.CodeNotEmpty, []error{rpc.ErrNotEmpty}},
 		// A downstream node's "shutting down" must not promise the client
 		// that this node did nothing: it becomes plain unavailable.
-		{"remotedown", CodeUnavailable, []error{ErrUnavailable}},
+		{"remotedown", rpc.CodeUnavailable, []error{rpc.ErrUnavailable}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.kind, func(t *testing.T) {
@@ -59,14 +61,14 @@ func TestErrorCodesRoundTrip(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			re, ok := errors.AsType[*RemoteError](err)
+			re, ok := errors.AsType[*rpc.RemoteError](err)
 			if !ok {
 				t.Fatalf("error %v (%T) is not a *RemoteError", err, err)
 			}
 			if re.Code != tt.code {
 				t.Errorf("code = %v, want %v", re.Code, tt.code)
 			}
-			if !errors.Is(err, ErrRemote) {
+			if !errors.Is(err, rpc.ErrRemote) {
 				t.Errorf("errors.Is(err, ErrRemote) = false")
 			}
 			for _, s := range allSentinels {
@@ -85,58 +87,17 @@ func TestErrorCodesRoundTrip(t *testing.T) {
 	}
 }
 
-func TestCodeMapping(t *testing.T) {
-	for code := CodeOK; code <= CodeInvalid; code++ {
-		if code == CodeOK {
-			if code.Err("x") != nil {
-				t.Error("CodeOK.Err != nil")
-			}
-			continue
-		}
-		err := code.Err("msg")
-		got := ErrorCode(err)
-		want := code
-		if code == CodeShuttingDown {
-			want = CodeUnavailable
-		}
-		if got != want {
-			t.Errorf("ErrorCode(%v.Err()) = %v, want %v", code, got, want)
-		}
-		if s := code.sentinel(); s != nil {
-			if ErrorCode(fmt.Errorf("wrapped: %w", s)) != want && code != CodeShuttingDown {
-				t.Errorf("ErrorCode(wrapped %v) = %v", s, ErrorCode(fmt.Errorf("w: %w", s)))
-			}
-			if !errors.Is(err, s) {
-				t.Errorf("%v.Err() does not match %v", code, s)
-			}
-		}
-		if strings.HasPrefix(code.String(), "code_") {
-			t.Errorf("code %d has no name", code)
-		}
-	}
-	if ErrorCode(nil) != CodeOK {
-		t.Error("ErrorCode(nil) != CodeOK")
-	}
-	if ErrorCode(errors.New("x")) != CodeInternal {
-		t.Error("plain error is not CodeInternal")
-	}
-	// Unavailable wins over not-exist: a down home must never read as absent.
-	if ErrorCode(errors.Join(fs.ErrNotExist, ErrUnavailable)) != CodeUnavailable {
-		t.Error("unavailable+notexist is not CodeUnavailable")
-	}
-}
-
 func TestUnknownMethodAndBadRequest(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{})
-	c := newClient(t, Options{Addrs: []string{ts.addr}})
+	ts := startServer(t, "s1", rpc.ServerOptions{})
+	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}})
 	ctx := context.Background()
 	err := c.Call(ctx, ts.addr, "No.Such", &echoReq{}, nil)
-	if !errors.Is(err, ErrUnknownMethod) {
+	if !errors.Is(err, rpc.ErrUnknownMethod) {
 		t.Errorf("unknown method: %v", err)
 	}
 	// A body of the wrong shape (a string where a struct is expected).
 	err = c.Call(ctx, ts.addr, mEcho, "not a struct", nil)
-	if !errors.Is(err, ErrBadRequest) {
+	if !errors.Is(err, rpc.ErrBadRequest) {
 		t.Errorf("bad body: %v", err)
 	}
 	// A nil response from a handler decodes as the zero value.
@@ -151,29 +112,10 @@ func TestUnknownMethodAndBadRequest(t *testing.T) {
 	}
 }
 
-func TestRegisterPanics(t *testing.T) {
-	s := NewServer(ServerOptions{})
-	h := func(ctx context.Context, r *echoReq) (*echoResp, error) { return nil, nil }
-	Register(s, "A.B", h)
-	for _, name := range []string{"A.B", "", strings.Repeat("x", MaxMethodLen+1)} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("Register(%q) did not panic", name)
-				}
-			}()
-			Register(s, name, h)
-		}()
-	}
-	if m := s.Methods(); len(m) != 1 || m[0] != "A.B" {
-		t.Errorf("Methods() = %v", m)
-	}
-}
-
 func TestPipelinedConcurrentCalls(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{})
+	ts := startServer(t, "s1", rpc.ServerOptions{})
 	var dials countingDialer
-	c := newClient(t, Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 1, Dial: dials.Dial})
+	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 1, Dial: dials.Dial})
 	const workers, per = 32, 100
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -208,9 +150,9 @@ func TestPipelinedConcurrentCalls(t *testing.T) {
 }
 
 func TestPoolReuse(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{})
+	ts := startServer(t, "s1", rpc.ServerOptions{})
 	var dials countingDialer
-	c := newClient(t, Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 3, Dial: dials.Dial, IdleTimeout: 50 * time.Millisecond})
+	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 3, Dial: dials.Dial, IdleTimeout: 50 * time.Millisecond})
 	ctx := context.Background()
 	for i := range 200 {
 		var resp echoResp
@@ -236,14 +178,7 @@ func TestPoolReuse(t *testing.T) {
 		t.Fatalf("concurrent calls: dials = %d, want <= 3", n)
 	}
 	// Idle connections are closed, and the next call dials again.
-	waitFor(t, "idle connections to close", func() bool {
-		c.mu.Lock()
-		p := c.pools[ts.addr]
-		c.mu.Unlock()
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.conns) == 0
-	})
+	rpctest.Eventually(t, waitTime, "idle connections to close", noPooledConns(c, ts.addr))
 	before := dials.n.Load()
 	var resp echoResp
 	if err := c.Call(ctx, ts.addr, mEcho, &echoReq{N: 1}, &resp); err != nil {
@@ -255,8 +190,8 @@ func TestPoolReuse(t *testing.T) {
 }
 
 func TestDeadlinePropagation(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{})
-	c := newClient(t, Options{Addrs: []string{ts.addr}, Timeout: -1})
+	ts := startServer(t, "s1", rpc.ServerOptions{})
+	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}, Timeout: -1})
 
 	// The handler sees the client's deadline.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -290,7 +225,7 @@ func TestDeadlinePropagation(t *testing.T) {
 	}
 	// Either the client's timer fired first (ErrOutcomeUnknown: the call
 	// was sent) or the server's answer "deadline exceeded" came first.
-	if !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrRemote) {
+	if !errors.Is(err, rpc.ErrOutcomeUnknown) && !errors.Is(err, rpc.ErrRemote) {
 		t.Errorf("deadline after sending: %v", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -308,14 +243,14 @@ func TestDeadlinePropagation(t *testing.T) {
 
 	// An expired context fails before sending.
 	err = c.Call(ctx, ts.addr, mEcho, &echoReq{}, nil)
-	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrOutcomeUnknown) {
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpc.ErrOutcomeUnknown) {
 		t.Errorf("expired ctx: %v", err)
 	}
 }
 
 func TestCancelPropagation(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{})
-	c := newClient(t, Options{Addrs: []string{ts.addr}, Timeout: -1})
+	ts := startServer(t, "s1", rpc.ServerOptions{})
+	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}, Timeout: -1})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Call(ctx, ts.addr, mSleep, &sleepReq{Block: true}, nil) }()
@@ -335,8 +270,8 @@ func TestCancelPropagation(t *testing.T) {
 }
 
 func TestMaxConcurrentBound(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{MaxConcurrent: 2})
-	c := newClient(t, Options{Addrs: []string{ts.addr}})
+	ts := startServer(t, "s1", rpc.ServerOptions{MaxConcurrent: 2})
+	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}})
 	var wg sync.WaitGroup
 	for range 5 {
 		wg.Go(func() {
@@ -357,8 +292,8 @@ func TestMaxConcurrentBound(t *testing.T) {
 }
 
 func TestShutdownWaitsForInflight(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{})
-	c := newClient(t, Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 1})
+	ts := startServer(t, "s1", rpc.ServerOptions{})
+	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 1})
 	ctx := context.Background()
 	const n = 5
 	results := make(chan error, n)
@@ -376,16 +311,9 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 
 	// Once the client has the goaway, new work is refused without being
 	// executed (a redial finds no listener): unavailable, not "unknown".
-	waitFor(t, "the goaway to reach the client", func() bool {
-		c.mu.Lock()
-		p := c.pools[ts.addr]
-		c.mu.Unlock()
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.conns) == 0
-	})
+	rpctest.Eventually(t, waitTime, "the goaway to reach the client", noPooledConns(c, ts.addr))
 	err := c.Call(ctx, ts.addr, mWrite, &echoReq{}, nil)
-	if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOutcomeUnknown) {
+	if !errors.Is(err, rpc.ErrUnavailable) || errors.Is(err, rpc.ErrOutcomeUnknown) {
 		t.Errorf("call during shutdown: %v", err)
 	}
 	if ts.writes.Load() != 0 {
@@ -405,15 +333,15 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 	if err := <-shut; err != nil {
 		t.Errorf("Shutdown: %v", err)
 	}
-	if err := <-ts.serveCh; !errors.Is(err, ErrServerClosed) {
+	if err := <-ts.serveCh; !errors.Is(err, rpc.ErrServerClosed) {
 		t.Errorf("Serve returned %v", err)
 	}
 	ts.serveCh <- nil // for the cleanup
 }
 
 func TestShutdownTimeout(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{})
-	c := newClient(t, Options{Addrs: []string{ts.addr}})
+	ts := startServer(t, "s1", rpc.ServerOptions{})
+	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}})
 	done := make(chan error, 1)
 	go func() { done <- c.Call(context.Background(), ts.addr, mSleep, &sleepReq{Block: true}, nil) }()
 	<-ts.entered
@@ -426,7 +354,7 @@ func TestShutdownTimeout(t *testing.T) {
 		t.Errorf("handler ctx: %v", e)
 	}
 	err := <-done
-	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrOutcomeUnknown) {
+	if !errors.Is(err, rpc.ErrUnavailable) || !errors.Is(err, rpc.ErrOutcomeUnknown) {
 		t.Errorf("call cut by forced shutdown: %v", err)
 	}
 }
@@ -434,14 +362,14 @@ func TestShutdownTimeout(t *testing.T) {
 // TestGoAwayRefusesLaterRequests checks the goaway contract at frame level:
 // requests after the last accepted seq get CodeShuttingDown.
 func TestGoAwayRefusesLaterRequests(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{})
+	ts := startServer(t, "s1", rpc.ServerOptions{})
 	nc, err := net.Dial("tcp", ts.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	body, _ := newBodyCodec().getEncoder().encode(&sleepReq{Block: true})
-	frame := append([]byte(preface), appendRequestHeader(nil, len(body), 1, 0, mSleep)...)
+	body := rpc.EncodeBody(&sleepReq{Block: true})
+	frame := append([]byte(rpc.Preface), rpc.AppendRequestHeader(nil, len(body), 1, 0, mSleep)...)
 	frame = append(frame, body...)
 	if _, err := nc.Write(frame); err != nil {
 		t.Fatal(err)
@@ -452,27 +380,27 @@ func TestGoAwayRefusesLaterRequests(t *testing.T) {
 
 	br := &frameReader{r: nc}
 	kind, p := br.next(t)
-	if kind != kindGoAway {
+	if kind != rpc.KindGoAway {
 		t.Fatalf("first frame kind %d, want goaway", kind)
 	}
-	if last, _ := parseControl(p, kindGoAway); last != 1 {
+	if last, _ := rpc.ParseGoAway(p); last != 1 {
 		t.Fatalf("goaway last = %d, want 1", last)
 	}
-	body2, _ := newBodyCodec().getEncoder().encode(&echoReq{})
-	f2 := appendRequestHeader(nil, len(body2), 2, 0, mWrite)
+	body2 := rpc.EncodeBody(&echoReq{})
+	f2 := rpc.AppendRequestHeader(nil, len(body2), 2, 0, mWrite)
 	if _, err := nc.Write(append(f2, body2...)); err != nil {
 		t.Fatal(err)
 	}
 	kind, p = br.next(t)
-	h, err := parseResponse(p)
-	if kind != kindResponse || err != nil || h.seq != 2 || h.code != CodeShuttingDown {
-		t.Fatalf("after goaway: kind %d %+v %v", kind, h, err)
+	seq, code, err := rpc.ParseResponse(p)
+	if kind != rpc.KindResponse || err != nil || seq != 2 || code != rpc.CodeShuttingDown {
+		t.Fatalf("after goaway: kind %d seq %d code %v %v", kind, seq, code, err)
 	}
 	close(ts.release)
 	kind, p = br.next(t)
-	h, err = parseResponse(p)
-	if kind != kindResponse || err != nil || h.seq != 1 || h.code != CodeOK {
-		t.Fatalf("accepted call: kind %d %+v %v", kind, h, err)
+	seq, code, err = rpc.ParseResponse(p)
+	if kind != rpc.KindResponse || err != nil || seq != 1 || code != rpc.CodeOK {
+		t.Fatalf("accepted call: kind %d seq %d code %v %v", kind, seq, code, err)
 	}
 	if err := <-shut; err != nil {
 		t.Fatal(err)
@@ -498,8 +426,8 @@ func (f *frameReader) next(t *testing.T) (byte, []byte) {
 }
 
 func TestGarbageFromRawClient(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{MaxFrameSize: 64 << 10, HandshakeTimeout: 2 * time.Second})
-	good := newClient(t, Options{Addrs: []string{ts.addr}})
+	ts := startServer(t, "s1", rpc.ServerOptions{MaxFrameSize: 64 << 10, HandshakeTimeout: 2 * time.Second})
+	good := newClient(t, rpc.Options{Addrs: []string{ts.addr}})
 
 	// A good client keeps calling throughout.
 	stop := make(chan struct{})
@@ -523,10 +451,10 @@ func TestGarbageFromRawClient(t *testing.T) {
 
 	u32 := func(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
 	req := func(seq uint64, method string, body []byte) []byte {
-		return append(appendRequestHeader(nil, len(body), seq, 0, method), body...)
+		return append(rpc.AppendRequestHeader(nil, len(body), seq, 0, method), body...)
 	}
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
-	pre := []byte(preface)
+	pre := []byte(rpc.Preface)
 	tests := []struct {
 		name  string
 		bytes []byte
@@ -539,15 +467,15 @@ func TestGarbageFromRawClient(t *testing.T) {
 		{"just over the limit", cat(pre, u32(64<<10+1)), false},
 		{"zero-length frame", cat(pre, u32(0)), false},
 		{"unknown kind", cat(pre, u32(9), []byte{99, 0, 0, 0, 0, 0, 0, 0, 1}), false},
-		{"short request", cat(pre, u32(3), []byte{kindRequest, 0, 0}), false},
-		{"zero method length", cat(pre, u32(requestFixedLen), []byte{kindRequest}, make([]byte, 17)), false},
-		{"method past end", cat(pre, u32(requestFixedLen+1), []byte{kindRequest}, make([]byte, 16), []byte{200, 'x'}), false},
-		{"bad cancel", cat(pre, u32(3), []byte{kindCancel, 1, 2}), false},
-		{"response from client", cat(pre, u32(responseFixedLen), []byte{kindResponse}, make([]byte, 12)), false},
+		{"short request", cat(pre, u32(3), []byte{rpc.KindRequest, 0, 0}), false},
+		{"zero method length", cat(pre, u32(rpc.RequestFixedLen), []byte{rpc.KindRequest}, make([]byte, 17)), false},
+		{"method past end", cat(pre, u32(rpc.RequestFixedLen+1), []byte{rpc.KindRequest}, make([]byte, 16), []byte{200, 'x'}), false},
+		{"bad cancel", cat(pre, u32(3), []byte{rpc.KindCancel, 1, 2}), false},
+		{"response from client", cat(pre, u32(rpc.ResponseFixedLen), []byte{rpc.KindResponse}, make([]byte, 12)), false},
 		{"sequence going back", cat(pre, req(5, mEcho, []byte{0x80}), req(5, mEcho, []byte{0x80})), false},
 		{"truncated frame", cat(pre, u32(1000), []byte("only a little")), true},
-		{"truncated preface", []byte("GH"), true},
-		{"timeout out of range", cat(pre, u32(requestFixedLen+1), []byte{kindRequest}, make([]byte, 8), []byte{0xff, 0, 0, 0, 0, 0, 0, 0}, []byte{1, 'x'}), false},
+		{"truncated rpc.Preface", []byte("GH"), true},
+		{"timeout out of range", cat(pre, u32(rpc.RequestFixedLen+1), []byte{rpc.KindRequest}, make([]byte, 8), []byte{0xff, 0, 0, 0, 0, 0, 0, 0}, []byte{1, 'x'}), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -572,52 +500,54 @@ func TestGarbageFromRawClient(t *testing.T) {
 		})
 	}
 	n := goodCalls.Load()
-	waitFor(t, "good client progress", func() bool { return goodCalls.Load() > n+10 })
+	rpctest.Eventually(t, waitTime, "good client progress", func() error {
+		if k := goodCalls.Load() - n; k <= 10 {
+			return fmt.Errorf("%d calls since", k)
+		}
+		return nil
+	})
 	close(stop)
 	wg.Wait()
-	ts.mu.Lock()
-	conns := len(ts.conns)
-	ts.mu.Unlock()
-	if conns > 1 { // only the good client's connection remains
+	if conns := ts.OpenConns(); conns > 1 { // only the good client's connection remains
 		t.Errorf("%d server connections left", conns)
 	}
 }
 
 func TestBadBodyKeepsConnection(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{})
+	ts := startServer(t, "s1", rpc.ServerOptions{})
 	nc, err := net.Dial("tcp", ts.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	garbage := []byte{0xc1, 0xff, 0x00} // not msgpack
-	f := append([]byte(preface), appendRequestHeader(nil, len(garbage), 1, 0, mEcho)...)
-	body, _ := newBodyCodec().getEncoder().encode(&echoReq{N: 42})
+	f := append([]byte(rpc.Preface), rpc.AppendRequestHeader(nil, len(garbage), 1, 0, mEcho)...)
+	body := rpc.EncodeBody(&echoReq{N: 42})
 	f = append(f, garbage...)
-	f = append(f, appendRequestHeader(nil, len(body), 2, 0, mEcho)...)
+	f = append(f, rpc.AppendRequestHeader(nil, len(body), 2, 0, mEcho)...)
 	f = append(f, body...)
 	if _, err := nc.Write(f); err != nil {
 		t.Fatal(err)
 	}
 	fr := &frameReader{r: nc}
-	got := map[uint64]Code{}
+	got := map[uint64]rpc.Code{}
 	for range 2 {
 		_, p := fr.next(t)
-		h, err := parseResponse(p)
+		seq, code, err := rpc.ParseResponse(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		got[h.seq] = h.code
+		got[seq] = code
 	}
-	if got[1] != CodeBadRequest || got[2] != CodeOK {
+	if got[1] != rpc.CodeBadRequest || got[2] != rpc.CodeOK {
 		t.Errorf("codes = %v, want 1:bad_request 2:ok", got)
 	}
 }
 
 func TestRetryOnAnotherAddress(t *testing.T) {
-	live := startServer(t, "live", ServerOptions{})
-	dead := deadAddr(t)
-	c := newClient(t, Options{Addrs: []string{dead, live.addr}})
+	live := startServer(t, "live", rpc.ServerOptions{})
+	dead := rpctest.DeadAddr(t)
+	c := newClient(t, rpc.Options{Addrs: []string{dead, live.addr}})
 	ctx := context.Background()
 
 	// A write preferring the dead node lands on the live one exactly once:
@@ -630,18 +560,18 @@ func TestRetryOnAnotherAddress(t *testing.T) {
 		t.Errorf("node %q, writes %d", resp.Node, live.writes.Load())
 	}
 	// Call never moves.
-	if err := c.Call(ctx, dead, mEcho, &echoReq{}, &resp); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrOutcomeUnknown) {
+	if err := c.Call(ctx, dead, mEcho, &echoReq{}, &resp); !errors.Is(err, rpc.ErrUnavailable) || errors.Is(err, rpc.ErrOutcomeUnknown) {
 		t.Errorf("Call to dead node: %v", err)
 	}
 	// Every address down.
-	c2 := newClient(t, Options{Addrs: []string{dead, deadAddr(t)}})
+	c2 := newClient(t, rpc.Options{Addrs: []string{dead, rpctest.DeadAddr(t)}})
 	err := c2.CallAny(ctx, "", mEcho, &echoReq{}, &resp)
-	if !errors.Is(err, ErrUnavailable) {
+	if !errors.Is(err, rpc.ErrUnavailable) {
 		t.Errorf("all down: %v", err)
 	}
 	// No address at all.
-	c3 := newClient(t, Options{})
-	if err := c3.CallAny(ctx, "", mEcho, &echoReq{}, &resp); !errors.Is(err, ErrUnavailable) {
+	c3 := newClient(t, rpc.Options{})
+	if err := c3.CallAny(ctx, "", mEcho, &echoReq{}, &resp); !errors.Is(err, rpc.ErrUnavailable) {
 		t.Errorf("no addresses: %v", err)
 	}
 }
@@ -650,9 +580,9 @@ func TestRetryOnAnotherAddress(t *testing.T) {
 // writes move to the other node at once and exactly once each (the goaway
 // frame says what was not executed).
 func TestRetryAfterGracefulShutdown(t *testing.T) {
-	a := startServer(t, "a", ServerOptions{})
-	b := startServer(t, "b", ServerOptions{})
-	c := newClient(t, Options{Addrs: []string{a.addr, b.addr}})
+	a := startServer(t, "a", rpc.ServerOptions{})
+	b := startServer(t, "b", rpc.ServerOptions{})
+	c := newClient(t, rpc.Options{Addrs: []string{a.addr, b.addr}})
 	ctx := context.Background()
 	var resp echoResp
 	if err := c.Call(ctx, a.addr, mEcho, &echoReq{}, &resp); err != nil {
@@ -678,9 +608,9 @@ func TestRetryAfterGracefulShutdown(t *testing.T) {
 // listener and connections close). Reads move to the other node at once;
 // writes too, once the client has seen the connection close.
 func TestRetryAfterListenerClosed(t *testing.T) {
-	a := startServer(t, "a", ServerOptions{})
-	b := startServer(t, "b", ServerOptions{})
-	c := newClient(t, Options{Addrs: []string{a.addr, b.addr}})
+	a := startServer(t, "a", rpc.ServerOptions{})
+	b := startServer(t, "b", rpc.ServerOptions{})
+	c := newClient(t, rpc.Options{Addrs: []string{a.addr, b.addr}})
 	ctx := context.Background()
 	var resp echoResp
 	if err := c.Call(ctx, a.addr, mEcho, &echoReq{}, &resp); err != nil {
@@ -688,21 +618,14 @@ func TestRetryAfterListenerClosed(t *testing.T) {
 	}
 	a.Close()
 	for i := range 20 {
-		if err := c.Invoke(ctx, a.addr, mEcho, true, &echoReq{N: i}, &resp); err != nil {
+		if err := c.CallAnyWith(ctx, a.addr, mEcho, true, &echoReq{N: i}, &resp); err != nil {
 			t.Fatalf("read %d: %v", i, err)
 		}
 		if resp.Node != "b" || resp.N != i {
 			t.Fatalf("read answered by %q", resp.Node)
 		}
 	}
-	waitFor(t, "the client to drop a's connection", func() bool {
-		c.mu.Lock()
-		p := c.pools[a.addr]
-		c.mu.Unlock()
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.conns) == 0
-	})
+	rpctest.Eventually(t, waitTime, "the client to drop a's connection", noPooledConns(c, a.addr))
 	for i := range 20 {
 		if err := c.CallAny(ctx, a.addr, mWrite, &echoReq{N: i}, &resp); err != nil {
 			t.Fatalf("write %d: %v", i, err)
@@ -753,23 +676,23 @@ func startDropProxy(t *testing.T, target string) *dropProxy {
 }
 
 func TestNoBlindRetryOfWrites(t *testing.T) {
-	first := startServer(t, "first", ServerOptions{})
-	second := startServer(t, "second", ServerOptions{})
+	first := startServer(t, "first", rpc.ServerOptions{})
+	second := startServer(t, "second", rpc.ServerOptions{})
 	proxy := startDropProxy(t, first.addr)
-	c := newClient(t, Options{Addrs: []string{proxy.ln.Addr().String(), second.addr}})
+	c := newClient(t, rpc.Options{Addrs: []string{proxy.ln.Addr().String(), second.addr}})
 	ctx := context.Background()
 
 	// A write whose answer was lost is not sent elsewhere.
 	var resp echoResp
-	err := c.Invoke(ctx, proxy.ln.Addr().String(), mWrite, false, &echoReq{}, &resp)
-	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, ErrUnavailable) {
+	err := c.CallAnyWith(ctx, proxy.ln.Addr().String(), mWrite, false, &echoReq{}, &resp)
+	if !errors.Is(err, rpc.ErrOutcomeUnknown) || !errors.Is(err, rpc.ErrUnavailable) {
 		t.Fatalf("write through dropping proxy: %v", err)
 	}
 	if first.writes.Load() != 1 || second.writes.Load() != 0 {
 		t.Errorf("writes first=%d second=%d, want 1 and 0", first.writes.Load(), second.writes.Load())
 	}
 	// A read is retried on the other node.
-	if err := c.Invoke(ctx, proxy.ln.Addr().String(), mEcho, true, &echoReq{N: 3}, &resp); err != nil {
+	if err := c.CallAnyWith(ctx, proxy.ln.Addr().String(), mEcho, true, &echoReq{N: 3}, &resp); err != nil {
 		t.Fatalf("read through dropping proxy: %v", err)
 	}
 	if resp.Node != "second" {
@@ -778,22 +701,22 @@ func TestNoBlindRetryOfWrites(t *testing.T) {
 }
 
 func TestFrameLimits(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{MaxFrameSize: 4 << 10})
-	c := newClient(t, Options{Addrs: []string{ts.addr}, MaxFrameSize: 4 << 10})
+	ts := startServer(t, "s1", rpc.ServerOptions{MaxFrameSize: 4 << 10})
+	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}, MaxFrameSize: 4 << 10})
 	ctx := context.Background()
 	var resp echoResp
 	// Too large to send: refused locally, nothing sent.
 	err := c.Call(ctx, ts.addr, mEcho, &echoReq{B: make([]byte, 8<<10)}, &resp)
-	if !errors.Is(err, ErrFrameTooLarge) {
+	if !errors.Is(err, rpc.ErrFrameTooLarge) {
 		t.Errorf("big request: %v", err)
 	}
 	// A response over the server's limit becomes an error, not a dead connection.
-	c2 := newClient(t, Options{Addrs: []string{ts.addr}})
-	ts2 := startServer(t, "s2", ServerOptions{MaxFrameSize: 4 << 10})
-	Register(ts2.Server, "Test.Big", func(ctx context.Context, r *echoReq) (*echoResp, error) {
+	c2 := newClient(t, rpc.Options{Addrs: []string{ts.addr}})
+	ts2 := startServer(t, "s2", rpc.ServerOptions{MaxFrameSize: 4 << 10})
+	rpc.Register(ts2.Server, "Test.Big", func(ctx context.Context, r *echoReq) (*echoResp, error) {
 		return &echoResp{B: make([]byte, 8<<10)}, nil
 	})
-	if err := c2.Call(ctx, ts2.addr, "Test.Big", &echoReq{}, &resp); !errors.Is(err, ErrRemote) {
+	if err := c2.Call(ctx, ts2.addr, "Test.Big", &echoReq{}, &resp); !errors.Is(err, rpc.ErrRemote) {
 		t.Errorf("big response: %v", err)
 	}
 	if err := c2.Call(ctx, ts2.addr, mEcho, &echoReq{N: 5}, &resp); err != nil || resp.N != 5 {
@@ -805,8 +728,8 @@ func TestFrameLimits(t *testing.T) {
 }
 
 func TestClientClose(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{})
-	c := NewClient(Options{Addrs: []string{ts.addr}})
+	ts := startServer(t, "s1", rpc.ServerOptions{})
+	c := rpc.NewClient(rpc.Options{Addrs: []string{ts.addr}})
 	done := make(chan error, 1)
 	go func() { done <- c.Call(context.Background(), ts.addr, mSleep, &sleepReq{Block: true}, nil) }()
 	<-ts.entered
@@ -814,20 +737,20 @@ func TestClientClose(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Error("in-flight call survived Close")
 	}
-	if err := c.Call(context.Background(), ts.addr, mEcho, &echoReq{}, nil); !errors.Is(err, ErrClientClosed) {
+	if err := c.Call(context.Background(), ts.addr, mEcho, &echoReq{}, nil); !errors.Is(err, rpc.ErrClientClosed) {
 		t.Errorf("after Close: %v", err)
 	}
 	c.Close() // idempotent
 }
 
 func TestServeAfterClose(t *testing.T) {
-	s := NewServer(ServerOptions{})
+	s := rpc.NewServer(rpc.ServerOptions{})
 	s.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Serve(context.Background(), ln); !errors.Is(err, ErrServerClosed) {
+	if err := s.Serve(context.Background(), ln); !errors.Is(err, rpc.ErrServerClosed) {
 		t.Errorf("Serve after Close = %v", err)
 	}
 	if err := s.Shutdown(context.Background()); err != nil {
@@ -836,7 +759,7 @@ func TestServeAfterClose(t *testing.T) {
 }
 
 func TestServeContextCancel(t *testing.T) {
-	s := NewServer(ServerOptions{})
+	s := rpc.NewServer(rpc.ServerOptions{})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -844,8 +767,8 @@ func TestServeContextCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ctx, ln) }()
-	c := newClient(t, Options{})
-	if err := c.Call(context.Background(), ln.Addr().String(), "X.Y", &echoReq{}, nil); !errors.Is(err, ErrUnknownMethod) {
+	c := newClient(t, rpc.Options{})
+	if err := c.Call(context.Background(), ln.Addr().String(), "X.Y", &echoReq{}, nil); !errors.Is(err, rpc.ErrUnknownMethod) {
 		t.Fatal(err)
 	}
 	cancel()
@@ -855,13 +778,13 @@ func TestServeContextCancel(t *testing.T) {
 }
 
 func TestServerIdleTimeout(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{IdleTimeout: 30 * time.Millisecond})
+	ts := startServer(t, "s1", rpc.ServerOptions{IdleTimeout: 30 * time.Millisecond})
 	nc, err := net.Dial("tcp", ts.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	nc.Write([]byte(preface))
+	nc.Write([]byte(rpc.Preface))
 	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.Copy(io.Discard, nc); err != nil {
 		t.Errorf("idle connection not closed by the server: %v", err)
@@ -869,8 +792,8 @@ func TestServerIdleTimeout(t *testing.T) {
 }
 
 func TestDefaultTimeout(t *testing.T) {
-	ts := startServer(t, "s1", ServerOptions{})
-	c := newClient(t, Options{Addrs: []string{ts.addr}, Timeout: 100 * time.Millisecond})
+	ts := startServer(t, "s1", rpc.ServerOptions{})
+	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}, Timeout: 100 * time.Millisecond})
 	var resp sleepResp
 	if err := c.Call(context.Background(), ts.addr, mSleep, &sleepReq{}, &resp); err != nil {
 		t.Fatal(err)
@@ -900,9 +823,9 @@ func TestDefaultTimeout(t *testing.T) {
 func TestNoGoroutineLeak(t *testing.T) {
 	before := runtime.NumGoroutine()
 	func() {
-		s := NewServer(ServerOptions{IdleTimeout: time.Second})
+		s := rpc.NewServer(rpc.ServerOptions{IdleTimeout: time.Second})
 		release := make(chan struct{})
-		Register(s, mSleep, func(ctx context.Context, r *sleepReq) (*sleepResp, error) {
+		rpc.Register(s, mSleep, func(ctx context.Context, r *sleepReq) (*sleepResp, error) {
 			select {
 			case <-ctx.Done():
 			case <-release:
@@ -915,7 +838,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		}
 		served := make(chan struct{})
 		go func() { s.Serve(context.Background(), ln); close(served) }()
-		c := NewClient(Options{Addrs: []string{ln.Addr().String()}, IdleTimeout: time.Second})
+		c := rpc.NewClient(rpc.Options{Addrs: []string{ln.Addr().String()}, IdleTimeout: time.Second})
 		var wg sync.WaitGroup
 		for i := range 20 {
 			wg.Go(func() {
@@ -937,5 +860,10 @@ func TestNoGoroutineLeak(t *testing.T) {
 		}
 		<-served
 	}()
-	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+	rpctest.Eventually(t, waitTime, "goroutines to end", func() error {
+		if n := runtime.NumGoroutine(); n > before {
+			return fmt.Errorf("%d goroutines, %d before", n, before)
+		}
+		return nil
+	})
 }

@@ -167,16 +167,6 @@ func (s *Server) register(h *handler) {
 	s.handlers.Store(&m)
 }
 
-// Methods returns the registered method names (unsorted).
-func (s *Server) Methods() []string {
-	m := *s.handlers.Load()
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
-
 // Serve accepts connections on ln and serves them until Shutdown or Close
 // (then it returns ErrServerClosed), until ln fails (the error), or until
 // ctx is canceled: then it closes the whole server abruptly, as Close does,

@@ -133,15 +133,3 @@ func (w *connWriter) commitFrame(buf []byte, wait bool) error {
 	w.mu.Unlock()
 	return err
 }
-
-// write appends the concatenation of a and b as one frame and flushes.
-func (w *connWriter) write(a, b []byte) error {
-	buf, err := w.begin()
-	if err != nil {
-		w.abort()
-		return err
-	}
-	buf = append(buf, a...)
-	buf = append(buf, b...)
-	return w.commit(buf)
-}

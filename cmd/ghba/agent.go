@@ -24,6 +24,10 @@ import (
 type agentNode interface {
 	Start(ctx context.Context) error
 	Shutdown(ctx context.Context) error
+	// Done is closed when the node stops serving for good: it left the
+	// cluster, or a fatal error stopped it (Err).
+	Done() <-chan struct{}
+	Err() error
 }
 
 // newAgentNode creates the node the agent runs.
@@ -135,28 +139,29 @@ func runAgent(ctx context.Context, cfg agentConfig, logw io.Writer, shutdownTime
 		"serf", net.JoinHostPort(cfg.Advertise(), strconv.Itoa(cfg.Ports.Serf)),
 		"http", net.JoinHostPort(cfg.Advertise(), strconv.Itoa(cfg.Ports.HTTP)),
 		"data_dir", cfg.DataDir)
-	var left <-chan struct{}
-	if d, ok := n.(interface{ Done() <-chan struct{} }); ok {
-		left = d.Done()
-	}
+	var fatal error
 	select {
 	case <-ctx.Done():
 		logger.Info("signal received: shutting down", "timeout", shutdownTimeout)
-	case <-left:
-		logger.Info("node left the cluster: shutting down", "timeout", shutdownTimeout)
+	case <-n.Done():
+		if fatal = n.Err(); fatal != nil {
+			logger.Error("node stopped on a fatal error: shutting down", "err", fatal, "timeout", shutdownTimeout)
+		} else {
+			logger.Info("node left the cluster: shutting down", "timeout", shutdownTimeout)
+		}
 	}
 
 	forced := make(chan os.Signal, 1)
 	signal.Notify(forced, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(forced)
-	done := make(chan struct{})
-	defer close(done)
+	stopped := make(chan struct{})
+	defer close(stopped)
 	go func() {
 		select {
 		case <-forced:
 			logger.Error("second signal: exiting without a clean shutdown")
 			os.Exit(exitError)
-		case <-done:
+		case <-stopped:
 		}
 	}()
 
@@ -165,6 +170,9 @@ func runAgent(ctx context.Context, cfg agentConfig, logw io.Writer, shutdownTime
 	if err := n.Shutdown(sctx); err != nil {
 		logger.Error("shutdown failed", "err", err)
 		return fmt.Errorf("shutting down node %s: %w", cfg.NodeID, err)
+	}
+	if fatal != nil {
+		return fmt.Errorf("node %s: %w", cfg.NodeID, fatal)
 	}
 	logger.Info("agent stopped")
 	return nil

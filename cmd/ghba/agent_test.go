@@ -4,30 +4,12 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/ghba/ghba/node/nodetest"
+	"github.com/ghba/ghba/rpc/rpctest"
 )
-
-// syncBuffer is a strings.Builder safe for one writer and readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestAgentRealNode runs "ghba agent" in process with the real node on
 // free loopback ports, drives it with the CLI commands, and stops it the
@@ -41,7 +23,7 @@ func TestAgentRealNode(t *testing.T) {
 	rpcAddr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs := new(syncBuffer)
+	logs := new(rpctest.SyncBuffer)
 	done := make(chan error, 1)
 	go func() {
 		root := newRootCmd()

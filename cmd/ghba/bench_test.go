@@ -33,7 +33,7 @@ func TestMakeBenchTree(t *testing.T) {
 
 func TestBenchAgainstFake(t *testing.T) {
 	f := startFake(t)
-	out, errOut, code := runCLI(t, "--addr", f.addr, "--json", "bench", "--paths", "120", "--files-per-dir", "9", "--prefix", "/bench")
+	out, errOut, code := runCLI(t, "--addr", f.Addr(), "--json", "bench", "--paths", "120", "--files-per-dir", "9", "--prefix", "/bench")
 	if code != 0 {
 		t.Fatalf("bench: exit %d: %s", code, errOut)
 	}
@@ -64,12 +64,12 @@ func TestBenchAgainstFake(t *testing.T) {
 	if want := []string{"mkdir", "create", "stat", "lookup"}; !slices.Equal(names, want) {
 		t.Errorf("phases %v, want %v", names, want)
 	}
-	if got := len(f.paths()); got != 122 { // "/", "/bench" and 120 paths
+	if got := len(f.Paths()); got != 122 { // "/", "/bench" and 120 paths
 		t.Errorf("fake holds %d paths, want 122", got)
 	}
 
 	// Reads of the existing tree only; the human table.
-	out, errOut, code = runCLI(t, "--addr", f.addr, "bench", "--paths", "120", "--files-per-dir", "9", "--prefix", "/bench", "--phases", "stat,lookup")
+	out, errOut, code = runCLI(t, "--addr", f.Addr(), "bench", "--paths", "120", "--files-per-dir", "9", "--prefix", "/bench", "--phases", "stat,lookup")
 	if code != 0 {
 		t.Fatalf("bench stat,lookup: exit %d: %s", code, errOut)
 	}
@@ -80,7 +80,7 @@ func TestBenchAgainstFake(t *testing.T) {
 	}
 
 	// Creating the same tree again fails (every path exists): exit 1.
-	_, errOut, code = runCLI(t, "--addr", f.addr, "bench", "--paths", "120", "--files-per-dir", "9", "--prefix", "/bench", "--phases", "create")
+	_, errOut, code = runCLI(t, "--addr", f.Addr(), "bench", "--paths", "120", "--files-per-dir", "9", "--prefix", "/bench", "--phases", "create")
 	if code != exitError || !strings.Contains(errOut, "operations failed") {
 		t.Errorf("bench of existing paths: exit %d, stderr %q", code, errOut)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/rpctest"
 )
 
 func TestExitCode(t *testing.T) {
@@ -119,7 +119,7 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, args := range tests {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
-			_, errOut, code := runCLI(t, append([]string{"--addr", f.addr}, args...)...)
+			_, errOut, code := runCLI(t, append([]string{"--addr", f.Addr()}, args...)...)
 			if code != exitUsage {
 				t.Errorf("exit %d, want %d (stderr %q)", code, exitUsage, errOut)
 			}
@@ -129,34 +129,18 @@ func TestUsageErrors(t *testing.T) {
 		})
 	}
 	// No RPC was sent for any of them.
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.calls) != 0 {
-		t.Errorf("usage errors sent RPCs: %v", f.calls)
+	if calls := f.Calls(); len(calls) != 0 {
+		t.Errorf("usage errors sent RPCs: %v", calls)
 	}
-}
-
-// deadAddr returns a loopback address nothing listens on.
-func deadAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := ln.Addr().String()
-	ln.Close()
-	return a
 }
 
 func TestExitCodesThroughServer(t *testing.T) {
 	f := startFake(t)
-	f.set("/a", rpc.TypeDir)
-	f.set("/a/f", rpc.TypeFile)
-	f.set("/a/down", rpc.TypeFile)
-	f.mu.Lock()
-	f.down["/a/down"] = true
-	f.mu.Unlock()
-	dead := deadAddr(t)
+	f.Put("/a", rpc.TypeDir)
+	f.Put("/a/f", rpc.TypeFile)
+	f.Put("/a/down", rpc.TypeFile)
+	f.SetHomeDown("/a/down", true)
+	dead := rpctest.DeadAddr(t)
 	tests := []struct {
 		args []string
 		want int
@@ -185,7 +169,7 @@ func TestExitCodesThroughServer(t *testing.T) {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			args := tt.args
 			if args[0] != "--addr" {
-				args = append([]string{"--addr", f.addr}, args...)
+				args = append([]string{"--addr", f.Addr()}, args...)
 			}
 			_, errOut, code := runCLI(t, args...)
 			if code != tt.want {
@@ -197,12 +181,12 @@ func TestExitCodesThroughServer(t *testing.T) {
 
 func TestAddrFromEnv(t *testing.T) {
 	f := startFake(t)
-	t.Setenv(envAddr, f.addr)
+	t.Setenv(envAddr, f.Addr())
 	if _, errOut, code := runCLI(t, "members"); code != 0 {
-		t.Fatalf("members with %s=%s: exit %d: %s", envAddr, f.addr, code, errOut)
+		t.Fatalf("members with %s=%s: exit %d: %s", envAddr, f.Addr(), code, errOut)
 	}
 	// --addr wins over the environment.
-	if _, _, code := runCLI(t, "--addr", deadAddr(t), "members"); code != exitUnavail {
+	if _, _, code := runCLI(t, "--addr", rpctest.DeadAddr(t), "members"); code != exitUnavail {
 		t.Fatalf("--addr dead: exit %d, want %d", code, exitUnavail)
 	}
 }
@@ -248,7 +232,7 @@ func TestJSONContracts(t *testing.T) {
 	f := startFake(t)
 	run := func(args ...string) any {
 		t.Helper()
-		out, errOut, code := runCLI(t, append([]string{"--addr", f.addr, "--json"}, args...)...)
+		out, errOut, code := runCLI(t, append([]string{"--addr", f.Addr(), "--json"}, args...)...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut)
 		}
@@ -318,14 +302,20 @@ func TestJSONContracts(t *testing.T) {
 	}
 	hasKeys(t, "chmod", run("chmod", "0600", "/home/bob/b"), "path", "mode")
 	hasKeys(t, "join", run("join", "127.0.0.1:7412"), "joined")
+	if got := f.LastJoin(); !slices.Equal(got, []string{"127.0.0.1:7412"}) {
+		t.Errorf("join sent %v", got)
+	}
 	hasKeys(t, "leave", run("leave", "--node-id", "node1"), "drained_files", "handed_replicas")
+	if req, ok := f.LastLeave(); !ok || req.NodeID != "node1" {
+		t.Errorf("leave sent %+v (%v)", req, ok)
+	}
 }
 
 func TestHumanOutput(t *testing.T) {
 	f := startFake(t)
 	run := func(args ...string) string {
 		t.Helper()
-		out, errOut, code := runCLI(t, append([]string{"--addr", f.addr}, args...)...)
+		out, errOut, code := runCLI(t, append([]string{"--addr", f.Addr()}, args...)...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut)
 		}
@@ -368,7 +358,7 @@ func TestMutations(t *testing.T) {
 	f := startFake(t)
 	run := func(args ...string) {
 		t.Helper()
-		if _, errOut, code := runCLI(t, append([]string{"--addr", f.addr}, args...)...); code != 0 {
+		if _, errOut, code := runCLI(t, append([]string{"--addr", f.Addr()}, args...)...); code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut)
 		}
 	}
@@ -379,39 +369,33 @@ func TestMutations(t *testing.T) {
 		run("create", fmt.Sprintf("/t/a/g%d", i))
 	}
 	run("chown", "12:34", "/t/a/g1")
-	f.mu.Lock()
-	if sa := f.lastSetAttr; sa.UID == nil || *sa.UID != 12 || sa.GID == nil || *sa.GID != 34 || sa.Mode != nil {
+	if sa, _ := f.LastSetAttr(); sa.UID == nil || *sa.UID != 12 || sa.GID == nil || *sa.GID != 34 || sa.Mode != nil {
 		t.Errorf("chown sent %+v", sa)
 	}
-	f.mu.Unlock()
 	run("chown", ":7", "/t/a/g1")
-	f.mu.Lock()
-	if sa := f.lastSetAttr; sa.UID != nil || sa.GID == nil || *sa.GID != 7 {
+	if sa, _ := f.LastSetAttr(); sa.UID != nil || sa.GID == nil || *sa.GID != 7 {
 		t.Errorf("chown :7 sent %+v", sa)
 	}
-	f.mu.Unlock()
 	run("chmod", "2755", "/t/a")
-	f.mu.Lock()
-	if sa := f.lastSetAttr; sa.Mode == nil || *sa.Mode != 0o2755 || sa.UID != nil {
+	if sa, _ := f.LastSetAttr(); sa.Mode == nil || *sa.Mode != 0o2755 || sa.UID != nil {
 		t.Errorf("chmod sent %+v", sa)
 	}
-	f.mu.Unlock()
 	run("mv", "/t/a", "/t/moved")
 	run("rm", "/t/moved/g0")
 	run("rm", "-r", "/t/moved", "/t/x")
-	if got, want := f.paths(), []string{"/", "/t"}; !slices.Equal(got, want) {
+	if got, want := f.Paths(), []string{"/", "/t"}; !slices.Equal(got, want) {
 		t.Errorf("after rm -r: %v, want %v", got, want)
 	}
 }
 
 func TestRmDirectoryNeedsRecursive(t *testing.T) {
 	f := startFake(t)
-	f.set("/d", rpc.TypeDir)
-	_, errOut, code := runCLI(t, "--addr", f.addr, "rm", "/d")
+	f.Put("/d", rpc.TypeDir)
+	_, errOut, code := runCLI(t, "--addr", f.Addr(), "rm", "/d")
 	if code != exitError || !strings.Contains(errOut, "-r") {
 		t.Errorf("rm of a directory without -r: exit %d, stderr %q", code, errOut)
 	}
-	if !slices.Contains(f.paths(), "/d") {
+	if !slices.Contains(f.Paths(), "/d") {
 		t.Error("directory removed without -r")
 	}
 }

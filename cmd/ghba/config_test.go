@@ -322,9 +322,12 @@ type fakeNode struct {
 	startedCh           chan struct{}
 	shutdownHadDeadline bool
 	left                chan struct{} // nil: never
+	fatal               error         // what Err reports once left is closed
 }
 
 func (n *fakeNode) Done() <-chan struct{} { return n.left }
+
+func (n *fakeNode) Err() error { return n.fatal }
 
 func (n *fakeNode) Start(ctx context.Context) error {
 	n.mu.Lock()
@@ -428,6 +431,26 @@ func TestAgentStopsWhenNodeLeft(t *testing.T) {
 	close(fn.left)
 	_, errOut, code := runCLI(t, "agent", "--config", node1, "--data-dir", t.TempDir())
 	if code != 0 || !strings.Contains(errOut, "left the cluster") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+	fn.mu.Lock()
+	defer fn.mu.Unlock()
+	if fn.shutdown != 1 {
+		t.Errorf("shutdown called %d times, want 1", fn.shutdown)
+	}
+}
+
+// TestAgentExitsOnFatalError: a node that stops on a fatal error (its
+// group's log holds a command this build does not know) makes the agent
+// shut it down and exit with an error that names the cause.
+func TestAgentExitsOnFatalError(t *testing.T) {
+	clearEnv(t)
+	fn := useFakeNode(t, nil)
+	fn.left = make(chan struct{})
+	fn.fatal = errors.New("group log holds an unknown command")
+	close(fn.left)
+	_, errOut, code := runCLI(t, "agent", "--config", node1, "--data-dir", t.TempDir())
+	if code != exitError || !strings.Contains(errOut, "unknown command") {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 	fn.mu.Lock()

@@ -2,32 +2,19 @@ package store
 
 import (
 	"context"
-	"log/slog"
 	"path"
-	"strings"
 	"testing"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/ghba/ghba/rpc/rpctest"
 )
-
-// tWriter sends log output to t.Log.
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-}
 
 // testOptions returns options for a small store in a fresh temp dir.
 func testOptions(t testing.TB) Options {
 	return Options{
 		Dir:            t.TempDir(),
-		Logger:         testLogger(t),
+		Logger:         rpctest.Logger(t),
 		MemTableSize:   8 << 20,
 		BlockCacheSize: 4 << 20,
 	}
