@@ -44,7 +44,7 @@ FUZZTIME ?= 30s
 fuzz:
 	@for f in $$($(GO) test $(TAGS) -list 'Fuzz.*' ./routing/ | grep ^Fuzz); do \
 		echo "== $$f"; $(GO) test -run=NONE -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) ./routing/ || exit 1; done
-	@for p in ./routing/workload/ ./rpc/ ./node/store/ ./fsm/; do \
+	@for p in ./routing/workload/ ./rpc/ ./node/store/ ./node/raftmux/ ./fsm/; do \
 		for f in $$($(GO) test $(TAGS) -list 'Fuzz.*' $$p | grep ^Fuzz); do \
 			echo "== $$p $$f"; $(GO) test $(TAGS) -run=NONE -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s $$p || exit 1; done; done
 
