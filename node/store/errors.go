@@ -42,8 +42,12 @@ var (
 	ErrClosed error = &kindError{"store: closed", fs.ErrClosed}
 	// ErrTooLarge: a single batch does not fit into one Badger transaction.
 	ErrTooLarge = errors.New("store: batch too large for one transaction")
-	// ErrCorrupt: a stored record could not be decoded.
+	// ErrCorrupt: a stored record, an encoded Batch or a backup could not
+	// be decoded.
 	ErrCorrupt = errors.New("store: corrupt record")
+	// ErrUnknownVersion: an encoded Batch or a backup has a format version
+	// this build does not know (it was written by a newer build).
+	ErrUnknownVersion = errors.New("store: unknown format version")
 )
 
 // PreconditionError reports the precondition of a batch that did not hold.
