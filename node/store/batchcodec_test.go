@@ -202,6 +202,55 @@ func randomBatch(rng *rand.Rand, seq int) *Batch {
 	return &b
 }
 
+// TestDecodedBatchBehavesSame applies 500 random batches to one store and
+// their decoded copies to another: every result and the final contents
+// agree.
+func TestDecodedBatchBehavesSame(t *testing.T) {
+	ctx := context.Background()
+	orig, copied := openStore(t, testOptions(t)), openStore(t, testOptions(t))
+	rng := rand.New(rand.NewPCG(1, 2))
+	var origLog, copyLog []LogEntry
+	for i := 1; i <= 500; i++ {
+		b := randomBatch(rng, i)
+		enc, err := b.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Batch
+		if err := d.UnmarshalBinary(enc); err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		origLog = append(origLog, LogEntry{Index: uint64(i), Batch: b})
+		copyLog = append(copyLog, LogEntry{Index: uint64(i), Batch: &d})
+	}
+	failed := 0
+	for from := 0; from < len(origLog); from += 16 {
+		to := min(from+16, len(origLog))
+		want, err := orig.ApplyLog(ctx, origLog[from:to])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := copied.ApplyLog(ctx, copyLog[from:to])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if fmt.Sprint(got[i]) != fmt.Sprint(want[i]) {
+				t.Fatalf("entry %d: decoded %+v, original %+v", want[i].Index, got[i], want[i])
+			}
+			if want[i].Err != nil {
+				failed++
+			}
+		}
+	}
+	t.Logf("%d of %d batches failed a precondition", failed, len(origLog))
+	if failed == 0 || failed == len(origLog) {
+		t.Errorf("random batches do not exercise both outcomes")
+	}
+	diffDumps(t, dump(t, copied), dump(t, orig))
+	checkCounts(t, copied)
+}
+
 // FuzzBatchDecode: UnmarshalBinary never panics, fails only with
 // ErrCorrupt or ErrUnknownVersion, and what it accepts re-encodes to bytes
 // that decode to the same batch (and re-encode identically).
