@@ -6,16 +6,18 @@ import (
 
 type condKind uint8
 
+// Precondition kinds. The values are also their codes in the batch binary
+// format (batchcodec.go): never renumber them.
 const (
-	condInodeAbsent condKind = iota + 1
-	condInodeExists
-	condInodeVersion
-	condEntryAbsent
-	condEntryExists
-	condDirEmpty
-	condIntentAbsent
-	condIntentExists
-	condMetaEquals
+	condInodeAbsent  condKind = 1
+	condInodeExists  condKind = 2
+	condInodeVersion condKind = 3
+	condEntryAbsent  condKind = 4
+	condEntryExists  condKind = 5
+	condDirEmpty     condKind = 6
+	condIntentAbsent condKind = 7
+	condIntentExists condKind = 8
+	condMetaEquals   condKind = 9
 )
 
 var condNames = [...]string{
@@ -132,9 +134,12 @@ func (b *Batch) DeleteEntry(dir, name string) {
 // PutIntent records intent id with an opaque payload, replacing any intent
 // with that id. Its Created time is the time of this call.
 func (b *Batch) PutIntent(id string, payload []byte) {
-	if b.ok(checkID("intent id", id)) && b.ok(checkBlob("intent payload", payload)) {
-		in := Intent{ID: id, Created: time.Now().UnixNano(), Payload: payload}
-		b.addMut(mutation{kind: mutSet, key: intentKey(id), val: encodeIntent(&in)})
+	b.putIntent(Intent{ID: id, Created: time.Now().UnixNano(), Payload: payload})
+}
+
+func (b *Batch) putIntent(in Intent) {
+	if b.ok(checkID("intent id", in.ID)) && b.ok(checkBlob("intent payload", in.Payload)) {
+		b.addMut(mutation{kind: mutSet, key: intentKey(in.ID), val: encodeIntent(&in)})
 	}
 }
 

@@ -45,46 +45,108 @@ func BenchmarkCommitParallel(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			var next atomic.Int64
-			var wg sync.WaitGroup
+			parallelCreates(b, s, m.writers, m.raw)
+		})
+	}
+}
+
+// parallelCreates runs b.N create-like writes from writers goroutines
+// (Commit, or one badger db.Update each if raw) and reports ops/s and the
+// mean requests per transaction.
+func parallelCreates(b *testing.B, s *Store, writers int, raw bool) {
+	ctx := context.Background()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				p := fmt.Sprintf("/d%02d/f%09d", w, i)
+				var err error
+				if raw {
+					err = s.db.Update(func(txn *badger.Txn) error {
+						bt := createBatch(p, TypeFile, "n1")
+						if perr, err := bt.check(&wtxn{txn: txn}); err != nil || perr != nil {
+							return fmt.Errorf("%v %v", perr, err)
+						}
+						return bt.write(&wtxn{txn: txn})
+					})
+				} else {
+					err = s.Commit(ctx, createBatch(p, TypeFile, "n1"))
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "ops/s")
+	if st := s.Stats(); st.Txns > 0 {
+		b.ReportMetric(float64(st.Requests)/float64(st.Txns), "reqs/txn")
+	}
+}
+
+// BenchmarkApplyLog compares a shard replica's writes with the single-copy
+// store's, on the same create-like batches:
+//
+//   - applylog-16: ApplyLog of 16-entry groups (a Raft batch) into a store
+//     opened with NoSyncWrites, from one goroutine (the FSM's);
+//   - applylog-16-sync: the same with a Sync after every group, what a
+//     replica would pay if its store rather than its Raft log had to be
+//     durable;
+//   - commit-synced-16-writers: Commit with synced writes from 16
+//     goroutines (group commit), the single-copy store today.
+//
+// It reports ops/s (entries or commits per second).
+func BenchmarkApplyLog(b *testing.B) {
+	for _, mode := range []string{"applylog-16", "applylog-16-sync", "commit-synced-16-writers"} {
+		b.Run(mode, func(b *testing.B) {
+			ctx := context.Background()
+			s, err := Open(ctx, Options{Dir: b.TempDir(), NoSyncWrites: mode != "commit-synced-16-writers"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if mode == "commit-synced-16-writers" {
+				parallelCreates(b, s, 16, false)
+				return
+			}
+			group := make([]LogEntry, 16)
 			b.ResetTimer()
 			start := time.Now()
-			for w := range m.writers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for {
-						i := next.Add(1) - 1
-						if i >= int64(b.N) {
-							return
-						}
-						p := fmt.Sprintf("/d%02d/f%09d", w, i)
-						var err error
-						if m.raw {
-							err = s.db.Update(func(txn *badger.Txn) error {
-								bt := createBatch(p, TypeFile, "n1")
-								if perr, err := bt.check(&wtxn{txn: txn}); err != nil || perr != nil {
-									return fmt.Errorf("%v %v", perr, err)
-								}
-								return bt.write(&wtxn{txn: txn})
-							})
-						} else {
-							err = s.Commit(ctx, createBatch(p, TypeFile, "n1"))
-						}
-						if err != nil {
-							b.Error(err)
-							return
-						}
+			for i := 0; i < b.N; i += len(group) {
+				n := min(len(group), b.N-i)
+				for j := range n {
+					idx := i + j + 1
+					group[j] = LogEntry{Index: uint64(idx), Batch: createBatch(fmt.Sprintf("/d%02d/f%09d", idx%16, idx), TypeFile, "n1")}
+				}
+				res, err := s.ApplyLog(ctx, group[:n])
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res[0].Err != nil {
+					b.Fatal(res[0].Err)
+				}
+				if mode == "applylog-16-sync" {
+					if err := s.Sync(); err != nil {
+						b.Fatal(err)
 					}
-				}()
+				}
 			}
-			wg.Wait()
 			elapsed := time.Since(start)
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "ops/s")
-			if st := s.Stats(); st.Txns > 0 {
-				b.ReportMetric(float64(st.Requests)/float64(st.Txns), "reqs/txn")
-			}
 		})
 	}
 }

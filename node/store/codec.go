@@ -17,7 +17,9 @@ import (
 //	intent  0x03 id
 //	meta    0x04 key
 //	rekey   0x05 oldPath                  a subtree rekey in progress
-//	system  0x06 name                     schema version, inode counts
+//	system  0x06 name                     schema version ("schema"), inode
+//	                                      counts ("counts"), applied log
+//	                                      index ("applied", ApplyLog)
 //
 // Paths and names never contain NUL, so "dir 0x00" is a unique prefix for
 // the entries of dir: the entries of "/a" ("/a" 0x00 ...) sort before, and
@@ -43,8 +45,13 @@ const (
 //	intent  v=1 created:varint len:uvarint payload[len] (id is in the key)
 //	rekey   v=1 started:varint len:uvarint new[len]     (old is in the key)
 //	counts  v=1 files:uvarint dirs:uvarint
+//	applied v=1 index:uvarint                           (absent: 0)
 //	schema  v=1 schema:u8
 //	meta    raw bytes, opaque to the store
+//
+// The applied index record was added without a schema change: a build that
+// does not know it ignores it. The batch binary format is in batchcodec.go,
+// the backup format in backup.go.
 const formatV1 byte = 1
 
 // Limits enforced on every write.
@@ -61,8 +68,9 @@ const (
 )
 
 var (
-	sysSchemaKey = []byte{pfxSys, 's', 'c', 'h', 'e', 'm', 'a'}
-	sysCountsKey = []byte{pfxSys, 'c', 'o', 'u', 'n', 't', 's'}
+	sysSchemaKey  = []byte{pfxSys, 's', 'c', 'h', 'e', 'm', 'a'}
+	sysCountsKey  = []byte{pfxSys, 'c', 'o', 'u', 'n', 't', 's'}
+	sysAppliedKey = []byte{pfxSys, 'a', 'p', 'p', 'l', 'i', 'e', 'd'}
 )
 
 // schemaVersion is the on-disk layout version recorded at sysSchemaKey.
@@ -223,8 +231,9 @@ func (r *reader) varint(what string) int64 {
 	return v
 }
 
-// bytes returns a copy of a length-prefixed byte string (nil when empty).
-func (r *reader) bytes(what string, max int) []byte {
+// take returns a length-prefixed byte string of at most max bytes, without
+// copying it.
+func (r *reader) take(what string, max int) []byte {
 	n := r.uvarint(what + " length")
 	if r.err != nil {
 		return nil
@@ -233,13 +242,33 @@ func (r *reader) bytes(what string, max int) []byte {
 		r.fail(what + " length out of range")
 		return nil
 	}
-	if n == 0 {
+	v := r.b[:n:n]
+	r.b = r.b[n:]
+	return v
+}
+
+// bytes returns a copy of a length-prefixed byte string (nil when empty).
+func (r *reader) bytes(what string, max int) []byte {
+	v := r.take(what, max)
+	if len(v) == 0 {
 		return nil
 	}
-	out := make([]byte, n)
-	copy(out, r.b[:n])
-	r.b = r.b[n:]
-	return out
+	return append([]byte(nil), v...)
+}
+
+// str returns a length-prefixed string of at most max bytes.
+func (r *reader) str(what string, max int) string { return string(r.take(what, max)) }
+
+// count reads a number of items that each take at least size bytes of
+// what follows, so that a bad count cannot make the caller allocate more
+// than the input justifies.
+func (r *reader) count(what string, size int) int {
+	n := r.uvarint(what)
+	if r.err == nil && n > uint64(len(r.b)/size) {
+		r.fail(what + " out of range")
+		return 0
+	}
+	return int(n)
 }
 
 func (r *reader) version(kind string) {
@@ -392,6 +421,17 @@ func decodeCounts(b []byte) (InodeCounts, error) {
 		return InodeCounts{}, corruptf("inode counts out of range")
 	}
 	return InodeCounts{Files: int64(f), Dirs: int64(d)}, nil
+}
+
+func encodeApplied(index uint64) []byte {
+	return binary.AppendUvarint([]byte{formatV1}, index)
+}
+
+func decodeApplied(b []byte) (uint64, error) {
+	r := reader{b: b}
+	r.version("applied index")
+	idx := r.uvarint("applied index")
+	return idx, r.end("applied index")
 }
 
 func encodeSchema() []byte { return []byte{formatV1, schemaVersion} }

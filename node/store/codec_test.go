@@ -71,12 +71,13 @@ func TestDecodersRejectDamage(t *testing.T) {
 		enc []byte
 		dec func([]byte) error
 	}{
-		"inode":  {encodeInode(&ino), func(b []byte) error { _, err := decodeInode(b); return err }},
-		"entry":  {encodeEntry(&Entry{Name: "n", Type: TypeDir, Home: "node-1"}), func(b []byte) error { _, err := decodeEntry("n", b); return err }},
-		"intent": {encodeIntent(&Intent{ID: "i", Created: 99, Payload: []byte("abc")}), func(b []byte) error { _, err := decodeIntent("i", b); return err }},
-		"rekey":  {encodeRekey(&Rekey{Old: "/a", New: "/b", Started: 1}), func(b []byte) error { _, err := decodeRekey("/a", b); return err }},
-		"counts": {encodeCounts(InodeCounts{Files: 300, Dirs: 2}), func(b []byte) error { _, err := decodeCounts(b); return err }},
-		"schema": {encodeSchema(), func(b []byte) error { _, err := decodeSchema(b); return err }},
+		"inode":   {encodeInode(&ino), func(b []byte) error { _, err := decodeInode(b); return err }},
+		"entry":   {encodeEntry(&Entry{Name: "n", Type: TypeDir, Home: "node-1"}), func(b []byte) error { _, err := decodeEntry("n", b); return err }},
+		"intent":  {encodeIntent(&Intent{ID: "i", Created: 99, Payload: []byte("abc")}), func(b []byte) error { _, err := decodeIntent("i", b); return err }},
+		"rekey":   {encodeRekey(&Rekey{Old: "/a", New: "/b", Started: 1}), func(b []byte) error { _, err := decodeRekey("/a", b); return err }},
+		"counts":  {encodeCounts(InodeCounts{Files: 300, Dirs: 2}), func(b []byte) error { _, err := decodeCounts(b); return err }},
+		"applied": {encodeApplied(1 << 40), func(b []byte) error { _, err := decodeApplied(b); return err }},
+		"schema":  {encodeSchema(), func(b []byte) error { _, err := decodeSchema(b); return err }},
 	}
 	for name, c := range dec {
 		t.Run(name, func(t *testing.T) {

@@ -19,26 +19,103 @@ const (
 	stateCancelled
 )
 
-// request is one unit of work for the committer: a Commit of a batch, or a
-// rekey step.
+// request is one unit of work for a transaction: a Commit of a batch, a
+// rekey step, or a log entry (ApplyLog, the start of RekeyPrefixAt).
 type request struct {
 	state atomicState
+	// index, if not 0, is the request's log index: the request is skipped
+	// if the store has applied that index, and otherwise its transaction
+	// records it as the applied index, whatever the request's result.
+	index uint64
+	// fail, if set, is the request's result without check or write: a log
+	// entry refused before it reached the store (invalid, too large).
+	fail error
 	// check evaluates preconditions without writing: a non-nil
 	// PreconditionError fails this request alone; an error is internal.
+	// Nil means none.
 	check func(w *wtxn) (*PreconditionError, error)
-	// write applies the mutations. It may run more than once (when a group
-	// is split) against the same state, so it must be deterministic and
-	// reset any output it records.
+	// write applies the mutations (nil: none). It may run more than once
+	// (when a group is split) against the same state, so it must be
+	// deterministic and reset any output it records.
 	write func(w *wtxn) error
-	// err is the result, set by the committer.
-	err  error
-	done chan error
+	// err is the result; skipped (index already applied) and committed
+	// (in a transaction that committed: err is the request's own result,
+	// not an internal failure) are set with it.
+	err       error
+	skipped   bool
+	committed bool
+	done      chan error
 }
 
 // wtxn is the write transaction of one group (or part of a group).
 type wtxn struct {
 	txn   *badger.Txn
 	delta InodeCounts
+	// changes, when set, records the inodes created and deleted.
+	changes *inodeChanges
+}
+
+// inodeChanges records, for each inode path a log entry writes, whether an
+// inode existed there before the entry and whether one does after it.
+type inodeChanges struct {
+	list []inodeChange
+	idx  map[string]int // path -> position in list, once list is long
+}
+
+type inodeChange struct {
+	path          string
+	before, after bool
+}
+
+func (c *inodeChanges) reset() {
+	clear(c.idx)
+	c.list = c.list[:0]
+}
+
+func (c *inodeChanges) note(key []byte, existed, exists bool) {
+	p := string(key[1:])
+	if i, ok := c.find(p); ok {
+		c.list[i].after = exists
+		return
+	}
+	c.list = append(c.list, inodeChange{path: p, before: existed, after: exists})
+	if c.idx != nil || len(c.list) > 8 {
+		if c.idx == nil {
+			c.idx = make(map[string]int, 2*len(c.list))
+			for i, ch := range c.list {
+				c.idx[ch.path] = i
+			}
+		}
+		c.idx[p] = len(c.list) - 1
+	}
+}
+
+func (c *inodeChanges) find(p string) (int, bool) {
+	if c.idx != nil {
+		i, ok := c.idx[p]
+		return i, ok
+	}
+	for i := range c.list {
+		if c.list[i].path == p {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// added and removed return the paths where an inode appeared and
+// disappeared, in the order the entry first wrote them.
+func (c *inodeChanges) added() []string   { return c.paths(false, true) }
+func (c *inodeChanges) removed() []string { return c.paths(true, false) }
+
+func (c *inodeChanges) paths(before, after bool) []string {
+	var out []string
+	for _, ch := range c.list {
+		if ch.before == before && ch.after == after {
+			out = append(out, ch.path)
+		}
+	}
+	return out
 }
 
 func (w *wtxn) get(key []byte) ([]byte, bool, error) {
@@ -95,6 +172,9 @@ func (w *wtxn) setInode(key, val []byte) error {
 	}
 	w.count(old, -1)
 	w.count(inodeTypeOf(val), +1)
+	if w.changes != nil {
+		w.changes.note(key, old != 0, true)
+	}
 	return nil
 }
 
@@ -108,6 +188,9 @@ func (w *wtxn) deleteInode(key []byte) error {
 		return err
 	}
 	w.count(old, -1)
+	if w.changes != nil {
+		w.changes.note(key, true, false)
+	}
 	return nil
 }
 
@@ -199,7 +282,8 @@ func (b *Batch) write(w *wtxn) error {
 }
 
 // Commit applies the batch atomically and durably: when it returns nil every
-// mutation is synced to disk; when it returns an error none was applied,
+// mutation is synced to disk (with Options.NoSyncWrites: written, see
+// there); when it returns an error none was applied,
 // except that an error wrapping a Badger commit failure leaves the outcome
 // unknown (the disk failed). Concurrent Commits are grouped into one Badger
 // transaction and one sync (group commit), in the order the committer
@@ -217,6 +301,10 @@ func (s *Store) Commit(ctx context.Context, b *Batch) error {
 	if b.err != nil {
 		return b.err
 	}
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.leave()
 	return s.submit(ctx, &request{check: b.check, write: b.write})
 }
 
@@ -356,10 +444,13 @@ func (s *Store) process(group []*request) (acked, queued int, took time.Duration
 	s.stats.groups.Add(1)
 	s.stats.requests.Add(uint64(len(live)))
 	start := time.Now()
+	s.wmu.Lock()
 	for rest := live; len(rest) > 0; {
-		n := s.commitPrefix(rest)
+		// An internal error is every request's result: nothing to add.
+		n, _ := s.commitPrefix(rest, &s.stats.txns)
 		rest = rest[n:]
 	}
+	s.wmu.Unlock()
 	took = time.Since(start)
 	queued = len(s.reqs)
 	for _, r := range live {
@@ -372,39 +463,66 @@ func (s *Store) process(group []*request) (acked, queued int, took time.Duration
 }
 
 // commitPrefix commits as many of reqs, from the first, as fit in one Badger
-// transaction, and returns how many it handled (at least one).
-func (s *Store) commitPrefix(reqs []*request) int {
+// transaction, and returns how many it handled (at least one). The caller
+// holds wmu; txns counts the transactions committed. An internal error
+// (not a request's own result) is also every handled request's err.
+func (s *Store) commitPrefix(reqs []*request, txns *atomic.Uint64) (int, error) {
 	limit := len(reqs)
 	for {
 		fit, err := s.tryTxn(reqs[:limit])
 		switch {
 		case err == nil:
-			return limit
+			txns.Add(1)
+			return limit, nil
 		case errors.Is(err, badger.ErrTxnTooBig):
 			if fit == 0 {
-				reqs[0].err = fmt.Errorf("%w (limit %d bytes, %d entries)", ErrTooLarge, s.db.MaxBatchSize(), s.db.MaxBatchCount())
-				return 1
+				tooLarge := fmt.Errorf("%w (limit %d bytes, %d entries)", ErrTooLarge, s.db.MaxBatchSize(), s.db.MaxBatchCount())
+				if r := reqs[0]; r.index != 0 && r.fail == nil {
+					// A log entry is applied even so: its transaction
+					// records the index, with this error as its result.
+					r.fail, limit = tooLarge, 1
+					continue
+				}
+				reqs[0].err = tooLarge
+				return 1, nil
 			}
 			s.log.Debug("splitting group commit", "requests", limit, "fit", fit)
 			limit = fit
 		default:
 			s.log.Error("group commit failed", "requests", limit, "err", err)
 			for _, r := range reqs[:limit] {
-				r.err = err
+				r.err, r.skipped, r.committed = err, false, false
 			}
-			return limit
+			return limit, err
 		}
 	}
 }
 
 // tryTxn applies reqs in one transaction and commits it. On ErrTxnTooBig it
-// returns the number of requests that fit, and commits nothing.
+// returns the number of requests that fit, and commits nothing. A log
+// request at or below the applied index is skipped; the transaction records
+// the index of the last log request it applies.
 func (s *Store) tryTxn(reqs []*request) (fit int, err error) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	w := &wtxn{txn: txn}
+	s.countsMu.Lock()
+	applied := s.applied
+	s.countsMu.Unlock()
+	logged := false
 	for i, r := range reqs {
-		r.err = nil
+		r.err, r.skipped, r.committed = nil, false, false
+		if r.index != 0 {
+			if r.index <= applied {
+				r.skipped = true
+				continue
+			}
+			applied, logged = r.index, true
+		}
+		if r.fail != nil {
+			r.err = r.fail
+			continue
+		}
 		if r.check != nil {
 			perr, err := r.check(w)
 			if err != nil {
@@ -415,8 +533,10 @@ func (s *Store) tryTxn(reqs []*request) (fit int, err error) {
 				continue
 			}
 		}
-		if err := r.write(w); err != nil {
-			return i, fmt.Errorf("store: write: %w", err)
+		if r.write != nil {
+			if err := r.write(w); err != nil {
+				return i, fmt.Errorf("store: write: %w", err)
+			}
 		}
 	}
 	s.countsMu.Lock()
@@ -427,15 +547,23 @@ func (s *Store) tryTxn(reqs []*request) (fit int, err error) {
 			return len(reqs) - 1, fmt.Errorf("store: write counts: %w", err)
 		}
 	}
+	if logged {
+		if err := txn.Set(sysAppliedKey, encodeApplied(applied)); err != nil {
+			return len(reqs) - 1, fmt.Errorf("store: write applied index: %w", err)
+		}
+	}
 	if err := txn.Commit(); err != nil {
 		return len(reqs), fmt.Errorf("store: commit: %w", err)
 	}
-	s.stats.txns.Add(1)
-	if w.delta != (InodeCounts{}) {
-		s.countsMu.Lock()
-		s.counts = next
-		s.countsMu.Unlock()
+	for _, r := range reqs {
+		r.committed = !r.skipped
 	}
+	s.countsMu.Lock()
+	s.counts = next
+	if logged {
+		s.applied = applied
+	}
+	s.countsMu.Unlock()
 	return len(reqs), nil
 }
 

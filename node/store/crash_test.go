@@ -29,6 +29,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	opts := rekeyOptions(t)
 	opts.Dir = os.Getenv(childDirEnv)
+	opts.NoSyncWrites = strings.HasPrefix(mode, "applylog")
 	s, err := Open(context.Background(), opts)
 	if err != nil {
 		fmt.Printf("ERR %v\n", err)
@@ -70,9 +71,39 @@ func TestCrashChild(t *testing.T) {
 		}
 		err := s.RekeyPrefix(context.Background(), "/src", "/dst/moved", nil)
 		say("ERR rekey returned %v", err)
+	case "applylog", "applylog-free":
+		// Groups of crashGroup entries, each split over transactions;
+		// "GROUP last" after each. In mode applylog, the hook hangs right
+		// after the first transaction of group crashMidGroup
+		// ("MIDGROUP applied").
+		g := 0
+		s.applyHook = func(applied uint64) error {
+			if mode == "applylog" && g == crashMidGroup && applied < uint64((g+1)*crashGroup) {
+				say("MIDGROUP %d", applied)
+				select {}
+			}
+			return nil
+		}
+		for ; ; g++ {
+			res, err := s.ApplyLog(context.Background(), testEntries(g*crashGroup+1, crashGroup, crashLayout))
+			if err != nil {
+				say("ERR %v", err)
+				break
+			}
+			say("GROUP %d", res[len(res)-1].Index)
+		}
 	}
 	os.Exit(1)
 }
+
+// The workload of the ApplyLog crash tests: groups of 32 entries of 64 KiB,
+// so that each group needs two or three transactions.
+const (
+	crashGroup    = 32
+	crashLayout   = 64 << 10
+	crashMidGroup = 6
+	crashFree     = 10 // groups to wait for before a SIGKILL at any moment
+)
 
 // runChild starts the child and calls onLine for each line it prints until
 // onLine returns true; then it kills the child with SIGKILL.
@@ -174,4 +205,55 @@ func TestKillDuringRekey(t *testing.T) {
 	}
 	diffDumps(t, dump(t, s), want)
 	checkCounts(t, s)
+}
+
+// TestKillDuringApplyLog kills a child applying log entries without synced
+// writes (a shard replica): once right after the first transaction of a
+// split group, once at whatever moment it is at. The reopened store claims
+// an applied index whose effects it holds exactly (the same contents as a
+// store that applied the entries up to it and no further), and applying the
+// log again from the start skips what it has and ends in the same state as
+// an uninterrupted run.
+func TestKillDuringApplyLog(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns a child process")
+	}
+	for _, mode := range []string{"applylog", "applylog-free"} {
+		t.Run(mode, func(t *testing.T) {
+			dir := t.TempDir()
+			var mid, acked uint64
+			runChild(t, mode, dir, func(line string) bool {
+				if _, err := fmt.Sscanf(line, "MIDGROUP %d", &mid); err == nil {
+					return true
+				}
+				if _, err := fmt.Sscanf(line, "GROUP %d", &acked); err == nil {
+					return mode == "applylog-free" && acked >= crashFree*crashGroup
+				}
+				return false
+			})
+			opts := testOptions(t)
+			opts.Dir, opts.NoSyncWrites = dir, true
+			s := openStore(t, opts)
+			applied, err := s.AppliedIndex(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("killed after group end %d (mid-group %d): applied index %d", acked, mid, applied)
+			switch {
+			case mode == "applylog" && (applied != mid || mid%crashGroup == 0):
+				t.Fatalf("applied index %d, want %d, inside a group", applied, mid)
+			case applied < acked:
+				t.Fatalf("applied index %d below the %d acknowledged", applied, acked)
+			}
+			all := testEntries(1, int(applied/crashGroup+2)*crashGroup, crashLayout)
+			diffDumps(t, dump(t, s), modelDump(t, all[:applied]))
+			checkCounts(t, s)
+
+			// Raft replays its log from the start: what the store has is
+			// skipped, the rest applied.
+			applyAll(t, s, all, crashGroup)
+			diffDumps(t, dump(t, s), modelDump(t, all))
+			checkCounts(t, s)
+		})
+	}
 }

@@ -42,8 +42,20 @@ var (
 	ErrClosed error = &kindError{"store: closed", fs.ErrClosed}
 	// ErrTooLarge: a single batch does not fit into one Badger transaction.
 	ErrTooLarge = errors.New("store: batch too large for one transaction")
-	// ErrCorrupt: a stored record could not be decoded.
+	// ErrCorrupt: a stored record, an encoded Batch or a backup could not
+	// be decoded.
 	ErrCorrupt = errors.New("store: corrupt record")
+	// ErrUnknownVersion: an encoded Batch or a backup has a format version
+	// this build does not know (it was written by a newer build).
+	ErrUnknownVersion = errors.New("store: unknown format version")
+	// ErrRestoring: a Restore is in progress; the call was refused without
+	// effect. Try again once it has finished.
+	ErrRestoring = errors.New("store: restore in progress")
+	// ErrRestoreIncomplete: a Restore failed or was interrupted after it had
+	// dropped the store's contents. Every call but Restore and Close fails
+	// with an error wrapping it (also after reopening) until a Restore
+	// succeeds.
+	ErrRestoreIncomplete = errors.New("store: restore incomplete")
 )
 
 // PreconditionError reports the precondition of a batch that did not hold.

@@ -45,6 +45,62 @@ type MovedFunc func(oldPath, newPath string)
 // Neither path may be "/", and neither may be inside the other
 // (ErrInvalid). The subtree need not have anything stored here.
 func (s *Store) RekeyPrefix(ctx context.Context, oldPrefix, newPrefix string, onMoved MovedFunc) error {
+	if err := checkRekey(oldPrefix, newPrefix); err != nil {
+		return err
+	}
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.leave()
+	rk, _, err := s.startRekey(ctx, 0, oldPrefix, newPrefix)
+	if err != nil {
+		return err
+	}
+	return s.finishRekey(ctx, rk, onMoved)
+}
+
+// RekeyPrefixAt is RekeyPrefix as the log entry index (log-applied mode,
+// see ApplyLog): the transaction that starts the rekey also records index
+// as the applied index, and the rekey is skipped (ApplyResult.Skipped) if
+// the store has applied index already. A rekey refused at start (invalid
+// paths, an overlapping rekey pending, a destination not empty) is an
+// applied entry too: the index is recorded and the refusal is
+// ApplyResult.Err, the same on every replica.
+//
+// An error is not the entry's result but an interruption: either nothing
+// was applied (the index is not recorded), or the rekey started (the index
+// is recorded) and stopped before the end; then ResumeRekey completes it,
+// and must run before any later entry is applied, as at start after a
+// crash. onMoved is told about every inode moved (ApplyResult.Added and
+// Removed stay empty). RekeyPrefixAt never syncs (see ApplyLog). The rekey
+// record's Started time is the replica's own clock: the only part of a
+// log-applied store that may differ between replicas, and only while the
+// rekey is pending.
+func (s *Store) RekeyPrefixAt(ctx context.Context, index uint64, oldPrefix, newPrefix string, onMoved MovedFunc) (ApplyResult, error) {
+	res := ApplyResult{Index: index}
+	if index == 0 {
+		return res, invalidf("rekey at log index 0")
+	}
+	if err := s.enter(ctx); err != nil {
+		return res, err
+	}
+	defer s.leave()
+	rk, start, err := s.startRekey(ctx, index, oldPrefix, newPrefix)
+	switch {
+	case start.skipped:
+		res.Skipped = true
+		return res, nil
+	case start.committed && start.err != nil:
+		res.Err = err
+		return res, nil
+	case err != nil:
+		return res, err
+	}
+	return res, s.finishRekey(ctx, rk, onMoved)
+}
+
+// checkRekey validates the paths of a rekey.
+func checkRekey(oldPrefix, newPrefix string) error {
 	for _, p := range []string{oldPrefix, newPrefix} {
 		if err := checkPath(p); err != nil {
 			return err
@@ -56,14 +112,29 @@ func (s *Store) RekeyPrefix(ctx context.Context, oldPrefix, newPrefix string, on
 	if isUnder(newPrefix, oldPrefix) || isUnder(oldPrefix, newPrefix) {
 		return invalidf("rekey %q -> %q: one path contains the other", oldPrefix, newPrefix)
 	}
+	return nil
+}
+
+// startRekey runs step 1 of a rekey, as log entry index if not 0: invalid
+// paths are then the entry's result rather than a refusal to apply it. The
+// returned request tells whether the start was skipped or committed.
+func (s *Store) startRekey(ctx context.Context, index uint64, oldPrefix, newPrefix string) (Rekey, *request, error) {
 	rk := Rekey{Old: oldPrefix, New: newPrefix, Started: time.Now().UnixNano()}
-	start := &request{
-		check: func(w *wtxn) (*PreconditionError, error) { return rekeyStartCheck(w, rk) },
-		write: func(w *wtxn) error { return w.txn.Set(rekeyKey(rk.Old), encodeRekey(&rk)) },
+	start := &request{index: index}
+	if err := checkRekey(oldPrefix, newPrefix); err != nil {
+		start.fail = err
+	} else {
+		start.check = func(w *wtxn) (*PreconditionError, error) { return rekeyStartCheck(w, rk) }
+		start.write = func(w *wtxn) error { return w.txn.Set(rekeyKey(rk.Old), encodeRekey(&rk)) }
 	}
 	if err := s.submit(ctx, start); err != nil {
-		return fmt.Errorf("store: rekey %q -> %q: %w", oldPrefix, newPrefix, err)
+		return rk, start, fmt.Errorf("store: rekey %q -> %q: %w", oldPrefix, newPrefix, err)
 	}
+	return rk, start, nil
+}
+
+// finishRekey runs the steps of a started rekey.
+func (s *Store) finishRekey(ctx context.Context, rk Rekey, onMoved MovedFunc) error {
 	s.log.Info("rekey started", "old", rk.Old, "new", rk.New)
 	if s.rekeyHook != nil {
 		if err := s.rekeyHook(0); err != nil {
@@ -258,6 +329,10 @@ func (s *Store) PendingRekeys(ctx context.Context) ([]Rekey, error) {
 // ScanInodes. onMoved, if not nil, is told about the inodes moved now
 // (not those moved before the interruption).
 func (s *Store) ResumeRekey(ctx context.Context, onMoved MovedFunc) error {
+	if err := s.enter(ctx); err != nil {
+		return err
+	}
+	defer s.leave()
 	pending, err := s.PendingRekeys(ctx)
 	if err != nil {
 		return err

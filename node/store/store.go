@@ -54,15 +54,28 @@ type Options struct {
 	// DefaultRekeyStepBytes.
 	RekeyStepKeys  int
 	RekeyStepBytes int
+	// NoSyncWrites opens Badger without synced writes. Commit, ApplyLog and
+	// the steps of a rekey then return once their transaction is written
+	// to Badger's write-ahead log in the operating system's page cache, not
+	// once it is on disk: an acknowledged write survives a crash of the
+	// process, but a power loss or a kernel crash can take away the writes
+	// acknowledged since the last Sync (Badger then recovers to an earlier
+	// transaction boundary, never to part of a transaction). Set it only
+	// when something else is the point of durability, as a shard's synced
+	// Raft log is for a store that applies it with ApplyLog; call Sync
+	// before relying on the store alone (before Raft compacts its log).
+	NoSyncWrites bool
 }
 
 // Store is the durable metadata store of one metadata server: inodes,
 // directory entries, intents and meta records in Badger. Writes go through
-// Commit and are durable (synced) when it returns nil; concurrent commits
-// share one sync (group commit). Reads see every acknowledged write. A Store
-// is safe for concurrent use.
+// Commit and are durable (synced, unless Options.NoSyncWrites) when it
+// returns nil; concurrent commits share one sync (group commit). A
+// replicated shard writes through ApplyLog instead (see the package doc).
+// Reads see every acknowledged write. A Store is safe for concurrent use.
 type Store struct {
 	db  *badger.DB
+	dir string
 	log *slog.Logger
 
 	maxGroup       int
@@ -74,23 +87,32 @@ type Store struct {
 	closing chan struct{} // closed by Close: stop the committer
 	stopped chan struct{} // closed by the committer when it has exited
 
-	mu      sync.RWMutex // guards closed; held only briefly
-	closed  bool
-	readers sync.WaitGroup // reads in progress
+	gate gate // admits operations; Close and Restore wait for them
+
+	// wmu serializes the writers of Badger transactions: the committer
+	// (a group) and ApplyLog (its entries), so that each transaction sees
+	// the previous ones and the counts and applied index follow them.
+	wmu sync.Mutex
 
 	closeOnce sync.Once
 	closeErr  error
 
 	countsMu sync.Mutex
 	counts   InodeCounts // as of the last committed transaction
+	applied  uint64      // likewise: the applied log index (ApplyLog)
 
 	stats struct {
 		requests, failed, groups, txns, cancelled, lingers atomic.Uint64
+		logEntries, logTxns                                atomic.Uint64
 	}
 
 	// rekeyHook, when set by tests, runs after each committed rekey step;
 	// a non-nil error aborts the rekey as a crash would.
 	rekeyHook func(step int) error
+	// applyHook, when set by tests, runs after each transaction committed
+	// by ApplyLog with the index it recorded; a non-nil error aborts
+	// ApplyLog as a crash would.
+	applyHook func(applied uint64) error
 }
 
 // Open opens (creating if needed) the store in opts.Dir and starts its
@@ -111,6 +133,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	log = log.With("component", "store")
 	s := &Store{
+		dir:            opts.Dir,
 		log:            log,
 		maxGroup:       orDefault(opts.MaxGroup, DefaultMaxGroup),
 		linger:         opts.Linger,
@@ -122,9 +145,10 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	if s.linger == 0 {
 		s.linger = DefaultLinger
 	}
+	s.gate.idle.L = &s.gate.mu
 	s.reqs = make(chan *request, s.maxGroup)
 	bopts := badger.DefaultOptions(opts.Dir).
-		WithSyncWrites(true).
+		WithSyncWrites(!opts.NoSyncWrites).
 		WithDetectConflicts(false). // one writer: the committer
 		WithLogger(badgerLogger{l: log.With("badger", true)}).
 		WithMemTableSize(orDefault(opts.MemTableSize, DefaultMemTableSize)).
@@ -134,13 +158,23 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
 	}
 	s.db = db
-	if err := s.init(ctx); err != nil {
+	marked, err := restoreMarked(opts.Dir)
+	if marked {
+		s.gate.broken = fmt.Errorf("store: %w: an earlier restore of %s did not finish", ErrRestoreIncomplete, opts.Dir)
+	} else if err == nil {
+		err = s.init(ctx)
+	}
+	if err != nil {
 		if cerr := db.Close(); cerr != nil {
 			log.Error("closing badger after failed open", "err", cerr)
 		}
 		return nil, err
 	}
-	log.Info("store opened", "dir", opts.Dir, "files", s.counts.Files, "dirs", s.counts.Dirs)
+	if s.gate.broken != nil {
+		log.Error("store opened after an incomplete restore: it refuses every call until a Restore succeeds", "dir", opts.Dir)
+	} else {
+		log.Info("store opened", "dir", opts.Dir, "files", s.counts.Files, "dirs", s.counts.Dirs, "applied", s.applied, "sync_writes", !opts.NoSyncWrites)
+	}
 	go s.run()
 	return s, nil
 }
@@ -152,7 +186,8 @@ func orDefault[T int | int64](v, def T) T {
 	return v
 }
 
-// init checks the schema version and loads (or rebuilds) the inode counts.
+// init checks the schema version and loads (or rebuilds) the inode counts
+// and loads the applied index.
 func (s *Store) init(ctx context.Context) error {
 	return s.db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(sysSchemaKey)
@@ -190,8 +225,25 @@ func (s *Store) init(ctx context.Context) error {
 				return fmt.Errorf("store: inode counts record: %w", err)
 			}
 		}
-		return nil
+		s.applied, err = readApplied(txn)
+		return err
 	})
+}
+
+// readApplied reads the applied index record (0 when absent).
+func readApplied(txn *badger.Txn) (uint64, error) {
+	item, err := txn.Get(sysAppliedKey)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: read applied index: %w", err)
+	}
+	var idx uint64
+	if err := item.Value(func(b []byte) (err error) { idx, err = decodeApplied(b); return err }); err != nil {
+		return 0, fmt.Errorf("store: applied index record: %w", err)
+	}
+	return idx, nil
 }
 
 // countInodes counts inodes by type with a full scan.
@@ -225,16 +277,22 @@ func countInodes(ctx context.Context, txn *badger.Txn) (InodeCounts, error) {
 }
 
 // Close stops the committer (queued requests fail with ErrClosed; the group
-// being committed completes), waits for reads in progress and closes
-// Badger. It is safe to call more than once.
+// being committed completes), waits for the operations in progress (reads,
+// ApplyLog, a Restore) and closes Badger. It is safe to call more than
+// once.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.mu.Lock()
-		s.closed = true
-		s.mu.Unlock()
+		g := &s.gate
+		g.mu.Lock()
+		g.closed = true
+		g.mu.Unlock()
 		close(s.closing)
 		<-s.stopped
-		s.readers.Wait()
+		g.mu.Lock()
+		for g.active > 0 || g.restoring {
+			g.idle.Wait()
+		}
+		g.mu.Unlock()
 		if err := s.db.Close(); err != nil {
 			s.closeErr = fmt.Errorf("store: close: %w", err)
 		}
@@ -243,26 +301,24 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// enter registers a read; it fails once Close has started.
+// enter registers an operation (see gate); leave must follow. It fails if
+// ctx is done, once Close has started, during a Restore and after a failed
+// one.
 func (s *Store) enter(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	if s.closed {
-		return ErrClosed
-	}
-	s.readers.Add(1)
-	return nil
+	return s.gate.enter()
 }
+
+func (s *Store) leave() { s.gate.leave() }
 
 // view runs fn in a read-only transaction.
 func (s *Store) view(ctx context.Context, fn func(txn *badger.Txn) error) error {
 	if err := s.enter(ctx); err != nil {
 		return err
 	}
-	defer s.readers.Done()
+	defer s.leave()
 	return s.db.View(fn)
 }
 
@@ -273,22 +329,28 @@ type Stats struct {
 	// Cancelled the number abandoned by their caller before being taken.
 	Requests, Failed, Cancelled uint64
 	// Groups is the number of groups collected; Txns the number of Badger
-	// transactions committed (syncs). Requests/Txns is the mean group size.
+	// transactions the committer committed (syncs, unless
+	// Options.NoSyncWrites). Requests/Txns is the mean group size.
 	Groups, Txns uint64
 	// Lingers is the number of groups for which the committer waited for
 	// more writers (Options.Linger).
 	Lingers uint64
+	// LogEntries is the number of log entries ApplyLog applied (not
+	// skipped), LogTxns the number of Badger transactions it committed.
+	LogEntries, LogTxns uint64
 }
 
 // Stats returns the committer's counters.
 func (s *Store) Stats() Stats {
 	return Stats{
-		Requests:  s.stats.requests.Load(),
-		Failed:    s.stats.failed.Load(),
-		Cancelled: s.stats.cancelled.Load(),
-		Groups:    s.stats.groups.Load(),
-		Txns:      s.stats.txns.Load(),
-		Lingers:   s.stats.lingers.Load(),
+		Requests:   s.stats.requests.Load(),
+		Failed:     s.stats.failed.Load(),
+		Cancelled:  s.stats.cancelled.Load(),
+		Groups:     s.stats.groups.Load(),
+		Txns:       s.stats.txns.Load(),
+		Lingers:    s.stats.lingers.Load(),
+		LogEntries: s.stats.logEntries.Load(),
+		LogTxns:    s.stats.logTxns.Load(),
 	}
 }
 
@@ -452,7 +514,7 @@ func (s *Store) CountInodes(ctx context.Context) (InodeCounts, error) {
 	if err := s.enter(ctx); err != nil {
 		return InodeCounts{}, err
 	}
-	defer s.readers.Done()
+	defer s.leave()
 	s.countsMu.Lock()
 	defer s.countsMu.Unlock()
 	return s.counts, nil

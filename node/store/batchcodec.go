@@ -1,0 +1,321 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Batch binary format (MarshalBinary, UnmarshalBinary), the form in which a
+// batch travels in a shard's Raft log. It records the batch's operations,
+// not its Badger keys:
+//
+//	batch   v=1 n:uvarint cond[n] m:uvarint mut[m]
+//	str     len:uvarint bytes[len]
+//	cond    kind:u8, then by kind:
+//	        1 inode absent    path:str
+//	        2 inode exists    path:str
+//	        3 inode version   path:str version:uvarint
+//	        4 entry absent    dir:str name:str
+//	        5 entry exists    dir:str name:str
+//	        6 dir empty       dir:str
+//	        7 intent absent   id:str
+//	        8 intent exists   id:str
+//	        9 meta equals     key:str present:u8 val:str  (present 0: the key
+//	                          must be absent, and val is empty)
+//	mut     op:u8, then by op:
+//	        1 put inode       path:str inode:str  (the inode value, codec.go)
+//	        2 delete inode    path:str
+//	        3 put entry       dir:str name:str type:u8 home:str
+//	        4 delete entry    dir:str name:str
+//	        5 put intent      id:str created:varint payload:str
+//	        6 delete intent   id:str
+//	        7 set meta        key:str val:str
+//	        8 delete meta     key:str
+//
+// Preconditions and mutations keep the order in which they were added. A
+// new precondition kind or mutation op needs a new format version: a build
+// that meets a version it does not know fails with ErrUnknownVersion (a
+// replica must then stop rather than skip the entry), while damage within a
+// known version fails with ErrCorrupt.
+const batchFormatV1 byte = 1
+
+// Mutation op codes of the batch binary format: never renumber them.
+const (
+	opPutInode     byte = 1
+	opDeleteInode  byte = 2
+	opPutEntry     byte = 3
+	opDeleteEntry  byte = 4
+	opPutIntent    byte = 5
+	opDeleteIntent byte = 6
+	opSetMeta      byte = 7
+	opDeleteMeta   byte = 8
+)
+
+// maxInodeValueLen bounds an encoded inode: its fixed fields and a layout
+// of at most MaxBlobLen bytes.
+const maxInodeValueLen = MaxBlobLen + 2 + 11*binary.MaxVarintLen64
+
+// MarshalBinary encodes the batch in its versioned binary format; a batch
+// that Err reports invalid is not encoded (the error is returned).
+// UnmarshalBinary of the result yields a batch that behaves exactly like
+// this one. It implements encoding.BinaryMarshaler.
+func (b *Batch) MarshalBinary() ([]byte, error) {
+	n := 2 + binary.MaxVarintLen64
+	for i := range b.conds {
+		n += 4 + 2*binary.MaxVarintLen64 + len(b.conds[i].key) + len(b.conds[i].val)
+	}
+	for i := range b.muts {
+		n += 4 + 2*binary.MaxVarintLen64 + len(b.muts[i].key) + len(b.muts[i].val)
+	}
+	return b.AppendBinary(make([]byte, 0, n))
+}
+
+// AppendBinary appends the batch's binary encoding (see MarshalBinary) to
+// buf, so that a caller can put its own header in front. It implements
+// encoding.BinaryAppender.
+func (b *Batch) AppendBinary(buf []byte) ([]byte, error) {
+	if b.err != nil {
+		return buf, fmt.Errorf("store: encode batch: %w", b.err)
+	}
+	buf = append(buf, batchFormatV1)
+	buf = binary.AppendUvarint(buf, uint64(len(b.conds)))
+	for i := range b.conds {
+		var err error
+		if buf, err = b.conds[i].appendBinary(buf); err != nil {
+			return buf, fmt.Errorf("store: encode batch: precondition %d: %w", i, err)
+		}
+	}
+	buf = binary.AppendUvarint(buf, uint64(len(b.muts)))
+	for i := range b.muts {
+		var err error
+		if buf, err = b.muts[i].appendBinary(buf); err != nil {
+			return buf, fmt.Errorf("store: encode batch: mutation %d: %w", i, err)
+		}
+	}
+	return buf, nil
+}
+
+func appendStr[T string | []byte](b []byte, s T) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// appendEntryKey appends the directory and name of an entry key.
+func appendEntryKey(b, key []byte) ([]byte, error) {
+	dir, name, ok := parseEntryKey(key)
+	if !ok {
+		return b, corruptf("entry key %q", key)
+	}
+	return appendStr(appendStr(b, dir), name), nil
+}
+
+func (c *cond) appendBinary(b []byte) ([]byte, error) {
+	b = append(b, byte(c.kind))
+	switch c.kind {
+	case condInodeAbsent, condInodeExists, condIntentAbsent, condIntentExists:
+		return appendStr(b, c.key[1:]), nil
+	case condInodeVersion:
+		return binary.AppendUvarint(appendStr(b, c.key[1:]), c.ver), nil
+	case condEntryAbsent, condEntryExists:
+		return appendEntryKey(b, c.key)
+	case condDirEmpty:
+		return appendStr(b, c.key[1:len(c.key)-1]), nil // pfxEntry dir 0x00
+	case condMetaEquals:
+		b = appendStr(b, c.key[1:])
+		if c.val == nil {
+			return append(b, 0, 0), nil
+		}
+		return appendStr(append(b, 1), c.val), nil
+	}
+	return b, fmt.Errorf("unknown precondition kind %d", c.kind)
+}
+
+func (m *mutation) appendBinary(b []byte) ([]byte, error) {
+	switch {
+	case m.kind == mutSetInode:
+		return appendStr(appendStr(append(b, opPutInode), m.key[1:]), m.val), nil
+	case m.kind == mutDeleteInode:
+		return appendStr(append(b, opDeleteInode), m.key[1:]), nil
+	case m.kind == mutDelete && m.key[0] == pfxEntry:
+		return appendEntryKey(append(b, opDeleteEntry), m.key)
+	case m.kind == mutSet && m.key[0] == pfxEntry:
+		b, err := appendEntryKey(append(b, opPutEntry), m.key)
+		if err != nil {
+			return b, err
+		}
+		e, err := decodeEntry("", m.val)
+		if err != nil {
+			return b, err
+		}
+		return appendStr(append(b, byte(e.Type)), e.Home), nil
+	case m.kind == mutDelete && m.key[0] == pfxIntent:
+		return appendStr(append(b, opDeleteIntent), m.key[1:]), nil
+	case m.kind == mutSet && m.key[0] == pfxIntent:
+		in, err := decodeIntent("", m.val)
+		if err != nil {
+			return b, err
+		}
+		b = appendStr(append(b, opPutIntent), m.key[1:])
+		return appendStr(binary.AppendVarint(b, in.Created), in.Payload), nil
+	case m.kind == mutDelete && m.key[0] == pfxMeta:
+		return appendStr(append(b, opDeleteMeta), m.key[1:]), nil
+	case m.kind == mutSet && m.key[0] == pfxMeta:
+		return appendStr(appendStr(append(b, opSetMeta), m.key[1:]), m.val), nil
+	}
+	return b, fmt.Errorf("unknown mutation kind %d on key %q", m.kind, m.key)
+}
+
+// UnmarshalBinary replaces the batch's contents with the batch encoded in
+// data (see MarshalBinary). Every operation is validated exactly as when it
+// is added to a batch, and lengths are bounded by the store's limits, so
+// hostile input fails cleanly. An unknown format version fails with an
+// error wrapping ErrUnknownVersion; any other bad input with one wrapping
+// ErrCorrupt (and ErrInvalid when an operation's arguments are invalid).
+// On error the batch is left empty, with Err reporting the error, so that
+// a Commit of it applies nothing. It implements
+// encoding.BinaryUnmarshaler.
+func (b *Batch) UnmarshalBinary(data []byte) error {
+	nb, err := decodeBatch(data)
+	if err != nil {
+		*b = Batch{err: err}
+		return err
+	}
+	*b = nb
+	return nil
+}
+
+func decodeBatch(data []byte) (Batch, error) {
+	var nb Batch
+	r := reader{b: data}
+	if v := r.byte("batch format version"); r.err == nil && v != batchFormatV1 {
+		return nb, fmt.Errorf("store: decode batch: %w: batch format %d", ErrUnknownVersion, v)
+	}
+	parts := []struct {
+		what   string
+		decode func(*reader) error
+	}{{"precondition", nb.decodeCond}, {"mutation", nb.decodeMut}}
+	for _, part := range parts {
+		// Every operation takes at least 2 bytes: its code and a length.
+		n := r.count("batch "+part.what+" count", 2)
+		for i := 0; i < n; i++ {
+			if err := part.decode(&r); err != nil {
+				return nb, fmt.Errorf("store: decode batch: %s %d: %w", part.what, i, err)
+			}
+		}
+	}
+	if err := r.end("batch"); err != nil {
+		return nb, fmt.Errorf("store: decode batch: %w", err)
+	}
+	return nb, nil
+}
+
+// decoded reports the first error of decoding one operation: the reader's
+// (truncated or out-of-range input), else the batch's validation error.
+func (b *Batch) decoded(r *reader) error {
+	if r.err != nil {
+		return r.err
+	}
+	if b.err != nil {
+		return fmt.Errorf("%w: %w", ErrCorrupt, b.err)
+	}
+	return nil
+}
+
+func (b *Batch) decodeCond(r *reader) error {
+	kind := condKind(r.byte("precondition kind"))
+	if r.err != nil {
+		return r.err
+	}
+	switch kind {
+	case condInodeAbsent, condInodeExists, condInodeVersion:
+		p := r.str("path", MaxPathLen)
+		switch kind {
+		case condInodeAbsent:
+			b.RequireInodeAbsent(p)
+		case condInodeExists:
+			b.RequireInodeExists(p)
+		default:
+			b.RequireInodeVersion(p, r.uvarint("version"))
+		}
+	case condEntryAbsent, condEntryExists:
+		dir := r.str("dir", MaxPathLen)
+		name := r.str("name", MaxNameLen)
+		if kind == condEntryAbsent {
+			b.RequireEntryAbsent(dir, name)
+		} else {
+			b.RequireEntryExists(dir, name)
+		}
+	case condDirEmpty:
+		b.RequireDirEmpty(r.str("dir", MaxPathLen))
+	case condIntentAbsent, condIntentExists:
+		id := r.str("intent id", MaxIDLen)
+		if kind == condIntentAbsent {
+			b.RequireIntentAbsent(id)
+		} else {
+			b.RequireIntentExists(id)
+		}
+	case condMetaEquals:
+		key := r.str("meta key", MaxIDLen)
+		present := r.byte("meta presence")
+		val := r.take("meta value", MaxBlobLen)
+		switch {
+		case r.err != nil:
+		case present > 1 || (present == 0 && len(val) != 0):
+			r.fail("meta precondition presence")
+		case present == 1:
+			b.RequireMeta(key, append([]byte{}, val...)) // non-nil even when empty
+		default:
+			b.RequireMeta(key, nil)
+		}
+	default:
+		return corruptf("precondition kind %d unknown", kind)
+	}
+	return b.decoded(r)
+}
+
+func (b *Batch) decodeMut(r *reader) error {
+	op := r.byte("mutation op")
+	if r.err != nil {
+		return r.err
+	}
+	switch op {
+	case opPutInode:
+		p := r.str("path", MaxPathLen)
+		v := r.take("inode", maxInodeValueLen)
+		if r.err != nil {
+			return r.err
+		}
+		ino, err := decodeInode(v)
+		if err != nil {
+			return err
+		}
+		b.PutInode(p, ino)
+	case opDeleteInode:
+		b.DeleteInode(r.str("path", MaxPathLen))
+	case opPutEntry, opDeleteEntry:
+		dir := r.str("dir", MaxPathLen)
+		name := r.str("name", MaxNameLen)
+		if op == opDeleteEntry {
+			b.DeleteEntry(dir, name)
+			break
+		}
+		t := FileType(r.byte("entry type"))
+		home := r.str("home", MaxIDLen)
+		b.PutEntry(dir, Entry{Name: name, Type: t, Home: home})
+	case opPutIntent:
+		id := r.str("intent id", MaxIDLen)
+		created := r.varint("created")
+		payload := r.take("payload", MaxBlobLen)
+		b.putIntent(Intent{ID: id, Created: created, Payload: payload})
+	case opDeleteIntent:
+		b.DeleteIntent(r.str("intent id", MaxIDLen))
+	case opSetMeta:
+		key := r.str("meta key", MaxIDLen)
+		b.SetMeta(key, r.take("meta value", MaxBlobLen))
+	case opDeleteMeta:
+		b.DeleteMeta(r.str("meta key", MaxIDLen))
+	default:
+		return corruptf("mutation op %d unknown", op)
+	}
+	return b.decoded(r)
+}

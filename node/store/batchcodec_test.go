@@ -1,0 +1,302 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// sampleBatch uses every precondition and mutation, with edge values.
+func sampleBatch() *Batch {
+	var b Batch
+	b.RequireInodeAbsent("/a")
+	b.RequireInodeExists("/d")
+	b.RequireInodeVersion("/d", math.MaxUint64)
+	b.RequireEntryAbsent("/d", "x y")
+	b.RequireEntryExists("/", "d")
+	b.RequireDirEmpty("/e")
+	b.RequireIntentAbsent("i2")
+	b.RequireIntentExists("i1")
+	b.RequireMeta("m", []byte("v"))
+	b.RequireMeta("absent", nil)
+	b.RequireMeta("empty", []byte{})
+	b.PutInode("/a", inodeCases[2])
+	b.PutInode("/a/\u65e5", Inode{Type: TypeDir})
+	b.DeleteInode("/b")
+	b.PutEntry("/d", Entry{Name: "\u00e9 z", Type: TypeDir, Home: "node-2"})
+	b.DeleteEntry("/d", "f")
+	b.putIntent(Intent{ID: "i3", Created: math.MinInt64, Payload: []byte("rename /a /b")})
+	b.putIntent(Intent{ID: "i4", Created: 7})
+	b.DeleteIntent("i1")
+	b.SetMeta("m", []byte("w"))
+	b.SetMeta("nil", nil)
+	b.DeleteMeta("absent")
+	return &b
+}
+
+func TestBatchBinaryRoundTrip(t *testing.T) {
+	long := strings.Repeat("n", MaxNameLen)
+	cases := map[string]*Batch{
+		"empty":  {},
+		"sample": sampleBatch(),
+		"limits": func() *Batch {
+			var b Batch
+			p := "/" + strings.Repeat("p", MaxPathLen-1)
+			b.RequireInodeExists(p)
+			b.PutEntry("/", Entry{Name: long, Type: TypeFile, Home: strings.Repeat("h", MaxIDLen)})
+			b.PutInode(p, Inode{Type: TypeFile, Layout: bytes.Repeat([]byte{0xff}, MaxBlobLen)})
+			b.SetMeta(strings.Repeat("k", MaxIDLen), bytes.Repeat([]byte{0}, MaxBlobLen))
+			return &b
+		}(),
+		"create": createBatch("/dir/file", TypeFile, "n1"),
+	}
+	for name, b := range cases {
+		t.Run(name, func(t *testing.T) {
+			enc, err := b.MarshalBinary()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got Batch
+			got.PutInode("/stale", Inode{Type: TypeFile}) // replaced by the decode
+			if err := got.UnmarshalBinary(enc); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got.conds, b.conds) || !reflect.DeepEqual(got.muts, b.muts) || got.err != nil {
+				t.Fatalf("decoded batch differs:\n got %+v\nwant %+v", got, *b)
+			}
+			again, err := got.AppendBinary([]byte("hdr"))
+			if err != nil || !bytes.Equal(again[3:], enc) || string(again[:3]) != "hdr" {
+				t.Fatalf("re-encoding differs (%v)", err)
+			}
+			if name == "sample" {
+				t.Logf("sample batch: %d operations in %d bytes", b.Len(), len(enc))
+			}
+		})
+	}
+}
+
+func TestBatchBinaryRejects(t *testing.T) {
+	enc, err := sampleBatch().MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad Batch
+	bad.PutInode("rel", Inode{Type: TypeFile})
+	if _, err := bad.MarshalBinary(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("MarshalBinary of an invalid batch: %v", err)
+	}
+	// A valid operation with an invalid argument, encoded by hand.
+	invalidPath := []byte{batchFormatV1, 0, 1, opDeleteInode, 3, 'a', '/', 'b'}
+	cases := []struct {
+		name string
+		data []byte
+		want []error
+	}{
+		{"nil", nil, []error{ErrCorrupt}},
+		{"version 0", []byte{0, 0, 0}, []error{ErrUnknownVersion}},
+		{"version 2", append([]byte{2}, enc[1:]...), []error{ErrUnknownVersion}},
+		{"trailing byte", append(slices.Clone(enc), 0), []error{ErrCorrupt}},
+		{"count too large", []byte{batchFormatV1, 0xff, 0xff, 0x03, 0}, []error{ErrCorrupt}},
+		{"unknown precondition", []byte{batchFormatV1, 1, 10, 0, 0}, []error{ErrCorrupt}},
+		{"unknown op", []byte{batchFormatV1, 0, 1, 9, 0}, []error{ErrCorrupt}},
+		{"meta presence 2", []byte{batchFormatV1, 1, byte(condMetaEquals), 1, 'm', 2, 0, 0}, []error{ErrCorrupt}},
+		{"absent meta with value", []byte{batchFormatV1, 1, byte(condMetaEquals), 1, 'm', 0, 1, 'v', 0}, []error{ErrCorrupt}},
+		{"invalid path", invalidPath, []error{ErrCorrupt, ErrInvalid}},
+		{"bad entry type", []byte{batchFormatV1, 0, 1, opPutEntry, 1, '/', 1, 'n', 9, 1, 'h'}, []error{ErrCorrupt, ErrInvalid}},
+		{"bad inode value", []byte{batchFormatV1, 0, 1, opPutInode, 2, '/', 'a', 1, 7}, []error{ErrCorrupt}},
+		{"path too long", append([]byte{batchFormatV1, 0, 1, opDeleteInode, 0x81, 0x20}, make([]byte, MaxPathLen+1)...), []error{ErrCorrupt}},
+	}
+	for n := 1; n < len(enc); n++ {
+		cases = append(cases, struct {
+			name string
+			data []byte
+			want []error
+		}{fmt.Sprintf("prefix %d", n), enc[:n], []error{ErrCorrupt}})
+	}
+	s := openStore(t, testOptions(t))
+	for _, c := range cases {
+		var b Batch
+		b.PutInode("/before", Inode{Type: TypeFile})
+		err := b.UnmarshalBinary(c.data)
+		for _, want := range c.want {
+			if !errors.Is(err, want) {
+				t.Errorf("%s: err = %v, want %v", c.name, err, want)
+			}
+		}
+		if errors.Is(err, ErrUnknownVersion) && errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: unknown version also reported as corrupt: %v", c.name, err)
+		}
+		if b.Err() != err || b.Len() != 0 {
+			t.Errorf("%s: after a failed decode Err() = %v, Len() = %d", c.name, b.Err(), b.Len())
+		}
+		if cerr := s.Commit(context.Background(), &b); cerr != err {
+			t.Errorf("%s: Commit of the failed batch = %v", c.name, cerr)
+		}
+	}
+	if c := checkCounts(t, s); c.Total() != 0 {
+		t.Errorf("a rejected batch was applied: %+v", c)
+	}
+}
+
+// randomBatch builds a batch of random operations over a small set of
+// paths, ids and keys, so that preconditions hold about half the time.
+func randomBatch(rng *rand.Rand, seq int) *Batch {
+	paths := []string{"/", "/a", "/a/b", "/a b", "/c", "/c/d"}
+	names := []string{"b", "d", "x", "a b"}
+	ids := []string{"i1", "i2", "i3"}
+	pick := func(xs []string) string { return xs[rng.IntN(len(xs))] }
+	var b Batch
+	for range rng.IntN(3) {
+		switch rng.IntN(9) {
+		case 0:
+			b.RequireInodeAbsent(pick(paths))
+		case 1:
+			b.RequireInodeExists(pick(paths))
+		case 2:
+			b.RequireInodeVersion(pick(paths), uint64(rng.IntN(3)))
+		case 3:
+			b.RequireEntryAbsent(pick(paths), pick(names))
+		case 4:
+			b.RequireEntryExists(pick(paths), pick(names))
+		case 5:
+			b.RequireDirEmpty(pick(paths))
+		case 6:
+			b.RequireIntentAbsent(pick(ids))
+		case 7:
+			b.RequireIntentExists(pick(ids))
+		default:
+			vals := [][]byte{nil, {}, []byte("v")}
+			b.RequireMeta(pick(ids), vals[rng.IntN(3)])
+		}
+	}
+	for range 1 + rng.IntN(4) {
+		typ := FileType(1 + rng.IntN(2))
+		switch rng.IntN(8) {
+		case 0, 1:
+			b.PutInode(pick(paths), Inode{Type: typ, Size: int64(seq), Version: uint64(rng.IntN(3))})
+		case 2:
+			b.DeleteInode(pick(paths))
+		case 3:
+			b.PutEntry(pick(paths), Entry{Name: pick(names), Type: typ, Home: pick(ids)})
+		case 4:
+			b.DeleteEntry(pick(paths), pick(names))
+		case 5:
+			b.putIntent(Intent{ID: pick(ids), Created: int64(seq), Payload: []byte(pick(paths))})
+		case 6:
+			b.DeleteIntent(pick(ids))
+		default:
+			if rng.IntN(2) == 0 {
+				b.SetMeta(pick(ids), []byte(pick([]string{"", "v", "w"})))
+			} else {
+				b.DeleteMeta(pick(ids))
+			}
+		}
+	}
+	return &b
+}
+
+// TestDecodedBatchBehavesSame applies 500 random batches to one store and
+// their decoded copies to another: every result and the final contents
+// agree.
+func TestDecodedBatchBehavesSame(t *testing.T) {
+	ctx := context.Background()
+	orig, copied := openStore(t, testOptions(t)), openStore(t, testOptions(t))
+	rng := rand.New(rand.NewPCG(1, 2))
+	var origLog, copyLog []LogEntry
+	for i := 1; i <= 500; i++ {
+		b := randomBatch(rng, i)
+		enc, err := b.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d Batch
+		if err := d.UnmarshalBinary(enc); err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		origLog = append(origLog, LogEntry{Index: uint64(i), Batch: b})
+		copyLog = append(copyLog, LogEntry{Index: uint64(i), Batch: &d})
+	}
+	failed := 0
+	for from := 0; from < len(origLog); from += 16 {
+		to := min(from+16, len(origLog))
+		want, err := orig.ApplyLog(ctx, origLog[from:to])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := copied.ApplyLog(ctx, copyLog[from:to])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			if fmt.Sprint(got[i]) != fmt.Sprint(want[i]) {
+				t.Fatalf("entry %d: decoded %+v, original %+v", want[i].Index, got[i], want[i])
+			}
+			if want[i].Err != nil {
+				failed++
+			}
+		}
+	}
+	t.Logf("%d of %d batches failed a precondition", failed, len(origLog))
+	if failed == 0 || failed == len(origLog) {
+		t.Errorf("random batches do not exercise both outcomes")
+	}
+	diffDumps(t, dump(t, copied), dump(t, orig))
+	checkCounts(t, copied)
+}
+
+// FuzzBatchDecode: UnmarshalBinary never panics, fails only with
+// ErrCorrupt or ErrUnknownVersion, and what it accepts re-encodes to bytes
+// that decode to the same batch (and re-encode identically).
+func FuzzBatchDecode(f *testing.F) {
+	for _, b := range []*Batch{{}, sampleBatch(), createBatch("/a/b", TypeDir, "n1")} {
+		enc, err := b.MarshalBinary()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(enc)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 20 {
+		enc, err := randomBatch(rng, i).MarshalBinary()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(enc)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{batchFormatV1, 0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var b Batch
+		err := b.UnmarshalBinary(data)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnknownVersion) {
+				t.Fatalf("error is neither ErrCorrupt nor ErrUnknownVersion: %v", err)
+			}
+			if b.Err() != err || b.Len() != 0 {
+				t.Fatalf("failed decode left Err %v, Len %d", b.Err(), b.Len())
+			}
+			return
+		}
+		enc, err := b.MarshalBinary()
+		if err != nil {
+			t.Fatalf("accepted batch does not encode: %v", err)
+		}
+		var again Batch
+		if err := again.UnmarshalBinary(enc); err != nil {
+			t.Fatalf("re-encoded batch rejected: %v", err)
+		}
+		if !reflect.DeepEqual(again.conds, b.conds) || !reflect.DeepEqual(again.muts, b.muts) {
+			t.Fatalf("re-decoded batch differs")
+		}
+		if enc2, err := again.MarshalBinary(); err != nil || !bytes.Equal(enc2, enc) {
+			t.Fatalf("encoding not stable (%v)", err)
+		}
+	})
+}
