@@ -16,15 +16,16 @@ type MsgType uint8
 // (128–255) may be skipped by a build that does not know it (see the
 // package documentation, "Upgrades and unknown commands").
 const (
-	MsgBootstrap     MsgType = 1 // BootstrapCommand
-	MsgAddMember     MsgType = 2 // AddMemberCommand
-	MsgRemoveMember  MsgType = 3 // RemoveMemberCommand
-	MsgSetStatus     MsgType = 4 // SetStatusCommand
-	MsgSetOrigins    MsgType = 5 // SetOriginsCommand
-	MsgAddOrigins    MsgType = 6 // AddOriginsCommand
-	MsgRemoveOrigins MsgType = 7 // RemoveOriginsCommand
-	MsgSplit         MsgType = 8 // SplitCommand
-	MsgAbsorb        MsgType = 9 // AbsorbCommand
+	MsgBootstrap     MsgType = 1  // BootstrapCommand
+	MsgAddMember     MsgType = 2  // AddMemberCommand
+	MsgRemoveMember  MsgType = 3  // RemoveMemberCommand
+	MsgSetStatus     MsgType = 4  // SetStatusCommand
+	MsgSetOrigins    MsgType = 5  // SetOriginsCommand
+	MsgAddOrigins    MsgType = 6  // AddOriginsCommand
+	MsgRemoveOrigins MsgType = 7  // RemoveOriginsCommand
+	MsgSplit         MsgType = 8  // SplitCommand
+	MsgAbsorb        MsgType = 9  // AbsorbCommand
+	MsgRepairMember  MsgType = 10 // RepairMemberCommand
 )
 
 // IgnorableFlag is the high bit of a message type. It is part of the type's
@@ -39,9 +40,18 @@ const IgnorableFlag MsgType = 0x80
 // type t (IgnorableFlag is set).
 func (t MsgType) Ignorable() bool { return t&IgnorableFlag != 0 }
 
-// FormatV1 is the format version (second byte of a log entry) this build
-// writes.
-const FormatV1 uint8 = 1
+// Format versions (second byte of a log entry). Format 1 is every command
+// as first written. Format 2 adds fields to three commands: Config.Replication
+// in BootstrapCommand, AddMemberCommand.Shards and AbsorbCommand.Shards.
+// Encode writes the oldest format that carries the command: format 1 while
+// those fields have their zero values (so an older build applies the entry
+// exactly as this one does), format 2 otherwise (an older build, which
+// would silently drop the fields, halts instead). A format-1 entry read by
+// this build has the fields at their zero values, whatever its body says.
+const (
+	FormatV1 uint8 = 1
+	FormatV2 uint8 = 2
+)
 
 // String names the message type.
 func (t MsgType) String() string {
@@ -60,7 +70,8 @@ type Command interface {
 // BootstrapCommand sets the group's configuration. It must be the first
 // command; repeating it with the same configuration changes nothing, with a
 // different geometry it fails with ErrGeometryChanged and with another
-// group name or size with ErrConfigConflict.
+// group name, size or replication with ErrConfigConflict (a Replication of
+// 0 and of 1 are the same).
 type BootstrapCommand struct {
 	// Config is the group's configuration.
 	Config Config
@@ -72,23 +83,42 @@ type BootstrapCommand struct {
 // ErrGroupFull when the group already has MaxGroupSize members. A member
 // already present gets its addresses updated and, unless it was active, is
 // reactivated (a rejoin). An origin with the same id stops being an origin.
+//
+// The shards the member owns become shards of the group, owned by it and
+// placed on it and the R−1 active members hosting the fewest replicas;
+// then the group is balanced (see the package documentation, "Shards"). A
+// shard already in the group is left as it is if the member owns it (a
+// retry), adopted if it has no owner, and refused with ErrShardConflict if
+// another member owns it.
 type AddMemberCommand struct {
 	// Member is the joining node.
 	Member Member
+	// Shards are the ids of the shards the member owns (format 2). Nil —
+	// every format-1 entry — means the default: a member new to the group
+	// owns the shard named after it, unless the group has that shard
+	// already (a node that left earlier and whose shard outlived it); a
+	// member already present brings nothing. Non-nil lists them exactly,
+	// empty for none.
+	Shards []string
 }
 
 // RemoveMemberCommand removes a member (it leaves Raft); its replicas, if
-// it was active, go to the other active members (G-HBA §2.4 in reverse).
-// An unknown id fails with ErrUnknownMember.
+// it was active, go to the other active members (G-HBA §2.4 in reverse),
+// its shard replicas are placed on other members and the shards it owned
+// get new owners, as RepairMemberCommand does. An unknown id fails with
+// ErrUnknownMember.
 type RemoveMemberCommand struct {
 	// ID is the member to remove.
 	ID string
 }
 
 // SetStatusCommand changes a member's status. Leaving active status
-// reassigns the member's replicas to the other active members (graceful
-// leave, or a Serf member-failed); returning to active performs the
-// light-weight migration towards it.
+// reassigns the member's filter replicas to the other active members
+// (graceful leave, or a Serf member-failed); returning to active performs
+// the light-weight migration towards it. A failed member keeps its shard
+// replicas and the shards it owns (it may come back; RepairMemberCommand
+// gives them away); a leaving one gives them away at once. The group is
+// then balanced.
 type SetStatusCommand struct {
 	// ID is the member.
 	ID string
@@ -122,7 +152,9 @@ type RemoveOriginsCommand struct {
 // SplitCommand removes members IDs from the group at once: they form a new
 // group (NewGroup, informational) elsewhere and become origins of this one
 // (g-hba-survey §VI: splitting deletes them one by one). At least one member
-// must remain.
+// must remain. The shards the departing members own leave the group with
+// them (ApplyResult.MovedOut names them); the replicas they hosted of the
+// shards that stay are placed on the remaining members.
 type SplitCommand struct {
 	// IDs are the members leaving for the new group.
 	IDs []string
@@ -132,13 +164,32 @@ type SplitCommand struct {
 
 // AbsorbCommand adds Members at once, merging group FromGroup
 // (informational) into this one with the light-weight migration. The total
-// must stay within MaxGroupSize. Members already present are treated as in
-// AddMemberCommand.
+// must stay within MaxGroupSize. Members already present, and the shards
+// the members bring, are treated as in AddMemberCommand.
 type AbsorbCommand struct {
 	// Members are the nodes joining.
 	Members []Member
 	// FromGroup names the group they come from.
 	FromGroup string
+	// Shards are the shards the members own (format 2): a member not
+	// listed brings none. Nil — every format-1 entry — means the default
+	// of AddMemberCommand for every member. A member may be listed once,
+	// a shard once.
+	Shards []OwnedShards
+}
+
+// RepairMemberCommand replaces the shard replicas of a member that is not
+// active (the leader applies it once the node has been failed for
+// replica_repair_after): the member is removed from every replica set,
+// replacements are placed on the active members hosting the fewest, and
+// each shard it owned gets a new owner among its replicas; then the group
+// is balanced. The member stays (failed) until removed; if it comes back it
+// gets replicas again through balancing. A member hosting and owning
+// nothing is left as it is; an active one fails with ErrMemberActive, an
+// unknown one with ErrUnknownMember.
+type RepairMemberCommand struct {
+	// ID is the member to repair.
+	ID string
 }
 
 // MsgType implements Command.
@@ -168,6 +219,33 @@ func (*SplitCommand) MsgType() MsgType { return MsgSplit }
 // MsgType implements Command.
 func (*AbsorbCommand) MsgType() MsgType { return MsgAbsorb }
 
+// MsgType implements Command.
+func (*RepairMemberCommand) MsgType() MsgType { return MsgRepairMember }
+
+// versioned is a command that format 2 extended.
+type versioned interface {
+	Command
+	// version returns the oldest format that carries the command.
+	version() uint8
+	// dropV2 zeroes the fields format 2 added: a format-1 entry has none.
+	dropV2()
+}
+
+func (c *BootstrapCommand) version() uint8 { return v2If(c.Config.Replication != 0) }
+func (c *BootstrapCommand) dropV2()        { c.Config.Replication = 0 }
+func (c *AddMemberCommand) version() uint8 { return v2If(c.Shards != nil) }
+func (c *AddMemberCommand) dropV2()        { c.Shards = nil }
+func (c *AbsorbCommand) version() uint8    { return v2If(c.Shards != nil) }
+func (c *AbsorbCommand) dropV2()           { c.Shards = nil }
+
+// v2If returns FormatV2 if extended, FormatV1 otherwise.
+func v2If(extended bool) uint8 {
+	if extended {
+		return FormatV2
+	}
+	return FormatV1
+}
+
 // cmdSpec is one entry of the command registry.
 type cmdSpec struct {
 	name string
@@ -183,9 +261,9 @@ type cmdSpec struct {
 func specOf(t MsgType) (cmdSpec, bool) {
 	switch t {
 	case MsgBootstrap:
-		return cmdSpec{"bootstrap", v1[BootstrapCommand], applyBootstrap}, true
+		return cmdSpec{"bootstrap", v2[BootstrapCommand], applyBootstrap}, true
 	case MsgAddMember:
-		return cmdSpec{"add-member", v1[AddMemberCommand], applyAddMember}, true
+		return cmdSpec{"add-member", v2[AddMemberCommand], applyAddMember}, true
 	case MsgRemoveMember:
 		return cmdSpec{"remove-member", v1[RemoveMemberCommand], applyRemoveMember}, true
 	case MsgSetStatus:
@@ -199,7 +277,9 @@ func specOf(t MsgType) (cmdSpec, bool) {
 	case MsgSplit:
 		return cmdSpec{"split", v1[SplitCommand], applySplit}, true
 	case MsgAbsorb:
-		return cmdSpec{"absorb", v1[AbsorbCommand], applyAbsorb}, true
+		return cmdSpec{"absorb", v2[AbsorbCommand], applyAbsorb}, true
+	case MsgRepairMember:
+		return cmdSpec{"repair-member", v1[RepairMemberCommand], applyRepairMember}, true
 	}
 	return cmdSpec{}, false
 }
@@ -218,6 +298,28 @@ func v1[T any, P commandPtr[T]](version uint8, body []byte) (Command, error) {
 	var v T
 	if err := decodeBody(body, &v); err != nil {
 		return nil, err
+	}
+	return P(&v), nil
+}
+
+// versionedPtr is a pointer to a command struct that format 2 extended.
+type versionedPtr[T any] interface {
+	*T
+	versioned
+}
+
+// v2 decodes a format-1 or format-2 msgpack body into a new T; a format-1
+// body has the format-2 fields zeroed.
+func v2[T any, P versionedPtr[T]](version uint8, body []byte) (Command, error) {
+	if version != FormatV1 && version != FormatV2 {
+		return nil, fmt.Errorf("version %d: %w", version, ErrUnsupportedVersion)
+	}
+	var v T
+	if err := decodeBody(body, &v); err != nil {
+		return nil, err
+	}
+	if version == FormatV1 {
+		P(&v).dropV2()
 	}
 	return P(&v), nil
 }
@@ -257,11 +359,15 @@ func decodeBody(body []byte, v any) (err error) {
 	return nil
 }
 
-// Encode returns the log entry of cmd in the current format: type byte,
-// version byte, msgpack body. Encoding the package's command types cannot
-// fail; Encode panics if it does (a programming error).
+// Encode returns the log entry of cmd: type byte, version byte (the oldest
+// format that carries cmd), msgpack body. Encoding the package's command
+// types cannot fail; Encode panics if it does (a programming error).
 func Encode(cmd Command) []byte {
-	b, err := encodeBody([]byte{byte(cmd.MsgType()), FormatV1}, cmd)
+	version := FormatV1
+	if v, ok := cmd.(versioned); ok {
+		version = v.version()
+	}
+	b, err := encodeBody([]byte{byte(cmd.MsgType()), version}, cmd)
 	if err != nil {
 		panic(fmt.Sprintf("fsm: encoding %s: %v", cmd.MsgType(), err))
 	}
@@ -296,8 +402,21 @@ func EncodeBootstrap(cfg Config) []byte {
 }
 
 // EncodeAddMember builds an AddMember entry (m.Status and m.JoinIndex are
-// ignored).
+// ignored) in which the member brings its default shards (see
+// AddMemberCommand.Shards).
 func EncodeAddMember(m Member) []byte { return Encode(&AddMemberCommand{Member: m}) }
+
+// EncodeAddMemberShards builds an AddMember entry in which the member owns
+// exactly shards (none if empty).
+func EncodeAddMemberShards(m Member, shards []string) []byte {
+	if shards == nil {
+		shards = []string{}
+	}
+	return Encode(&AddMemberCommand{Member: m, Shards: shards})
+}
+
+// EncodeRepairMember builds a RepairMember entry.
+func EncodeRepairMember(id string) []byte { return Encode(&RepairMemberCommand{ID: id}) }
 
 // EncodeRemoveMember builds a RemoveMember entry.
 func EncodeRemoveMember(id string) []byte { return Encode(&RemoveMemberCommand{ID: id}) }
@@ -327,7 +446,17 @@ func EncodeSplit(ids []string, newGroup string) []byte {
 	return Encode(&SplitCommand{IDs: ids, NewGroup: newGroup})
 }
 
-// EncodeAbsorb builds an Absorb entry.
+// EncodeAbsorb builds an Absorb entry in which every member brings its
+// default shards (see AddMemberCommand.Shards).
 func EncodeAbsorb(members []Member, fromGroup string) []byte {
 	return Encode(&AbsorbCommand{Members: members, FromGroup: fromGroup})
+}
+
+// EncodeAbsorbShards builds an Absorb entry in which the members own
+// exactly the shards listed in owned (a member not listed owns none).
+func EncodeAbsorbShards(members []Member, fromGroup string, owned []OwnedShards) []byte {
+	if owned == nil {
+		owned = []OwnedShards{}
+	}
+	return Encode(&AbsorbCommand{Members: members, FromGroup: fromGroup, Shards: owned})
 }

@@ -4,9 +4,9 @@
 //
 // The state of a group is:
 //
-//   - its configuration (Config): group name, maximum group size M and the
-//     geometries of the local, LRU and IDBFA filters, set once by a
-//     Bootstrap command;
+//   - its configuration (Config): group name, maximum group size M, the
+//     geometries of the local, LRU and IDBFA filters and the replication
+//     R of its shards, set once by a Bootstrap command;
 //   - its members (Member): id, addresses, status (active, leaving, failed)
 //     and the Raft index at which each joined;
 //   - the segment assignment (routing.Assignment): every origin (a node
@@ -16,7 +16,10 @@
 //     or failure reverses it;
 //   - the group's IDBFA (routing.IDBFA), kept in step with the assignment
 //     and exported to other groups (FSM.IDBFA);
-//   - a counter of replicas migrated between members.
+//   - its shards (Shard): for each, the member that owns it (its preferred
+//     leader) and the members hosting its replicas (see "Shards");
+//   - counters of filter replicas migrated and of shard replicas moved
+//     between members.
 //
 // # Commands
 //
@@ -31,9 +34,56 @@
 // a private copy and publishes the copy only on success.
 //
 // Commands that may be retried after a leader change are idempotent where
-// that makes sense: adding a member or origin that is already there,
-// removing an origin that is not there and repeating a Bootstrap with the
-// same configuration change nothing.
+// that makes sense: adding a member or origin that is already there (with
+// the shards it owns already), removing an origin that is not there,
+// repairing a member twice and repeating a Bootstrap with the same
+// configuration change nothing.
+//
+// Format 2 of a log entry extends Bootstrap (Config.Replication), AddMember
+// and Absorb (the shards the members own). A command whose new fields are
+// zero is still written in format 1, which older builds apply exactly as
+// this build does; format 2, and the RepairMember type (10, not ignorable),
+// halt older builds rather than let them drop what they cannot read. Read
+// back, a format-1 entry has the new fields zero: Replication 0 means one
+// copy, and an AddMember without Shards means the default shard.
+//
+// # Shards
+//
+// A shard is the metadata of one home, its own Raft group with replicas on
+// members of this group (docs/design.md, "Replicated shards"). The FSM
+// decides where they live, deterministically: every choice below is a
+// function of the state, ties broken by id.
+//
+// A member brings the shards it owns when it joins (AddMemberCommand.Shards;
+// by default a new member owns the shard named after it). Each new shard is
+// owned by the joiner and placed on it and the R−1 active members hosting
+// the fewest replicas. Shards outlive members: a member that leaves
+// (SetStatus leaving, RemoveMember) or that the leader repairs
+// (RepairMemberCommand, replica_repair_after after its node failed) is
+// taken out of every replica set, each replica replaced by the active
+// member hosting the fewest, and each shard it owned is given to the
+// replica owning the fewest (an active one if any). A failed member keeps
+// its replicas and shards until repaired — it may come back — but never
+// gains one. A split takes the shards the departing members own out of the
+// group (ApplyResult.MovedOut); their new group gets them through
+// AddMember. Nothing else ever removes a shard.
+//
+// After every command that changes the members, the group is balanced:
+// every shard gets min(R, n) replicas, n being the active members plus the
+// failed ones already hosting it; then, among the active members, shard
+// ownership is evened out to within one (the member owning the most gives
+// one shard to the one owning the fewest, taking a replica of it if it
+// has none, in place of the giver's); then replica loads are evened out
+// to within one (a replica moves from the most loaded member to the least
+// loaded; a replica of a shard the giver owns moves only with its
+// ownership, exchanged if need be for one of the taker's). The
+// ApplyResult and the Event of a command list the shards whose placement
+// changed (ShardChange: before and after), and ShardReplicasMoved counts
+// the replicas moved from one member to another.
+//
+// A shard has no owner and no replica only while the group has no member
+// able to host it (no active member, and its last failed host repaired or
+// removed); the next member to become active gets it.
 //
 // # Upgrades and unknown commands
 //
@@ -65,7 +115,13 @@
 //     know is skipped if it has the ignorable bit (0x80) set and halts the
 //     FSM otherwise (ErrUnsupportedSnapshot), as does an unknown snapshot
 //     format; the CRC is checked first, so a damaged snapshot is only
-//     ErrCorruptSnapshot.
+//     ErrCorruptSnapshot. The shard records (kinds 6 and 7) are not
+//     ignorable: a build from before shards halts on them rather than
+//     restore a group without its shards. A snapshot such a build wrote
+//     (no placement record) restores with the shards derived from its
+//     members: each active or failed member owns and hosts the shard named
+//     after it, a leaving member's is given away, then the group is
+//     balanced.
 //
 // So a new command (or a new format version of one) that older members
 // must not miss may be written only once every member of the group runs a
@@ -78,7 +134,8 @@
 // Getters take a read lock and return copies; the published state is
 // immutable, so a Snapshot only captures a pointer and Persist encodes it
 // concurrently with later Applies. Options.OnChange tells the node about
-// every state change (assignment moves to pull or drop replicas, member
-// changes, restores); Options.OnFatal and Options.OnSkip report a halt and
-// skipped entries. They run on raft's FSM goroutine and must not block.
+// every state change (assignment moves to pull or drop replicas, shard
+// placement changes to open or close shard replicas, member changes,
+// restores); Options.OnFatal and Options.OnSkip report a halt and skipped
+// entries. They run on raft's FSM goroutine and must not block.
 package fsm

@@ -21,6 +21,12 @@ var (
 	// ErrOriginIsMember reports an origin id that is a member of the group:
 	// origins are the nodes outside the group.
 	ErrOriginIsMember = errors.New("fsm: origin is a member of the group")
+	// ErrShardConflict reports a member bringing a shard that the group
+	// already has under another owner.
+	ErrShardConflict = errors.New("fsm: shard owned by another member")
+	// ErrMemberActive reports a RepairMember command for a member that is
+	// active (it came back before the repair).
+	ErrMemberActive = errors.New("fsm: member is active")
 	// ErrUnknownCommand reports a log entry with an unknown message type.
 	// Unless the type is Ignorable, FSM.Apply halts on it (ErrHalted).
 	ErrUnknownCommand = errors.New("fsm: unknown command type")

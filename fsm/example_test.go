@@ -43,3 +43,32 @@ func Example() {
 	// entry 6 (add-member): add-member: 3 members + 1 new > 3: fsm: group full
 	// held by a: [x1 x3] balance: 1 2 migrated: 3
 }
+
+// Shards: each node joining brings the shard named after it; the FSM places
+// R replicas of every shard and gives a leaving member's shards away.
+func ExampleFSM_Shards() {
+	f := fsm.New(fsm.Options{})
+	geo, _ := routing.NewGeometry(1<<20, 8, 0, routing.HashXX)
+	lru, _ := routing.NewGeometry(1000, 20, 0, routing.HashXX)
+	entries := [][]byte{
+		fsm.EncodeBootstrap(fsm.Config{Group: "g1", MaxGroupSize: 4, Filter: geo, LRUEntries: 1000, LRU: lru, Replication: 2}),
+		fsm.EncodeAddMember(fsm.Member{ID: "a"}),
+		fsm.EncodeAddMember(fsm.Member{ID: "b"}),
+		fsm.EncodeAddMember(fsm.Member{ID: "c"}),
+		fsm.EncodeSetStatus("c", fsm.StatusLeaving),
+	}
+	for i, e := range entries {
+		if _, err := fsm.Result(f.Apply(&raft.Log{Index: uint64(i + 1), Type: raft.LogCommand, Data: e})); err != nil {
+			fmt.Println(err)
+		}
+	}
+	for _, sh := range f.Shards() {
+		fmt.Printf("shard %s: owner %s, replicas %v\n", sh.ID, sh.Owner, sh.Replicas)
+	}
+	fmt.Println("b hosts", f.HostedBy("b"), "and owns", f.OwnedBy("b"))
+	// Output:
+	// shard a: owner a, replicas [a b]
+	// shard b: owner b, replicas [a b]
+	// shard c: owner a, replicas [a b]
+	// b hosts [a b c] and owns [b]
+}

@@ -3,10 +3,10 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
-	"github.com/ghba/ghba/routing"
 	"github.com/hashicorp/raft"
 )
 
@@ -89,7 +89,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	var next *state
 	if l.Type == raft.LogCommand {
-		next, res.Type, res.Moves, res.Err = f.current().apply(l.Data, l.Index)
+		next = f.current().apply(l.Data, l.Index, res)
 	}
 	var skips []SkippedEntry
 	if fromNewerBuild(res.Err) {
@@ -105,7 +105,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.reportSkips(skips)
 	if next != nil && f.onChange != nil {
-		f.onChange(Event{Index: l.Index, Type: res.Type, Moves: slices.Clone(res.Moves)})
+		f.onChange(Event{Index: l.Index, Type: res.Type, Moves: slices.Clone(res.Moves), Shards: cloneChanges(res.Shards)})
 	}
 	return res
 }
@@ -191,36 +191,45 @@ func (f *FSM) Skipped() (count uint64, last SkippedEntry) {
 	return f.skipped, f.lastSkip
 }
 
-// apply decodes and applies one entry to s. It returns the next state (nil
-// when nothing changed or on error).
-func (s *state) apply(data []byte, index uint64) (next *state, t MsgType, moves []routing.Move, err error) {
+// apply decodes and applies one entry to s, filling res (Type, and Err or
+// the changes). It returns the next state (nil when nothing changed or on
+// error).
+func (s *state) apply(data []byte, index uint64, res *ApplyResult) (next *state) {
 	cmd, err := DecodeCommand(data)
 	if err != nil {
 		if len(data) > 0 {
-			t = MsgType(data[0])
+			res.Type = MsgType(data[0])
 		}
-		return nil, t, nil, err
+		res.Err = err
+		return nil
 	}
-	t = cmd.MsgType()
+	t := cmd.MsgType()
+	res.Type = t
 	if t != MsgBootstrap && !s.bootstrapped {
-		return nil, t, nil, fmt.Errorf("%s: %w", t, ErrNotBootstrapped)
+		res.Err = fmt.Errorf("%s: %w", t, ErrNotBootstrapped)
+		return nil
 	}
 	spec, _ := specOf(t)
 	defer func() { // a bug must not take raft down with it
 		if r := recover(); r != nil {
-			next, moves, err = nil, nil, fmt.Errorf("%s at index %d: panic %v: %w", t, index, r, ErrInconsistent)
+			next, res.Moves, res.Shards, res.MovedOut = nil, nil, nil, nil
+			res.Err = fmt.Errorf("%s at index %d: panic %v: %w", t, index, r, ErrInconsistent)
 		}
 	}()
-	next, moves, err = spec.apply(s, cmd, index)
+	next, moves, err := spec.apply(s, cmd, index)
 	if err != nil {
-		return nil, t, nil, fmt.Errorf("%s: %w", t, err)
+		res.Err = fmt.Errorf("%s: %w", t, err)
+		return nil
 	}
 	if next == nil {
-		return nil, t, nil, nil
+		return nil
 	}
-	moves = netMoves(moves)
-	next.migrated += migrations(moves)
-	return next, t, moves, nil
+	res.Moves = netMoves(moves)
+	next.migrated += migrations(res.Moves)
+	res.Shards = diffShards(s.shards, next.shards)
+	res.MovedOut = movedOut(res.Shards)
+	next.shardMoves += replicaMoves(res.Shards)
+	return next
 }
 
 // AppliedIndex returns the Raft index of the last entry applied, refused or
@@ -301,3 +310,40 @@ func (f *FSM) IDBFAVersion() uint64 {
 // reassignment on leaves, failures, splits and rebalancing). An origin's
 // first assignment and its removal are not migrations.
 func (f *FSM) ReplicasMigrated() uint64 { return f.current().migrated }
+
+// Shards returns every shard of the group, sorted by id.
+func (f *FSM) Shards() []Shard {
+	s := f.current()
+	out := make([]Shard, 0, len(s.shards))
+	for _, id := range slices.Sorted(maps.Keys(s.shards)) {
+		out = append(out, s.shards[id].clone())
+	}
+	return out
+}
+
+// Shard returns shard id; false when it is not a shard of the group.
+func (f *FSM) Shard(id string) (Shard, bool) {
+	sh, ok := f.current().shards[id]
+	return sh.clone(), ok
+}
+
+// HostedBy returns the shards of which member hosts a replica, sorted.
+func (f *FSM) HostedBy(member string) []string {
+	return f.current().shardIDs(func(sh Shard) bool { return sh.hosts(member) })
+}
+
+// OwnedBy returns the shards member owns (is the preferred leader of),
+// sorted.
+func (f *FSM) OwnedBy(member string) []string {
+	return f.current().shardIDs(func(sh Shard) bool { return sh.Owner == member })
+}
+
+// ReplicaLoad returns the number of shard replicas member hosts. The FSM
+// keeps the loads of the active members within one of each other.
+func (f *FSM) ReplicaLoad(member string) int { return len(f.HostedBy(member)) }
+
+// ShardReplicasMoved returns the number of shard replicas moved from one
+// member to another since the group began (repairs, leaves, splits and
+// balancing). A new shard's placement, a replica added because the group
+// grew and one dropped without replacement are not moves.
+func (f *FSM) ShardReplicasMoved() uint64 { return f.current().shardMoves }

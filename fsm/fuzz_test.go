@@ -16,6 +16,11 @@ func FuzzDecodeCommand(f *testing.F) {
 		EncodeRemoveOrigins("o002"),
 		EncodeSplit([]string{"c"}, "g2"),
 		EncodeAbsorb([]Member{mem("o004")}, "g2"),
+		EncodeAddMemberShards(mem("d"), []string{"d", "a"}),
+		EncodeAddMemberShards(mem("d"), nil),
+		EncodeAbsorbShards([]Member{mem("x"), mem("y")}, "g2", []OwnedShards{{Member: "x", Shards: []string{"x"}}}),
+		EncodeRepairMember("b"),
+		EncodeBootstrap(func() Config { c := testConfig("g1", 4); c.Replication = 2; return c }()),
 		{}, {1}, {2, 1, 0xc0}, {200, 1, 0x80},
 	} {
 		f.Add(e)

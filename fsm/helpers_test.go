@@ -85,11 +85,14 @@ func stateBytes(t testing.TB, f *FSM) []byte {
 func textDump(f *FSM) string {
 	var b strings.Builder
 	cfg, ok := f.Config()
-	fmt.Fprintf(&b, "bootstrapped=%v cfg=%+v migrated=%d idbfa=v%d\n", ok, cfg, f.ReplicasMigrated(), f.IDBFAVersion())
+	fmt.Fprintf(&b, "bootstrapped=%v cfg=%+v migrated=%d idbfa=v%d shard moves=%d\n", ok, cfg, f.ReplicasMigrated(), f.IDBFAVersion(), f.ShardReplicasMoved())
 	for _, m := range f.Members() {
 		fmt.Fprintf(&b, "member %+v held=%v\n", m, f.Held(m.ID))
 	}
 	fmt.Fprintf(&b, "origins=%v\n", f.Origins())
+	for _, sh := range f.Shards() {
+		fmt.Fprintf(&b, "shard %s owner=%s replicas=%v\n", sh.ID, sh.Owner, sh.Replicas)
+	}
 	return b.String()
 }
 
@@ -170,6 +173,104 @@ func checkInvariants(t testing.TB, f *FSM) {
 			t.Fatalf("IDBFA misses %q held by %q", o, h)
 		}
 	}
+	checkShards(t, f)
+}
+
+// checkShards verifies the shard placement invariants of f: every shard has
+// min(R, active + its failed replicas) distinct replicas, all active or
+// failed members, its owner among them (no owner only without replicas,
+// when no member is active); leaving members host and own nothing; the
+// replica loads and the ownership counts of the active members are within
+// one; the getters agree with Shards.
+func checkShards(t testing.TB, f *FSM) {
+	t.Helper()
+	cfg, _ := f.Config()
+	r := cfg.ReplicationFactor()
+	active := f.ActiveMembers()
+	load, owned := map[string]int{}, map[string]int{}
+	hosted, owns := map[string][]string{}, map[string][]string{}
+	for _, sh := range f.Shards() {
+		if got, ok := f.Shard(sh.ID); !ok || !got.equal(sh) {
+			t.Fatalf("Shard(%q) = %+v, %v; Shards has %+v", sh.ID, got, ok, sh)
+		}
+		failed := 0
+		for i, m := range sh.Replicas {
+			if i > 0 && m <= sh.Replicas[i-1] {
+				t.Fatalf("shard %+v: replicas not sorted and distinct", sh)
+			}
+			mm, ok := f.Member(m)
+			if !ok || mm.Status == StatusLeaving {
+				t.Fatalf("shard %+v: replica %q is %+v, %v", sh, m, mm, ok)
+			}
+			if mm.Status == StatusFailed {
+				failed++
+			}
+			load[m]++
+			hosted[m] = append(hosted[m], sh.ID)
+		}
+		if want := min(r, len(active)+failed); len(sh.Replicas) != want {
+			t.Fatalf("shard %+v: %d replicas, want %d (R %d, %d active)\n%s", sh, len(sh.Replicas), want, r, len(active), textDump(f))
+		}
+		if sh.Owner == "" {
+			if len(sh.Replicas) > 0 || len(active) > 0 {
+				t.Fatalf("shard %+v has no owner with %d active members", sh, len(active))
+			}
+			continue
+		}
+		if !slices.Contains(sh.Replicas, sh.Owner) {
+			t.Fatalf("shard %+v: owner not a replica", sh)
+		}
+		owned[sh.Owner]++
+		owns[sh.Owner] = append(owns[sh.Owner], sh.ID)
+	}
+	for _, m := range f.Members() {
+		if m.Status == StatusLeaving && (load[m.ID] > 0 || owned[m.ID] > 0) {
+			t.Fatalf("leaving member %q hosts %d and owns %d shards", m.ID, load[m.ID], owned[m.ID])
+		}
+		if !slices.Equal(f.HostedBy(m.ID), hosted[m.ID]) || !slices.Equal(f.OwnedBy(m.ID), owns[m.ID]) || f.ReplicaLoad(m.ID) != load[m.ID] {
+			t.Fatalf("member %q: HostedBy %v OwnedBy %v ReplicaLoad %d; shards say %v %v", m.ID, f.HostedBy(m.ID), f.OwnedBy(m.ID), f.ReplicaLoad(m.ID), hosted[m.ID], owns[m.ID])
+		}
+	}
+	if len(active) == 0 {
+		return
+	}
+	for _, c := range []struct {
+		what  string
+		count map[string]int
+	}{{"replica load", load}, {"ownership", owned}} {
+		lo, hi := c.count[active[0]], c.count[active[0]]
+		for _, m := range active {
+			lo, hi = min(lo, c.count[m]), max(hi, c.count[m])
+		}
+		if hi-lo > 1 {
+			t.Fatalf("%s of the active members %d..%d\n%s", c.what, lo, hi, textDump(f))
+		}
+	}
+}
+
+// applyCase applies cmd, the command under test of a table-driven case,
+// and checks the outcome: with wantErr, that the command was refused with
+// it and changed nothing; without, that it succeeded; in both cases the
+// result's type and index and the invariants. It returns the result.
+func applyCase(t *testing.T, a *applier, cmd []byte, wantErr error) *ApplyResult {
+	t.Helper()
+	before := stateBytes(t, a.f)
+	r := a.apply(cmd)
+	if wantErr != nil {
+		if !errors.Is(r.Err, wantErr) {
+			t.Fatalf("err %v, want %v", r.Err, wantErr)
+		}
+		if r.Moves != nil || r.Shards != nil || r.MovedOut != nil || !bytes.Equal(before, stateBytes(t, a.f)) {
+			t.Fatalf("refused command changed the state or reported changes: moves %v shards %+v", r.Moves, r.Shards)
+		}
+	} else if r.Err != nil {
+		t.Fatalf("err %v", r.Err)
+	}
+	if r.Type != MsgType(cmd[0]) || a.f.AppliedIndex() != a.index {
+		t.Fatalf("type %v index %d", r.Type, a.f.AppliedIndex())
+	}
+	checkInvariants(t, a.f)
+	return r
 }
 
 // errorsIsAny reports whether err matches any of targets.

@@ -45,7 +45,8 @@ func restore(t testing.TB, b []byte) *FSM {
 }
 
 // genLog generates n entries of a random group history, using a reference
-// FSM to choose mostly meaningful commands (plus refused and bad ones).
+// FSM to choose mostly meaningful commands (plus refused and bad ones). The
+// group's replication is seed mod 4 (0: a Bootstrap from before shards).
 func genLog(t testing.TB, seed uint64, n, maxSize int) [][]byte {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	pool := ids("n", 40)
@@ -63,7 +64,12 @@ func genLog(t testing.TB, seed uint64, n, maxSize int) [][]byte {
 		log = append(log, e)
 		ref.apply(e)
 	}
-	add(EncodeBootstrap(testConfig("g", maxSize)))
+	cfg := func(max int) Config {
+		c := testConfig("g", max)
+		c.Replication = int(seed % 4)
+		return c
+	}
+	add(EncodeBootstrap(cfg(maxSize)))
 	for len(log) < n {
 		members := ref.f.ActiveMembers()
 		var all []string
@@ -78,8 +84,11 @@ func genLog(t testing.TB, seed uint64, n, maxSize int) [][]byte {
 			origins = pool[:1]
 		}
 		switch r := rng.IntN(100); {
-		case r < 20:
+		case r < 14:
 			add(EncodeAddMember(mem(pick(pool))))
+		case r < 20: // with shards: its own, another's (refused if owned), none
+			id := pick(pool)
+			add(EncodeAddMemberShards(mem(id), some(append([]string{id}, pool...)[:1+rng.IntN(3)], rng.IntN(3))))
 		case r < 27:
 			add(EncodeRemoveMember(pick(all)))
 		case r < 40:
@@ -107,8 +116,10 @@ func genLog(t testing.TB, seed uint64, n, maxSize int) [][]byte {
 				}
 			}
 			add(EncodeAbsorb(ms, "g3"))
+		case r < 90:
+			add(EncodeBootstrap(cfg(maxSize + rng.IntN(2))))
 		case r < 92:
-			add(EncodeBootstrap(testConfig("g", maxSize+rng.IntN(2))))
+			add(EncodeRepairMember(pick(all)))
 		case r < 94: // a garbage body: refused by every member alike
 			e := Encode(&AddOriginsCommand{Origins: some(pool, 2)})
 			e[2+rng.IntN(len(e)-2)] ^= byte(1 + rng.IntN(255))

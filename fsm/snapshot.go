@@ -9,6 +9,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -25,25 +26,35 @@ import (
 // bootstrapped), the members sorted by id, one holding per active member
 // sorted by id (the origins it holds), one holding with an empty member
 // listing the unassigned origins (only when there is no active member and
-// some origins), the IDBFA encoding (once bootstrapped), and the end record
-// with the number of records before it and the CRC-32C of every byte
-// before it. The encoding of a state is canonical: equal states give equal
-// bytes. A reader skips a record of a kind it does not know if the kind has
-// recIgnorable set (a newer build may add such records anywhere before the
-// end record); any other unknown kind, and an unknown format, halt the FSM
-// (ErrUnsupportedSnapshot).
+// some origins), the IDBFA encoding (once bootstrapped), the placement
+// record and one shard record per shard sorted by id (once bootstrapped),
+// and the end record with the number of records before it and the CRC-32C
+// of every byte before it. The encoding of a state is canonical: equal
+// states give equal bytes. A reader skips a record of a kind it does not
+// know if the kind has recIgnorable set (a newer build may add such records
+// anywhere before the end record); any other unknown kind, and an unknown
+// format, halt the FSM (ErrUnsupportedSnapshot).
+//
+// The placement and shard records (kinds 6 and 7) are not ignorable: a
+// build that skipped them would restore a group without its shards and, as
+// leader, hand that state on in its own snapshots. A build from before
+// shards halts on them instead. A bootstrapped snapshot without a placement
+// record was written by such a build: its shards are derived from its
+// members (see legacyShards).
 const snapshotFormat uint8 = 1
 
 var snapshotMagic = [4]byte{'G', 'H', 'B', 'S'}
 
 // Record types of the snapshot encoding.
 const (
-	recHeader  uint8 = 1
-	recConfig  uint8 = 2
-	recMember  uint8 = 3
-	recHolding uint8 = 4
-	recIDBFA   uint8 = 5
-	recEnd     uint8 = 255
+	recHeader    uint8 = 1
+	recConfig    uint8 = 2
+	recMember    uint8 = 3
+	recHolding   uint8 = 4
+	recIDBFA     uint8 = 5
+	recPlacement uint8 = 6
+	recShard     uint8 = 7
+	recEnd       uint8 = 255
 
 	// recIgnorable marks a record kind (128–254) that a build not knowing
 	// it may skip, as IgnorableFlag does for message types.
@@ -68,6 +79,11 @@ type snapHolding struct {
 
 type snapIDBFA struct {
 	Data []byte
+}
+
+// snapPlacement opens the shard records (a Shard each).
+type snapPlacement struct {
+	Moved uint64 // shard replicas moved
 }
 
 type snapEnd struct {
@@ -206,6 +222,16 @@ func writeSnapshot(w io.Writer, s *state, index uint64) error {
 			return err
 		}
 	}
+	if s.bootstrapped {
+		if err := put(recPlacement, snapPlacement{Moved: s.shardMoves}); err != nil {
+			return err
+		}
+		for _, id := range slices.Sorted(maps.Keys(s.shards)) {
+			if err := put(recShard, s.shards[id]); err != nil {
+				return err
+			}
+		}
+	}
 	if err := writeRecord(bw, recEnd, snapEnd{Records: n, CRC: cw.h.Sum32()}); err != nil {
 		return err
 	}
@@ -263,6 +289,8 @@ func readSnapshot(r io.Reader) (*state, uint64, []uint8, error) {
 		holdings  []snapHolding
 		idbData   []byte
 		haveIDBFA bool
+		placement *snapPlacement
+		shards    []Shard
 		records   uint64
 		body      bytes.Buffer
 		skipped   []uint8 // kinds of the ignorable records skipped
@@ -299,23 +327,17 @@ func readSnapshot(r io.Reader) (*state, uint64, []uint8, error) {
 		var v any
 		switch t {
 		case recHeader:
-			if hdr != nil {
-				return nil, 0, nil, corrupt("second header")
-			}
-			hdr = new(snapHeader)
-			v = hdr
+			v, err = once(&hdr, "header")
 		case recConfig:
-			if cfg != nil {
-				return nil, 0, nil, corrupt("second config")
-			}
-			cfg = new(Config)
-			v = cfg
+			v, err = once(&cfg, "config")
+		case recPlacement:
+			v, err = once(&placement, "placement")
 		case recMember:
-			members = append(members, Member{})
-			v = &members[len(members)-1]
+			v = grow(&members)
 		case recHolding:
-			holdings = append(holdings, snapHolding{})
-			v = &holdings[len(holdings)-1]
+			v = grow(&holdings)
+		case recShard:
+			v = grow(&shards)
 		case recIDBFA:
 			if haveIDBFA {
 				return nil, 0, nil, corrupt("second idbfa")
@@ -335,6 +357,9 @@ func readSnapshot(r io.Reader) (*state, uint64, []uint8, error) {
 			}
 			continue
 		}
+		if err != nil {
+			return nil, 0, nil, err
+		}
 		if err := decodeBody(body.Bytes(), v); err != nil {
 			return nil, 0, nil, corrupt("record %d (type %d): %v", records, t, err)
 		}
@@ -352,7 +377,26 @@ func readSnapshot(r io.Reader) (*state, uint64, []uint8, error) {
 	if err != nil {
 		return nil, 0, nil, err
 	}
+	if err := st.restoreShards(placement, shards); err != nil {
+		return nil, 0, nil, err
+	}
 	return st, hdr.Index, skipped, nil
+}
+
+// once allocates *p for the body of a record that may appear only once;
+// what names it in the error when *p was allocated already.
+func once[T any](p **T, what string) (*T, error) {
+	if *p != nil {
+		return nil, corrupt("second %s", what)
+	}
+	*p = new(T)
+	return *p, nil
+}
+
+// grow appends a zero T to *xs for the body of a record and returns it.
+func grow[T any](xs *[]T) *T {
+	*xs = append(*xs, *new(T))
+	return &(*xs)[len(*xs)-1]
 }
 
 // buildState validates decoded snapshot records and assembles a state.
@@ -491,4 +535,63 @@ func rebuildAssignment(active []string, held map[string][]string, unassigned []s
 		}
 	}
 	return a, nil
+}
+
+// restoreShards validates the decoded placement and shard records and sets
+// them in st (built from the other records). Without a placement record, a
+// bootstrapped st gets legacyShards.
+func (st *state) restoreShards(placement *snapPlacement, shards []Shard) error {
+	if placement == nil {
+		if len(shards) > 0 {
+			return corrupt("shard records without a placement record")
+		}
+		if st.bootstrapped {
+			st.legacyShards()
+		}
+		return nil
+	}
+	if !st.bootstrapped {
+		return corrupt("shards before bootstrap")
+	}
+	st.shardMoves = placement.Moved
+	p := st.placer()
+	for i, sh := range shards {
+		if err := validID("shard id", sh.ID); err != nil {
+			return corrupt("shard: %v", err)
+		}
+		if i > 0 && sh.ID <= shards[i-1].ID {
+			return corrupt("shard %q out of order", sh.ID)
+		}
+		for j, m := range sh.Replicas {
+			if !p.canHost(m) || j > 0 && m <= sh.Replicas[j-1] {
+				return corrupt("shard %q: replica %q out of order, duplicate, or not a member that may host", sh.ID, m)
+			}
+		}
+		if (sh.Owner == "") != (len(sh.Replicas) == 0) || sh.Owner != "" && !sh.hosts(sh.Owner) {
+			return corrupt("shard %q: owner %q not one of its replicas %v", sh.ID, sh.Owner, sh.Replicas)
+		}
+		if n := p.target(sh); len(sh.Replicas) != n {
+			return corrupt("shard %q: %d replicas, want %d", sh.ID, len(sh.Replicas), n)
+		}
+		p.set(sh)
+	}
+	return nil
+}
+
+// legacyShards derives the shards of a state restored from a snapshot a
+// build from before shards wrote: every member active or failed owns and
+// hosts the shard named after it, every leaving member's shard is given
+// away, then the group is balanced — the placement replaying that group's
+// joins (in id order) and leaves would have made. The shards of members
+// that had left the group before the snapshot are not known.
+func (st *state) legacyShards() {
+	p := st.placer()
+	for _, id := range slices.Sorted(maps.Keys(st.members)) {
+		if p.canHost(id) {
+			p.set(Shard{ID: id, Owner: id, Replicas: []string{id}})
+		} else {
+			p.set(Shard{ID: id})
+		}
+	}
+	p.balance()
 }

@@ -20,6 +20,8 @@ type state struct {
 	asg          *routing.Assignment // members: the active members
 	idb          *routing.IDBFA      // nil until bootstrapped
 	migrated     uint64              // replicas moved member → member
+	shards       map[string]Shard    // id → placement; slices never mutated
+	shardMoves   uint64              // shard replicas moved member → member
 	enc          *encCache           // lazily encoded IDBFA
 }
 
@@ -31,7 +33,7 @@ type encCache struct {
 
 // newState returns the empty state of a fresh FSM.
 func newState() *state {
-	return &state{members: make(map[string]Member), asg: routing.NewAssignment(), enc: new(encCache)}
+	return &state{members: make(map[string]Member), asg: routing.NewAssignment(), shards: make(map[string]Shard), enc: new(encCache)}
 }
 
 // clone returns a deep, mutable copy of s.
@@ -42,6 +44,8 @@ func (s *state) clone() (*state, error) {
 		members:      maps.Clone(s.members),
 		asg:          s.asg.Clone(),
 		migrated:     s.migrated,
+		shards:       maps.Clone(s.shards),
+		shardMoves:   s.shardMoves,
 		enc:          new(encCache),
 	}
 	if s.idb != nil {
@@ -64,6 +68,18 @@ func (s *state) idbfaBytes() []byte {
 		}
 	})
 	return s.enc.b
+}
+
+// shardIDs returns the ids of the shards for which keep is true, sorted.
+func (s *state) shardIDs(keep func(Shard) bool) []string {
+	var out []string
+	for id, sh := range s.shards {
+		if keep(sh) {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // sortedMembers returns the members sorted by id.
@@ -157,23 +173,68 @@ func (s *state) removeOrigin(o string) ([]routing.Move, error) {
 	return append(out, moves...), nil
 }
 
-// addMembers adds or refreshes ms (sorted by id, distinct, validated) at
-// index: the body of AddMember and Absorb.
-func (s *state) addMembers(ms []Member, index uint64) (*state, []routing.Move, error) {
+// joiner is a member joining the group (AddMember, Absorb) and the shards
+// it owns: nil for the default (see AddMemberCommand.Shards).
+type joiner struct {
+	m      Member
+	shards []string
+}
+
+// joinerShards returns the shards j brings, sorted, validated, without
+// duplicates.
+func (s *state) joinerShards(j joiner) ([]string, error) {
+	if j.shards != nil {
+		return normalizeIDs("shard id", j.shards)
+	}
+	if _, ok := s.members[j.m.ID]; ok {
+		return nil, nil
+	}
+	if _, ok := s.shards[j.m.ID]; ok {
+		return nil, nil
+	}
+	return []string{j.m.ID}, nil
+}
+
+// addMembers adds or refreshes the joiners js (sorted by id, distinct,
+// validated) at index, then places the shards they bring and balances:
+// the body of AddMember and Absorb.
+func (s *state) addMembers(js []joiner, index uint64) (*state, []routing.Move, error) {
 	fresh, change := 0, false
-	for _, m := range ms {
-		ex, ok := s.members[m.ID]
+	type arrival struct{ shard, owner string }
+	var arrivals []arrival
+	claimed := make(map[string]string) // shard → joiner claiming it
+	for _, j := range js {
+		ex, ok := s.members[j.m.ID]
 		if !ok {
 			fresh++
 		}
-		if !ok || ex.Status != StatusActive || !ex.sameAddrs(m) {
+		if !ok || ex.Status != StatusActive || !ex.sameAddrs(j.m) {
 			change = true
+		}
+		shards, err := s.joinerShards(j)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(claimed)+len(shards) > MaxShardsPerCommand {
+			return nil, nil, fmt.Errorf("more than %d shards: %w", MaxShardsPerCommand, ErrInvalidCommand)
+		}
+		for _, id := range shards {
+			if other, dup := claimed[id]; dup {
+				return nil, nil, fmt.Errorf("shard %q brought by %q and %q: %w", id, other, j.m.ID, ErrInvalidCommand)
+			}
+			claimed[id] = j.m.ID
+			switch sh, ok := s.shards[id]; {
+			case !ok || sh.Owner == "":
+				arrivals = append(arrivals, arrival{id, j.m.ID})
+			case sh.Owner != j.m.ID:
+				return nil, nil, fmt.Errorf("%q brings shard %q, owned by %q: %w", j.m.ID, id, sh.Owner, ErrShardConflict)
+			}
 		}
 	}
 	if max := s.cfg.MaxGroupSize; len(s.members)+fresh > max {
 		return nil, nil, fmt.Errorf("%d members + %d new > %d: %w", len(s.members), fresh, max, ErrGroupFull)
 	}
-	if !change {
+	if !change && len(arrivals) == 0 {
 		return nil, nil, nil
 	}
 	n, err := s.clone()
@@ -181,7 +242,8 @@ func (s *state) addMembers(ms []Member, index uint64) (*state, []routing.Move, e
 		return nil, nil, err
 	}
 	var moves []routing.Move
-	for _, m := range ms {
+	for _, j := range js {
+		m := j.m
 		ex, ok := n.members[m.ID]
 		if ok && ex.Status == StatusActive {
 			ex.RPCAddr, ex.RaftAddr, ex.SerfAddr, ex.HTTPAddr = m.RPCAddr, m.RaftAddr, m.SerfAddr, m.HTTPAddr
@@ -203,6 +265,11 @@ func (s *state) addMembers(ms []Member, index uint64) (*state, []routing.Move, e
 		}
 		moves = append(moves, mv...)
 	}
+	p := n.placer()
+	for _, a := range arrivals {
+		p.addShard(a.shard, a.owner)
+	}
+	p.balance()
 	return n, moves, nil
 }
 
@@ -313,9 +380,9 @@ func applyBootstrap(s *state, cmd Command, _ uint64) (*state, []routing.Move, er
 		if !s.cfg.sameGeometry(c) {
 			return nil, nil, fmt.Errorf("group %q has %+v, command %+v: %w", s.cfg.Group, s.cfg, c, ErrGeometryChanged)
 		}
-		if s.cfg != c {
-			return nil, nil, fmt.Errorf("group %q (max %d), command %q (max %d): %w",
-				s.cfg.Group, s.cfg.MaxGroupSize, c.Group, c.MaxGroupSize, ErrConfigConflict)
+		if s.cfg.normalized() != c.normalized() {
+			return nil, nil, fmt.Errorf("group %q (max %d, replication %d), command %q (max %d, replication %d): %w",
+				s.cfg.Group, s.cfg.MaxGroupSize, s.cfg.ReplicationFactor(), c.Group, c.MaxGroupSize, c.ReplicationFactor(), ErrConfigConflict)
 		}
 		return nil, nil, nil
 	}
@@ -328,11 +395,11 @@ func applyBootstrap(s *state, cmd Command, _ uint64) (*state, []routing.Move, er
 }
 
 func applyAddMember(s *state, cmd Command, index uint64) (*state, []routing.Move, error) {
-	m := cmd.(*AddMemberCommand).Member
-	if err := m.validate(); err != nil {
+	c := cmd.(*AddMemberCommand)
+	if err := c.Member.validate(); err != nil {
 		return nil, nil, err
 	}
-	return s.addMembers([]Member{m}, index)
+	return s.addMembers([]joiner{{c.Member, c.Shards}}, index)
 }
 
 func applyRemoveMember(s *state, cmd Command, _ uint64) (*state, []routing.Move, error) {
@@ -352,6 +419,9 @@ func applyRemoveMember(s *state, cmd Command, _ uint64) (*state, []routing.Move,
 		}
 	}
 	delete(n.members, id)
+	p := n.placer()
+	p.depart(id)
+	p.balance()
 	return n, moves, nil
 }
 
@@ -384,7 +454,33 @@ func applySetStatus(s *state, cmd Command, index uint64) (*state, []routing.Move
 	}
 	ex.Status = c.Status
 	n.members[c.ID] = ex
+	p := n.placer()
+	if c.Status == StatusLeaving {
+		p.depart(c.ID)
+	}
+	p.balance()
 	return n, moves, nil
+}
+
+func applyRepairMember(s *state, cmd Command, _ uint64) (*state, []routing.Move, error) {
+	id := cmd.(*RepairMemberCommand).ID
+	ex, ok := s.members[id]
+	switch {
+	case !ok:
+		return nil, nil, fmt.Errorf("repair %q: %w", id, ErrUnknownMember)
+	case ex.Status == StatusActive:
+		return nil, nil, fmt.Errorf("repair %q: %w", id, ErrMemberActive)
+	case !s.hostsOrOwns(id):
+		return nil, nil, nil
+	}
+	n, err := s.clone()
+	if err != nil {
+		return nil, nil, err
+	}
+	p := n.placer()
+	p.depart(id)
+	p.balance()
+	return n, nil, nil
 }
 
 func applySetOrigins(s *state, cmd Command, _ uint64) (*state, []routing.Move, error) {
@@ -441,6 +537,11 @@ func applySplit(s *state, cmd Command, _ uint64) (*state, []routing.Move, error)
 	if err != nil {
 		return nil, nil, err
 	}
+	for id, sh := range n.shards { // the movers take the shards they own
+		if slices.Contains(ids, sh.Owner) {
+			delete(n.shards, id)
+		}
+	}
 	var moves []routing.Move
 	for _, id := range ids {
 		if n.members[id].Status == StatusActive {
@@ -452,6 +553,11 @@ func applySplit(s *state, cmd Command, _ uint64) (*state, []routing.Move, error)
 		}
 		delete(n.members, id)
 	}
+	p := n.placer()
+	for _, id := range ids {
+		p.depart(id)
+	}
+	p.balance()
 	for _, id := range ids {
 		mv, err := n.addOrigin(id)
 		if err != nil {
@@ -484,5 +590,24 @@ func applyAbsorb(s *state, cmd Command, index uint64) (*state, []routing.Move, e
 			return nil, nil, fmt.Errorf("absorb lists %q twice: %w", ms[i].ID, ErrInvalidCommand)
 		}
 	}
-	return s.addMembers(ms, index)
+	js := make([]joiner, len(ms))
+	for i, m := range ms {
+		js[i].m = m
+		if c.Shards != nil {
+			js[i].shards = []string{} // not listed: none
+		}
+	}
+	listed := make(map[string]bool, len(c.Shards))
+	for _, o := range c.Shards {
+		i, ok := slices.BinarySearchFunc(ms, o.Member, func(m Member, id string) int { return strings.Compare(m.ID, id) })
+		if !ok {
+			return nil, nil, fmt.Errorf("absorb: shards of %q, not absorbed: %w", o.Member, ErrInvalidCommand)
+		}
+		if listed[o.Member] {
+			return nil, nil, fmt.Errorf("absorb: shards of %q listed twice: %w", o.Member, ErrInvalidCommand)
+		}
+		listed[o.Member] = true
+		js[i].shards = append([]string{}, o.Shards...)
+	}
+	return s.addMembers(js, index)
 }

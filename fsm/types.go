@@ -18,6 +18,8 @@ const (
 	// MaxIDFilterBits bounds the IDBFA geometry (2^24 bits: 8 MiB of
 	// counters per member).
 	MaxIDFilterBits = 1 << 24
+	// MaxShardsPerCommand bounds the shards one AddMember or Absorb brings.
+	MaxShardsPerCommand = 1 << 14
 )
 
 // Config is a group's configuration, fixed by its Bootstrap command.
@@ -36,6 +38,20 @@ type Config struct {
 	// IDFilter is the geometry of the IDBFA's ID filters; see
 	// DefaultIDFilter.
 	IDFilter routing.Geometry `json:"id_filter"`
+	// Replication is R, the number of replicas of every shard of the
+	// group (fewer while the group has fewer members able to host them).
+	// 0 means 1: a group bootstrapped before shards were replicated kept
+	// one copy. See ReplicationFactor.
+	Replication int `json:"replication"`
+}
+
+// ReplicationFactor returns R: Replication, or 1 when it is 0.
+func (c Config) ReplicationFactor() int { return max(c.Replication, 1) }
+
+// normalized returns c with Replication set to R, for comparisons.
+func (c Config) normalized() Config {
+	c.Replication = c.ReplicationFactor()
+	return c
 }
 
 // DefaultIDFilter is the IDBFA geometry EncodeBootstrap uses when the
@@ -67,6 +83,9 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%s geometry: %w: %w", g.name, ErrInvalidCommand, err)
 		}
 	}
+	if c.Replication < 0 || c.Replication > MaxGroupSizeLimit {
+		return fmt.Errorf("replication %d (want 0..%d): %w", c.Replication, MaxGroupSizeLimit, ErrInvalidCommand)
+	}
 	if c.IDFilter.M > MaxIDFilterBits {
 		return fmt.Errorf("id filter of %d bits (at most %d): %w", c.IDFilter.M, MaxIDFilterBits, ErrInvalidCommand)
 	}
@@ -81,8 +100,11 @@ func (c Config) sameGeometry(o Config) bool {
 // Status is a member's state in its group.
 type Status string
 
-// Member statuses. Only active members hold replicas; a leaving or failed
-// member keeps its seat (it still counts towards M) until removed.
+// Member statuses. Only active members hold filter replicas and take new
+// shard replicas; a failed member keeps the shard replicas it hosts until
+// it is repaired (RepairMemberCommand), a leaving one hosts none. A leaving
+// or failed member keeps its seat (it still counts towards M) until
+// removed.
 const (
 	StatusActive  Status = "active"
 	StatusLeaving Status = "leaving"
@@ -165,6 +187,14 @@ type ApplyResult struct {
 	// holder; one with an empty To is an origin losing its holder (removed,
 	// or the group has no active member left).
 	Moves []routing.Move
+	// Shards are the shards whose placement the command changed (owner or
+	// replicas, arrival or departure), sorted by id.
+	Shards []ShardChange
+	// MovedOut names, for a Split, the shards each departing member owned
+	// and took with it (member id → shard ids, sorted): they are no longer
+	// in this group's FSM, and the member's new group gets them when it
+	// joins it (AddMemberCommand.Shards). Nil for other commands.
+	MovedOut map[string][]string
 	// Err is the domain error that refused the command; the state is then
 	// unchanged. It wraps ErrHalted when the FSM halted on this entry or
 	// had halted before.
@@ -196,8 +226,14 @@ type Event struct {
 	// Moves are the command's replica moves (as in ApplyResult): a member
 	// that is To pulls the origin's filter, one that is From drops it.
 	Moves []routing.Move
+	// Shards are the command's shard placement changes (as in
+	// ApplyResult): a member in a change's Added opens a replica of the
+	// shard, one in Removed may close it once the shard's leader has
+	// removed it from the shard's Raft configuration.
+	Shards []ShardChange
 	// Restored reports that the whole state was replaced from a snapshot:
-	// resynchronize everything (e.g. Held(self)) instead of using Moves.
+	// resynchronize everything (e.g. Held(self), HostedBy(self)) instead of
+	// using Moves and Shards.
 	Restored bool
 }
 
@@ -222,4 +258,72 @@ func (s SkippedEntry) String() string {
 		return fmt.Sprintf("snapshot record of unknown kind %d (snapshot at index %d)", s.Record, s.Index)
 	}
 	return fmt.Sprintf("entry %d of unknown type %s version %d", s.Index, s.Type, s.Version)
+}
+
+// Shard is one shard of the group: the metadata of one home, its own Raft
+// group with replicas on members of this group (docs/design.md,
+// "Replicated shards"). Placement is decided by the FSM (see the package
+// documentation, "Shards").
+type Shard struct {
+	// ID names the shard (the id of the node that created it).
+	ID string `json:"id"`
+	// Owner is the member that should lead the shard (its preferred
+	// leader); always one of Replicas. It is empty only while the shard has
+	// no replica, when the group has no member able to host it.
+	Owner string `json:"owner"`
+	// Replicas are the members hosting a replica, sorted: min(R, n) of
+	// them, n being the active members plus the failed members, not yet
+	// repaired, that already host it.
+	Replicas []string `json:"replicas"`
+}
+
+// clone returns a copy of sh that shares nothing with it.
+func (sh Shard) clone() Shard {
+	sh.Replicas = slices.Clone(sh.Replicas)
+	return sh
+}
+
+// equal reports whether sh and o are the same placement.
+func (sh Shard) equal(o Shard) bool {
+	return sh.ID == o.ID && sh.Owner == o.Owner && slices.Equal(sh.Replicas, o.Replicas)
+}
+
+// hosts reports whether member id hosts a replica of sh.
+func (sh Shard) hosts(id string) bool {
+	_, ok := slices.BinarySearch(sh.Replicas, id)
+	return ok
+}
+
+// ShardChange is what one command did to one shard's placement.
+type ShardChange struct {
+	// ID is the shard.
+	ID string
+	// Before is the shard before the command; its ID is empty when the
+	// shard arrived in the group (AddMember, Absorb).
+	Before Shard
+	// After is the shard after the command; its ID is empty when the shard
+	// left the group (Split).
+	After Shard
+}
+
+// Added returns the members hosting a replica after the command and not
+// before, sorted.
+func (c ShardChange) Added() []string {
+	_, added := diffSorted(c.Before.Replicas, c.After.Replicas)
+	return added
+}
+
+// Removed returns the members hosting a replica before the command and
+// not after, sorted.
+func (c ShardChange) Removed() []string {
+	removed, _ := diffSorted(c.Before.Replicas, c.After.Replicas)
+	return removed
+}
+
+// OwnedShards lists the shards one member owns, in an AbsorbCommand.
+type OwnedShards struct {
+	// Member is the member's id.
+	Member string
+	// Shards are the ids of the shards it owns.
+	Shards []string
 }
