@@ -73,6 +73,8 @@ type ClusterConfig struct {
 	Log *slog.Logger
 	// Rand chooses the subnet.
 	Rand *rand.Rand
+	// Env are extra "KEY=value" variables of every node's container.
+	Env []string
 }
 
 // Cluster is a running set of node containers on a private network.
@@ -214,12 +216,14 @@ func (c *Cluster) run(ctx context.Context, n *Node) error {
 	}
 	args := []string{"run", "-d", "--name", n.Container, "--network", c.Network, "--ip", n.IP,
 		"--label", labelRun + "=" + c.cfg.Prefix, "--label", labelOwner + "=" + runOwner(),
-		"-v", n.Volume + ":/data", "--stop-timeout", "20",
-		c.cfg.Image, "agent",
+		"-v", n.Volume + ":/data", "--stop-timeout", "20"}
+	for _, e := range c.cfg.Env {
+		args = append(args, "-e", e)
+	}
+	args = append(args, c.cfg.Image, "agent",
 		"--node-id", n.ID, "--data-dir", "/data", "--bind-addr", "0.0.0.0", "--advertise-addr", n.IP,
 		"--rpc-port", strconv.Itoa(portRPC), "--raft-port", strconv.Itoa(portRaft),
-		"--serf-port", strconv.Itoa(portSerf), "--http-port", strconv.Itoa(portHTTP),
-	}
+		"--serf-port", strconv.Itoa(portSerf), "--http-port", strconv.Itoa(portHTTP))
 	if n.Auto {
 		args = append(args, "--group", "auto", "--max-group-size", strconv.Itoa(c.cfg.PerGroup))
 	} else {

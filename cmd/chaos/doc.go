@@ -19,25 +19,80 @@
 //   - with GHBA_CHAOS_AUTO=1 (9 nodes with group auto, max_group_size 3,
 //     groups read from /v1/status before each fault): an extra auto node
 //     forces a split of a full group, the member the split moves is killed
-//     -9 within a second and restarted, then the extra node leaves.
+//     -9 within a second and restarted, then the extra node leaves;
+//   - with GHBA_CHAOS_DOUBLE=1 (the default of make chaos) one fault slot
+//     in three overlaps two faults on different nodes, as they overlap in
+//     production: a node partition or a kill during a rolling restart, a
+//     pause during a leader kill, a kill during a group partition, a pause
+//     and a partition, a partition and a leader kill (DoubleFaults).
 //
-// Every operation (create, stat, rename, unlink, readdir on a few fixed
-// names in a few fixed directories) is recorded with its invocation and
-// response times. Afterwards the cluster is healed, the final contents are
-// read through every node, and the history is checked:
+// # The workload and its model
 //
-//   - linearizability against a sequential model of one directory
-//     (porcupine, one partition per directory; renames stay within a
-//     directory); an operation whose outcome is unknown (timeout, broken
-//     connection, "unavailable" from a server) may take effect at any time
-//     after its invocation, so it gets a return time after the end of the
-//     history;
+// The workers use eight root directories at a time, a generation
+// (/chaos0-0 … /chaos0-7); every fault slot begins a new generation of
+// fresh roots, so a root sees at most one fault. In each root they use
+// two directory slots x and y and three file names a, b, c in each slot:
+// create, stat, unlink, rename within a slot and across the two slots (a
+// file replaces a file), readdir of a slot and of the root, mkdir (of an
+// existing name: "exists"), rmdir (of a non-empty directory: "not
+// empty"), and renames of a slot onto the other (a directory replaces an
+// empty directory; a non-empty one: "not empty"). Every create and mkdir
+// gives its inode a unique UID, its token; a rename keeps it and every
+// stat answers it, so a stat names the very operation that created what
+// it sees.
+//
+// Every operation is recorded with its invocation and response times.
+// An operation whose outcome the client cannot know (timeout, broken
+// connection, "unavailable" from a server) is kept: a write may take
+// effect at any time after its call. To keep those few, a worker whose
+// write had an unknown outcome writes nothing more until it has read back
+// the paths that write touches (stats with a fresh deadline, retried with
+// backoff up to 90 s, recorded as ordinary operations); and a stat that
+// answers the token of an unknown create or mkdir proves that it took
+// effect before that stat returned (ResolveByTokens) — never more than
+// that: nothing is turned into an acknowledgment.
+//
+// # The checks
+//
+// Afterwards the cluster is healed, every root, slot and path is read
+// through every node, and the history is checked:
+//
+//   - linearizability against a sequential model of one root (porcupine),
+//     one partition per root: no operation touches two roots, so the roots
+//     are checked apart, at most GOMAXPROCS at once, within a time bound
+//     and a memory bound (porcupine has none: the model adds up what each
+//     step the search accepts costs and past the bound refuses every step,
+//     which ends the search). A write with an unknown outcome does not make
+//     the search branch: the model's state is the set of possible
+//     namespaces, each with the pending writes that may still take effect
+//     ("armed"), and before every operation an armed write may fire. The
+//     run FAILS unless every partition is Ok: Illegal comes with a
+//     counterexample (the longest linearizable prefix, the possible states
+//     after it and why each next operation does not fit), Unknown with the
+//     bound that stopped it;
 //   - no acknowledged create or rename is lost and no deleted path comes
-//     back (the last write of a name that nothing overlapped decides the
-//     final state, checked directly for a readable message);
+//     back (the last write of a path that nothing overlapped decides the
+//     final state, and a create its token, checked directly for a readable
+//     message);
 //   - every answer is a correct answer or "unavailable", never another
 //     error.
 //
-// On a failure the history (JSON), porcupine's HTML visualization and every
-// node's docker logs are kept in a directory the test prints.
+// Each run reports its operations, faults by kind, unknown outcomes
+// (count and share; writes resolved by a token, writes left pending) and
+// the check's verdict, time, partitions and steps.
+//
+// On a failure the history (JSON, with the summary and the check's
+// report), counterexample.txt, porcupine's HTML visualization of the
+// partitions that failed and every node's docker logs are kept in a
+// directory the test prints.
+//
+// # A broken server
+//
+// With GHBA_CHAOS_BROKEN=<mode> the image is built with the ghba_broken
+// tag and the nodes run with GHBA_STORE_BROKEN=<mode> (node/store's
+// broken.go): "stale" serves directory listings up to a second old,
+// "early-ack" acknowledges a local file create 300 ms before it applies
+// it. TestChaos then fails; TestChaosBroken (make chaos-broken
+// BROKEN=stale) passes only if the check answers Illegal with a
+// counterexample.
 package chaos

@@ -68,10 +68,10 @@ ENTRYPOINT ["/ghba"]
 `
 
 // BuildImage builds the static ghba binary from the module at modRoot
-// (CGO_ENABLED=0, -tags hashicorpmetrics) into a temporary build context
-// and builds the image tag FROM scratch from it, with the given labels
-// ("key=value").
-func (d *Docker) BuildImage(ctx context.Context, modRoot, tag string, labels ...string) error {
+// (CGO_ENABLED=0, -tags hashicorpmetrics plus extraTags, e.g.
+// "ghba_broken") into a temporary build context and builds the image tag
+// FROM scratch from it, with the given labels ("key=value").
+func (d *Docker) BuildImage(ctx context.Context, modRoot, tag string, extraTags []string, labels ...string) error {
 	dir, err := os.MkdirTemp("", "ghba-chaos-image-*")
 	if err != nil {
 		return fmt.Errorf("chaos: build context: %w", err)
@@ -80,7 +80,8 @@ func (d *Docker) BuildImage(ctx context.Context, modRoot, tag string, labels ...
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	start := time.Now()
-	if _, err := d.runIn(bctx, modRoot, []string{"CGO_ENABLED=0"}, "go", "build", "-tags", "hashicorpmetrics", "-trimpath",
+	tags := strings.Join(append([]string{"hashicorpmetrics"}, extraTags...), ",")
+	if _, err := d.runIn(bctx, modRoot, []string{"CGO_ENABLED=0"}, "go", "build", "-tags", tags, "-trimpath",
 		"-o", filepath.Join(dir, "ghba"), "./cmd/ghba"); err != nil {
 		return fmt.Errorf("chaos: build ghba: %w", err)
 	}
@@ -96,7 +97,7 @@ func (d *Docker) BuildImage(ctx context.Context, modRoot, tag string, labels ...
 	if _, err := d.run(bctx, []string{"DOCKER_BUILDKIT=0"}, "docker", append(args, dir)...); err != nil {
 		return fmt.Errorf("chaos: docker build: %w", err)
 	}
-	d.Log.Info("image built", "tag", tag, "took", time.Since(start).Round(time.Millisecond))
+	d.Log.Info("image built", "tag", tag, "build_tags", tags, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

@@ -48,13 +48,29 @@ const (
 	recoverTimeout = 120 * time.Second // the cluster converges again within this
 )
 
+// DoubleFaults are the pairs of faults a run with GHBA_CHAOS_DOUBLE=1
+// overlaps: the second starts while the first is under way (see
+// InjectDouble), on other nodes than the first's. Pairs whose docker
+// operations conflict (a pause during a rolling restart: docker cannot
+// restart a paused container) are left out.
+var DoubleFaults = [][2]string{
+	{FaultRollingRestart, FaultPartitionNode},
+	{FaultRollingRestart, FaultKillRandom},
+	{FaultKillLeader, FaultPause},
+	{FaultPartitionGroup, FaultKillRandom},
+	{FaultPause, FaultPartitionNode},
+	{FaultPartitionNode, FaultKillLeader},
+}
+
 // FaultEvent is one injected fault, for the report and the history file.
 type FaultEvent struct {
 	Kind   string `json:"kind"`
 	Target string `json:"target"`
-	Start  int64  `json:"start"`
-	End    int64  `json:"end"`
-	Err    string `json:"err,omitempty"`
+	// With names the other fault of a double fault.
+	With  string `json:"with,omitempty"`
+	Start int64  `json:"start"`
+	End   int64  `json:"end"`
+	Err   string `json:"err,omitempty"`
 }
 
 // Injector injects faults into a Cluster through the docker CLI.
@@ -66,6 +82,10 @@ type Injector struct {
 	rec    *Recorder
 	mu     sync.Mutex
 	events []FaultEvent
+	// claimed are the nodes a fault under way acts on: the other fault of
+	// a double fault picks its targets among the rest (guarded by mu,
+	// like rng).
+	claimed map[*Node]bool
 
 	fwOnce sync.Once
 	fwOK   bool // the host can edit a container's firewall (probed once)
@@ -73,7 +93,7 @@ type Injector struct {
 
 // NewInjector returns an Injector recording fault times on rec's clock.
 func NewInjector(c *Cluster, d *Docker, rng *rand.Rand, rec *Recorder, log *slog.Logger) *Injector {
-	return &Injector{c: c, d: d, log: log, rng: rng, rec: rec}
+	return &Injector{c: c, d: d, log: log, rng: rng, rec: rec, claimed: make(map[*Node]bool)}
 }
 
 // Events returns the faults injected so far.
@@ -83,6 +103,46 @@ func (in *Injector) Events() []FaultEvent {
 	return append([]FaultEvent(nil), in.events...)
 }
 
+func (in *Injector) record(evs ...FaultEvent) {
+	in.mu.Lock()
+	in.events = append(in.events, evs...)
+	in.mu.Unlock()
+}
+
+// intn is rng.IntN under mu (the faults of a double fault draw at once).
+func (in *Injector) intn(n int) int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.rng.IntN(n)
+}
+
+// claim picks a random node that no fault under way acts on and that ok
+// accepts (nil: any), and claims it; release gives it back.
+func (in *Injector) claim(ok func(*Node) bool) (*Node, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var free []*Node
+	for _, n := range in.c.Nodes {
+		if !in.claimed[n] && (ok == nil || ok(n)) {
+			free = append(free, n)
+		}
+	}
+	if len(free) == 0 {
+		return nil, errors.New("chaos: no node is free for this fault")
+	}
+	n := free[in.rng.IntN(len(free))]
+	in.claimed[n] = true
+	return n, nil
+}
+
+func (in *Injector) release(ns ...*Node) {
+	in.mu.Lock()
+	for _, n := range ns {
+		delete(in.claimed, n)
+	}
+	in.mu.Unlock()
+}
+
 // Inject runs one fault of kind, heals it and waits until the cluster has
 // converged again. An error means the fault could not be injected or the
 // cluster did not recover.
@@ -90,40 +150,10 @@ func (in *Injector) Inject(ctx context.Context, kind string) error {
 	ev := FaultEvent{Kind: kind, Start: in.rec.now()}
 	// With group auto the groups change: read them now.
 	err := in.c.RefreshGroups(ctx)
-	switch {
-	case err != nil:
+	if err != nil {
 		err = fmt.Errorf("chaos: reading the groups before the fault: %w", err)
-	case kind == FaultSplitKill:
-		ev.Target, err = in.splitKill(ctx)
-	case kind == FaultKillRandom:
-		n := in.c.Nodes[in.rng.IntN(len(in.c.Nodes))]
-		ev.Target = n.ID
-		err = in.kill(ctx, n)
-	case kind == FaultKillLeader:
-		gs := in.c.Groups()
-		var n *Node
-		if n, err = in.c.Leader(ctx, gs[in.rng.IntN(len(gs))]); err == nil {
-			ev.Target = n.ID
-			err = in.kill(ctx, n)
-		}
-	case kind == FaultPause:
-		n := in.c.Nodes[in.rng.IntN(len(in.c.Nodes))]
-		ev.Target = n.ID
-		err = in.pause(ctx, n)
-	case kind == FaultPartitionNode:
-		n := in.c.Nodes[in.rng.IntN(len(in.c.Nodes))]
-		ev.Target = n.ID
-		err = in.partitionNode(ctx, n)
-	case kind == FaultPartitionGroup:
-		gs := in.c.Groups()
-		g := gs[in.rng.IntN(len(gs))]
-		ev.Target = g
-		err = in.partitionGroup(ctx, g)
-	case kind == FaultRollingRestart:
-		ev.Target = "all"
-		err = in.rollingRestart(ctx)
-	default:
-		err = fmt.Errorf("chaos: unknown fault %q", kind)
+	} else {
+		ev.Target, err = in.do(ctx, kind)
 	}
 	if err == nil {
 		err = in.c.WaitConverged(ctx, recoverTimeout)
@@ -132,14 +162,145 @@ func (in *Injector) Inject(ctx context.Context, kind string) error {
 	if err != nil {
 		ev.Err = err.Error()
 	}
-	in.mu.Lock()
-	in.events = append(in.events, ev)
-	in.mu.Unlock()
+	in.record(ev)
 	in.log.Info("fault done", "kind", kind, "target", ev.Target, "took", time.Duration(ev.End-ev.Start).Round(time.Millisecond), "err", err)
 	if err != nil {
 		return fmt.Errorf("chaos: fault %s on %s: %w", kind, ev.Target, err)
 	}
 	return nil
+}
+
+// InjectDouble runs the faults first and second at once: second starts
+// a random 0.5–5 s after first (2–30 s after a rolling restart begins,
+// so that it meets any of its nodes), on nodes first does not act on;
+// both heal, then the cluster must converge.
+func (in *Injector) InjectDouble(ctx context.Context, first, second string) error {
+	start := in.rec.now()
+	if err := in.c.RefreshGroups(ctx); err != nil {
+		return fmt.Errorf("chaos: reading the groups before the faults: %w", err)
+	}
+	delay := 500*time.Millisecond + time.Duration(in.intn(4500))*time.Millisecond
+	if first == FaultRollingRestart {
+		delay = 2*time.Second + time.Duration(in.intn(28000))*time.Millisecond
+	}
+	in.log.Info("double fault", "first", first, "second", second, "second_after", delay)
+	evs := []FaultEvent{{Kind: first, With: second, Start: start}, {Kind: second, With: first}}
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() { evs[0].Target, errs[0] = in.do(ctx, first) })
+	wg.Go(func() {
+		if errs[1] = sleep(ctx, delay); errs[1] == nil {
+			evs[1].Start = in.rec.now()
+			evs[1].Target, errs[1] = in.do(ctx, second)
+		}
+	})
+	wg.Wait()
+	err := errors.Join(errs...)
+	if err == nil {
+		err = in.c.WaitConverged(ctx, recoverTimeout)
+	}
+	end := in.rec.now()
+	for i := range evs {
+		evs[i].End = end
+		if errs[i] != nil {
+			evs[i].Err = errs[i].Error()
+		} else if err != nil {
+			evs[i].Err = err.Error()
+		}
+	}
+	in.record(evs...)
+	in.log.Info("double fault done", "first", first, "first_target", evs[0].Target, "second", second, "second_target", evs[1].Target,
+		"took", time.Duration(end-start).Round(time.Millisecond), "err", err)
+	if err != nil {
+		return fmt.Errorf("chaos: double fault %s on %s + %s on %s: %w", first, evs[0].Target, second, evs[1].Target, err)
+	}
+	return nil
+}
+
+// do injects one fault and heals it; it returns the fault's target.
+func (in *Injector) do(ctx context.Context, kind string) (string, error) {
+	switch kind {
+	case FaultSplitKill:
+		return in.splitKill(ctx)
+	case FaultKillRandom, FaultPause, FaultPartitionNode:
+		n, err := in.claim(nil)
+		if err != nil {
+			return "", err
+		}
+		defer in.release(n)
+		switch kind {
+		case FaultKillRandom:
+			return n.ID, in.kill(ctx, n)
+		case FaultPause:
+			return n.ID, in.pause(ctx, n)
+		}
+		return n.ID, in.partitionNode(ctx, n)
+	case FaultKillLeader:
+		gs := in.c.Groups()
+		g := gs[in.intn(len(gs))]
+		l, err := in.c.Leader(ctx, g)
+		if err != nil {
+			return "", err
+		}
+		// A fault under way may have claimed this leader: then
+		// another group's.
+		n, err := in.claim(func(n *Node) bool { return n == l })
+		if err != nil {
+			for _, g2 := range gs {
+				if l2, lerr := in.c.Leader(ctx, g2); lerr == nil {
+					if n, err = in.claim(func(n *Node) bool { return n == l2 }); err == nil {
+						break
+					}
+				}
+			}
+		}
+		if err != nil {
+			return "", fmt.Errorf("chaos: no leader is free for kill-leader: %w", err)
+		}
+		defer in.release(n)
+		return n.ID, in.kill(ctx, n)
+	case FaultPartitionGroup:
+		members, g, err := in.claimGroup()
+		if err != nil {
+			return "", err
+		}
+		defer in.release(members...)
+		return g, in.partitionGroup(ctx, g)
+	case FaultRollingRestart:
+		// It claims no node: a kill or a partition of a node it restarts
+		// combine with the restart.
+		return "all", in.rollingRestart(ctx)
+	}
+	return "", fmt.Errorf("chaos: unknown fault %q", kind)
+}
+
+// claimGroup claims every member of a random group none of whose members
+// a fault under way acts on.
+func (in *Injector) claimGroup() ([]*Node, string, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var free []string
+	for _, g := range in.c.Groups() {
+		ok := true
+		for _, n := range in.c.Nodes {
+			ok = ok && !(n.Group == g && in.claimed[n])
+		}
+		if ok {
+			free = append(free, g)
+		}
+	}
+	if len(free) == 0 {
+		return nil, "", errors.New("chaos: no group is free for partition-group")
+	}
+	g := free[in.rng.IntN(len(free))]
+	var members []*Node
+	for _, n := range in.c.Nodes {
+		if n.Group == g {
+			in.claimed[n] = true
+			members = append(members, n)
+		}
+	}
+	return members, g, nil
 }
 
 func (in *Injector) kill(ctx context.Context, n *Node) error {
@@ -402,7 +563,7 @@ func (in *Injector) splitKill(ctx context.Context) (string, error) {
 		in.log.Info("no split: a group had room for the extra node", "node", x.ID)
 	} else {
 		target += ">" + mover.ID
-		delay := time.Duration(in.rng.IntN(700)) * time.Millisecond
+		delay := time.Duration(in.intn(700)) * time.Millisecond
 		in.log.Info("split under way: killing the mover", "mover", mover.ID, "seen_after", time.Since(started).Round(time.Millisecond), "kill_in", delay)
 		if err := sleep(ctx, delay); err != nil {
 			return target, err
@@ -429,7 +590,7 @@ func (in *Injector) retire(ctx context.Context, n *Node) error {
 	if err != nil {
 		return fmt.Errorf("leave of %s: %w", n.ID, err)
 	}
-	in.log.Info("extra node left", "node", n.ID, "drained_files", resp.DrainedFiles, "handed_replicas", resp.HandedReplicas)
+	in.log.Info("extra node left", "node", n.ID, "moved_shard_replicas", resp.MovedShardReplicas, "handed_shards", resp.HandedShards, "handed_replicas", resp.HandedReplicas)
 	err = poll(ctx, time.Minute, func(ctx context.Context) (string, error) {
 		out, err := in.d.Run(ctx, "inspect", "-f", "{{.State.Running}}", n.Container)
 		if err != nil {

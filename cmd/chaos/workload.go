@@ -7,12 +7,16 @@ import (
 	"io/fs"
 	"log/slog"
 	"math/rand/v2"
-	"path"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ghba/ghba/rpc"
 )
+
+// setupTimeout bounds the mkdir of the workload's roots.
+const setupTimeout = 3 * time.Minute
 
 // opTimeout bounds one operation of the workload.
 const opTimeout = 8 * time.Second
@@ -43,6 +47,14 @@ func (r *Recorder) Ops() []Op {
 	return append([]Op(nil), r.ops...)
 }
 
+// replace sets the history to ops (after ResolveByTokens, for the
+// evidence).
+func (r *Recorder) replace(ops []Op) {
+	r.mu.Lock()
+	r.ops = append([]Op(nil), ops...)
+	r.mu.Unlock()
+}
+
 // Classify maps an operation's error to a result.
 func Classify(err error) string {
 	switch {
@@ -52,6 +64,13 @@ func Classify(err error) string {
 		return ResNotExist
 	case errors.Is(err, fs.ErrExist):
 		return ResExist
+	case errors.Is(err, rpc.ErrNotEmpty):
+		return ResNotEmpty
+	case errors.Is(err, rpc.ErrShuttingDown):
+		// Only the transport answers it, for a request it did not
+		// execute; the client tries another node after it, and a write
+		// is never sent again once its outcome is unknown.
+		return ResNotSent
 	case errors.Is(err, rpc.ErrOutcomeUnknown), errors.Is(err, context.DeadlineExceeded),
 		errors.Is(err, context.Canceled):
 		return ResUnknown
@@ -67,29 +86,42 @@ func Classify(err error) string {
 func (r *Recorder) Exec(ctx context.Context, c *rpc.Client, client int, o Op) Op {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	p := path.Join(o.Dir, o.Name)
+	p := o.Path()
 	o.Client = client
 	o.Call = r.now()
 	var err error
 	switch o.Kind {
 	case OpCreate:
-		_, err = c.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644})
+		_, err = c.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644, UID: o.Token})
+	case OpMkdir:
+		_, err = c.Mkdir(ctx, &rpc.MkdirRequest{Path: p, Mode: 0o755, UID: o.Token})
 	case OpStat:
 		var st *rpc.StatResponse
 		st, err = c.Stat(ctx, p)
-		if err == nil && st.Inode.IsDir() {
-			err = fmt.Errorf("chaos: %s: a file of the workload is a directory", p)
+		switch {
+		case err != nil:
+		case st.Inode.IsDir() != (o.Name == ""):
+			err = fmt.Errorf("chaos: %s: stat answered type %s", p, st.Inode.Type)
+		default:
+			o.Seen = st.Inode.UID
 		}
 	case OpUnlink:
 		err = c.Unlink(ctx, p)
-	case OpRename:
-		_, err = c.Rename(ctx, p, path.Join(o.Dir, o.To))
+	case OpRmdir:
+		err = c.Rmdir(ctx, p)
+	case OpRename, OpRenameDir:
+		_, err = c.Rename(ctx, p, o.ToPath())
 	case OpReadDir:
 		var es []rpc.DirEntry
-		es, err = c.ReadDirAll(ctx, o.Dir, 0)
+		es, err = c.ReadDirAll(ctx, p, 0)
 		for _, e := range es {
+			if want := wantType(o.Dir == ""); e.Type != want {
+				err = fmt.Errorf("chaos: readdir %s: entry %s of type %s, want %s", p, e.Name, e.Type, want)
+			}
 			o.Entries = append(o.Entries, e.Name)
 		}
+	default:
+		err = fmt.Errorf("chaos: unknown operation %q", o.Kind)
 	}
 	o.Return = r.now()
 	o.Result = Classify(err)
@@ -100,10 +132,17 @@ func (r *Recorder) Exec(ctx context.Context, c *rpc.Client, client int, o Op) Op
 	return o
 }
 
+// wantType is the type of the entries of a root (directories) or of a
+// slot (files).
+func wantType(root bool) string {
+	if root {
+		return rpc.TypeDir
+	}
+	return rpc.TypeFile
+}
+
 // Workload is the set of concurrent clients.
 type Workload struct {
-	// Dirs are the directories (created before the run).
-	Dirs []string
 	// Clients is the number of concurrent workers.
 	Clients int
 	// Addrs are the nodes' RPC addresses.
@@ -112,6 +151,130 @@ type Workload struct {
 	Seed uint64
 	// Log receives progress.
 	Log *slog.Logger
+
+	tokens atomic.Uint32 // the last token given out
+
+	mu    sync.Mutex
+	gens  [][]string               // the roots of every generation so far
+	gates map[string]*rootGate     // by root
+	roots atomic.Pointer[[]string] // the current generation's roots
+}
+
+// Writes of unknown outcome in one root. After one, the root's writes go
+// one at a time, each after a wait that doubles with every further one
+// (gateBackoffMin to gateBackoffMax), until one gets a known outcome;
+// and a root never has more than maxUnknownPerRoot of them, counting the
+// writes in flight: then it is read-only for the rest of its generation.
+// The check carries every possibility these writes leave open, so this
+// bounds its cost; the workers read the root meanwhile.
+const (
+	maxUnknownPerRoot = 8
+	gateBackoffMin    = 2 * time.Second
+	gateBackoffMax    = 16 * time.Second
+)
+
+// rootGate admits the writes of one root (see maxUnknownPerRoot); it is
+// safe for concurrent use.
+type rootGate struct {
+	mu       sync.Mutex
+	unknown  int // writes of unknown outcome so far
+	inFlight int
+	backoff  time.Duration // 0: no unknown write since the last known one
+	until    time.Time     // no write before
+}
+
+// begin reports whether a write may start now, and counts it in flight.
+func (g *rootGate) begin(now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.unknown+g.inFlight >= maxUnknownPerRoot || now.Before(g.until) || g.backoff > 0 && g.inFlight > 0 {
+		return false
+	}
+	g.inFlight++
+	return true
+}
+
+// end records the outcome of a write begin admitted.
+func (g *rootGate) end(now time.Time, unknown bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.inFlight--
+	if !unknown {
+		g.backoff, g.until = 0, time.Time{}
+		return
+	}
+	g.unknown++
+	g.backoff = min(max(2*g.backoff, gateBackoffMin), gateBackoffMax)
+	g.until = now.Add(g.backoff)
+}
+
+func (w *Workload) gate(root string) *rootGate {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gates[root]
+}
+
+// Advance creates the roots of the next generation (mkdir -p, retried
+// until the cluster answers) and makes the workers use them from then on.
+func (w *Workload) Advance(ctx context.Context) error {
+	w.mu.Lock()
+	gen := len(w.gens)
+	w.mu.Unlock()
+	var roots []string
+	for i := range RootsPerGeneration {
+		roots = append(roots, RootPath(gen, i))
+	}
+	if err := makeDirs(ctx, w.Addrs, roots, w.Log); err != nil {
+		return fmt.Errorf("chaos: roots of generation %d: %w", gen, err)
+	}
+	w.mu.Lock()
+	w.gens = append(w.gens, roots)
+	if w.gates == nil {
+		w.gates = make(map[string]*rootGate)
+	}
+	for _, r := range roots {
+		w.gates[r] = &rootGate{}
+	}
+	w.mu.Unlock()
+	w.roots.Store(&roots)
+	w.Log.Info("workload generation", "gen", gen, "roots", roots[0]+"…")
+	return nil
+}
+
+// AllRoots returns the roots of every generation so far.
+func (w *Workload) AllRoots() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, g := range w.gens {
+		out = append(out, g...)
+	}
+	return out
+}
+
+// makeDirs creates dirs (mkdir -p: idempotent, so retried across nodes
+// until the cluster answers).
+func makeDirs(ctx context.Context, addrs, dirs []string, log *slog.Logger) error {
+	c := newClient(addrs, log)
+	defer c.Close()
+	for _, d := range dirs {
+		err := poll(ctx, setupTimeout, func(ctx context.Context) (string, error) {
+			mctx, cancel := context.WithTimeout(ctx, opTimeout)
+			defer cancel()
+			_, err := c.Mkdir(mctx, &rpc.MkdirRequest{Path: d, Mode: 0o755, Parents: true})
+			switch {
+			case err == nil:
+				return "", nil
+			case Classify(err) == ResWrong:
+				return "", fmt.Errorf("chaos: mkdir %s: %w", d, err)
+			}
+			return err.Error(), nil
+		})
+		if err != nil {
+			return fmt.Errorf("chaos: mkdir %s: %w", d, err)
+		}
+	}
+	return nil
 }
 
 // newClient returns an rpc.Client for the workload: short timeouts so that
@@ -127,7 +290,142 @@ func newClient(addrs []string, log *slog.Logger) *rpc.Client {
 	})
 }
 
+// The mix of operations, in percent (cumulative thresholds in next).
+// Creates and unlinks keep about half the names of a slot taken, so that
+// rmdir and directory renames meet both empty and non-empty directories.
+const (
+	mixCreate    = 20
+	mixStat      = 14
+	mixUnlink    = 14
+	mixRename    = 16 // half of them across the two slots
+	mixReadDir   = 8
+	mixReadRoot  = 3
+	mixStatDir   = 3
+	mixMkdir     = 9
+	mixRmdir     = 8
+	mixRenameDir = 5
+)
+
+// next draws the next operation of a worker, in root (in the current
+// generation if root is "": Advance must have run once); with readOnly,
+// only reads (stat and readdir, in their proportions of the mix).
+func (w *Workload) next(rng *rand.Rand, root string, readOnly bool) Op {
+	pick := func(s []string) string { return s[rng.IntN(len(s))] }
+	other := func(d string) string {
+		if d == Slots[0] {
+			return Slots[1]
+		}
+		return Slots[0]
+	}
+	if root == "" {
+		root = pick(*w.roots.Load())
+	}
+	o := Op{Root: root, Dir: pick(Slots), Name: pick(Names)}
+	mix := []struct {
+		kind string
+		pct  int
+	}{
+		{OpCreate, mixCreate}, {OpStat, mixStat}, {OpUnlink, mixUnlink}, {OpRename, mixRename},
+		{OpReadDir, mixReadDir}, {"readroot", mixReadRoot}, {"statdir", mixStatDir},
+		{OpMkdir, mixMkdir}, {OpRmdir, mixRmdir}, {OpRenameDir, mixRenameDir},
+	}
+	if readOnly {
+		mix = []struct {
+			kind string
+			pct  int
+		}{{OpStat, mixStat}, {OpReadDir, mixReadDir}, {"readroot", mixReadRoot}, {"statdir", mixStatDir}}
+	}
+	total := 0
+	for _, k := range mix {
+		total += k.pct
+	}
+	x := rng.IntN(total)
+	for _, k := range mix {
+		if x >= k.pct {
+			x -= k.pct
+			continue
+		}
+		o.Kind = k.kind
+		break
+	}
+	switch o.Kind {
+	case OpCreate:
+		o.Token = w.tokens.Add(1)
+	case OpRename:
+		o.ToDir, o.To = o.Dir, pick(Names)
+		if rng.IntN(2) == 0 {
+			o.ToDir = other(o.Dir)
+		}
+		for o.ToDir == o.Dir && o.To == o.Name {
+			o.To = pick(Names)
+		}
+	case OpReadDir:
+		o.Name = ""
+	case "readroot":
+		o.Kind, o.Dir, o.Name = OpReadDir, "", ""
+	case "statdir":
+		o.Kind, o.Name = OpStat, ""
+	case OpMkdir:
+		o.Name, o.Token = "", w.tokens.Add(1)
+	case OpRmdir:
+		o.Name = ""
+	case OpRenameDir:
+		o.Name, o.ToDir = "", other(o.Dir)
+	}
+	return o
+}
+
+// readBackTimeout bounds how long a worker reads back the outcome of a
+// write whose outcome is unknown (longer than a pause or a partition
+// lasts: failure detection, hold, recovery).
+const readBackTimeout = 90 * time.Second
+
+// readBacks returns the stats that show what an unknown write did: of
+// every path of its root (the two slots and their files), the ones it
+// touches first. A stat of each path observes every write that may have
+// happened in the root, so the possibilities the check must carry for
+// the unknown writes collapse right after them.
+func readBacks(o *Op) []Op {
+	st := func(dir, name string) Op {
+		return Op{Kind: OpStat, Root: o.Root, Dir: dir, Name: name, ReadBack: true}
+	}
+	var first []Op
+	switch o.Kind {
+	case OpCreate, OpUnlink:
+		first = []Op{st(o.Dir, o.Name)}
+	case OpRename:
+		first = []Op{st(o.Dir, o.Name), st(o.ToDir, o.To)}
+	case OpMkdir, OpRmdir:
+		first = []Op{st(o.Dir, "")}
+	case OpRenameDir:
+		first = []Op{st(o.Dir, ""), st(o.ToDir, "")}
+	}
+	out := first
+	for _, d := range Slots {
+		for _, n := range append([]string{""}, Names...) {
+			q := st(d, n)
+			if !slices.ContainsFunc(first, func(f Op) bool { return f.Dir == q.Dir && f.Name == q.Name }) {
+				out = append(out, q)
+			}
+		}
+	}
+	return out
+}
+
 // Run runs the workers until ctx is done, recording into r.
+//
+// A worker whose write gets an unknown outcome writes nothing more until
+// it has read back every path of that write's root (each stat with a
+// fresh deadline, retried with backoff for up to readBackTimeout), and
+// the root's gate (rootGate) then spaces and caps its writes: a fault
+// leaves a few writes of unknown outcome per root instead of one per
+// attempt (a server that answers "unavailable" at once, because the
+// root's home is down, would otherwise yield dozens), and a write the
+// gate refuses becomes a read of the same root. The stats are ordinary
+// operations of the history, which narrow what the unknown writes may
+// have done (a stat that answers the token of a create or mkdir proves it
+// took effect; see ResolveByTokens). They never turn a write into an
+// acknowledged one.
 func (w *Workload) Run(ctx context.Context, r *Recorder) {
 	var wg sync.WaitGroup
 	for i := range w.Clients {
@@ -137,46 +435,36 @@ func (w *Workload) Run(ctx context.Context, r *Recorder) {
 			defer c.Close()
 			id := i
 			for ctx.Err() == nil {
-				o := Op{Dir: w.Dirs[rng.IntN(len(w.Dirs))], Name: Names[rng.IntN(len(Names))]}
-				switch x := rng.IntN(100); {
-				case x < 25:
-					o.Kind = OpCreate
-				case x < 45:
-					o.Kind = OpStat
-				case x < 60:
-					o.Kind = OpUnlink
-				case x < 80:
-					o.Kind = OpRename
-					for o.To = o.Name; o.To == o.Name; {
-						o.To = Names[rng.IntN(len(Names))]
+				o := w.next(rng, "", false)
+				var g *rootGate
+				if o.isWrite() {
+					if g = w.gate(o.Root); !g.begin(time.Now()) {
+						g, o = nil, w.next(rng, o.Root, true)
 					}
-				default:
-					o.Kind, o.Name = OpReadDir, ""
 				}
 				// The workers' context ends the run; an operation in
 				// flight then is recorded as unknown, which is honest.
 				got := r.Exec(context.WithoutCancel(ctx), c, id, o)
+				if g != nil {
+					g.end(time.Now(), got.Result == ResUnknown)
+				}
 				var pause time.Duration
 				switch got.Result {
 				case ResUnknown:
 					// This client's id may now overlap its next
 					// operation: take a fresh one.
-					// Back off longer after a write: every unknown write
-					// stays pending to the end of the history and makes
-					// the linearizability check costlier.
-					pause = 300 * time.Millisecond
+					id += w.Clients
 					if got.isWrite() {
-						id += w.Clients
-						pause = time.Second
+						w.readBack(ctx, r, c, &id, &got)
 					}
+					pause = 100 * time.Millisecond
 				case ResNotSent, ResWrong:
 					pause = 300 * time.Millisecond
 				default:
 					pause = time.Duration(rng.IntN(20)) * time.Millisecond
 				}
-				select {
-				case <-ctx.Done():
-				case <-time.After(pause):
+				if sleep(ctx, pause) != nil {
+					return
 				}
 			}
 		})
@@ -184,41 +472,79 @@ func (w *Workload) Run(ctx context.Context, r *Recorder) {
 	wg.Wait()
 }
 
-// FinalReads reads every directory through every node and stats every
-// name, retrying "unavailable" until deadline; the reads are recorded as
-// Final operations. It returns an error if some read never got an answer.
-func FinalReads(ctx context.Context, r *Recorder, addrs, dirs []string, firstClient int, deadline time.Duration, log *slog.Logger) error {
+// readBack stats the paths of readBacks(o) until each has answered (or
+// readBackTimeout, or the end of the run).
+func (w *Workload) readBack(ctx context.Context, r *Recorder, c *rpc.Client, id *int, o *Op) {
+	todo := readBacks(o)
+	deadline := time.Now().Add(readBackTimeout)
+	backoff := 200 * time.Millisecond
+	for len(todo) > 0 {
+		var again []Op
+		for _, q := range todo {
+			got := r.Exec(context.WithoutCancel(ctx), c, *id, q)
+			switch got.Result {
+			case ResOK, ResNotExist:
+			default:
+				*id += w.Clients
+				again = append(again, q)
+			}
+		}
+		todo = again
+		if len(todo) == 0 || time.Now().After(deadline) || sleep(ctx, backoff) != nil {
+			return
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// FinalReads reads every root and slot and stats every path through
+// every node (the nodes at once), retrying "unavailable" until deadline;
+// the reads are recorded as Final operations, with client ids from
+// firstClient on. It returns an error if some read never got an answer.
+func FinalReads(ctx context.Context, r *Recorder, addrs, roots []string, firstClient int, deadline time.Duration, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	var errs []error
-	id := firstClient
+	var (
+		mu   sync.Mutex
+		errs []error
+		ids  atomic.Int64
+		wg   sync.WaitGroup
+	)
+	ids.Store(int64(firstClient))
 	for _, a := range addrs {
-		c := rpc.NewClient(rpc.Options{Addrs: []string{a}, Logger: log, HomeCacheSize: -1, Timeout: opTimeout, DialTimeout: time.Second})
-		for _, d := range dirs {
-			ops := []Op{{Kind: OpReadDir, Dir: d, Final: true}}
-			for _, n := range Names {
-				ops = append(ops, Op{Kind: OpStat, Dir: d, Name: n, Final: true})
-			}
-			for _, o := range ops {
-				for {
-					got := r.Exec(ctx, c, id, o)
-					if got.Result == ResOK || got.Result == ResNotExist || got.Result == ResExist || got.Result == ResWrong {
-						break
+		wg.Go(func() {
+			c := rpc.NewClient(rpc.Options{Addrs: []string{a}, Logger: log, HomeCacheSize: -1, Timeout: opTimeout, DialTimeout: time.Second})
+			defer c.Close()
+			id := int(ids.Add(1))
+			for _, root := range roots {
+				ops := []Op{{Kind: OpReadDir, Root: root, Final: true}}
+				for _, d := range Slots {
+					ops = append(ops, Op{Kind: OpStat, Root: root, Dir: d, Final: true}, Op{Kind: OpReadDir, Root: root, Dir: d, Final: true})
+					for _, n := range Names {
+						ops = append(ops, Op{Kind: OpStat, Root: root, Dir: d, Name: n, Final: true})
 					}
-					id++ // an unknown read leaves its id "open"
-					if ctx.Err() != nil {
-						errs = append(errs, fmt.Errorf("chaos: final %s via %s: no answer after healing: %s", o.String(), a, got.Err))
-						break
-					}
-					select {
-					case <-ctx.Done():
-					case <-time.After(500 * time.Millisecond):
+				}
+				for _, o := range ops {
+					for {
+						got := r.Exec(ctx, c, id, o)
+						if got.Result != ResUnknown && got.Result != ResNotSent {
+							break
+						}
+						id = int(ids.Add(1)) // an unknown read leaves its id "open"
+						if ctx.Err() != nil {
+							mu.Lock()
+							errs = append(errs, fmt.Errorf("chaos: final %s via %s: no answer after healing: %s", o.String(), a, got.Err))
+							mu.Unlock()
+							break
+						}
+						if sleep(ctx, 500*time.Millisecond) != nil {
+							break
+						}
 					}
 				}
 			}
-		}
-		c.Close()
-		id++
+		})
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }

@@ -113,6 +113,10 @@ type Store struct {
 	// by ApplyLog with the index it recorded; a non-nil error aborts
 	// ApplyLog as a crash would.
 	applyHook func(applied uint64) error
+
+	// broken makes the store wrong on purpose in a ghba_broken build
+	// (broken.go); it does nothing otherwise (broken_off.go).
+	broken broken
 }
 
 // Open opens (creating if needed) the store in opts.Dir and starts its
@@ -141,6 +145,7 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		rekeyStepBytes: orDefault(opts.RekeyStepBytes, DefaultRekeyStepBytes),
 		closing:        make(chan struct{}),
 		stopped:        make(chan struct{}),
+		broken:         newBroken(log),
 	}
 	if s.linger == 0 {
 		s.linger = DefaultLinger
@@ -464,6 +469,9 @@ func (s *Store) ReadDir(ctx context.Context, dir, after string, limit int) (entr
 			return nil, false, err
 		}
 	}
+	if e, m, ok := s.broken.staleReadDir(dir, after, limit); ok {
+		return e, m, nil
+	}
 	prefix := entryDirPrefix(dir)
 	err = s.view(ctx, func(txn *badger.Txn) error {
 		prefetch := 100
@@ -505,6 +513,7 @@ func (s *Store) ReadDir(ctx context.Context, dir, after string, limit int) (entr
 	if err != nil {
 		return nil, false, err
 	}
+	s.broken.keepReadDir(dir, after, limit, entries, more)
 	return entries, more, nil
 }
 
