@@ -1,0 +1,41 @@
+package shard
+
+import (
+	"context"
+	"io"
+)
+
+// Command types and format version of the log format (command.go), for
+// tests that write entries by hand.
+const (
+	CmdBatch = cmdBatch
+	CmdRekey = cmdRekey
+	FormatV1 = formatV1
+)
+
+// EncodeBatch and EncodeRekey are the log entries of a store batch and of
+// a re-key.
+var (
+	EncodeBatch = encodeBatch
+	EncodeRekey = encodeRekey
+)
+
+// DecodeCommand decodes a log entry and returns its type.
+func DecodeCommand(data []byte) (uint8, error) {
+	c, err := decodeCommand(data)
+	return c.typ, err
+}
+
+// ApplyRaw commits data, as it is, as one command of r's shard (r must
+// lead it) and returns its result, as Apply does.
+func ApplyRaw(ctx context.Context, r *Replica, data []byte) error { return r.apply(ctx, data) }
+
+// VerifyRounds returns the number of rounds of leadership checks r ran.
+func VerifyRounds(r *Replica) uint64 { return r.verify.rounds.Load() }
+
+// TakeSnapshot makes r's Raft take a snapshot now.
+func TakeSnapshot(r *Replica) error { return r.raft.Snapshot().Error() }
+
+// RestoreSnapshot restores r's state machine from rc, a snapshot's
+// contents (a store backup), as an InstallSnapshot does.
+func RestoreSnapshot(r *Replica, rc io.ReadCloser) error { return r.fsm.Restore(rc) }

@@ -1,0 +1,230 @@
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ghba/ghba/node/store"
+	"github.com/ghba/ghba/routing"
+	"github.com/hashicorp/raft"
+)
+
+// fsm is the state machine of one shard replica (docs/design.md, "The
+// shard state machine"): it applies committed commands to the shard's
+// store, which records the index of the last entry applied in the same
+// transaction, and keeps the shard's counting filter in step with the
+// inodes each entry adds and removes. Its result for an entry (what
+// raft's ApplyFuture.Response returns on the leader) is nil or the error
+// the entry met: the same on every replica.
+type fsm struct {
+	shard   string
+	st      *store.Store
+	log     *slog.Logger
+	ctx     context.Context // store calls; ends when the replica closes
+	geo     routing.Geometry
+	onFatal func(error)
+
+	filterMu sync.RWMutex
+	filter   *routing.CountingFilter
+
+	halted atomic.Pointer[error]
+	fatal  sync.Once
+}
+
+var _ raft.BatchingFSM = (*fsm)(nil)
+
+// rebuildFilter makes the counting filter from every inode in the store
+// (at open and after a restore).
+func (f *fsm) rebuildFilter(ctx context.Context) (int, error) {
+	cf := routing.NewCountingFilter(f.geo)
+	files := 0
+	err := f.st.ScanInodes(ctx, func(p string, _ store.Inode) error {
+		cf.Add(p)
+		files++
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("shard %s: rebuilding the filter: %w", f.shard, err)
+	}
+	f.filterMu.Lock()
+	f.filter = cf
+	f.filterMu.Unlock()
+	return files, nil
+}
+
+// Apply implements raft.FSM.
+func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+// ApplyBatch implements raft.BatchingFSM: consecutive store batches are
+// applied in one store transaction (store.ApplyLog); a re-key is applied
+// on its own.
+func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	var entries []store.LogEntry
+	var pos []int
+	flush := func() {
+		if len(entries) == 0 {
+			return
+		}
+		res, err := f.st.ApplyLog(f.ctx, entries)
+		switch {
+		case err != nil && f.ctx.Err() != nil:
+			// Closing: Raft replays these entries at the next start.
+			for _, i := range pos {
+				out[i] = fmt.Errorf("shard %s: %w", f.shard, err)
+			}
+		case err != nil:
+			// The disk failed under us: this replica cannot go on with a
+			// state the others may not share.
+			f.halt(fmt.Errorf("shard %s: applying entries %d-%d: %w", f.shard, entries[0].Index, entries[len(entries)-1].Index, err))
+			for _, i := range pos {
+				out[i] = f.haltErr()
+			}
+		default:
+			for k, r := range res {
+				out[pos[k]] = r.Err
+				f.track(r.Added, r.Removed)
+			}
+		}
+		entries, pos = entries[:0], pos[:0]
+	}
+	for i, l := range logs {
+		if err := f.haltErr(); err != nil {
+			out[i] = err
+			continue
+		}
+		if l.Type != raft.LogCommand {
+			continue // configuration changes: raft's business
+		}
+		c, err := decodeCommand(l.Data)
+		switch {
+		case errors.Is(err, ErrUnknownCommand) && c.typ&IgnorableFlag != 0:
+			f.log.Warn("skipped a shard log entry this build does not know (marked ignorable by a newer build)",
+				"shard", f.shard, "index", l.Index, "type", c.typ)
+		case errors.Is(err, ErrUnknownCommand), errors.Is(err, store.ErrUnknownVersion):
+			flush()
+			f.halt(fmt.Errorf("shard %s: entry %d: %w", f.shard, l.Index, err))
+			out[i] = f.haltErr()
+		case err != nil:
+			out[i] = fmt.Errorf("shard %s: entry %d: %w", f.shard, l.Index, err)
+		case c.typ == cmdBatch:
+			entries = append(entries, store.LogEntry{Index: l.Index, Batch: c.batch})
+			pos = append(pos, i)
+		case c.typ == cmdRekey:
+			flush()
+			out[i] = f.rekey(l.Index, c.old, c.new_)
+		}
+	}
+	flush()
+	return out
+}
+
+// rekey applies a re-key entry. An interruption other than closing is a
+// store failure: the replica halts (a restart resumes the re-key before
+// anything else is applied).
+func (f *fsm) rekey(index uint64, oldPrefix, newPrefix string) error {
+	res, err := f.st.RekeyPrefixAt(f.ctx, index, oldPrefix, newPrefix, func(o, nw string) {
+		f.track([]string{nw}, []string{o})
+	})
+	switch {
+	case err != nil && f.ctx.Err() != nil:
+		return fmt.Errorf("shard %s: %w", f.shard, err)
+	case err != nil:
+		f.halt(fmt.Errorf("shard %s: re-key at entry %d: %w", f.shard, index, err))
+		return f.haltErr()
+	}
+	return res.Err
+}
+
+// track updates the counting filter with the inodes an entry added and
+// removed.
+func (f *fsm) track(added, removed []string) {
+	if len(added) == 0 && len(removed) == 0 {
+		return
+	}
+	f.filterMu.Lock()
+	defer f.filterMu.Unlock()
+	for _, p := range removed {
+		f.filter.Remove(p)
+	}
+	for _, p := range added {
+		f.filter.Add(p)
+	}
+}
+
+// halt stops the replica from applying anything more and reports err once
+// (see ErrHalted).
+func (f *fsm) halt(err error) {
+	err = fmt.Errorf("%w: %w", ErrHalted, err)
+	if f.halted.CompareAndSwap(nil, &err) {
+		f.log.Error("shard replica halted", "shard", f.shard, "err", err)
+		if f.onFatal != nil {
+			f.fatal.Do(func() { f.onFatal(err) })
+		}
+	}
+}
+
+// haltErr returns the error the replica halted with, or nil.
+func (f *fsm) haltErr() error {
+	if p := f.halted.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Snapshot implements raft.FSM. The store is synced first, so that Raft,
+// which may truncate its log up to the snapshot's index once the snapshot
+// is stored, never drops entries whose effects a power loss could take
+// from the store.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	if err := f.haltErr(); err != nil {
+		return nil, err
+	}
+	if err := f.st.Sync(); err != nil {
+		return nil, fmt.Errorf("shard %s: syncing the store before a snapshot: %w", f.shard, err)
+	}
+	return &snapshot{f: f}, nil
+}
+
+// Restore implements raft.FSM: the store's whole contents are replaced by
+// the snapshot's (a backup of a replica's store), and the filter rebuilt.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	if err := f.haltErr(); err != nil {
+		return err
+	}
+	if err := f.st.Restore(f.ctx, rc); err != nil {
+		return fmt.Errorf("shard %s: restoring a snapshot: %w", f.shard, err)
+	}
+	// A snapshot taken while a directory was being re-keyed holds its
+	// rekey record: finish it before the entries after the snapshot.
+	if err := f.st.ResumeRekey(f.ctx, nil); err != nil {
+		return fmt.Errorf("shard %s: resuming a re-key after restoring a snapshot: %w", f.shard, err)
+	}
+	files, err := f.rebuildFilter(f.ctx)
+	if err != nil {
+		return err
+	}
+	f.log.Info("restored a snapshot", "shard", f.shard, "paths", files)
+	return nil
+}
+
+// snapshot streams a point-in-time copy of the shard's store. It may
+// include entries applied after the snapshot's index; a replica restoring
+// it skips them when Raft replays them (the store's applied index).
+type snapshot struct{ f *fsm }
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.f.st.Backup(s.f.ctx, sink); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("shard %s: writing a snapshot: %w", s.f.shard, err)
+	}
+	return sink.Close()
+}
+
+func (s *snapshot) Release() {}

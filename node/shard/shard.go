@@ -1,0 +1,502 @@
+// Package shard is one replica of a shard (docs/design.md, "Replicated
+// shards"): a hashicorp/raft instance with a raft-boltdb/v2 log (synced:
+// the point of durability), file snapshots, and a node/store Store opened
+// without synced writes, applied by the shard's state machine (fsm.go).
+// Its Raft traffic goes over a stream layer the node's raft multiplexer
+// gives it (node/raftmux), so every replica of a node shares the raft
+// port.
+//
+// A Replica implements namespace.Replica for the node to serve the shard
+// while it leads; the node's shard manager also uses it to change the
+// shard's Raft configuration and to move leadership.
+package shard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/ghba/ghba/node/internal/tasks"
+	"github.com/ghba/ghba/node/store"
+	"github.com/ghba/ghba/routing"
+	"github.com/ghba/ghba/rpc"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+// Tuning holds a replica's Raft timers.
+type Tuning struct {
+	Heartbeat, Election, LeaderLease, Commit time.Duration
+	// ApplyTimeout bounds enqueueing one command.
+	ApplyTimeout time.Duration
+	// SnapshotThreshold, SnapshotInterval and TrailingLogs are raft's
+	// (0: raft's defaults).
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+	// ShutdownTimeout bounds Close's wait for Raft.
+	ShutdownTimeout time.Duration
+}
+
+// DefaultTuning returns the timers used outside tests.
+func DefaultTuning() Tuning {
+	return Tuning{
+		Heartbeat:       time.Second,
+		Election:        time.Second,
+		LeaderLease:     500 * time.Millisecond,
+		Commit:          50 * time.Millisecond,
+		ApplyTimeout:    10 * time.Second,
+		ShutdownTimeout: 10 * time.Second,
+	}
+}
+
+// withDefaults returns t with its zero timers set to DefaultTuning's.
+func (t Tuning) withDefaults() Tuning {
+	d := DefaultTuning()
+	set := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&t.Heartbeat, d.Heartbeat)
+	set(&t.Election, d.Election)
+	set(&t.LeaderLease, d.LeaderLease)
+	set(&t.Commit, d.Commit)
+	set(&t.ApplyTimeout, d.ApplyTimeout)
+	set(&t.ShutdownTimeout, d.ShutdownTimeout)
+	return t
+}
+
+// Options configure a replica.
+type Options struct {
+	// Shard is the shard's id. Required.
+	Shard string
+	// NodeID is the replica's Raft server id: the node's id, or
+	// ReplicaID(node, incarnation). Required.
+	NodeID string
+	// Dir holds the replica's store (meta/) and Raft state (raft/).
+	// Required.
+	Dir string
+	// Transport carries the replica's Raft traffic (a raft.NetworkTransport
+	// over the node's multiplexed raft port). Required; Close closes it.
+	Transport raft.Transport
+	// Geometry is the geometry of the shard's counting filter (every
+	// replica of every shard uses the node's namespace geometry).
+	Geometry routing.Geometry
+	// Logger receives the replica's log lines (nil discards them).
+	Logger *slog.Logger
+	// HCLogger, if set, receives raft's own log lines.
+	HCLogger hclog.Logger
+	// Tuning holds the timers (DefaultTuning's for those left zero).
+	Tuning Tuning
+	// Store adjusts the store's options (memory sizes in tests); Dir and
+	// NoSyncWrites are set by the replica.
+	Store store.Options
+	// OnFatal is called once if the replica halts (a command this build
+	// does not know, a store that failed); it must not block.
+	OnFatal func(error)
+}
+
+// Replica is one replica of a shard on this node. It is safe for
+// concurrent use.
+type Replica struct {
+	id, node string
+	dir      string
+	log      *slog.Logger
+	tune     Tuning
+
+	st     *store.Store
+	fsm    *fsm
+	raft   *raft.Raft
+	trans  raft.Transport
+	bolt   *raftboltdb.BoltStore
+	notify chan bool
+	exists bool
+
+	verify verifier
+	ctx    context.Context
+	cancel context.CancelFunc
+	tasks  tasks.Group
+}
+
+// Open opens the replica's store (completing interrupted re-keys and
+// building the counting filter from it) and starts its Raft. A replica
+// with no Raft state waits to be contacted by the shard's leader, unless
+// Bootstrap makes it a shard of its own. ctx bounds the opening.
+func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
+	switch {
+	case opts.Shard == "" || opts.NodeID == "" || opts.Dir == "" || opts.Transport == nil:
+		return nil, errors.New("shard: shard id, node id, dir and transport are required")
+	}
+	opts.Tuning = opts.Tuning.withDefaults()
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Replica{id: opts.Shard, node: opts.NodeID, dir: opts.Dir, tune: opts.Tuning, trans: opts.Transport,
+		log: opts.Logger.With("shard", opts.Shard), notify: make(chan bool, 16)}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.verify.r = r
+	defer func() {
+		if err != nil { // (r itself, not the result: that is nil)
+			r.closeParts()
+		}
+	}()
+	raftDir := filepath.Join(opts.Dir, "raft")
+	if err := os.MkdirAll(raftDir, 0o755); err != nil {
+		return nil, fmt.Errorf("shard %s: %w", r.id, err)
+	}
+	so := opts.Store
+	so.Dir, so.NoSyncWrites = filepath.Join(opts.Dir, "meta"), true
+	if so.Logger == nil {
+		so.Logger = r.log
+	}
+	if r.st, err = store.Open(ctx, so); err != nil {
+		return nil, fmt.Errorf("shard %s: %w", r.id, err)
+	}
+	r.fsm = &fsm{shard: r.id, st: r.st, log: r.log, ctx: r.ctx, geo: opts.Geometry, onFatal: opts.OnFatal}
+	// A store left by a restore that did not finish (the process stopped
+	// while it installed a snapshot, which Raft stores before restoring
+	// it) refuses every call but a restore: Raft restores it from its
+	// newest snapshot when it starts (below), then replays the log.
+	_, broken := r.st.AppliedIndex(ctx)
+	restore := errors.Is(broken, store.ErrRestoreIncomplete)
+	files := 0
+	switch {
+	case restore:
+		r.fsm.filter = routing.NewCountingFilter(opts.Geometry)
+		r.log.Warn("the store's last restore did not finish: restoring it from the newest snapshot", "err", broken)
+	case broken != nil:
+		return nil, fmt.Errorf("shard %s: %w", r.id, broken)
+	default:
+		if err := r.st.ResumeRekey(ctx, nil); err != nil {
+			return nil, fmt.Errorf("shard %s: resuming re-keys: %w", r.id, err)
+		}
+		if files, err = r.fsm.rebuildFilter(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if r.bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(raftDir, "raft.db")}); err != nil {
+		return nil, fmt.Errorf("shard %s: log store: %w", r.id, err)
+	}
+	hl := opts.HCLogger
+	if hl == nil {
+		hl = hclog.NewNullLogger()
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, 2, hl.Named("snapshot"))
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: snapshot store: %w", r.id, err)
+	}
+	if r.exists, err = raft.HasExistingState(r.bolt, r.bolt, snaps); err != nil {
+		return nil, fmt.Errorf("shard %s: reading raft state: %w", r.id, err)
+	}
+	if restore {
+		if list, err := snaps.List(); err != nil || len(list) == 0 {
+			return nil, fmt.Errorf("shard %s: no snapshot to restore the store from (%v): %w", r.id, err, broken)
+		}
+	}
+	conf := raft.DefaultConfig()
+	conf.LocalID = raft.ServerID(opts.NodeID)
+	conf.Logger = hl
+	conf.NotifyCh = r.notify
+	conf.HeartbeatTimeout = r.tune.Heartbeat
+	conf.ElectionTimeout = r.tune.Election
+	conf.LeaderLeaseTimeout = r.tune.LeaderLease
+	conf.CommitTimeout = r.tune.Commit
+	// The store keeps its own applied index: replaying the log after the
+	// last snapshot skips what it already holds, and a snapshot is
+	// restored only to a replica that is behind the log (or whose store a
+	// restore left incomplete).
+	conf.NoSnapshotRestoreOnStart = !restore
+	// A leader that removes itself from the shard stops. (A removed
+	// follower is not told: raft stops replicating to it, and it loses
+	// track of the leader once its heartbeat times out. The node learns
+	// of the removal from the shard's leader and deletes the replica.)
+	conf.ShutdownOnRemove = true
+	if r.tune.SnapshotThreshold > 0 {
+		conf.SnapshotThreshold = r.tune.SnapshotThreshold
+	}
+	if r.tune.SnapshotInterval > 0 {
+		conf.SnapshotInterval = r.tune.SnapshotInterval
+	}
+	if r.tune.TrailingLogs > 0 {
+		conf.TrailingLogs = r.tune.TrailingLogs
+	}
+	if r.raft, err = raft.NewRaft(conf, r.fsm, r.bolt, r.bolt, snaps, r.trans); err != nil {
+		return nil, fmt.Errorf("shard %s: raft: %w", r.id, err)
+	}
+	applied, _ := r.st.AppliedIndex(ctx)
+	r.log.Info("shard replica opened", "paths", files, "applied_index", applied, "raft_state", r.exists)
+	return r, nil
+}
+
+// HasState reports whether the replica had Raft state when opened (it was
+// a member of the shard before).
+func (r *Replica) HasState() bool { return r.exists }
+
+// Bootstrap makes this replica a new shard whose voters are this replica
+// and others (none: this replica alone). Only the node that creates the
+// shard calls it, once, on a replica without state; the others' replicas
+// have no configuration, so they never start an election, and this one is
+// the shard's first leader.
+func (r *Replica) Bootstrap(others ...Server) error {
+	if r.exists {
+		return nil
+	}
+	boot := raft.Configuration{Servers: []raft.Server{{
+		Suffrage: raft.Voter, ID: raft.ServerID(r.node), Address: r.trans.LocalAddr(),
+	}}}
+	for _, o := range others {
+		if o.ID != r.node {
+			boot.Servers = append(boot.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(o.ID), Address: raft.ServerAddress(o.Addr)})
+		}
+	}
+	if err := r.raft.BootstrapCluster(boot).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("shard %s: bootstrap: %w", r.id, err)
+	}
+	return nil
+}
+
+// Close stops the replica: Raft (bounded by Tuning.ShutdownTimeout), the
+// transport, the log store and the store.
+func (r *Replica) Close(ctx context.Context) error {
+	var errs []error
+	if r.raft != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.tune.ShutdownTimeout)
+		if err := waitFuture(sctx, nil, r.raft.Shutdown()); err != nil { // (also when closed before)
+			errs = append(errs, fmt.Errorf("shard %s: raft shutdown: %w", r.id, err))
+		}
+		cancel()
+	}
+	errs = append(errs, r.closeParts())
+	return errors.Join(errs...)
+}
+
+// closeParts closes what Open opened besides Raft.
+func (r *Replica) closeParts() error {
+	var errs []error
+	r.tasks.Close()
+	r.cancel()
+	r.tasks.Wait()
+	if c, ok := r.trans.(raft.WithClose); ok {
+		if err := c.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("shard %s: transport: %w", r.id, err))
+		}
+	}
+	if r.bolt != nil {
+		if err := r.bolt.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("shard %s: log store: %w", r.id, err))
+		}
+	}
+	if r.st != nil {
+		if err := r.st.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Shard returns the shard's id.
+func (r *Replica) Shard() string { return r.id }
+
+// Store returns the shard's store, for reads.
+func (r *Replica) Store() *store.Store { return r.st }
+
+// Term returns the replica's current Raft term.
+func (r *Replica) Term() uint64 { return r.raft.CurrentTerm() }
+
+// LeaderCh returns raft's leadership notifications for this replica
+// (true: it became the leader; false: it lost leadership). One goroutine
+// must read it, always: raft blocks when it is full.
+func (r *Replica) LeaderCh() <-chan bool { return r.notify }
+
+// IsLeader reports whether this replica is the shard's Raft leader.
+func (r *Replica) IsLeader() bool { return r.raft.State() == raft.Leader }
+
+// Leader returns the Raft server id (see NodeOf) and address of the
+// shard's leader as this replica knows it ("" while unknown).
+func (r *Replica) Leader() (id, addr string) {
+	a, i := r.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// Halted returns the error the replica halted with, nil while it runs.
+func (r *Replica) Halted() error { return r.fsm.haltErr() }
+
+// Barrier waits until every entry committed before it is applied (a new
+// leader calls it before serving).
+func (r *Replica) Barrier(ctx context.Context) error {
+	return raftErr(r, r.wait(ctx, r.raft.Barrier(r.tune.ApplyTimeout)), false)
+}
+
+// Apply commits b through the shard's Raft log (namespace.Replica).
+func (r *Replica) Apply(ctx context.Context, b *store.Batch) error {
+	data, err := encodeBatch(b)
+	if err != nil {
+		return err
+	}
+	return r.apply(ctx, data)
+}
+
+// Rekey moves every path under oldPrefix to newPrefix on every replica
+// (namespace.Replica).
+func (r *Replica) Rekey(ctx context.Context, oldPrefix, newPrefix string) error {
+	return r.apply(ctx, encodeRekey(oldPrefix, newPrefix))
+}
+
+// apply commits one command and returns its result.
+//
+// A halted replica's result for an entry is not the entry's result: the
+// entry is committed, and the other replicas apply it. So a halted replica
+// appends nothing more, and the entries it halted on or after have an
+// unknown outcome.
+func (r *Replica) apply(ctx context.Context, data []byte) error {
+	if err := r.Halted(); err != nil {
+		return fmt.Errorf("shard %s: %w: %w", r.id, rpc.ErrUnavailable, err)
+	}
+	f := r.raft.Apply(data, r.tune.ApplyTimeout)
+	if err := r.wait(ctx, f); err != nil {
+		return raftErr(r, err, true)
+	}
+	if err, ok := f.Response().(error); ok && err != nil {
+		if errors.Is(err, ErrHalted) {
+			return fmt.Errorf("shard %s: %w: %w: %w", r.id, rpc.ErrUnavailable, rpc.ErrOutcomeUnknown, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// VerifyLeader returns nil if this replica leads its shard at a moment
+// after the call began; concurrent calls share one round of heartbeats.
+func (r *Replica) VerifyLeader(ctx context.Context) error { return r.verify.check(ctx) }
+
+// TestKey tests k against the shard's counting filter.
+func (r *Replica) TestKey(k routing.Key) bool {
+	r.fsm.filterMu.RLock()
+	defer r.fsm.filterMu.RUnlock()
+	return r.fsm.filter.TestKey(k)
+}
+
+// Filter runs fn with the shard's counting filter locked.
+func (r *Replica) Filter(fn func(f *routing.CountingFilter)) {
+	r.fsm.filterMu.Lock()
+	defer r.fsm.filterMu.Unlock()
+	fn(r.fsm.filter)
+}
+
+// Server is one member of the shard's Raft configuration.
+type Server struct {
+	ID, Addr string
+	Voter    bool
+}
+
+// Configuration returns the shard's Raft configuration as this replica
+// knows it.
+func (r *Replica) Configuration(ctx context.Context) ([]Server, error) {
+	f := r.raft.GetConfiguration()
+	if err := r.wait(ctx, f); err != nil {
+		return nil, raftErr(r, err, false)
+	}
+	var out []Server
+	for _, s := range f.Configuration().Servers {
+		out = append(out, Server{ID: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
+	}
+	return out, nil
+}
+
+// AddNonvoter adds node id at addr as a non-voter (it receives the log and
+// catches up without counting for the quorum) — leader only.
+func (r *Replica) AddNonvoter(ctx context.Context, id, addr string) error {
+	return raftErr(r, r.wait(ctx, r.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(addr), 0, r.tune.ApplyTimeout)), false)
+}
+
+// AddVoter adds node id at addr as a voter (or promotes it) — leader only.
+func (r *Replica) AddVoter(ctx context.Context, id, addr string) error {
+	return raftErr(r, r.wait(ctx, r.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, r.tune.ApplyTimeout)), false)
+}
+
+// RemoveServer removes node id from the shard — leader only.
+func (r *Replica) RemoveServer(ctx context.Context, id string) error {
+	return raftErr(r, r.wait(ctx, r.raft.RemoveServer(raft.ServerID(id), 0, r.tune.ApplyTimeout)), false)
+}
+
+// TransferLeadership hands leadership to node id at addr — leader only.
+func (r *Replica) TransferLeadership(ctx context.Context, id, addr string) error {
+	return raftErr(r, r.wait(ctx, r.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))), false)
+}
+
+// Indexes are a replica's Raft indexes.
+type Indexes struct {
+	// Applied is the index of the last entry the store holds; Commit and
+	// Last raft's commit and last log indexes.
+	Applied, Commit, Last uint64
+}
+
+// Indexes returns the replica's indexes.
+func (r *Replica) Indexes() Indexes {
+	applied, _ := r.st.AppliedIndex(r.ctx)
+	return Indexes{Applied: applied, Commit: r.raft.CommitIndex(), Last: r.raft.LastIndex()}
+}
+
+// Stats returns raft's statistics of the replica (for status pages).
+func (r *Replica) Stats() map[string]string { return r.raft.Stats() }
+
+// LastContact returns when this replica last heard from its leader (zero
+// for the leader itself).
+func (r *Replica) LastContact() time.Time { return r.raft.LastContact() }
+
+// ParseTerm reads raft's "term" statistic.
+func ParseTerm(stats map[string]string) uint64 {
+	t, _ := strconv.ParseUint(stats["term"], 10, 64)
+	return t
+}
+
+// wait waits for a raft future, for ctx, or for the replica to close:
+// raft's own timeouts only bound enqueueing, a lost quorum can leave a
+// future pending, and raft, when it shuts down, drops unanswered the
+// committed entries its state machine had not taken yet (runFSM returns
+// with them queued). The goroutine waiting for such a future stays.
+func (r *Replica) wait(ctx context.Context, f raft.Future) error {
+	return waitFuture(ctx, r.ctx.Done(), f)
+}
+
+// waitFuture waits for f, for ctx or for closed (nil: never closed).
+func waitFuture(ctx context.Context, closed <-chan struct{}, f raft.Future) error {
+	ch := make(chan error, 1)
+	go func() { ch <- f.Error() }() // ends when raft resolves f
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-closed:
+		return raft.ErrRaftShutdown
+	}
+}
+
+// raftErr maps raft's errors to the namespace's: not the leader (with the
+// leader this replica knows), and, for a command (appended true) whose
+// fate raft had not decided, an unknown outcome.
+func raftErr(r *Replica, err error, appended bool) error {
+	if err == nil {
+		return nil
+	}
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress),
+		errors.Is(err, raft.ErrEnqueueTimeout):
+		id, _ := r.Leader()
+		return fmt.Errorf("shard %s: %w: %w", r.id, &rpc.NotLeaderError{Shard: r.id, Leader: NodeOf(id)}, err)
+	case appended && (errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)):
+		return fmt.Errorf("shard %s: %w: %w: %w", r.id, rpc.ErrUnavailable, rpc.ErrOutcomeUnknown, err)
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrAbortedByRestore):
+		return fmt.Errorf("shard %s: %w: %w", r.id, rpc.ErrUnavailable, err)
+	}
+	return fmt.Errorf("shard %s: %w", r.id, err)
+}
