@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"strconv"
+	"strings"
 )
 
 // Sentinel errors of the namespace and of the transport. Handlers return
@@ -53,6 +54,10 @@ var (
 	ErrClientClosed = errors.New("rpc: client closed")
 	// ErrServerClosed is returned by Serve after Shutdown or Close.
 	ErrServerClosed = errors.New("rpc: server closed")
+	// ErrNotLeader reports a request for a shard that the receiving node
+	// does not lead (any more). It also matches ErrUnavailable;
+	// NotLeaderHint returns the leader the receiver knows, if any.
+	ErrNotLeader = errors.New("not the leader")
 )
 
 // Code is the error code carried in a response frame. CodeOK means success;
@@ -79,6 +84,7 @@ const (
 	CodeCanceled         Code = 13 // context.Canceled
 	CodeShuttingDown     Code = 14 // ErrShuttingDown (also matches ErrUnavailable); not executed
 	CodeInvalid          Code = 15 // fs.ErrInvalid (invalid argument other than a path)
+	CodeNotLeader        Code = 16 // ErrNotLeader (also matches ErrUnavailable); message names the leader
 )
 
 var codeNames = [...]string{
@@ -98,6 +104,7 @@ var codeNames = [...]string{
 	CodeCanceled:         "canceled",
 	CodeShuttingDown:     "shutting_down",
 	CodeInvalid:          "invalid",
+	CodeNotLeader:        "not_leader",
 }
 
 // String returns the code's short name, e.g. "not_exist".
@@ -140,6 +147,8 @@ func (c Code) sentinel() error {
 		return ErrShuttingDown
 	case CodeInvalid:
 		return fs.ErrInvalid
+	case CodeNotLeader:
+		return ErrNotLeader
 	}
 	return nil
 }
@@ -182,7 +191,7 @@ func (e *RemoteError) Is(target error) bool {
 		return true
 	}
 	switch e.Code {
-	case CodeShuttingDown:
+	case CodeShuttingDown, CodeNotLeader:
 		return target == ErrUnavailable
 	case CodeInvalidPath:
 		return target == fs.ErrInvalid
@@ -214,6 +223,8 @@ func ErrorCode(err error) Code {
 		return re.Code
 	}
 	switch {
+	case errors.Is(err, ErrNotLeader):
+		return CodeNotLeader
 	case errors.Is(err, ErrShuttingDown), errors.Is(err, ErrUnavailable):
 		return CodeUnavailable
 	case errors.Is(err, context.DeadlineExceeded):
@@ -242,4 +253,48 @@ func ErrorCode(err error) Code {
 		return CodeInvalid
 	}
 	return CodeInternal
+}
+
+// NotLeaderError reports that the receiving node does not lead Shard, and
+// names the leader it knows (Leader and Addr empty when it knows none). It
+// matches ErrNotLeader and ErrUnavailable; across the wire it travels as
+// CodeNotLeader, and NotLeaderHint reads the leader back.
+type NotLeaderError struct {
+	// Shard is the shard the request named.
+	Shard string
+	// Leader is the node id of the leader the receiver knows; Addr its
+	// RPC address.
+	Leader, Addr string
+}
+
+// Error says which shard and which leader, in the form NotLeaderHint
+// parses.
+func (e *NotLeaderError) Error() string {
+	return "not the leader of shard " + e.Shard + "; leader=" + e.Leader + " addr=" + e.Addr
+}
+
+// Is matches ErrNotLeader and ErrUnavailable.
+func (e *NotLeaderError) Is(target error) bool {
+	return target == ErrNotLeader || target == ErrUnavailable
+}
+
+// NotLeaderHint returns the leader a not-leader error names (a
+// *NotLeaderError, or its CodeNotLeader form received from a server); ok
+// is false when err is not one or names no leader.
+func NotLeaderHint(err error) (leader, addr string, ok bool) {
+	if e, isNL := errors.AsType[*NotLeaderError](err); isNL {
+		return e.Leader, e.Addr, e.Leader != ""
+	}
+	re, isRE := errors.AsType[*RemoteError](err)
+	if !isRE || re.Code != CodeNotLeader {
+		return "", "", false
+	}
+	for _, f := range strings.Fields(re.Message) {
+		if v, found := strings.CutPrefix(f, "leader="); found {
+			leader = v
+		} else if v, found := strings.CutPrefix(f, "addr="); found {
+			addr = v
+		}
+	}
+	return leader, addr, leader != ""
 }

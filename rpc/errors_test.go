@@ -48,3 +48,33 @@ func TestCodeMapping(t *testing.T) {
 		t.Error("unavailable+notexist is not CodeUnavailable")
 	}
 }
+
+func TestNotLeaderHint(t *testing.T) {
+	local := &NotLeaderError{Shard: "n3", Leader: "n2", Addr: "10.0.0.2:7400"}
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"local", fmt.Errorf("wrapped: %w", local)},
+		{"remote", CodeNotLeader.Err(local.Error())},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !errors.Is(tc.err, ErrNotLeader) || !errors.Is(tc.err, ErrUnavailable) {
+				t.Fatalf("%v does not match ErrNotLeader and ErrUnavailable", tc.err)
+			}
+			if ErrorCode(tc.err) != CodeNotLeader {
+				t.Fatalf("ErrorCode(%v) = %v", tc.err, ErrorCode(tc.err))
+			}
+			leader, addr, ok := NotLeaderHint(tc.err)
+			if !ok || leader != "n2" || addr != "10.0.0.2:7400" {
+				t.Fatalf("NotLeaderHint = %q %q %v", leader, addr, ok)
+			}
+		})
+	}
+	if _, _, ok := NotLeaderHint(CodeNotLeader.Err((&NotLeaderError{Shard: "n3"}).Error())); ok {
+		t.Fatal("a hint without a leader reported ok")
+	}
+	if _, _, ok := NotLeaderHint(CodeUnavailable.Err("down")); ok {
+		t.Fatal("an unavailable error gave a hint")
+	}
+}

@@ -233,6 +233,15 @@ func (c *Client) Groups(ctx context.Context) (*GroupsResponse, error) {
 	return resp, nil
 }
 
+// Shards returns every shard of the cluster with its leader and replicas.
+func (c *Client) Shards(ctx context.Context) (*ShardsResponse, error) {
+	resp := new(ShardsResponse)
+	if err := c.callAny(ctx, "", MethodShards, true, &ShardsRequest{}, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
 // Status returns the status of the node at addr (any node if addr is "").
 func (c *Client) Status(ctx context.Context, addr string) (*StatusResponse, error) {
 	resp := new(StatusResponse)

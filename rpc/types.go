@@ -26,6 +26,7 @@ const (
 	MethodLeave   = "Cluster.Leave"   // LeaveRequest → LeaveResponse
 	MethodStatus  = "Cluster.Status"  // StatusRequest → StatusResponse
 	MethodPing    = "Cluster.Ping"    // PingRequest → PingResponse
+	MethodShards  = "Cluster.Shards"  // ShardsRequest → ShardsResponse
 )
 
 // Idempotent reports whether executing method twice has the same effect as
@@ -36,7 +37,7 @@ const (
 func Idempotent(method string) bool {
 	switch method {
 	case MethodStat, MethodLookup, MethodBatchStat, MethodReadDir,
-		MethodMembers, MethodGroups, MethodStatus, MethodPing:
+		MethodMembers, MethodGroups, MethodStatus, MethodPing, MethodShards:
 		return true
 	}
 	return false
@@ -82,7 +83,8 @@ type Inode struct {
 	Nlink uint32 `json:"nlink"`
 	// Version increases with every change of the inode.
 	Version uint64 `json:"version"`
-	// Home is the node id of the path's home.
+	// Home is the shard that homes the path (named after the node that
+	// created it; see LookupResponse.Leader for the node serving it).
 	Home string `json:"home"`
 	// Layout is an opaque data-layout blob kept for the data servers.
 	Layout []byte `json:"layout,omitempty"`
@@ -124,8 +126,8 @@ type StatRequest struct {
 // fields are flattened into the JSON object.
 type StatResponse struct {
 	Inode
-	// HomeAddr is the RPC address of the home node (for the client's home
-	// cache); may be empty.
+	// HomeAddr is the RPC address of the node leading the home shard (for
+	// the client's home cache); may be empty.
 	HomeAddr string `json:"home_addr,omitempty"`
 	// Level is the lookup level that resolved the path (LevelL1..LevelL4).
 	Level string `json:"level"`
@@ -143,9 +145,12 @@ type LookupRequest struct {
 type LookupResponse struct {
 	// Path is the normalized path looked up.
 	Path string `json:"path"`
-	// Home is the home node's id.
+	// Home is the shard that homes the path. A shard is named after the
+	// node that created it; it keeps its name when its leader changes.
 	Home string `json:"home"`
-	// HomeAddr is the home node's RPC address; may be empty.
+	// Leader is the node that leads the home shard now ("" while unknown).
+	Leader string `json:"leader,omitempty"`
+	// HomeAddr is the leader's RPC address; may be empty.
 	HomeAddr string `json:"home_addr,omitempty"`
 	// Type is TypeFile or TypeDir.
 	Type string `json:"type,omitempty"`
@@ -254,7 +259,7 @@ type DirEntry struct {
 	Name string `json:"name"`
 	// Type is TypeFile or TypeDir.
 	Type string `json:"type"`
-	// Home is the node id of the child's home.
+	// Home is the shard that homes the child.
 	Home string `json:"home,omitempty"`
 }
 
@@ -347,10 +352,14 @@ type Member struct {
 	HTTPAddr string `json:"http_addr,omitempty"`
 	// RaftRole is "leader", "follower", "candidate", "nonvoter" or "".
 	RaftRole string `json:"raft_role"`
-	// Files is the number of paths homed on the node.
+	// Files is the number of paths of the shards the node leads.
 	Files int64 `json:"files"`
 	// ReplicasHeld is the number of segment-filter replicas the node holds.
 	ReplicasHeld int `json:"replicas_held"`
+	// ShardsLed and ShardsHosted are the shards the node leads and those
+	// it hosts a replica of.
+	ShardsLed    []string `json:"shards_led"`
+	ShardsHosted []string `json:"shards_hosted"`
 }
 
 // MembersResponse lists the members.
@@ -404,9 +413,14 @@ type LeaveRequest struct {
 
 // LeaveResponse reports what the leave moved.
 type LeaveResponse struct {
-	// DrainedFiles is the number of paths moved to other nodes.
-	DrainedFiles int64 `json:"drained_files"`
-	// HandedReplicas is the number of replicas handed to group-mates.
+	// MovedShardReplicas is the number of shard replicas the node hosted
+	// that were moved to other members before it left (nothing is copied
+	// file by file: the other replicas of each shard already hold it).
+	MovedShardReplicas int `json:"moved_shard_replicas"`
+	// HandedShards are the shards it owned, now owned by other members.
+	HandedShards []string `json:"handed_shards,omitempty"`
+	// HandedReplicas is the number of filter replicas handed to
+	// group-mates.
 	HandedReplicas int `json:"handed_replicas"`
 }
 
@@ -435,8 +449,16 @@ type StatusResponse struct {
 	RaftRole string `json:"raft_role"`
 	// Leader is the node id of its group's leader.
 	Leader string `json:"leader"`
-	// Files is the number of paths homed here.
+	// Files is the number of paths of the shards this node leads.
 	Files int64 `json:"files"`
+	// Replicas are the shard replicas this node hosts.
+	Replicas []ReplicaStatus `json:"replicas"`
+	// ShardLeaderships counts the times this node started serving a shard
+	// as its leader (elections won: starts, fail-overs, transfers).
+	ShardLeaderships uint64 `json:"shard_leaderships"`
+	// ReplicaRepairs counts the members whose shard replicas this node,
+	// as its group's leader, placed elsewhere after replica_repair_after.
+	ReplicaRepairs uint64 `json:"replica_repairs"`
 	// ReplicasHeld is the number of segment replicas held here.
 	ReplicasHeld int `json:"replicas_held"`
 	// ReplicasMigrated counts the replicas moved between members of this
@@ -469,6 +491,64 @@ type StatusResponse struct {
 	// GroupSwitches counts the times this node moved to another group
 	// (split or merge).
 	GroupSwitches uint64 `json:"group_switches"`
+}
+
+// ReplicaStatus is one shard replica of a node.
+type ReplicaStatus struct {
+	// Shard is the shard.
+	Shard string `json:"shard"`
+	// Leading reports that this replica is the shard's leader; Leader is
+	// the leader it knows.
+	Leading bool   `json:"leading"`
+	Leader  string `json:"leader"`
+	// Owner is the shard's owner in this node's group FSM: its preferred
+	// leader ("" when the FSM does not place the shard).
+	Owner string `json:"owner,omitempty"`
+	// Members are the voters of the shard's Raft configuration as this
+	// replica knows it; Learners its non-voters (replicas catching up).
+	Members  []string `json:"members"`
+	Learners []string `json:"learners,omitempty"`
+	// AppliedIndex is the last log entry the replica's store holds;
+	// CommitIndex raft's commit index; Lag their difference (how far the
+	// replica's store is behind what it knows committed).
+	AppliedIndex uint64 `json:"applied_index"`
+	CommitIndex  uint64 `json:"commit_index"`
+	Lag          uint64 `json:"lag"`
+	// Files is the number of paths in the replica's store.
+	Files int64 `json:"files"`
+}
+
+// ShardsRequest asks for every shard of the cluster.
+type ShardsRequest struct{}
+
+// ShardInfo is one shard as `ghba shards --json` prints it (a contract).
+type ShardInfo struct {
+	// Shard is the shard's id.
+	Shard string `json:"shard"`
+	// Group is the group that owns it.
+	Group string `json:"group,omitempty"`
+	// Leader is the node that leads it ("" while none does).
+	Leader string `json:"leader"`
+	// Owner is its preferred leader: leadership moves back to the owner
+	// once it is alive and caught up.
+	Owner string `json:"owner,omitempty"`
+	// Replicas are the voters of its Raft configuration, sorted (while it
+	// has no leader: the nodes that report a replica).
+	Replicas []string `json:"replicas"`
+	// Learners are replicas being added: non-voters catching up.
+	Learners []string `json:"learners,omitempty"`
+	// Files is the number of paths it homes, as its leader counts them.
+	Files int64 `json:"files"`
+	// AppliedIndex is its leader's applied index.
+	AppliedIndex uint64 `json:"applied_index"`
+	// MaxLag is the largest distance, in log entries, between the
+	// leader's applied index and a replica's.
+	MaxLag uint64 `json:"max_lag"`
+}
+
+// ShardsResponse lists the shards, sorted by id.
+type ShardsResponse struct {
+	Shards []ShardInfo `json:"shards"`
 }
 
 // PingRequest is an empty request used to check that a node answers.

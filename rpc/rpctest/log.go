@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // LogEnv is the environment variable that sends test logs to stderr as
@@ -33,6 +35,23 @@ func Logger(t testing.TB, args ...any) *slog.Logger {
 		}
 	})
 	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelInfo})).With(args...)
+}
+
+// HCLogger is Logger for code that logs through hclog (hashicorp/raft and
+// its transports), named name: it keeps warnings and errors in memory and
+// prints them with t.Log when t has failed; with LogEnv set it writes to
+// stderr at once instead.
+func HCLogger(t testing.TB, name string) hclog.Logger {
+	if level, ok := envLevel(os.Getenv(LogEnv)); ok {
+		return hclog.New(&hclog.LoggerOptions{Name: name, Output: os.Stderr, Level: hclog.LevelFromString(level.String())})
+	}
+	buf := new(SyncBuffer)
+	t.Cleanup(func() {
+		if t.Failed() && buf.Len() > 0 {
+			t.Logf("log of %s:\n%s", name, buf.String())
+		}
+	})
+	return hclog.New(&hclog.LoggerOptions{Name: name, Output: buf, Level: hclog.Warn})
 }
 
 // envLevel parses the value of LogEnv; false means "not set": buffer.
