@@ -1,7 +1,6 @@
 package namespace
 
 import (
-	"context"
 	"time"
 
 	"github.com/ghba/ghba/routing"
@@ -9,13 +8,16 @@ import (
 
 // The namespace's background work, started by Start and ended by Stop:
 //
-//   - filterLoop keeps the filter arrays in line with the Directory
-//     (syncPeers) and pushes this node's filter changes (propagate);
-//   - maintainLoop, started by filterLoop, polls the other nodes' loads (balanced placement),
-//     resolves transactions and refreshes the other groups' IDBFAs, in its
-//     own goroutine so that a slow peer never delays propagation;
-//   - cleanupLoop deletes coordinator records of delivered transactions
-//     (txn.go).
+//   - filterLoop keeps the filter arrays in line with the Directory and
+//     the shards this node leads (syncPeers) and pushes the filter changes
+//     of the shards it leads (propagate);
+//   - maintainLoop, started by filterLoop, polls the loads of the other
+//     nodes' shards (balanced placement) and refreshes the other groups'
+//     IDBFAs, in its own goroutine so that a slow peer never delays
+//     propagation.
+//
+// Each home runs its own: resolving the shard's transactions and deleting
+// the records of delivered ones (home.go, txn.go).
 
 // filterLoop runs until Stop.
 func (n *Namespace) filterLoop() {
@@ -34,13 +36,15 @@ func (n *Namespace) filterLoop() {
 			return
 		case <-sub:
 			n.syncPeers(false)
+		case <-n.prop.wake:
+			n.syncPeers(false)
 		case now := <-t.C:
 			if n.peers.Load() != n.prop.snapshot {
 				n.syncPeers(false)
 			} else if now.Sub(lastCheck) >= n.tune.PeerCheckInterval {
 				// A safety net for a missed notification.
 				lastCheck = now
-				if !samePeers(n.prop.snapshot, n.dir.Peers(), n.dir.RootHome(), n.currentHeldKey()) {
+				if !samePeers(n.prop.snapshot, n.dir.Peers(), n.dir.Shards(), n.dir.RootShard(), n.currentHeldKey()) {
 					n.syncPeers(false)
 				}
 			}
@@ -49,13 +53,19 @@ func (n *Namespace) filterLoop() {
 	}
 }
 
+// signalSync asks filterLoop to sync soon (coalesced).
+func (n *Namespace) signalSync() {
+	select {
+	case n.prop.wake <- struct{}{}:
+	default:
+	}
+}
+
 // maintainLoop runs until Stop.
 func (n *Namespace) maintainLoop() {
 	n.pollLoads(n.ctx)
 	loads := time.NewTicker(n.rt.PropagateInterval)
 	defer loads.Stop()
-	resolve := time.NewTicker(n.tune.ResolveInterval)
-	defer resolve.Stop()
 	idb := time.NewTicker(min(n.rt.PropagateInterval, n.tune.PeerCheckInterval))
 	defer idb.Stop()
 	n.syncHolders()
@@ -65,43 +75,63 @@ func (n *Namespace) maintainLoop() {
 			return
 		case <-loads.C:
 			n.pollLoads(n.ctx)
-		case <-resolve.C:
-			n.resolveTxns(n.ctx)
 		case <-idb.C:
 			n.syncHolders()
 		}
 	}
 }
 
-// syncPeers brings the filter arrays in line with the Directory: new
-// nodes get an (empty, then pulled) replica, departed ones are removed,
-// nodes that came up are pulled from and sent full filters.
+// syncPeers brings the filter arrays in line with the Directory and the
+// shards this node leads: a new shard gets an (empty, then pulled)
+// replica, a gone one or one this node now leads is removed, a shard whose
+// leader changed is reset and pulled again; the shards this node leads
+// send their full filters to nodes that came up.
 func (n *Namespace) syncPeers(first bool) {
 	ps := n.refreshPeers()
-	n.rootOverride.Store(nil)
-	var fresh, returned []string
-	added := map[string][2]bool{}
+	type pull struct {
+		origin string
+		kinds  [2]bool
+	}
+	var pulls []pull
 	n.arrMu.Lock()
-	for _, p := range ps.list {
-		if p.ID == n.id {
+	n.prop.mu.Lock()
+	for _, s := range ps.shards {
+		if n.leads(s.ID) {
 			continue
 		}
-		a := added[p.ID]
-		if !n.l1.Has(p.ID) {
-			_ = n.l1.Add(p.ID, routing.NewFilter(n.l1.Geometry()))
-			a[kindLRU] = true
+		var want [2]bool
+		if !n.l1.Has(s.ID) {
+			_ = n.l1.Add(s.ID, routing.NewFilter(n.l1.Geometry()))
+			want[kindLRU] = true
 		}
-		if n.wantsReplica(ps, p.ID) && !n.l2.Has(p.ID) {
-			_ = n.l2.Add(p.ID, routing.NewFilter(n.l2.Geometry()))
-			n.prop.loaded.Delete(p.ID)
-			a[kindLocal] = true
+		if n.wantsReplica(ps, s.ID) && !n.l2.Has(s.ID) {
+			_ = n.l2.Add(s.ID, routing.NewFilter(n.l2.Geometry()))
+			n.prop.loaded.Delete(s.ID)
+			want[kindLocal] = true
 		}
-		if a[kindLRU] || a[kindLocal] {
-			added[p.ID] = a
+		if last, seen := n.prop.lastLeader[s.ID]; seen && last != s.Leader && s.Leader != "" {
+			// A new leader: its filter versions start afresh, so start the
+			// replicas afresh before pulling them.
+			_ = n.l1.Replace(s.ID, routing.NewFilter(n.l1.Geometry()))
+			want[kindLRU] = true
+			if n.l2.Has(s.ID) {
+				_ = n.l2.Replace(s.ID, routing.NewFilter(n.l2.Geometry()))
+				n.prop.loaded.Delete(s.ID)
+				want[kindLocal] = true
+			}
+		}
+		if s.Leader != "" {
+			n.prop.lastLeader[s.ID] = s.Leader
+		}
+		if (want[0] || want[1] || first) && s.Leader != "" && n.isUp(s.Leader) {
+			if first {
+				want = [2]bool{n.l2.Has(s.ID), true}
+			}
+			pulls = append(pulls, pull{s.ID, want})
 		}
 	}
 	for _, id := range n.l1.IDs() {
-		if ps.byID[id] == nil {
+		if ps.shard[id] == nil || n.leads(id) {
 			_ = n.l1.Remove(id)
 		}
 	}
@@ -111,64 +141,40 @@ func (n *Namespace) syncPeers(first bool) {
 			n.prop.loaded.Delete(id)
 		}
 	}
-	n.arrMu.Unlock()
-	pulls := map[string][2]bool{}
-	n.prop.mu.Lock()
-	for _, p := range ps.list {
-		if p.ID == n.id {
-			continue
+	for id := range n.prop.lastLeader {
+		if ps.shard[id] == nil {
+			delete(n.prop.lastLeader, id)
 		}
-		if p.Up && (first || !n.prop.seenUp[p.ID]) {
-			fresh = append(fresh, p.ID)
-			pulls[p.ID] = [2]bool{n.wantsReplica(ps, p.ID), true}
-			n.prop.needFull[p.ID] = [2]bool{true, true}
-			if _, isNew := added[p.ID]; !first && !isNew {
-				returned = append(returned, p.ID)
-			}
-		} else if a, ok := added[p.ID]; p.Up && ok {
-			fresh = append(fresh, p.ID) // a replica to fill
-			pulls[p.ID] = a
+	}
+	var cameUp []string
+	for _, p := range ps.list {
+		if p.ID != n.id && p.Up && (first || !n.prop.seenUp[p.ID]) {
+			cameUp = append(cameUp, p.ID)
 		}
 		n.prop.seenUp[p.ID] = p.Up
 	}
 	for id := range n.prop.seenUp {
 		if ps.byID[id] == nil {
 			delete(n.prop.seenUp, id)
-			delete(n.prop.needFull, id)
 		}
 	}
 	n.prop.snapshot = ps
 	n.prop.mu.Unlock()
-	if len(returned) > 0 {
-		// A node that comes back may have restarted (its versions start
-		// again): start its replicas afresh before pulling them.
-		n.arrMu.Lock()
-		for _, id := range returned {
-			_ = n.l1.Replace(id, routing.NewFilter(n.l1.Geometry()))
-			if n.l2.Has(id) {
-				_ = n.l2.Replace(id, routing.NewFilter(n.l2.Geometry()))
-				n.prop.loaded.Delete(id)
-			}
-		}
-		n.arrMu.Unlock()
-	}
-	if ps.root == n.id && !first {
-		// This node became the root's home after Start.
-		ctx, cancel := context.WithTimeout(n.ctx, n.tune.RootTimeout)
-		if err := n.ensureRoot(ctx); err != nil {
-			n.log.Warn("creating /", "err", err)
-		}
-		cancel()
-	}
-	for _, id := range fresh {
-		if pulls[id][kindLocal] {
-			n.pullAsync(id, kindLocal)
-		}
-		if pulls[id][kindLRU] {
-			n.pullAsync(id, kindLRU)
+	n.arrMu.Unlock()
+	for _, h := range n.ledHomes() {
+		for _, id := range cameUp {
+			h.needFullTo(id)
 		}
 	}
-	if len(fresh) > 0 {
+	for _, p := range pulls {
+		if p.kinds[kindLocal] {
+			n.pullAsync(p.origin, kindLocal)
+		}
+		if p.kinds[kindLRU] {
+			n.pullAsync(p.origin, kindLRU)
+		}
+	}
+	if len(pulls) > 0 || len(cameUp) > 0 {
 		n.propagate(true)
 	}
 }

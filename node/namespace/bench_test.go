@@ -75,14 +75,14 @@ func runParallel(b *testing.B, op func(r *rand.Rand) error) {
 	lat.report(b, elapsed)
 }
 
-// benchCluster returns a cluster of n nodes and a client of it (with or
-// without the client's home cache).
-func benchCluster(b *testing.B, n int, homeCache bool) (*nodetest.Namespaces, *rpc.Client) {
+// benchCluster returns a cluster of n nodes with r replicas per shard and a
+// client of it (with or without the client's home cache).
+func benchCluster(b *testing.B, n, r int, homeCache bool) (*nodetest.Namespaces, *rpc.Client) {
 	rt := nodetest.SmallRouting()
 	rt.FilterCapacity = 200_000
 	rt.LRUEntries = 4096
 	rt.PropagateInterval = 200 * time.Millisecond
-	c := nodetest.NewNamespaces(b, nodetest.NamespacesOptions{Nodes: n, Routing: rt})
+	c := nodetest.NewNamespaces(b, nodetest.NamespacesOptions{Nodes: n, Replication: r, Routing: rt})
 	var addrs []string
 	for _, id := range c.IDs {
 		addrs = append(addrs, c.Nodes[id].Addr)
@@ -125,16 +125,20 @@ func snapshotStats(c *nodetest.Namespaces) map[string]namespace.Stats {
 }
 
 // BenchmarkStat: stats of existing files by 16 client goroutines through
-// 1 and 3 nodes (the Go client caches homes, as a real client does;
-// "nocache" enters at a random node every time).
+// 1 and 3 nodes, with 1 and 3 replicas per shard (the Go client caches
+// homes, as a real client does; "nocache" enters at a random node every
+// time).
 func BenchmarkStat(b *testing.B) {
 	for _, tc := range []struct {
-		name  string
-		nodes int
-		cache bool
-	}{{"nodes=1", 1, true}, {"nodes=3", 3, true}, {"nodes=3/nocache", 3, false}} {
+		name     string
+		nodes, r int
+		cache    bool
+	}{
+		{"nodes=1", 1, 1, true}, {"nodes=3/R=1", 3, 1, true}, {"nodes=3/R=3", 3, 3, true},
+		{"nodes=3/R=1/nocache", 3, 1, false}, {"nodes=3/R=3/nocache", 3, 3, false},
+	} {
 		b.Run(tc.name, func(b *testing.B) {
-			c, cl := benchCluster(b, tc.nodes, tc.cache)
+			c, cl := benchCluster(b, tc.nodes, tc.r, tc.cache)
 			ctx := context.Background()
 			const dirs, files = 20, 100
 			var paths []string
@@ -168,13 +172,13 @@ func BenchmarkStat(b *testing.B) {
 }
 
 // BenchmarkCreate: creates of new files in 64 directories by 16 client
-// goroutines through 1 and 3 nodes (balanced placement: with 3 nodes
-// about 2/3 of the files are homed away from their directory, a
-// two-phase commit).
+// goroutines through 1 and 3 nodes, with 1 and 3 replicas per shard
+// (balanced placement: with 3 nodes about 2/3 of the files are homed away
+// from their directory, a two-phase commit).
 func BenchmarkCreate(b *testing.B) {
-	for _, nodes := range []int{1, 3} {
-		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
-			_, cl := benchCluster(b, nodes, true)
+	for _, tc := range []struct{ nodes, r int }{{1, 1}, {3, 1}, {3, 3}} {
+		b.Run(fmt.Sprintf("nodes=%d/R=%d", tc.nodes, tc.r), func(b *testing.B) {
+			_, cl := benchCluster(b, tc.nodes, tc.r, true)
 			ctx := context.Background()
 			const dirs = 64
 			for d := range dirs {

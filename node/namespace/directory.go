@@ -1,6 +1,8 @@
 package namespace
 
-import "strings"
+import (
+	"strings"
+)
 
 // Peer is one metadata server as the cluster layer knows it.
 type Peer struct {
@@ -8,34 +10,43 @@ type Peer struct {
 	Group    string // the Raft group it belongs to
 	RPCAddr  string // host:port of its RPC server
 	HTTPAddr string // host:port of its status/metrics server
-	Up       bool   // false once Serf reports it failed (its paths answer "unavailable")
-	Leaving  bool   // draining its files (ghba leave); it takes no new homes
+	Up       bool   // false once Serf reports it failed
+	Leaving  bool   // leaving the cluster (ghba leave)
+}
+
+// ShardInfo is one shard as the cluster layer knows it.
+type ShardInfo struct {
+	ID     string // the shard (named after the node that created it)
+	Group  string // the group that owns it
+	Leader string // the node that leads it; "" while unknown (an election, or no live majority)
 }
 
 // Directory is what the namespace needs from the cluster layer (Serf
-// membership and the group's Raft FSM). The node implements it; tests use
-// a static implementation. Implementations are safe for concurrent use and
-// never block on the network.
+// membership, the group's Raft FSM and the shards' leaders). The node
+// implements it; tests use node/nodetest's. Implementations are safe for
+// concurrent use and never block on the network.
 type Directory interface {
 	// Self returns this node.
 	Self() Peer
 	// Peers returns every known node, including this one, sorted by ID.
 	Peers() []Peer
-	// RootHome returns the node id that homes "/" (well known: the
-	// bootstrap node, or where a drain moved it), "" while unknown.
-	RootHome() string
+	// Shards returns every known shard, sorted by ID.
+	Shards() []ShardInfo
+	// RootShard returns the shard that homes "/" (the shard of the node
+	// that bootstrapped the cluster), "" while unknown.
+	RootShard() string
 	// Subscribe returns a channel that receives a value (coalesced, never
-	// blocking the sender) whenever Peers or RootHome may have changed, and
-	// a function to stop the subscription.
+	// blocking the sender) whenever Peers, Shards or RootShard may have
+	// changed, and a function to stop the subscription.
 	Subscribe() (<-chan struct{}, func())
 }
 
 // Segments is implemented by a Directory that knows the G-HBA segment
 // assignment of this node's group (the node, from the group's Raft FSM).
 // Without it, or before the assignment is known, a node keeps a replica of
-// every other node's local filter, as HBA does.
+// every other shard's local filter, as HBA does.
 type Segments interface {
-	// Held returns the origins (nodes of other groups) whose local-filter
+	// Held returns the origins (shards of other groups) whose local-filter
 	// replicas this node holds, and false while the node is not an active
 	// member of a group with a known assignment.
 	Held() (origins []string, ok bool)
@@ -55,9 +66,11 @@ func HeldKey(held []string, ok bool) string {
 
 // peerSet is a snapshot of the Directory.
 type peerSet struct {
-	list []Peer
-	byID map[string]*Peer
-	root string
+	list   []Peer
+	byID   map[string]*Peer
+	shards []ShardInfo
+	shard  map[string]*ShardInfo
+	root   string
 	// seg is set when this node routes with G-HBA segments and knows its
 	// assignment; held is then its segment (the origins it holds).
 	seg     bool
@@ -77,10 +90,14 @@ func (ps *peerSet) groupGone(g string) bool {
 
 // refreshPeers takes a new snapshot of the Directory.
 func (n *Namespace) refreshPeers() *peerSet {
-	ps := &peerSet{list: n.dir.Peers(), root: n.dir.RootHome()}
+	ps := &peerSet{list: n.dir.Peers(), shards: n.dir.Shards(), root: n.dir.RootShard()}
 	ps.byID = make(map[string]*Peer, len(ps.list))
 	for i := range ps.list {
 		ps.byID[ps.list[i].ID] = &ps.list[i]
+	}
+	ps.shard = make(map[string]*ShardInfo, len(ps.shards))
+	for i := range ps.shards {
+		ps.shard[ps.shards[i].ID] = &ps.shards[i]
 	}
 	if n.segmented() {
 		held, ok := n.dir.(Segments).Held()
@@ -95,8 +112,8 @@ func (n *Namespace) refreshPeers() *peerSet {
 }
 
 // samePeers reports whether a snapshot still matches the Directory.
-func samePeers(ps *peerSet, list []Peer, root, held string) bool {
-	if ps == nil || ps.root != root || ps.heldKey != held || len(ps.list) != len(list) {
+func samePeers(ps *peerSet, list []Peer, shards []ShardInfo, root, held string) bool {
+	if ps == nil || ps.root != root || ps.heldKey != held || len(ps.list) != len(list) || len(ps.shards) != len(shards) {
 		return false
 	}
 	for i := range list {
@@ -104,19 +121,16 @@ func samePeers(ps *peerSet, list []Peer, root, held string) bool {
 			return false
 		}
 	}
+	for i := range shards {
+		if ps.shards[i] != shards[i] {
+			return false
+		}
+	}
 	return true
 }
 
-// peer returns the peer with id, or nil.
+// peer returns the node with id, or nil.
 func (n *Namespace) peer(id string) *Peer { return n.peers.Load().byID[id] }
-
-// addrOf returns the RPC address of node id, or "".
-func (n *Namespace) addrOf(id string) string {
-	if p := n.peer(id); p != nil {
-		return p.RPCAddr
-	}
-	return ""
-}
 
 // isUp reports whether node id is known and up (this node always is).
 func (n *Namespace) isUp(id string) bool {
@@ -125,6 +139,60 @@ func (n *Namespace) isUp(id string) bool {
 	}
 	p := n.peer(id)
 	return p != nil && p.Up
+}
+
+// leaderOf returns the node that leads shard: this node if it does, else
+// the last leader a forwarded request revealed, else the Directory's; ""
+// when unknown.
+func (n *Namespace) leaderOf(shard string) string {
+	if n.leads(shard) {
+		return n.id
+	}
+	var known string
+	if s := n.peers.Load().shard[shard]; s != nil {
+		known = s.Leader
+	}
+	if v, ok := n.hints.Load(shard); ok {
+		h := v.(leaderHint)
+		if h.over == known {
+			return h.leader
+		}
+		n.hints.CompareAndDelete(shard, v) // the Directory has news since
+	}
+	return known
+}
+
+// leaderHint is a shard's leader as a "not the leader" answer named it,
+// more current than the Directory's over until the Directory changes.
+type leaderHint struct{ leader, over string }
+
+// learnLeader records leader as shard's leader (a hint from another node).
+// A hint naming this node, which does not lead the shard, is stale: it is
+// dropped.
+func (n *Namespace) learnLeader(shard, leader string) {
+	if leader == n.id {
+		n.hints.Delete(shard)
+		return
+	}
+	var known string
+	if s := n.peers.Load().shard[shard]; s != nil {
+		known = s.Leader
+	}
+	n.hints.Store(shard, leaderHint{leader: leader, over: known})
+}
+
+// shardUp reports whether shard's leader is known and up.
+func (n *Namespace) shardUp(shard string) bool {
+	l := n.leaderOf(shard)
+	return l != "" && n.isUp(l)
+}
+
+// addrOfShard returns the RPC address of shard's leader, or "".
+func (n *Namespace) addrOfShard(shard string) string {
+	if p := n.peer(n.leaderOf(shard)); p != nil {
+		return p.RPCAddr
+	}
+	return ""
 }
 
 // segmented reports whether this namespace routes with G-HBA segments:

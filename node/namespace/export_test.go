@@ -28,21 +28,26 @@ var (
 // when h returns true (see crashAt).
 func (n *Namespace) SetCrashHook(h func(point, txn string) bool) { n.hook.Store(&h) }
 
-// Marks returns the marked paths, sorted.
+// Marks returns the marked paths of the shards this node leads, sorted.
 func (n *Namespace) Marks() []string {
-	n.flux.mu.Lock()
-	defer n.flux.mu.Unlock()
-	out := make([]string, 0, len(n.flux.marks))
-	for p := range n.flux.marks {
-		out = append(out, p)
+	var out []string
+	for _, h := range n.ledHomes() {
+		h.flux.mu.Lock()
+		for p := range h.flux.marks {
+			out = append(out, p)
+		}
+		h.flux.mu.Unlock()
 	}
 	sort.Strings(out)
 	return out
 }
 
-// LocalAdd adds p to the local filter (a path the store does not have: a
-// false positive as far as routing is concerned).
-func (n *Namespace) LocalAdd(p string) { n.localAdd(p) }
+// LocalAdd adds p to the counting filter of the shard named after this
+// node (a path the store does not have: a false positive as far as
+// routing is concerned).
+func (n *Namespace) LocalAdd(p string) {
+	n.home(n.id).rep.Filter(func(f *routing.CountingFilter) { f.Add(p) })
+}
 
 // L2Query queries the L2 array for p.
 func (n *Namespace) L2Query(p string) routing.Result {
@@ -70,14 +75,18 @@ func (n *Namespace) DropReplicas() {
 	}
 }
 
-// NeedFull returns, for each peer, the filter kinds to be sent in full at
-// the next propagation.
-func (n *Namespace) NeedFull() map[string][2]bool {
-	n.prop.mu.Lock()
-	defer n.prop.mu.Unlock()
-	out := make(map[string][2]bool, len(n.prop.needFull))
-	for k, v := range n.prop.needFull {
-		out[k] = v
+// NeedFull returns, for each shard this node leads and each peer, the
+// filter kinds to be sent in full at the next propagation.
+func (n *Namespace) NeedFull() map[string]map[string][2]bool {
+	out := map[string]map[string][2]bool{}
+	for _, h := range n.ledHomes() {
+		h.push.mu.Lock()
+		m := make(map[string][2]bool, len(h.push.needFull))
+		for k, v := range h.push.needFull {
+			m[k] = v
+		}
+		h.push.mu.Unlock()
+		out[h.id] = m
 	}
 	return out
 }

@@ -11,40 +11,59 @@ import (
 	"github.com/ghba/ghba/rpc"
 )
 
-// Routing state of a node (docs/design.md, "Filters"; HBA §4.2.2):
-//   - the local filter: a counting Bloom filter of every path homed here
-//     (rebuilt from the store at start, updated by every change);
-//   - the LRU list of recently used local paths and its LRU filter;
-//   - the L1 array: the LRU filters of the other nodes;
-//   - the L2 array: replicas of other nodes' local filters: with HBA every
-//     other node's, with G-HBA the segment the group's FSM assigns this
+// Filters (docs/design.md, "Filters"; HBA §4.2.2). Every shard has:
+//   - its local filter: a counting Bloom filter of every path it homes,
+//     which every replica of the shard maintains from the entries it
+//     applies (Replica.TestKey, Replica.Filter);
+//   - the LRU list of the paths its leader used recently and the LRU
+//     filter over it (home.lru).
+//
+// Every node holds, for the shards it does not lead:
+//   - the L1 array: every shard's LRU filter;
+//   - the L2 array: replicas of shards' local filters: with HBA every
+//     other shard's, with G-HBA the segment its group's FSM assigns this
 //     node (wantsReplica decides which replicas this node keeps, l2Holders
-//     who receives this node's local filter, through the other groups'
+//     who receives a shard's local filter, through the other groups'
 //     IDBFAs: segments.go).
 //
-// Replicas are pulled in full (Filter.Pull) when a node is first seen or
-// comes back up, and kept fresh by pushes (Filter.Push): a delta encoding
-// when the share of changed bits passes propagate_threshold or when
-// propagate_interval has passed since the last push with changes. A holder
-// whose replica is not at a delta's base version refuses it and pulls the
-// full filter. Nodes also push their full filters to every node at start.
+// Replicas are pulled in full (Filter.Pull, from the shard's leader) when a
+// shard is first seen or its leader changes, and kept fresh by pushes from
+// the shard's leader (Filter.Push): a delta when the share of changed bits
+// passes propagate_threshold or when propagate_interval has passed since
+// the last push with changes. A holder whose replica is not at a delta's
+// base version refuses it and pulls the full filter. A new leader pushes
+// its shard's full filters to every holder.
 
-// propState is the propagation bookkeeping.
+// propState is the node's side of propagation: what it pulls.
 type propState struct {
-	sendMu   sync.Mutex // one propagate at a time: pushes to a peer stay in order
-	mu       sync.Mutex
-	lastPush [2]time.Time       // by kind index
-	needFull map[string][2]bool // peer → kinds to send in full next time
-	seenUp   map[string]bool    // peer → up at the last reconcile
-	pulling  map[string]bool    // origin/kind pulls in flight
-	loaded   sync.Map           // origin → its local filter was loaded (pull, full push or delta) since it was added to L2
-	snapshot *peerSet           // peer set of the last reconcile
+	mu         sync.Mutex
+	seenUp     map[string]bool   // node → up at the last sync
+	lastLeader map[string]string // shard → its leader at the last sync
+	pulling    map[string]bool   // origin/kind pulls in flight
+	loaded     sync.Map          // origin → its local filter was loaded since it was added to L2
+	snapshot   *peerSet          // peer set of the last sync
+	sendMu     sync.Mutex        // one propagate at a time: pushes to a peer stay in order
+	wake       chan struct{}     // wakes filterLoop for a sync (Lead, Unlead)
 }
 
 func (s *propState) init() {
-	s.needFull = make(map[string][2]bool)
 	s.seenUp = make(map[string]bool)
+	s.lastLeader = make(map[string]string)
 	s.pulling = make(map[string]bool)
+	s.wake = make(chan struct{}, 1)
+}
+
+// pushState is a home's side of propagation: what it sent.
+type pushState struct {
+	mu       sync.Mutex
+	lastPush [2]time.Time       // by kind index
+	needFull map[string][2]bool // node → kinds to send in full next time
+	fresh    bool               // a new leadership: send everything in full
+}
+
+func (s *pushState) init() {
+	s.needFull = make(map[string][2]bool)
+	s.fresh = true
 }
 
 const (
@@ -64,54 +83,47 @@ func kindIndex(k string) (int, bool) {
 	return 0, false
 }
 
-// localAdd adds p to the local filter.
-func (n *Namespace) localAdd(p string) {
-	n.localMu.Lock()
-	n.local.Add(p)
-	n.localMu.Unlock()
-}
-
-// localRemove removes p (which was added) from the local filter and the
-// LRU list.
-func (n *Namespace) localRemove(p string) {
-	n.localMu.Lock()
-	n.local.Remove(p)
-	n.localMu.Unlock()
-	n.lruMu.Lock()
-	n.lru.Remove(p)
-	n.lruMu.Unlock()
-}
-
-// touch records a use of a local path on the LRU list.
-func (n *Namespace) touch(p string) {
-	if n.rt.LRUEntries <= 0 {
+// touch records a use of a path of the shard on its LRU list.
+func (h *home) touch(p string) {
+	if h.r.rt.LRUEntries <= 0 {
 		return
 	}
-	n.lruMu.Lock()
-	n.lru.Touch(p)
-	n.lruMu.Unlock()
+	h.lruMu.Lock()
+	h.lru.Touch(p)
+	h.lruMu.Unlock()
 }
 
-// selfTest tests this node's own live filters: inLRU (L1) and inLocal (L2).
-func (n *Namespace) selfTest(k routing.Key) (inLRU, inLocal bool) {
-	if n.rt.LRUEntries > 0 {
-		n.lruMu.Lock()
-		inLRU = n.lru.Filter().TestKey(k)
-		n.lruMu.Unlock()
+// testKey tests k against the shard's LRU filter (inLRU) and local filter
+// (inLocal, true too when inLRU).
+func (h *home) testKey(k routing.Key) (inLRU, inLocal bool) {
+	if h.r.rt.LRUEntries > 0 {
+		h.lruMu.Lock()
+		inLRU = h.lru.Filter().TestKey(k)
+		h.lruMu.Unlock()
 	}
-	n.localMu.RLock()
-	inLocal = inLRU || n.local.TestKey(k)
-	n.localMu.RUnlock()
-	return inLRU, inLocal
+	return inLRU, inLRU || h.rep.TestKey(k)
+}
+
+// withFilter runs fn with the shard's filter of kind k locked (the plain
+// view of the local counting filter, or the LRU filter).
+func (h *home) withFilter(k int, fn func(f *routing.Filter)) {
+	if k == kindLocal {
+		h.rep.Filter(func(cf *routing.CountingFilter) { fn(cf.Filter()) })
+		return
+	}
+	h.lruMu.Lock()
+	defer h.lruMu.Unlock()
+	fn(h.lru.Filter())
 }
 
 // wantsReplica reports whether origin's local filter belongs in this
-// node's L2 array: with G-HBA, when its group's FSM assigns origin to it
-// (none while the assignment is not known: before the node joins a group,
-// while it switches groups, while its group counts it failed; its lookups
-// then go to L3 and L4); with HBA every other node's does.
+// node's L2 array: never for a shard it leads (it has the real filter);
+// with G-HBA, when its group's FSM assigns origin to it (none while the
+// assignment is not known: before the node joins a group, while it
+// switches groups, while its group counts it failed; its lookups then go
+// to L3 and L4); with HBA every other shard's does.
 func (n *Namespace) wantsReplica(ps *peerSet, origin string) bool {
-	if origin == n.id || ps.byID[origin] == nil {
+	if ps.shard[origin] == nil || n.leads(origin) {
 		return false
 	}
 	if ps.seg {
@@ -120,23 +132,33 @@ func (n *Namespace) wantsReplica(ps *peerSet, origin string) bool {
 	return !n.segmented()
 }
 
-// l2Holders returns the nodes that hold a replica of this node's local
-// filter: with G-HBA, in each other group the member its IDBFA names
-// (groups whose IDBFA is not known yet are skipped: their holder pulls
-// the filter when assigned); with HBA every other node.
-func (n *Namespace) l2Holders(ps *peerSet) []Peer {
+// holdsReplica reports whether this node keeps a replica of origin's local
+// filter in its L2 array (pushes of other origins are answered NotHolder:
+// a false IDBFA hit at the origin).
+func (n *Namespace) holdsReplica(origin string) bool {
+	return n.wantsReplica(n.peers.Load(), origin)
+}
+
+// l2Holders returns the nodes that hold a replica of shard's local filter:
+// with G-HBA, in each group other than the shard's, the member its IDBFA
+// names (groups whose IDBFA is not known yet are skipped: their holder
+// pulls the filter when assigned); with HBA every other node.
+func (n *Namespace) l2Holders(ps *peerSet, shard string) []Peer {
 	if !n.segmented() {
 		return n.l1Holders(ps)
 	}
-	my := n.dir.Self().Group
+	mine := n.dir.Self().Group
+	if s := ps.shard[shard]; s != nil && s.Group != "" {
+		mine = s.Group
+	}
 	var out []Peer
 	done := map[string]bool{}
 	for _, p := range ps.list {
-		if p.Group == "" || p.Group == my || done[p.Group] {
+		if p.Group == "" || p.Group == mine || done[p.Group] {
 			continue
 		}
 		done[p.Group] = true
-		ids, _ := n.holdersIn(p.Group)
+		ids, _ := n.holdersIn(p.Group, shard)
 		for _, id := range ids {
 			if h := ps.byID[id]; h != nil && h.ID != n.id && h.Up && h.RPCAddr != "" && h.Group == p.Group {
 				out = append(out, *h)
@@ -146,7 +168,8 @@ func (n *Namespace) l2Holders(ps *peerSet) []Peer {
 	return out
 }
 
-// l1Holders returns the nodes that hold this node's LRU filter: all.
+// l1Holders returns the nodes that hold a shard's LRU filter: every other
+// node.
 func (n *Namespace) l1Holders(ps *peerSet) []Peer {
 	out := make([]Peer, 0, len(ps.list))
 	for _, p := range ps.list {
@@ -157,41 +180,17 @@ func (n *Namespace) l1Holders(ps *peerSet) []Peer {
 	return out
 }
 
-// holdsReplica reports whether this node keeps a replica of origin's local
-// filter in its L2 array (pushes from other origins are answered
-// NotHolder: a false IDBFA hit at the origin).
-func (n *Namespace) holdsReplica(origin string) bool {
-	return n.wantsReplica(n.peers.Load(), origin)
-}
-
 // ---- handlers ----
 
-func (n *Namespace) handleFilterPull(ctx context.Context, r *filterPullReq) (*filterPullResp, error) {
-	if r.Origin != "" && r.Origin != n.id {
-		return nil, fmt.Errorf("%w: filter pull for %q sent to %s", rpc.ErrBadRequest, r.Origin, n.id)
-	}
+func (h *home) handleFilterPull(ctx context.Context, r *filterPullReq) (*filterPullResp, error) {
 	k, ok := kindIndex(r.Kind)
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown filter kind %q", rpc.ErrBadRequest, r.Kind)
 	}
-	data, ver := n.encodeFull(k)
-	n.counters.pullsServed.Add(1)
-	return &filterPullResp{Origin: n.id, Kind: r.Kind, Version: ver, Data: data}, nil
-}
-
-// encodeFull returns the full encoding of one of this node's filters (the
-// plain view) and its version.
-func (n *Namespace) encodeFull(k int) ([]byte, uint64) {
-	if k == kindLocal {
-		n.localMu.RLock()
-		defer n.localMu.RUnlock()
-		f := n.local.Filter()
-		return f.AppendBinary(nil), f.Version()
-	}
-	n.lruMu.Lock()
-	defer n.lruMu.Unlock()
-	f := n.lru.Filter()
-	return f.AppendBinary(nil), f.Version()
+	resp := &filterPullResp{Origin: h.id, Kind: r.Kind}
+	h.withFilter(k, func(f *routing.Filter) { resp.Data, resp.Version = f.AppendBinary(nil), f.Version() })
+	h.r.counters.pullsServed.Add(1)
+	return resp, nil
 }
 
 func (n *Namespace) handleFilterPush(ctx context.Context, r *filterPushReq) (*filterPushResp, error) {
@@ -199,14 +198,12 @@ func (n *Namespace) handleFilterPush(ctx context.Context, r *filterPushReq) (*fi
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown filter kind %q", rpc.ErrBadRequest, r.Kind)
 	}
-	if k == kindLocal && !n.holdsReplica(r.Origin) || k == kindLRU && (r.Origin == n.id || n.peer(r.Origin) == nil) {
+	ps := n.peers.Load()
+	if k == kindLocal && !n.holdsReplica(r.Origin) || k == kindLRU && (ps.shard[r.Origin] == nil || n.leads(r.Origin)) {
 		return &filterPushResp{NotHolder: true}, nil
 	}
 	n.counters.pushesRecv.Add(1)
-	arr := n.l2
-	if k == kindLRU {
-		arr = n.l1
-	}
+	arr := n.array(k)
 	n.arrMu.Lock()
 	if !arr.Has(r.Origin) {
 		if err := arr.Add(r.Origin, routing.NewFilter(arr.Geometry())); err != nil {
@@ -231,9 +228,18 @@ func (n *Namespace) handleFilterPush(ctx context.Context, r *filterPushReq) (*fi
 		n.pullAsync(r.Origin, k)
 		return &filterPushResp{NeedFull: true, HaveVersion: have}, nil
 	case errors.Is(err, routing.ErrCorrupt), errors.Is(err, routing.ErrGeometryMismatch):
-		return nil, fmt.Errorf("%w: filter push from %s: %w", rpc.ErrBadRequest, r.Origin, err)
+		return nil, fmt.Errorf("%w: filter push for %s: %w", rpc.ErrBadRequest, r.Origin, err)
 	}
 	return nil, err
+}
+
+// array returns the filter array of kind k (L2 for local filters, L1 for
+// LRU filters).
+func (n *Namespace) array(k int) *routing.FilterArray {
+	if k == kindLRU {
+		return n.l1
+	}
+	return n.l2
 }
 
 // ---- pulls ----
@@ -267,21 +273,21 @@ func (n *Namespace) pullAsync(origin string, k int) {
 	}
 }
 
-// pull fetches origin's full filter of kind k into the array.
+// pull fetches origin's full filter of kind k from its leader into the
+// array.
 func (n *Namespace) pull(ctx context.Context, origin string, k int) error {
-	var resp filterPullResp
 	n.counters.pullsSent.Add(1)
-	if err := n.call(ctx, origin, methodFilterPull, &filterPullReq{Origin: origin, Kind: kindNames[k]}, &resp); err != nil {
+	req := &filterPullReq{shardReq: to(origin), Kind: kindNames[k]}
+	resp, err := callShard(ctx, n, origin, methodFilterPull, req, (*home).handleFilterPull)
+	if err != nil {
 		return err
 	}
-	arr := n.l2
-	if k == kindLRU {
-		arr = n.l1
-	}
+	arr := n.array(k)
 	n.arrMu.Lock()
 	defer n.arrMu.Unlock()
-	if n.peer(origin) == nil || k == kindLocal && !n.holdsReplica(origin) {
-		return nil // left, or assigned elsewhere, meanwhile
+	ps := n.peers.Load()
+	if ps.shard[origin] == nil || n.leads(origin) || k == kindLocal && !n.holdsReplica(origin) {
+		return nil // gone, led here, or assigned elsewhere meanwhile
 	}
 	if !arr.Has(origin) {
 		if err := arr.Add(origin, routing.NewFilter(arr.Geometry())); err != nil {
@@ -290,8 +296,8 @@ func (n *Namespace) pull(ctx context.Context, origin string, k int) error {
 	}
 	if cur, _ := arr.Version(origin); resp.Version < cur {
 		// A push overtook the pull: the replica is newer than the answer.
-		// (A restarted origin's versions start again at 0, but its full
-		// push at start and the reset on its return replace the replica.)
+		// (A new leader's versions start afresh, but the reset when the
+		// leader changes empties the replica first.)
 		n.markLoaded(origin, k)
 		return nil
 	}
@@ -310,137 +316,130 @@ func (n *Namespace) markLoaded(origin string, k int) {
 	}
 }
 
-// propagate pushes this node's filter changes: a delta to every holder
-// when the changed share passes the threshold or the interval has passed,
-// the full filter to holders that need it.
+// ---- pushes ----
+
+// propagate pushes the filter changes of every shard this node leads.
 func (n *Namespace) propagate(force bool) {
 	n.prop.sendMu.Lock()
 	defer n.prop.sendMu.Unlock()
 	ps := n.peers.Load()
+	for _, h := range n.ledHomes() {
+		h.propagate(ps, force)
+	}
+}
+
+// propagate pushes this shard's filter changes: a delta to every holder
+// when the changed share passes the threshold or the interval has passed,
+// the full filter to holders that need it.
+func (h *home) propagate(ps *peerSet, force bool) {
+	n := h.r
 	for k := range 2 {
 		var holders []Peer
 		if k == kindLocal {
-			holders = n.l2Holders(ps)
+			holders = n.l2Holders(ps, h.id)
 		} else {
 			holders = n.l1Holders(ps)
 		}
-		n.prop.mu.Lock()
-		var full []Peer
-		var rest []Peer
-		for _, h := range holders {
-			if n.prop.needFull[h.ID][k] {
-				full = append(full, h)
+		h.push.mu.Lock()
+		var full, rest []Peer
+		for _, p := range holders {
+			if h.push.fresh || h.push.needFull[p.ID][k] {
+				full = append(full, p)
 			} else {
-				rest = append(rest, h)
+				rest = append(rest, p)
 			}
 		}
-		last := n.prop.lastPush[k]
-		n.prop.mu.Unlock()
-		if !force && len(full) == 0 && !n.pushDue(k, last) {
+		last := h.push.lastPush[k]
+		h.push.mu.Unlock()
+		if !force && len(full) == 0 && !h.pushDue(k, last) {
 			continue
 		}
 		var delta, fullData []byte
 		var base, ver uint64
-		n.lockKind(k)
-		f := n.kindFilter(k)
-		if f.ChangedBits() > 0 {
-			base = f.Version()
-			delta = f.MarkDelta(nil)
-		}
-		ver = f.Version()
-		if len(full) > 0 {
-			fullData = f.AppendBinary(nil)
-		}
-		n.unlockKind(k)
-		n.prop.mu.Lock()
-		n.prop.lastPush[k] = time.Now()
-		for _, h := range full {
-			nf := n.prop.needFull[h.ID]
+		h.withFilter(k, func(f *routing.Filter) {
+			if f.ChangedBits() > 0 {
+				base = f.Version()
+				delta = f.MarkDelta(nil)
+			}
+			ver = f.Version()
+			if len(full) > 0 {
+				fullData = f.AppendBinary(nil)
+			}
+		})
+		h.push.mu.Lock()
+		h.push.lastPush[k] = time.Now()
+		for _, p := range full {
+			nf := h.push.needFull[p.ID]
 			nf[k] = false
-			n.prop.needFull[h.ID] = nf
+			h.push.needFull[p.ID] = nf
 		}
-		n.prop.mu.Unlock()
+		h.push.mu.Unlock()
 		var wg sync.WaitGroup
-		send := func(h Peer, req *filterPushReq) {
+		send := func(p Peer, req *filterPushReq) {
 			wg.Go(func() {
-				ctx, cancel := context.WithTimeout(n.ctx, n.tune.PushTimeout)
+				ctx, cancel := context.WithTimeout(h.ctx, n.tune.PushTimeout)
 				defer cancel()
 				var resp filterPushResp
 				n.counters.pushesSent.Add(1)
 				n.counters.bytesSent.Add(uint64(len(req.Data)))
-				err := n.cl.Call(ctx, h.RPCAddr, methodFilterPush, req, &resp)
+				err := n.cl.Call(ctx, p.RPCAddr, methodFilterPush, req, &resp)
 				if err != nil || resp.NeedFull {
 					// Send the full filter next time (the holder also
 					// pulls it after a version mismatch).
-					n.prop.mu.Lock()
-					nf := n.prop.needFull[h.ID]
+					h.push.mu.Lock()
+					nf := h.push.needFull[p.ID]
 					nf[k] = true
-					n.prop.needFull[h.ID] = nf
-					n.prop.mu.Unlock()
+					h.push.needFull[p.ID] = nf
+					h.push.mu.Unlock()
 				}
 				if err != nil {
 					n.counters.pushFails.Add(1)
-					n.log.Debug("filter push failed", "to", h.ID, "kind", kindNames[k], "err", err)
+					h.log.Debug("filter push failed", "to", p.ID, "kind", kindNames[k], "err", err)
 				}
 			})
 		}
-		for _, h := range full {
-			send(h, &filterPushReq{Origin: n.id, Kind: kindNames[k], Full: true, Version: ver, Data: fullData})
+		for _, p := range full {
+			send(p, &filterPushReq{Origin: h.id, Kind: kindNames[k], Full: true, Version: ver, Data: fullData})
 		}
 		if delta != nil {
-			for _, h := range rest {
-				send(h, &filterPushReq{Origin: n.id, Kind: kindNames[k], BaseVersion: base, Version: ver, Data: delta})
+			for _, p := range rest {
+				send(p, &filterPushReq{Origin: h.id, Kind: kindNames[k], BaseVersion: base, Version: ver, Data: delta})
 			}
 		}
 		wg.Wait()
 	}
+	h.push.mu.Lock()
+	h.push.fresh = false
+	h.push.mu.Unlock()
+}
+
+// needFullTo marks node to receive every filter of this shard in full.
+func (h *home) needFullTo(node string) {
+	h.push.mu.Lock()
+	h.push.needFull[node] = [2]bool{true, true}
+	h.push.mu.Unlock()
 }
 
 // pushDue reports whether filter k has changes to push now.
-func (n *Namespace) pushDue(k int, last time.Time) bool {
-	n.lockKind(k)
-	defer n.unlockKind(k)
-	f := n.kindFilter(k)
-	if f.ChangedBits() == 0 {
-		return false
-	}
-	return f.ChangedFraction() >= n.rt.PropagateThreshold || time.Since(last) >= n.rt.PropagateInterval
-}
-
-func (n *Namespace) lockKind(k int) {
-	if k == kindLocal {
-		n.localMu.Lock()
-	} else {
-		n.lruMu.Lock()
-	}
-}
-
-func (n *Namespace) unlockKind(k int) {
-	if k == kindLocal {
-		n.localMu.Unlock()
-	} else {
-		n.lruMu.Unlock()
-	}
-}
-
-// kindFilter returns the plain view of filter k; callers hold its lock.
-func (n *Namespace) kindFilter(k int) *routing.Filter {
-	if k == kindLocal {
-		return n.local.Filter()
-	}
-	return n.lru.Filter()
+func (h *home) pushDue(k int, last time.Time) bool {
+	due := false
+	h.withFilter(k, func(f *routing.Filter) {
+		due = f.ChangedBits() > 0 &&
+			(f.ChangedFraction() >= h.r.rt.PropagateThreshold || time.Since(last) >= h.r.rt.PropagateInterval)
+	})
+	return due
 }
 
 // SyncFilters pushes every pending filter change now and waits for the
 // pushes (tests and benchmarks use it to warm the replicas).
 func (n *Namespace) SyncFilters() { n.propagate(true) }
 
-// FilterSync describes how current a node's filters are: its own filter
-// versions, whether changes wait to be pushed, and the versions of the
-// replicas of other nodes' filters it holds.
+// FilterSync describes how current a node's filters are: the filter
+// versions of the shards it leads, whether changes wait to be pushed, and
+// the versions of the replicas of other shards' filters it holds.
 type FilterSync struct {
-	// LocalVersion and LRUVersion are this node's filter versions.
-	LocalVersion, LRUVersion uint64
+	// Local and LRU map each shard this node leads to its filter versions.
+	Local, LRU map[string]uint64
 	// Unpushed reports changes not yet pushed to the holders.
 	Unpushed bool
 	// L1 and L2 map each origin whose replica this node holds to the
@@ -451,15 +450,17 @@ type FilterSync struct {
 // FilterSync returns the state of this node's filters and replicas (tests
 // wait on it; diagnostics show it).
 func (n *Namespace) FilterSync() FilterSync {
-	var s FilterSync
-	n.localMu.RLock()
-	s.LocalVersion = n.local.Filter().Version()
-	s.Unpushed = n.local.Filter().ChangedBits() != 0
-	n.localMu.RUnlock()
-	n.lruMu.Lock()
-	s.LRUVersion = n.lru.Filter().Version()
-	s.Unpushed = s.Unpushed || n.lru.Filter().ChangedBits() != 0
-	n.lruMu.Unlock()
+	s := FilterSync{Local: map[string]uint64{}, LRU: map[string]uint64{}}
+	for _, h := range n.ledHomes() {
+		h.withFilter(kindLocal, func(f *routing.Filter) {
+			s.Local[h.id] = f.Version()
+			s.Unpushed = s.Unpushed || f.ChangedBits() != 0
+		})
+		h.withFilter(kindLRU, func(f *routing.Filter) {
+			s.LRU[h.id] = f.Version()
+			s.Unpushed = s.Unpushed || f.ChangedBits() != 0
+		})
+	}
 	versions := func(a *routing.FilterArray) map[string]uint64 {
 		m := make(map[string]uint64, a.Len())
 		for _, id := range a.IDs() {

@@ -157,11 +157,11 @@ func regConflicts(r *opReg, m string) bool {
 // them with their coordinators) for marks that conflict with it, and for
 // operations it must not overlap (see opReg.removes). The caller must
 // call endOp.
-func (n *Namespace) beginOp(ctx context.Context, txn string, parents, targets, removes []string) (*opReg, error) {
+func (h *home) beginOp(ctx context.Context, txn string, parents, targets, removes []string) (*opReg, error) {
 	r := &opReg{txn: txn, parents: parents, targets: append(targets, removes...), removes: removes, done: make(chan struct{})}
-	wait := backoff.New(n.tune.MarkBackoffMin, n.tune.MarkBackoffMax)
+	wait := backoff.New(h.r.tune.MarkBackoffMin, h.r.tune.MarkBackoffMax)
 	for {
-		f := &n.flux
+		f := &h.flux
 		f.mu.Lock()
 		m := f.conflictFor(r)
 		var e *opReg
@@ -182,7 +182,7 @@ func (n *Namespace) beginOp(ctx context.Context, txn string, parents, targets, r
 				return nil, fmt.Errorf("waiting for an operation on a related path: %w: %w", rpc.ErrUnavailable, ctx.Err())
 			}
 		}
-		pending, err := n.resolvePart(ctx, m)
+		pending, err := h.resolvePart(ctx, m)
 		if err != nil {
 			return nil, err
 		}
@@ -195,13 +195,13 @@ func (n *Namespace) beginOp(ctx context.Context, txn string, parents, targets, r
 }
 
 // endOp ends an operation recorded by beginOp.
-func (n *Namespace) endOp(r *opReg) {
+func (h *home) endOp(r *opReg) {
 	if r == nil {
 		return
 	}
-	n.flux.mu.Lock()
-	delete(n.flux.regs, r)
-	n.flux.mu.Unlock()
+	h.flux.mu.Lock()
+	delete(h.flux.regs, r)
+	h.flux.mu.Unlock()
 	close(r.done)
 }
 
@@ -209,8 +209,8 @@ func (n *Namespace) endOp(r *opReg) {
 // transaction is related to one of them; otherwise it returns the done
 // channels of the registrations of other transactions related to them,
 // which the caller must wait for.
-func (n *Namespace) addMarks(p *partTxn) (wait []chan struct{}, conflict *partTxn) {
-	f := &n.flux
+func (h *home) addMarks(p *partTxn) (wait []chan struct{}, conflict *partTxn) {
+	f := &h.flux
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, m := range p.marks {
@@ -242,8 +242,8 @@ func (n *Namespace) addMarks(p *partTxn) (wait []chan struct{}, conflict *partTx
 }
 
 // removeMarks removes the marks of part p.
-func (n *Namespace) removeMarks(p *partTxn) {
-	f := &n.flux
+func (h *home) removeMarks(p *partTxn) {
+	f := &h.flux
 	f.mu.Lock()
 	for _, m := range p.marks {
 		if f.marks[m] == p {
@@ -260,8 +260,8 @@ func (n *Namespace) removeMarks(p *partTxn) {
 // whose coordinator is down must not make a readdir of / unavailable. A pending transaction is left alone:
 // the reader sees the state before it. An error means a coordinator could
 // not be asked: the reader must answer unavailable.
-func (n *Namespace) settle(ctx context.Context, p string, below bool) error {
-	f := &n.flux
+func (h *home) settle(ctx context.Context, p string, below bool) error {
+	f := &h.flux
 	if f.count.Load() == 0 {
 		return nil
 	}
@@ -284,7 +284,7 @@ func (n *Namespace) settle(ctx context.Context, p string, below bool) error {
 			return nil
 		}
 		tried = append(tried, m)
-		if _, err := n.resolvePart(ctx, m); err != nil {
+		if _, err := h.resolvePart(ctx, m); err != nil {
 			return err
 		}
 	}
@@ -311,8 +311,8 @@ func waitAll(ctx context.Context, chans []chan struct{}, d time.Duration) bool {
 
 // forceMarks marks p's paths without checks (loading prepared parts at
 // start, when they are known not to conflict).
-func (n *Namespace) forceMarks(p *partTxn) {
-	f := &n.flux
+func (h *home) forceMarks(p *partTxn) {
+	f := &h.flux
 	f.mu.Lock()
 	for _, m := range p.marks {
 		if _, ok := f.marks[m]; !ok {

@@ -16,10 +16,10 @@ import (
 // The query path (docs/design.md, "Query path"; HBA §4, G-HBA §2): every
 // level in this file, in the order a lookup takes them.
 
-// located is the answer of a lookup: the home of a path, its type, its
-// inode when asked for, and how it was found.
+// located is the answer of a lookup: the shard that homes a path, its
+// type, its inode when asked for, and how it was found.
 type located struct {
-	home  string
+	shard string
 	typ   string
 	inode *rpc.Inode
 	level string
@@ -53,10 +53,14 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 	}
 	k := routing.HashPath(n.rt.Hash, p)
 	hops := 0
-	var tried []string // hit nodes that turned out not to home p
-	// This node first: verifying costs no RPC.
-	if inLRU, inLocal := n.selfTest(k); inLocal {
-		l, ok, err := n.verify(ctx, n.id, p, withInode, false)
+	var tried []string // hit shards that turned out not to home p
+	// The shards this node leads first: verifying costs no RPC.
+	for _, h := range n.ledHomes() {
+		inLRU, inLocal := h.testKey(k)
+		if !inLocal {
+			continue
+		}
+		l, ok, err := n.verify(ctx, h.id, p, withInode, false)
 		if err != nil {
 			return l, err
 		}
@@ -67,7 +71,7 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 			}
 			return l, nil
 		}
-		tried = append(tried, n.id)
+		tried = append(tried, h.id)
 	}
 	n.arrMu.RLock()
 	r1 := n.l1.QueryKey(k)
@@ -78,7 +82,7 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 		hit   routing.Result
 	}{{rpc.LevelL1, r1}, {rpc.LevelL2, r2}}
 	for _, lv := range levels {
-		if !lv.hit.Hit() || slices.Contains(tried, lv.hit.ID) || !n.isUp(lv.hit.ID) {
+		if !lv.hit.Hit() || slices.Contains(tried, lv.hit.ID) || !n.shardUp(lv.hit.ID) {
 			continue
 		}
 		l, ok, err := n.verify(ctx, lv.hit.ID, p, withInode, false)
@@ -95,7 +99,7 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 	if n.segmented() {
 		id, sent := n.l3(ctx, p, k, tried)
 		hops += sent
-		if id != "" && n.isUp(id) {
+		if id != "" && n.shardUp(id) {
 			l, ok, err := n.verify(ctx, id, p, withInode, false)
 			hops += n.hop(id)
 			if err != nil {
@@ -111,10 +115,10 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 }
 
 // l3 is the group multicast (G-HBA §2.2): every other live member of this
-// node's group tests p against its segment and its own local filter; with
-// this node's own answer, exactly one positive names the home to verify. It
-// returns the unique positive ("" for none or several) and the number of
-// RPCs sent.
+// node's group tests p against its segment and the filters of the shards it
+// leads; with this node's own answer, exactly one positive names the shard
+// to verify. It returns the unique positive ("" for none or several) and
+// the number of RPCs sent.
 func (n *Namespace) l3(ctx context.Context, p string, k routing.Key, skip []string) (string, int) {
 	ps := n.peers.Load()
 	my := n.dir.Self().Group
@@ -162,14 +166,16 @@ func (n *Namespace) l3(ctx context.Context, p string, k routing.Key, skip []stri
 	return "", len(mates)
 }
 
-// positives returns the nodes whose filters this node holds (its L2
-// replicas and its own local filter) that report key k.
+// positives returns the shards whose filters this node holds (its L2
+// replicas and the filters of the shards it leads) that report key k.
 func (n *Namespace) positives(k routing.Key) []string {
 	n.arrMu.RLock()
 	out := n.l2.Positives(k, nil)
 	n.arrMu.RUnlock()
-	if _, in := n.selfTest(k); in {
-		out = append(out, n.id)
+	for _, h := range n.ledHomes() {
+		if _, in := h.testKey(k); in {
+			out = append(out, h.id)
+		}
 	}
 	return out
 }
@@ -203,8 +209,8 @@ func (n *Namespace) authoritative(ctx context.Context, p string, withInode bool,
 		if pl.typ != rpc.TypeDir {
 			return located{hops: hops}, fmt.Errorf("%s: %s: %w", p, dir, rpc.ErrNotDir)
 		}
-		er, err := n.getEntry(ctx, pl.home, dir, name)
-		hops += n.hop(pl.home)
+		er, err := n.getEntry(ctx, pl.shard, dir, name)
+		hops += n.hop(pl.shard)
 		if err != nil {
 			if isUnavailable(err) {
 				return n.broadcast(ctx, p, withInode, hops, err)
@@ -220,8 +226,8 @@ func (n *Namespace) authoritative(ctx context.Context, p string, withInode bool,
 			return located{hops: hops}, notExist(p)
 		}
 		home := er.Entry.Home
-		if !n.isUp(home) {
-			return located{hops: hops}, fmt.Errorf("%s: home %s: %w", p, home, errNodeDown(home))
+		if !n.shardUp(home) {
+			return located{hops: hops}, fmt.Errorf("%s: shard %s: %w", p, home, errShardDown(home))
 		}
 		l, ok, err := n.verify(ctx, home, p, withInode, true)
 		hops += n.hop(home)
@@ -238,9 +244,9 @@ func (n *Namespace) authoritative(ctx context.Context, p string, withInode bool,
 	return located{hops: hops}, fmt.Errorf("%w: %s: the parent's entry and the home disagree; try again", rpc.ErrUnavailable, p)
 }
 
-// broadcast is the last resort of L4: ask every live node whether it homes
-// p. Found: that is the answer. Not found: unavailable (some authority
-// could not be asked), never "does not exist".
+// broadcast is the last resort of L4: ask every shard with a live leader
+// whether it homes p. Found: that is the answer. Not found: unavailable
+// (some authority could not be asked), never "does not exist".
 func (n *Namespace) broadcast(ctx context.Context, p string, withInode bool, hops int, cause error) (located, error) {
 	n.counters.broadcasts.Add(1)
 	ps := n.peers.Load()
@@ -249,14 +255,13 @@ func (n *Namespace) broadcast(ctx context.Context, p string, withInode bool, hop
 		found *located
 		wg    sync.WaitGroup
 	)
-	for i := range ps.list {
-		peer := ps.list[i]
-		if !n.isUp(peer.ID) {
+	for _, s := range ps.shards {
+		if !n.shardUp(s.ID) {
 			continue
 		}
-		hops += n.hop(peer.ID)
+		hops += n.hop(s.ID)
 		wg.Go(func() {
-			l, ok, err := n.verify(ctx, peer.ID, p, withInode, false)
+			l, ok, err := n.verify(ctx, s.ID, p, withInode, false)
 			if err == nil && ok {
 				mu.Lock()
 				if found == nil {
@@ -274,52 +279,35 @@ func (n *Namespace) broadcast(ctx context.Context, p string, withInode bool, hop
 	return located{hops: hops}, fmt.Errorf("%s: %w", p, asUnavailable(cause))
 }
 
-// locateRoot finds "/": at its well-known home, or, if a drain moved it
-// and the cluster has not recorded the new home yet, by broadcast.
+// locateRoot finds "/" in the root shard.
 func (n *Namespace) locateRoot(ctx context.Context, withInode bool) (located, error) {
-	home := n.peers.Load().root
-	if o := n.rootOverride.Load(); o != nil {
-		home = *o
+	root := n.peers.Load().root
+	if root == "" {
+		return located{}, fmt.Errorf("%w: the root's shard is not known yet", rpc.ErrUnavailable)
 	}
-	if home == "" {
-		return located{}, fmt.Errorf("%w: the root's home is not known yet", rpc.ErrUnavailable)
+	if !n.shardUp(root) {
+		return located{}, fmt.Errorf("/: %w", errShardDown(root))
 	}
-	hops := n.hop(home)
-	var l located
-	var ok bool
-	var err error
-	if n.isUp(home) {
-		l, ok, err = n.verify(ctx, home, "/", withInode, true)
-	} else {
-		hops, err = 0, errNodeDown(home)
-	}
+	l, ok, err := n.verify(ctx, root, "/", withInode, true)
+	hops := n.hop(root)
 	switch {
-	case err != nil && (!isUnavailable(err) || ctx.Err() != nil):
+	case err != nil:
 		return located{hops: hops}, err
-	case err == nil && ok:
-		l.level, l.hops = rpc.LevelL1, hops
-		return l, nil
-	case err == nil:
-		err = fmt.Errorf("%w: / is not at its home %s", rpc.ErrUnavailable, home)
+	case !ok:
+		return located{hops: hops}, fmt.Errorf("%w: / is not in its shard %s yet", rpc.ErrUnavailable, root)
 	}
-	// The root's home is down, or it was drained and the cluster has not
-	// recorded the new home yet: look for it everywhere.
-	l, err = n.broadcast(ctx, "/", withInode, hops, err)
-	if err == nil {
-		h := l.home
-		n.rootOverride.Store(&h)
-	}
-	return l, err
+	l.level, l.hops = rpc.LevelL1, hops
+	return l, nil
 }
 
-// verify asks node id (this node: its store) whether it homes p. Unless
-// strict, another node that cannot be reached is "not found there" (a
-// filter hit that could not be verified); strict returns the error (the
-// node is known to be the home).
-func (n *Namespace) verify(ctx context.Context, id, p string, withInode, strict bool) (located, bool, error) {
-	resp, err := callNode(ctx, n, id, methodLocalCheck, &localCheckReq{Path: p, WithInode: withInode}, n.localCheck)
+// verify asks shard whether it homes p (at its leader: this node, or an
+// RPC). Unless strict, a shard that cannot be reached is "not found
+// there" (a filter hit that could not be verified); strict returns the
+// error (the shard is known to be the home).
+func (n *Namespace) verify(ctx context.Context, shard, p string, withInode, strict bool) (located, bool, error) {
+	resp, err := callShard(ctx, n, shard, methodLocalCheck, &localCheckReq{Path: p, WithInode: withInode}, (*home).localCheck)
 	if err != nil {
-		if id != n.id && !strict && ctx.Err() == nil && isUnavailable(err) {
+		if !n.leads(shard) && !strict && ctx.Err() == nil && isUnavailable(err) {
 			return located{}, false, nil
 		}
 		return located{}, false, err
@@ -327,59 +315,68 @@ func (n *Namespace) verify(ctx context.Context, id, p string, withInode, strict 
 	if !resp.Exists {
 		return located{}, false, nil
 	}
-	l := located{home: id, typ: resp.Type}
+	l := located{shard: shard, typ: resp.Type}
 	if withInode {
 		if resp.Inode == nil {
-			return located{}, false, fmt.Errorf("%w: %s answered without the inode", rpc.ErrProtocol, id)
+			return located{}, false, fmt.Errorf("%w: shard %s answered without the inode", rpc.ErrProtocol, shard)
 		}
-		resp.Inode.Home = id
+		resp.Inode.Home = shard
 		l.inode = resp.Inode
 	}
 	return l, true, nil
 }
 
-// localCheck answers whether this node homes r.Path (after resolving marks
-// on it), and touches it on the LRU list.
-func (n *Namespace) localCheck(ctx context.Context, r *localCheckReq) (*localCheckResp, error) {
-	if err := n.settle(ctx, r.Path, false); err != nil {
+// localCheck answers whether the shard homes r.Path (after resolving marks
+// on it), and touches it on the LRU list. The answer is linearizable: the
+// read happens after a leadership check that began after the request
+// arrived.
+func (h *home) localCheck(ctx context.Context, r *localCheckReq) (*localCheckResp, error) {
+	if err := h.settle(ctx, r.Path, false); err != nil {
 		return nil, err
 	}
-	resp := &localCheckResp{NodeID: n.id}
-	ino, err := n.st.GetInode(ctx, r.Path)
+	if err := h.rep.VerifyLeader(ctx); err != nil {
+		return nil, err
+	}
+	resp := &localCheckResp{NodeID: h.r.id}
+	ino, err := h.st.GetInode(ctx, r.Path)
 	if errors.Is(err, store.ErrNotFound) {
 		return resp, nil
 	} else if err != nil {
 		return nil, err
 	}
-	n.touch(r.Path)
+	h.touch(r.Path)
 	resp.Exists, resp.Type = true, typeString(ino.Type)
 	if r.WithInode {
-		w := wireInode(r.Path, n.id, &ino)
+		w := wireInode(r.Path, h.id, &ino)
 		resp.Inode = &w
 	}
 	return resp, nil
 }
 
-func (n *Namespace) handleLocalCheck(ctx context.Context, r *localCheckReq) (*localCheckResp, error) {
+func (h *home) handleLocalCheck(ctx context.Context, r *localCheckReq) (*localCheckResp, error) {
 	p, err := CleanPath(r.Path)
 	if err != nil {
 		return nil, err
 	}
 	r.Path = p
-	return n.localCheck(ctx, r)
+	return h.localCheck(ctx, r)
 }
 
-// getEntry asks the home of dir for its entry name.
-func (n *Namespace) getEntry(ctx context.Context, home, dir, name string) (*homeEntryResp, error) {
-	return callNode(ctx, n, home, methodHomeEntry, &homeEntryReq{Dir: dir, Name: name}, n.entryHere)
+// getEntry asks the shard of dir for its entry name.
+func (n *Namespace) getEntry(ctx context.Context, shard, dir, name string) (*homeEntryResp, error) {
+	return callShard(ctx, n, shard, methodHomeEntry, &homeEntryReq{Dir: dir, Name: name}, (*home).entryHere)
 }
 
-// entryHere reads entry r.Name of r.Dir at this node, the directory's home.
-func (n *Namespace) entryHere(ctx context.Context, r *homeEntryReq) (*homeEntryResp, error) {
-	if err := n.settle(ctx, joinPath(r.Dir, r.Name), false); err != nil {
+// entryHere reads entry r.Name of r.Dir in this shard, the directory's
+// home (linearizable, as localCheck).
+func (h *home) entryHere(ctx context.Context, r *homeEntryReq) (*homeEntryResp, error) {
+	if err := h.settle(ctx, joinPath(r.Dir, r.Name), false); err != nil {
 		return nil, err
 	}
-	ino, err := n.st.GetInode(ctx, r.Dir)
+	if err := h.rep.VerifyLeader(ctx); err != nil {
+		return nil, err
+	}
+	ino, err := h.st.GetInode(ctx, r.Dir)
 	if errors.Is(err, store.ErrNotFound) {
 		return &homeEntryResp{homeStatus: notHomeHere}, nil
 	} else if err != nil {
@@ -388,7 +385,7 @@ func (n *Namespace) entryHere(ctx context.Context, r *homeEntryReq) (*homeEntryR
 	if ino.Type != store.TypeDir {
 		return &homeEntryResp{NotDir: true}, nil
 	}
-	e, err := n.st.GetEntry(ctx, r.Dir, r.Name)
+	e, err := h.st.GetEntry(ctx, r.Dir, r.Name)
 	if errors.Is(err, store.ErrNotFound) {
 		return &homeEntryResp{}, nil
 	} else if err != nil {
@@ -397,7 +394,7 @@ func (n *Namespace) entryHere(ctx context.Context, r *homeEntryReq) (*homeEntryR
 	return &homeEntryResp{Exists: true, Entry: wireEntry(e)}, nil
 }
 
-func (n *Namespace) handleHomeEntry(ctx context.Context, r *homeEntryReq) (*homeEntryResp, error) {
+func (h *home) handleHomeEntry(ctx context.Context, r *homeEntryReq) (*homeEntryResp, error) {
 	dir, err := CleanPath(r.Dir)
 	if err != nil {
 		return nil, err
@@ -406,7 +403,7 @@ func (n *Namespace) handleHomeEntry(ctx context.Context, r *homeEntryReq) (*home
 		return nil, fmt.Errorf("%w: bad name %q", rpc.ErrInvalidPath, r.Name)
 	}
 	r.Dir = dir
-	return n.entryHere(ctx, r)
+	return h.entryHere(ctx, r)
 }
 
 // countLookup records a client lookup's level and hops.

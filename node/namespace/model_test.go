@@ -170,7 +170,9 @@ func (m nsModel) rename(s, d string) string {
 // TestModel runs random operations (create, mkdir, stat, rename of files
 // and directories, unlink, rmdir, readdir) through random nodes of a
 // 3-node cluster and checks every answer against nsModel.
-func TestModel(t *testing.T) {
+func TestModel(t *testing.T) { forEachR(t, testModel) }
+
+func testModel(t *testing.T, r int) {
 	ops := *nsModelOps
 	explicit := false
 	flag.Visit(func(f *flag.Flag) {
@@ -183,7 +185,7 @@ func TestModel(t *testing.T) {
 	}
 	seed := *nsModelSeed
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3})
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: r})
 	m := nsModel{"/": true}
 	names := []string{"a", "b", "c", "d", "e", "f"}
 	randPath := func() string {

@@ -27,17 +27,15 @@ package namespace
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ghba/ghba/node/internal/tasks"
-	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
 )
@@ -173,9 +171,6 @@ type Tuning struct {
 	PeerCheckInterval time.Duration
 	// RootTimeout bounds creating "/" when this node becomes its home.
 	RootTimeout time.Duration
-	// DrainPoll is how often Drain checks that the transactions it took
-	// part in are settled.
-	DrainPoll time.Duration
 }
 
 // DefaultTuning returns the timers used outside tests.
@@ -196,7 +191,6 @@ func DefaultTuning() Tuning {
 		MarkBackoffMax:    20 * time.Millisecond,
 		PeerCheckInterval: time.Second,
 		RootTimeout:       10 * time.Second,
-		DrainPoll:         20 * time.Millisecond,
 	}
 }
 
@@ -222,7 +216,6 @@ func (t Tuning) withDefaults() Tuning {
 	fill(&t.MarkBackoffMax, d.MarkBackoffMax)
 	fill(&t.PeerCheckInterval, d.PeerCheckInterval)
 	fill(&t.RootTimeout, d.RootTimeout)
-	fill(&t.DrainPoll, d.DrainPoll)
 	if t.BusyRetries <= 0 {
 		t.BusyRetries = d.BusyRetries
 	}
@@ -233,9 +226,6 @@ func (t Tuning) withDefaults() Tuning {
 type Options struct {
 	// NodeID is this node's id (Directory.Self().ID). Required.
 	NodeID string
-	// Store is this node's open store. Required. The Namespace does not
-	// close it.
-	Store *store.Store
 	// Client calls other nodes (Client.Call to an exact address). Required.
 	// The Namespace does not close it.
 	Client *rpc.Client
@@ -254,19 +244,19 @@ type Options struct {
 	Tuning Tuning
 }
 
-// Namespace is the metadata logic of one node (docs/design.md): the
-// operations on the paths it homes, the coordination of changes that span
-// a parent directory's home and a child's home, and the routing of every
-// request to a path's home through the L1–L4 query path with this node's
-// filters.
+// Namespace is the metadata logic of one node (docs/design.md,
+// "Namespace" and "Replicated shards"): it routes every request to the
+// shard that homes its path through the L1–L4 query path with this node's
+// filters, and it runs the home logic (operations, transactions, the
+// shard's filters) of every shard this node leads, each in a home.
 //
 // Construct it with New, install its handlers with RegisterRPC, then call
-// Start before the RPC server accepts traffic (handlers answer unavailable
-// until Start has loaded the node's state). Stop ends its goroutines; the
-// caller closes the store, client and server afterwards.
+// Start before the RPC server accepts traffic. The node calls Lead when it
+// becomes the leader of a shard (after the replica's barrier) and Unlead
+// when it stops leading it. Stop ends everything; the caller closes the
+// client and server afterwards.
 type Namespace struct {
 	id        string
-	st        *store.Store
 	cl        *rpc.Client
 	dir       Directory
 	log       *slog.Logger
@@ -277,39 +267,24 @@ type Namespace struct {
 
 	localGeo, lruGeo routing.Geometry
 
-	peers        atomic.Pointer[peerSet]
-	rootOverride atomic.Pointer[string]
-	rootMovedTo  atomic.Pointer[string]
+	peers atomic.Pointer[peerSet]
+	hints sync.Map // shard → leaderHint learnt from a "not the leader" answer
+
+	homesMu sync.RWMutex
+	homes   map[string]*home // the shards this node leads
 
 	// routing state (filters.go)
-	localMu sync.RWMutex
-	local   *routing.CountingFilter
-	lruMu   sync.Mutex
-	lru     *routing.LRU
-	arrMu   sync.RWMutex
-	l1, l2  *routing.FilterArray
-	prop    propState
-	idb     idbfaCache
+	arrMu  sync.RWMutex
+	l1, l2 *routing.FilterArray
+	prop   propState
+	idb    idbfaCache
 
-	// transactions (txn.go, flux.go)
-	flux     fluxTable
-	locks    keyLocks
-	coordMu  sync.Mutex
-	coords   map[string]*coordTxn
-	redo     map[string]*coordRecord // committed, some participant not yet told
-	partMu   sync.Mutex
-	parts    map[string]*partTxn
-	txnSeq   atomic.Uint64
-	txnEpoch string
-	cleanup  chan string // coordinator records to delete
+	loads sync.Map // shard → *shardLoad (placement.go)
 
-	loads    sync.Map // node id → *peerLoad (placement.go)
-	draining atomic.Bool
-
-	ready   chan struct{} // closed when Start has loaded the state
+	ready   chan struct{} // closed when Start is done
 	startMu sync.Mutex
 	started bool
-	ctx     context.Context // ends at Stop: background work and detached steps
+	ctx     context.Context // ends at Stop
 	cancel  context.CancelFunc
 	tasks   tasks.Group
 	// hook, set by tests, can stop a coordinator dead at a point of the
@@ -324,7 +299,7 @@ type counters struct {
 	notFound, unavailable         atomic.Uint64
 	broadcasts, multicasts        atomic.Uint64
 	committed, aborted, busy      atomic.Uint64
-	rekeyed, drained              atomic.Uint64
+	rekeyed                       atomic.Uint64
 	resolved                      atomic.Uint64
 	pushesSent, pushFails         atomic.Uint64
 	pushesRecv, pullsSent         atomic.Uint64
@@ -337,8 +312,8 @@ func New(opts Options) (*Namespace, error) {
 	switch {
 	case opts.NodeID == "":
 		return nil, fmt.Errorf("%w: empty node id", ErrOptions)
-	case opts.Store == nil || opts.Client == nil || opts.Directory == nil:
-		return nil, fmt.Errorf("%w: store, client and directory are required", ErrOptions)
+	case opts.Client == nil || opts.Directory == nil:
+		return nil, fmt.Errorf("%w: client and directory are required", ErrOptions)
 	}
 	rt := opts.Routing.withDefaults()
 	localGeo, lruGeo, err := rt.Geometries()
@@ -362,13 +337,8 @@ func New(opts Options) (*Namespace, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var epoch [6]byte
-	if _, err := rand.Read(epoch[:]); err != nil {
-		return nil, fmt.Errorf("namespace: random epoch: %w", err)
-	}
 	n := &Namespace{
 		id:        opts.NodeID,
-		st:        opts.Store,
 		cl:        opts.Client,
 		dir:       opts.Directory,
 		log:       log.With("component", "namespace"),
@@ -378,23 +348,20 @@ func New(opts Options) (*Namespace, error) {
 		tune:      opts.Tuning.withDefaults(),
 		localGeo:  localGeo,
 		lruGeo:    lruGeo,
-		local:     routing.NewCountingFilter(localGeo),
-		lru:       routing.NewLRU(rt.LRUEntries, lruGeo),
+		homes:     make(map[string]*home),
 		l1:        routing.NewFilterArray(lruGeo),
 		l2:        routing.NewFilterArray(localGeo),
-		coords:    make(map[string]*coordTxn),
-		redo:      make(map[string]*coordRecord),
-		parts:     make(map[string]*partTxn),
-		txnEpoch:  hex.EncodeToString(epoch[:]),
-		cleanup:   make(chan string, 4096),
 		ready:     make(chan struct{}),
 	}
-	n.flux.init()
 	n.prop.init()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.refreshPeers()
 	return n, nil
 }
+
+// Geometry returns the geometry of a shard's counting filter (the node's
+// shard replicas build theirs with it).
+func (n *Namespace) Geometry() routing.Geometry { return n.localGeo }
 
 // RegisterRPC installs the namespace's client-facing handlers
 // (rpc.MethodStat, Lookup, BatchStat, Create, Mkdir, ReadDir, SetAttr,
@@ -423,29 +390,30 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 		return n.Rename(ctx, r.Src, r.Dst)
 	}))
 
-	rpc.Register(s, methodLocalCheck, gate(n, n.handleLocalCheck))
 	rpc.Register(s, methodL3Query, gate(n, n.handleL3Query))
 	rpc.Register(s, methodIDBFA, gate(n, n.handleIDBFA))
-	rpc.Register(s, methodFilterPull, gate(n, n.handleFilterPull))
 	rpc.Register(s, methodFilterPush, gate(n, n.handleFilterPush))
-	rpc.Register(s, methodTxnPrepare, gate(n, n.handlePrepare))
-	rpc.Register(s, methodTxnCommit, gate(n, n.handleCommit))
-	rpc.Register(s, methodTxnAbort, gate(n, n.handleAbort))
-	rpc.Register(s, methodTxnStatus, gate(n, n.handleTxnStatus))
-	rpc.Register(s, methodHomeCreate, gate(n, n.handleHomeCreate))
-	rpc.Register(s, methodHomeRemove, gate(n, n.handleHomeRemove))
-	rpc.Register(s, methodHomeRename, gate(n, n.handleHomeRename))
-	rpc.Register(s, methodHomeReadDir, gate(n, n.handleHomeReadDir))
-	rpc.Register(s, methodHomeSetAttr, gate(n, n.handleHomeSetAttr))
-	rpc.Register(s, methodHomeEntry, gate(n, n.handleHomeEntry))
 	rpc.Register(s, methodHomeLoad, gate(n, n.handleHomeLoad))
+
+	rpc.Register(s, methodLocalCheck, gate(n, shardRPC(n, methodLocalCheck, (*home).handleLocalCheck)))
+	rpc.Register(s, methodFilterPull, gate(n, shardRPC(n, methodFilterPull, (*home).handleFilterPull)))
+	rpc.Register(s, methodTxnPrepare, gate(n, shardRPC(n, methodTxnPrepare, (*home).handlePrepare)))
+	rpc.Register(s, methodTxnCommit, gate(n, shardRPC(n, methodTxnCommit, (*home).handleCommit)))
+	rpc.Register(s, methodTxnAbort, gate(n, shardRPC(n, methodTxnAbort, (*home).handleAbort)))
+	rpc.Register(s, methodTxnStatus, gate(n, shardRPC(n, methodTxnStatus, (*home).handleTxnStatus)))
+	rpc.Register(s, methodHomeCreate, gate(n, shardRPC(n, methodHomeCreate, (*home).handleHomeCreate)))
+	rpc.Register(s, methodHomeRemove, gate(n, shardRPC(n, methodHomeRemove, (*home).handleHomeRemove)))
+	rpc.Register(s, methodHomeRename, gate(n, shardRPC(n, methodHomeRename, (*home).handleHomeRename)))
+	rpc.Register(s, methodHomeReadDir, gate(n, shardRPC(n, methodHomeReadDir, (*home).handleHomeReadDir)))
+	rpc.Register(s, methodHomeSetAttr, gate(n, shardRPC(n, methodHomeSetAttr, (*home).handleHomeSetAttr)))
+	rpc.Register(s, methodHomeEntry, gate(n, shardRPC(n, methodHomeEntry, (*home).handleHomeEntry)))
 }
 
-// errNotReady is returned by handlers before Start has loaded the state.
+// errNotReady is returned by handlers before Start is done.
 var errNotReady = fmt.Errorf("%w: namespace starting", rpc.ErrUnavailable)
 
-// gate wraps a handler so that it answers unavailable until Start has
-// loaded the node's state and after Stop, and rejects nil requests.
+// gate wraps a handler so that it answers unavailable until Start is done
+// and after Stop, and rejects nil requests.
 func gate[Req, Resp any](n *Namespace, fn func(context.Context, *Req) (*Resp, error)) func(context.Context, *Req) (*Resp, error) {
 	return func(ctx context.Context, r *Req) (*Resp, error) {
 		select {
@@ -463,13 +431,8 @@ func gate[Req, Resp any](n *Namespace, fn func(context.Context, *Req) (*Resp, er
 	}
 }
 
-// Start makes the node's state consistent and starts serving: it completes
-// interrupted directory re-keys (store.ResumeRekey), rebuilds the local
-// filter from the store, loads prepared transaction parts (marking their
-// paths) and coordinator records, creates "/" if this node is its home and
-// it is missing, and starts the background loops (background.go) that run
-// until Stop. ctx bounds the start-up work only. Start returns once
-// handlers can serve.
+// Start starts the background loops (background.go) that run until Stop.
+// The shards this node leads are added with Lead, before or after Start.
 func (n *Namespace) Start(ctx context.Context) error {
 	n.startMu.Lock()
 	defer n.startMu.Unlock()
@@ -479,77 +442,112 @@ func (n *Namespace) Start(ctx context.Context) error {
 	if n.tasks.Closed() {
 		return errors.New("namespace: stopped")
 	}
-	if err := n.st.ResumeRekey(ctx, nil); err != nil {
-		return fmt.Errorf("namespace: resume rekeys: %w", err)
-	}
-	var files int
-	err := n.st.ScanInodes(ctx, func(p string, _ store.Inode) error {
-		n.local.Add(p)
-		files++
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("namespace: rebuild local filter: %w", err)
-	}
-	if err := n.loadTxns(ctx); err != nil {
-		return fmt.Errorf("namespace: load transactions: %w", err)
-	}
 	n.started = true
 	close(n.ready)
-	if err := n.finishCommittedParts(ctx); err != nil {
-		return fmt.Errorf("namespace: finish committed parts: %w", err)
-	}
-	if err := n.ensureRoot(ctx); err != nil {
-		return err
-	}
-	n.log.Info("namespace started", "paths", files, "prepared", len(n.parts), "redo", len(n.redo))
+	n.log.Info("namespace started")
 	n.tasks.Go(n.filterLoop)
-	n.tasks.Go(n.cleanupLoop)
 	return nil
 }
 
-// Stop ends the background goroutines and makes handlers answer
-// unavailable. It waits for the goroutines; it does not close the store,
+// Stop ends the background goroutines and every home, and makes handlers
+// answer unavailable. It waits for the goroutines; it does not close the
 // client or server. Safe to call more than once, and without Start.
 func (n *Namespace) Stop(context.Context) error {
 	n.tasks.Close()
 	n.cancel()
+	n.homesMu.Lock()
+	homes := n.homes
+	n.homes = map[string]*home{}
+	n.homesMu.Unlock()
+	for _, h := range homes {
+		h.stop()
+	}
 	n.tasks.Wait()
 	return nil
 }
 
-// metaRootMoved records, at a node that drained "/", where it went.
-const metaRootMoved = "ns.root_moved"
-
-// ensureRoot creates "/" if this node is its home and it is missing.
-func (n *Namespace) ensureRoot(ctx context.Context) error {
-	if n.dir.RootHome() != n.id {
-		return nil
+// Lead makes this node serve shard rep.Shard(), which it leads: it loads
+// the shard's transactions (prepared parts, committed records), finishes
+// the parts committed before, creates "/" if this is the root shard and
+// "/" is missing, and starts the shard's background work. rep must have
+// committed a barrier in its current term. ctx bounds the start-up only.
+func (n *Namespace) Lead(ctx context.Context, rep Replica) error {
+	if n.tasks.Closed() {
+		return fmt.Errorf("%w: namespace stopped", rpc.ErrUnavailable)
 	}
-	if _, err := n.st.GetInode(ctx, "/"); err == nil || !errors.Is(err, store.ErrNotFound) {
-		return err
+	h := newHome(n, rep)
+	if err := h.start(ctx); err != nil {
+		h.stop()
+		return fmt.Errorf("namespace: leading shard %s: %w", rep.Shard(), err)
 	}
-	// A drained root lives elsewhere: do not create a second one.
-	if to, err := n.st.GetMeta(ctx, metaRootMoved); err == nil {
-		n.log.Info("root was drained to another node", "home", string(to))
-		return nil
+	n.homesMu.Lock()
+	old := n.homes[rep.Shard()]
+	n.homes[rep.Shard()] = h
+	n.homesMu.Unlock()
+	if old != nil {
+		old.stop()
 	}
-	now := time.Now().UnixNano()
-	ino := store.Inode{Type: store.TypeDir, Mode: 0o755, Atime: now, Mtime: now, Ctime: now, Nlink: 2, Version: 1}
-	var b store.Batch
-	b.RequireInodeAbsent("/")
-	b.PutInode("/", ino)
-	if err := n.st.Commit(ctx, &b); err != nil && !errors.Is(err, store.ErrExists) {
-		return fmt.Errorf("namespace: create /: %w", err)
-	}
-	n.localAdd("/")
-	n.log.Info("created /")
+	n.hints.Delete(rep.Shard())
+	n.log.Info("leading shard", "shard", rep.Shard(), "term", rep.Term(), "prepared", h.preparedCount())
+	n.signalSync()
 	return nil
+}
+
+// Unlead stops serving shard (this node no longer leads it). Operations in
+// progress on it fail as unavailable; their clients retry at the new
+// leader.
+func (n *Namespace) Unlead(shard string) {
+	n.homesMu.Lock()
+	h := n.homes[shard]
+	delete(n.homes, shard)
+	n.homesMu.Unlock()
+	if h != nil {
+		h.stop()
+		n.log.Info("stopped leading shard", "shard", shard)
+		n.signalSync()
+	}
+}
+
+// leads reports whether this node serves shard as its leader.
+func (n *Namespace) leads(shard string) bool {
+	n.homesMu.RLock()
+	defer n.homesMu.RUnlock()
+	return n.homes[shard] != nil
+}
+
+// home returns the home of shard if this node leads it.
+func (n *Namespace) home(shard string) *home {
+	n.homesMu.RLock()
+	defer n.homesMu.RUnlock()
+	return n.homes[shard]
+}
+
+// ledHomes returns the homes of the shards this node leads.
+func (n *Namespace) ledHomes() []*home {
+	n.homesMu.RLock()
+	defer n.homesMu.RUnlock()
+	out := make([]*home, 0, len(n.homes))
+	for _, h := range n.homes {
+		out = append(out, h)
+	}
+	return out
+}
+
+// Leads returns the shards this node leads, sorted.
+func (n *Namespace) Leads() []string {
+	n.homesMu.RLock()
+	defer n.homesMu.RUnlock()
+	out := make([]string, 0, len(n.homes))
+	for id := range n.homes {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Stats are a node's namespace counters (for /metrics and /v1/status).
 type Stats struct {
-	// Files and Dirs count the paths homed here.
+	// Files and Dirs count the paths of the shards this node leads.
 	Files, Dirs int64
 	// FilterBytes is the memory of the local filter, the LRU and both
 	// filter arrays.
@@ -566,22 +564,20 @@ type Stats struct {
 	// TxnsCommitted, TxnsAborted and TxnsBusy count coordinated
 	// transactions (busy: retried because of a conflict).
 	TxnsCommitted, TxnsAborted, TxnsBusy uint64
-	// Prepared is the number of prepared parts held here; Marks the paths
-	// in flux.
+	// Prepared is the number of prepared parts held by the shards this
+	// node leads; Marks the paths in flux.
 	Prepared, Marks int
-	// Rekeyed counts inodes re-keyed here by directory renames; Drained
-	// the paths moved away by Drain.
-	Rekeyed, Drained uint64
+	// Rekeyed counts inodes re-keyed by directory renames in shards this
+	// node led.
+	Rekeyed uint64
 	// Filter propagation: pushes sent (and failed), received, full pulls
 	// sent and served, deltas refused for a version mismatch, bytes sent.
 	PushesSent, PushFailures, PushesReceived  uint64
 	PullsSent, PullsServed, VersionMismatches uint64
 	FilterBytesSent                           uint64
-	// LocalFilterVersion and LRUFilterVersion are this node's filter
-	// versions; L1Members and L2Members the replicas held.
-	LocalFilterVersion, LRUFilterVersion uint64
-	L1Members, L2Members                 int
-	LRULen                               int
+	// L1Members and L2Members count the filter replicas held.
+	L1Members, L2Members int
+	LRULen               int
 }
 
 // Stats returns the namespace's counters.
@@ -595,30 +591,26 @@ func (n *Namespace) Stats() Stats {
 		NotFound: c.notFound.Load(), Unavailable: c.unavailable.Load(),
 		Broadcasts: c.broadcasts.Load(), Multicasts: c.multicasts.Load(),
 		TxnsCommitted: c.committed.Load(), TxnsAborted: c.aborted.Load(), TxnsBusy: c.busy.Load(),
-		Rekeyed: c.rekeyed.Load(), Drained: c.drained.Load(),
+		Rekeyed:    c.rekeyed.Load(),
 		PushesSent: c.pushesSent.Load(), PushFailures: c.pushFails.Load(), PushesReceived: c.pushesRecv.Load(),
 		PullsSent: c.pullsSent.Load(), PullsServed: c.pullsServed.Load(), VersionMismatches: c.mismatches.Load(),
 		FilterBytesSent: c.bytesSent.Load(),
 	}
-	if cnt, err := n.st.CountInodes(context.Background()); err == nil {
-		s.Files, s.Dirs = cnt.Files, cnt.Dirs
+	for _, h := range n.ledHomes() {
+		if cnt, err := h.st.CountInodes(context.Background()); err == nil {
+			s.Files, s.Dirs = s.Files+cnt.Files, s.Dirs+cnt.Dirs
+		}
+		h.rep.Filter(func(f *routing.CountingFilter) { s.FilterBytes += int64(f.SizeBytes()) })
+		h.lruMu.Lock()
+		s.FilterBytes += int64(h.lru.SizeBytes())
+		s.LRULen += h.lru.Len()
+		h.lruMu.Unlock()
+		s.Prepared += h.preparedCount()
+		s.Marks += int(h.flux.count.Load())
 	}
-	n.localMu.RLock()
-	s.FilterBytes += int64(n.local.SizeBytes())
-	s.LocalFilterVersion = n.local.Filter().Version()
-	n.localMu.RUnlock()
-	n.lruMu.Lock()
-	s.FilterBytes += int64(n.lru.SizeBytes())
-	s.LRUFilterVersion = n.lru.Filter().Version()
-	s.LRULen = n.lru.Len()
-	n.lruMu.Unlock()
 	n.arrMu.RLock()
 	s.FilterBytes += int64(n.l1.SizeBytes() + n.l2.SizeBytes())
 	s.L1Members, s.L2Members = n.l1.Len(), n.l2.Len()
 	n.arrMu.RUnlock()
-	n.partMu.Lock()
-	s.Prepared = len(n.parts)
-	n.partMu.Unlock()
-	s.Marks = int(n.flux.count.Load())
 	return s
 }

@@ -300,10 +300,23 @@ func TestOpSemantics(t *testing.T) {
 	}
 }
 
+// replications are the shard replication factors the namespace's
+// guarantees are tested with: the papers' single home and three replicas.
+var replications = []int{1, 3}
+
+// forEachR runs fn as a subtest for each of replications.
+func forEachR(t *testing.T, fn func(t *testing.T, r int)) {
+	for _, r := range replications {
+		t.Run(fmt.Sprintf("R=%d", r), func(t *testing.T) { fn(t, r) })
+	}
+}
+
 // TestConcurrentCreateOnePath: creates of one path through every node at
 // once: exactly one succeeds, the others get fs.ErrExist.
-func TestConcurrentCreateOnePath(t *testing.T) {
-	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3})
+func TestConcurrentCreateOnePath(t *testing.T) { forEachR(t, testConcurrentCreateOnePath) }
+
+func testConcurrentCreateOnePath(t *testing.T, r int) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: r})
 	mustOK(t, via(c, "n2").mkdir("/race", false), "mkdir")
 	for round := range 20 {
 		p := fmt.Sprintf("/race/f%d", round)
@@ -353,8 +366,10 @@ func TestConcurrentCreateOnePath(t *testing.T) {
 
 // TestBadRequests sends malformed and hostile requests to a node's
 // namespace methods; the node answers errors and keeps serving.
-func TestBadRequests(t *testing.T) {
-	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 2})
+func TestBadRequests(t *testing.T) { forEachR(t, testBadRequests) }
+
+func testBadRequests(t *testing.T, r int) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: r})
 	o := via(c, "n1")
 	mustOK(t, o.mkdir("/ok", false), "mkdir")
 	type raw struct {
@@ -371,7 +386,7 @@ func TestBadRequests(t *testing.T) {
 		{namespace.MethodHomeEntry, &namespace.HomeEntryReq{Dir: "/", Name: "a/b"}},
 		{namespace.MethodFilterPush, &namespace.FilterPushReq{Origin: "n2", Kind: namespace.FilterLocal, Data: []byte("garbage")}},
 		{namespace.MethodFilterPush, &namespace.FilterPushReq{Origin: "n2", Kind: "bogus"}},
-		{namespace.MethodFilterPull, &namespace.FilterPullReq{Origin: "n2", Kind: namespace.FilterLRU}},
+		{namespace.MethodFilterPull, &namespace.FilterPullReq{Kind: "bogus"}},
 		{namespace.MethodTxnPrepare, &namespace.TxnPrepareReq{}},
 		{namespace.MethodTxnPrepare, &namespace.TxnPrepareReq{TxnID: "x", Coordinator: "n2", Ops: []namespace.TxnOp{{Kind: "explode", Path: "/ok"}}}},
 		{namespace.MethodTxnPrepare, &namespace.TxnPrepareReq{TxnID: "y", Coordinator: "n2", Ops: []namespace.TxnOp{{Kind: namespace.OpPutInode, Path: "/ok/x"}}}},

@@ -33,7 +33,7 @@ func (n *Namespace) Stat(ctx context.Context, path string) (*rpc.StatResponse, e
 	if err != nil {
 		return nil, err
 	}
-	return &rpc.StatResponse{Inode: *l.inode, HomeAddr: n.addrOf(l.home), Level: l.level, Hops: l.hops}, nil
+	return &rpc.StatResponse{Inode: *l.inode, HomeAddr: n.addrOfShard(l.shard), Level: l.level, Hops: l.hops}, nil
 }
 
 // Lookup returns the home of path, with the level and hops that found it.
@@ -47,7 +47,7 @@ func (n *Namespace) Lookup(ctx context.Context, path string) (*rpc.LookupRespons
 	if err != nil {
 		return nil, err
 	}
-	return &rpc.LookupResponse{Path: p, Home: l.home, HomeAddr: n.addrOf(l.home), Type: l.typ, Level: l.level, Hops: l.hops}, nil
+	return &rpc.LookupResponse{Path: p, Home: l.shard, Leader: n.leaderOf(l.shard), HomeAddr: n.addrOfShard(l.shard), Type: l.typ, Level: l.level, Hops: l.hops}, nil
 }
 
 // BatchStat stats several paths (up to MaxBatchStat), concurrently; each
@@ -177,14 +177,14 @@ func (n *Namespace) create(ctx context.Context, path, typ string, mode, uid, gid
 	}
 	req := &homeCreateReq{Path: p, Type: typ, Mode: mode, UID: uid, GID: gid, Layout: layout}
 	dir, _ := splitPath(p)
-	resp, hops, err := atHome(ctx, n, target{path: dir, child: p, dir: true}, methodHomeCreate, req, n.coordCreate)
+	resp, hops, err := atHome(ctx, n, target{path: dir, child: p, dir: true}, methodHomeCreate, req, (*home).coordCreate)
 	if err != nil {
 		return rpc.Inode{}, hops, err
 	}
 	return resp.Inode, hops + resp.Hops, nil
 }
 
-func (n *Namespace) handleHomeCreate(ctx context.Context, r *homeCreateReq) (*homeCreateResp, error) {
+func (h *home) handleHomeCreate(ctx context.Context, r *homeCreateReq) (*homeCreateResp, error) {
 	p, err := CleanPath(r.Path)
 	if err != nil {
 		return nil, err
@@ -193,18 +193,18 @@ func (n *Namespace) handleHomeCreate(ctx context.Context, r *homeCreateReq) (*ho
 		return nil, fmt.Errorf("%w: bad create request", rpc.ErrBadRequest)
 	}
 	r.Path = p
-	return n.coordCreate(ctx, r)
+	return h.coordCreate(ctx, r)
 }
 
 // coordCreate creates r.Path at its parent's home (this node).
-func (n *Namespace) coordCreate(ctx context.Context, r *homeCreateReq) (*homeCreateResp, error) {
-	return retryBusy(ctx, n, func() (*homeCreateResp, error) { return n.coordCreateOnce(ctx, r) })
+func (h *home) coordCreate(ctx context.Context, r *homeCreateReq) (*homeCreateResp, error) {
+	return retryBusy(ctx, h, func() (*homeCreateResp, error) { return h.coordCreateOnce(ctx, r) })
 }
 
-func (n *Namespace) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*homeCreateResp, error) {
+func (h *home) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*homeCreateResp, error) {
 	p := r.Path
 	dir, name := splitPath(p)
-	op, err := n.beginParentOp(ctx, dir, p, []string{p}, []string{dir}, []string{p}, nil)
+	op, err := h.beginParentOp(ctx, dir, p, []string{p}, []string{dir}, []string{p}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -212,25 +212,25 @@ func (n *Namespace) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*hom
 		return &homeCreateResp{homeStatus: notHomeHere}, nil
 	}
 	defer op.end()
-	if _, err := n.st.GetEntry(ctx, dir, name); err == nil {
+	if _, err := h.st.GetEntry(ctx, dir, name); err == nil {
 		return nil, fmt.Errorf("%s: %w", p, fs.ErrExist)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
 	var failed []string
 	for {
-		home := n.placeChild(ctx, failed...)
+		home := h.placeChild(ctx, failed...)
 		if home == "" {
 			return nil, fmt.Errorf("%w: no node takes new files", rpc.ErrUnavailable)
 		}
-		resp, err := n.createAt(ctx, r, op.txn, home)
+		resp, err := h.createAt(ctx, r, op.txn, home)
 		var pu *prepareUnreachable
-		if err != nil && home != n.id && len(failed) < 2 && errors.As(err, &pu) && pu.node == home && ctx.Err() == nil {
+		if err != nil && home != h.id && len(failed) < 2 && errors.As(err, &pu) && pu.node == home && ctx.Err() == nil {
 			// The chosen home did not answer: the transaction was
 			// aborted; place the child elsewhere.
-			n.log.Debug("child home unavailable; placing elsewhere", "path", p, "home", home, "err", err)
+			h.log.Debug("child home unavailable; placing elsewhere", "path", p, "home", home, "err", err)
 			failed = append(failed, home)
-			op.txn = n.newTxnID()
+			op.txn = h.newTxnID()
 			continue
 		}
 		return resp, err
@@ -239,7 +239,7 @@ func (n *Namespace) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*hom
 
 // createAt creates r.Path homed at home; the caller (the parent's home)
 // holds the name's lock and a registration.
-func (n *Namespace) createAt(ctx context.Context, r *homeCreateReq, txn, home string) (*homeCreateResp, error) {
+func (h *home) createAt(ctx context.Context, r *homeCreateReq, txn, home string) (*homeCreateResp, error) {
 	p := r.Path
 	dir, name := splitPath(p)
 	now := time.Now().UnixNano()
@@ -252,29 +252,28 @@ func (n *Namespace) createAt(ctx context.Context, r *homeCreateReq, txn, home st
 		Atime: now, Mtime: now, Ctime: now, Nlink: nlink, Version: 1, Home: home, Layout: r.Layout,
 	}
 	ent := store.Entry{Name: name, Type: storeType(r.Type), Home: home}
-	if home == n.id {
+	if home == h.id {
 		var b store.Batch
 		b.RequireInodeExists(dir)
 		b.RequireEntryAbsent(dir, name)
 		b.RequireInodeAbsent(p)
 		b.PutInode(p, storeInode(&ino))
 		b.PutEntry(dir, ent)
-		if err := n.st.Commit(ctx, &b); err != nil {
+		if err := h.apply(ctx, &b); err != nil {
 			return nil, fmt.Errorf("create %s: %w", p, storeErr(err))
 		}
-		n.localAdd(p)
-		n.touch(p)
+		h.touch(p)
 		return &homeCreateResp{Inode: ino}, nil
 	}
-	plan := n.newPlan(txn)
-	plan.add(home, n.id, []string{p}, txnOp{Kind: opPutInode, Path: p, Inode: &ino})
+	plan := h.newPlan(txn)
+	plan.add(home, h.id, []string{p}, txnOp{Kind: opPutInode, Path: p, Inode: &ino})
 	plan.local = func(b *store.Batch) {
 		b.RequireInodeExists(dir)
 		b.RequireEntryAbsent(dir, name)
 		b.PutEntry(dir, ent)
 	}
 	plan.async = true
-	if _, err := n.runTxn(ctx, plan); err != nil {
+	if _, err := h.runTxn(ctx, plan); err != nil {
 		return nil, fmt.Errorf("create %s: %w", p, err)
 	}
 	return &homeCreateResp{Inode: ino, Hops: 2}, nil
@@ -288,7 +287,7 @@ type parentOp struct {
 	txn    string
 	unlock func()
 	reg    *opReg
-	n      *Namespace
+	h      *home
 }
 
 // beginParentOp starts a change of an entry of dir (for child, which error
@@ -297,21 +296,21 @@ type parentOp struct {
 // checks that dir is a directory homed here. It returns nil without an
 // error when dir is not homed here (the caller answers NotHome). The caller
 // calls end.
-func (n *Namespace) beginParentOp(ctx context.Context, dir, child string, names, parents, targets, removes []string) (*parentOp, error) {
+func (h *home) beginParentOp(ctx context.Context, dir, child string, names, parents, targets, removes []string) (*parentOp, error) {
 	keys := make([]string, len(names))
 	for i, name := range names {
 		keys[i] = "e:" + name
 	}
-	unlock, err := n.locks.lock(ctx, keys...)
+	unlock, err := h.locks.lock(ctx, keys...)
 	if err != nil {
 		return nil, err
 	}
-	op := &parentOp{txn: n.newTxnID(), unlock: unlock, n: n}
-	if op.reg, err = n.beginOp(ctx, op.txn, parents, targets, removes); err != nil {
+	op := &parentOp{txn: h.newTxnID(), unlock: unlock, h: h}
+	if op.reg, err = h.beginOp(ctx, op.txn, parents, targets, removes); err != nil {
 		unlock()
 		return nil, err
 	}
-	dino, err := n.st.GetInode(ctx, dir)
+	dino, err := h.st.GetInode(ctx, dir)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		op.end()
@@ -328,7 +327,7 @@ func (n *Namespace) beginParentOp(ctx context.Context, dir, child string, names,
 
 // end releases what beginParentOp took.
 func (o *parentOp) end() {
-	o.n.endOp(o.reg)
+	o.h.endOp(o.reg)
 	o.unlock()
 }
 
@@ -351,11 +350,11 @@ func (n *Namespace) remove(ctx context.Context, path string, isDir bool) error {
 	}
 	dir, _ := splitPath(p)
 	req := &homeRemoveReq{Path: p, Dir: isDir}
-	_, _, err = atHome(ctx, n, target{path: dir, child: p, dir: true}, methodHomeRemove, req, n.coordRemove)
+	_, _, err = atHome(ctx, n, target{path: dir, child: p, dir: true}, methodHomeRemove, req, (*home).coordRemove)
 	return err
 }
 
-func (n *Namespace) handleHomeRemove(ctx context.Context, r *homeRemoveReq) (*homeRemoveResp, error) {
+func (h *home) handleHomeRemove(ctx context.Context, r *homeRemoveReq) (*homeRemoveResp, error) {
 	p, err := CleanPath(r.Path)
 	if err != nil {
 		return nil, err
@@ -364,18 +363,18 @@ func (n *Namespace) handleHomeRemove(ctx context.Context, r *homeRemoveReq) (*ho
 		return nil, fmt.Errorf("%w: the root cannot be removed", rpc.ErrInvalidPath)
 	}
 	r.Path = p
-	return n.coordRemove(ctx, r)
+	return h.coordRemove(ctx, r)
 }
 
 // coordRemove unlinks or rmdirs r.Path at its parent's home (this node).
-func (n *Namespace) coordRemove(ctx context.Context, r *homeRemoveReq) (*homeRemoveResp, error) {
-	return retryBusy(ctx, n, func() (*homeRemoveResp, error) { return n.coordRemoveOnce(ctx, r) })
+func (h *home) coordRemove(ctx context.Context, r *homeRemoveReq) (*homeRemoveResp, error) {
+	return retryBusy(ctx, h, func() (*homeRemoveResp, error) { return h.coordRemoveOnce(ctx, r) })
 }
 
-func (n *Namespace) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (*homeRemoveResp, error) {
+func (h *home) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (*homeRemoveResp, error) {
 	p := r.Path
 	dir, name := splitPath(p)
-	op, err := n.beginParentOp(ctx, dir, p, []string{p}, []string{dir}, nil, []string{p})
+	op, err := h.beginParentOp(ctx, dir, p, []string{p}, []string{dir}, nil, []string{p})
 	if err != nil {
 		return nil, err
 	}
@@ -383,7 +382,7 @@ func (n *Namespace) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (*hom
 		return &homeRemoveResp{homeStatus: notHomeHere}, nil
 	}
 	defer op.end()
-	e, err := n.entry(ctx, dir, name)
+	e, err := h.entry(ctx, dir, name)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +392,7 @@ func (n *Namespace) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (*hom
 	case !r.Dir && e.Type == store.TypeDir:
 		return nil, fmt.Errorf("%s: %w", p, rpc.ErrIsDir)
 	}
-	if e.Home == n.id {
+	if e.Home == h.id {
 		var b store.Batch
 		b.RequireEntryExists(dir, name)
 		b.RequireInodeExists(p)
@@ -402,20 +401,19 @@ func (n *Namespace) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (*hom
 		}
 		b.DeleteEntry(dir, name)
 		b.DeleteInode(p)
-		if err := n.st.Commit(ctx, &b); err != nil {
+		if err := h.apply(ctx, &b); err != nil {
 			return nil, fmt.Errorf("remove %s: %w", p, storeErr(err))
 		}
-		n.localRemove(p)
 		return &homeRemoveResp{}, nil
 	}
-	plan := n.newPlan(op.txn)
-	plan.add(e.Home, n.id, []string{p}, txnOp{Kind: opDelInode, Path: p, Type: typeString(e.Type), EmptyDir: r.Dir})
+	plan := h.newPlan(op.txn)
+	plan.add(e.Home, h.id, []string{p}, txnOp{Kind: opDelInode, Path: p, Type: typeString(e.Type), EmptyDir: r.Dir})
 	plan.local = func(b *store.Batch) {
 		b.RequireEntryExists(dir, name)
 		b.DeleteEntry(dir, name)
 	}
 	plan.async = true
-	if _, err := n.runTxn(ctx, plan); err != nil {
+	if _, err := h.runTxn(ctx, plan); err != nil {
 		return nil, fmt.Errorf("remove %s: %w", p, err)
 	}
 	return &homeRemoveResp{Hops: 2}, nil
@@ -440,7 +438,7 @@ func (n *Namespace) ReadDir(ctx context.Context, r *rpc.ReadDirRequest) (*rpc.Re
 		return nil, fmt.Errorf("%w: bad page start %q", fs.ErrInvalid, r.After)
 	}
 	req := &homeReadDirReq{Path: p, After: r.After, Limit: limit}
-	resp, _, err := atHome(ctx, n, target{path: p, dir: true}, methodHomeReadDir, req, n.readDirHere)
+	resp, _, err := atHome(ctx, n, target{path: p, dir: true}, methodHomeReadDir, req, (*home).readDirHere)
 	if err != nil {
 		return nil, err
 	}
@@ -450,7 +448,7 @@ func (n *Namespace) ReadDir(ctx context.Context, r *rpc.ReadDirRequest) (*rpc.Re
 	return &rpc.ReadDirResponse{Entries: resp.Entries, Next: resp.Next}, nil
 }
 
-func (n *Namespace) handleHomeReadDir(ctx context.Context, r *homeReadDirReq) (*homeReadDirResp, error) {
+func (h *home) handleHomeReadDir(ctx context.Context, r *homeReadDirReq) (*homeReadDirResp, error) {
 	p, err := CleanPath(r.Path)
 	if err != nil {
 		return nil, err
@@ -459,15 +457,15 @@ func (n *Namespace) handleHomeReadDir(ctx context.Context, r *homeReadDirReq) (*
 	if r.Limit <= 0 || r.Limit > MaxReadDirLimit {
 		r.Limit = DefaultReadDirLimit
 	}
-	return n.readDirHere(ctx, r)
+	return h.readDirHere(ctx, r)
 }
 
 // readDirHere reads a page of a directory homed here.
-func (n *Namespace) readDirHere(ctx context.Context, r *homeReadDirReq) (*homeReadDirResp, error) {
-	if err := n.settle(ctx, r.Path, true); err != nil {
+func (h *home) readDirHere(ctx context.Context, r *homeReadDirReq) (*homeReadDirResp, error) {
+	if err := h.settle(ctx, r.Path, true); err != nil {
 		return nil, err
 	}
-	ino, err := n.st.GetInode(ctx, r.Path)
+	ino, err := h.st.GetInode(ctx, r.Path)
 	if errors.Is(err, store.ErrNotFound) {
 		return &homeReadDirResp{homeStatus: notHomeHere}, nil
 	} else if err != nil {
@@ -476,7 +474,7 @@ func (n *Namespace) readDirHere(ctx context.Context, r *homeReadDirReq) (*homeRe
 	if ino.Type != store.TypeDir {
 		return nil, fmt.Errorf("%s: %w", r.Path, rpc.ErrNotDir)
 	}
-	ents, more, err := n.st.ReadDir(ctx, r.Path, r.After, r.Limit)
+	ents, more, err := h.st.ReadDir(ctx, r.Path, r.After, r.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -487,7 +485,7 @@ func (n *Namespace) readDirHere(ctx context.Context, r *homeReadDirReq) (*homeRe
 	if more && len(ents) > 0 {
 		resp.Next = ents[len(ents)-1].Name
 	}
-	n.touch(r.Path)
+	h.touch(r.Path)
 	return resp, nil
 }
 
@@ -502,7 +500,7 @@ func (n *Namespace) SetAttr(ctx context.Context, r *rpc.SetAttrRequest) (*rpc.Se
 	}
 	req := &homeSetAttrReq{Req: *r}
 	req.Req.Path = p
-	resp, _, err := atHome(ctx, n, target{path: p}, methodHomeSetAttr, req, n.setAttrHere)
+	resp, _, err := atHome(ctx, n, target{path: p}, methodHomeSetAttr, req, (*home).setAttrHere)
 	if err != nil {
 		return nil, err
 	}
@@ -519,7 +517,7 @@ func checkSetAttr(r *rpc.SetAttrRequest) error {
 	return nil
 }
 
-func (n *Namespace) handleHomeSetAttr(ctx context.Context, r *homeSetAttrReq) (*homeSetAttrResp, error) {
+func (h *home) handleHomeSetAttr(ctx context.Context, r *homeSetAttrReq) (*homeSetAttrResp, error) {
 	p, err := CleanPath(r.Req.Path)
 	if err != nil {
 		return nil, err
@@ -528,24 +526,24 @@ func (n *Namespace) handleHomeSetAttr(ctx context.Context, r *homeSetAttrReq) (*
 		return nil, err
 	}
 	r.Req.Path = p
-	return n.setAttrHere(ctx, r)
+	return h.setAttrHere(ctx, r)
 }
 
 // setAttrHere changes a path homed here.
-func (n *Namespace) setAttrHere(ctx context.Context, req *homeSetAttrReq) (*homeSetAttrResp, error) {
+func (h *home) setAttrHere(ctx context.Context, req *homeSetAttrReq) (*homeSetAttrResp, error) {
 	r := &req.Req
 	p := r.Path
-	unlock, err := n.locks.lock(ctx, "a:"+p)
+	unlock, err := h.locks.lock(ctx, "a:"+p)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	reg, err := n.beginOp(ctx, "", []string{p}, nil, nil)
+	reg, err := h.beginOp(ctx, "", []string{p}, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer n.endOp(reg)
-	ino, err := n.st.GetInode(ctx, p)
+	defer h.endOp(reg)
+	ino, err := h.st.GetInode(ctx, p)
 	if errors.Is(err, store.ErrNotFound) {
 		return &homeSetAttrResp{homeStatus: notHomeHere}, nil
 	} else if err != nil {
@@ -582,17 +580,17 @@ func (n *Namespace) setAttrHere(ctx context.Context, req *homeSetAttrReq) (*home
 	var b store.Batch
 	b.RequireInodeVersion(p, old)
 	b.PutInode(p, ino)
-	if err := n.st.Commit(ctx, &b); err != nil {
+	if err := h.apply(ctx, &b); err != nil {
 		return nil, fmt.Errorf("setattr %s: %w", p, storeErr(err))
 	}
-	n.touch(p)
-	return &homeSetAttrResp{Inode: wireInode(p, n.id, &ino)}, nil
+	h.touch(p)
+	return &homeSetAttrResp{Inode: wireInode(p, h.id, &ino)}, nil
 }
 
 // entry returns entry name of directory dir, which this node homes, or an
 // error matching fs.ErrNotExist naming the child's path.
-func (n *Namespace) entry(ctx context.Context, dir, name string) (store.Entry, error) {
-	e, err := n.st.GetEntry(ctx, dir, name)
+func (h *home) entry(ctx context.Context, dir, name string) (store.Entry, error) {
+	e, err := h.st.GetEntry(ctx, dir, name)
 	if errors.Is(err, store.ErrNotFound) {
 		return e, notExist(joinPath(dir, name))
 	}

@@ -10,72 +10,58 @@ import (
 	"time"
 )
 
-// Placement (docs/design.md, "Placement"): the home of a new child, chosen
-// by its parent's home, and the node a drained path moves to. Loads are
-// the number of paths each node homes, as last reported (methodHomeLoad,
-// polled every propagate_interval).
+// Placement (docs/design.md, "Placement"): the shard of a new child,
+// chosen by its parent's shard. Loads are the number of paths each shard
+// homes, as its leader last reported (methodHomeLoad, polled every
+// propagate_interval).
 
-// peerLoad is the last load report of a peer.
-type peerLoad struct {
-	files    atomic.Int64
-	draining atomic.Bool
-	at       atomic.Int64 // unix nanos of the last report
+// shardLoad is the last load report of a shard.
+type shardLoad struct {
+	files atomic.Int64
+	at    atomic.Int64 // unix nanos of the last report
 }
 
-// takesHomes reports whether peer p may receive new homes: up, reachable,
-// not leaving and not draining (as it reported), and not in exclude.
-func (n *Namespace) takesHomes(p *Peer, exclude []string) bool {
-	if !p.Up || p.Leaving || p.RPCAddr == "" || slices.Contains(exclude, p.ID) {
-		return false
-	}
-	if p.ID == n.id {
-		return !n.draining.Load()
-	}
-	v, ok := n.loads.Load(p.ID)
-	return !ok || !v.(*peerLoad).draining.Load()
-}
-
-// candidates returns the nodes that take new homes, except exclude.
+// candidates returns the shards that take new homes: their leader is
+// known, up and not leaving; never one in exclude.
 func (n *Namespace) candidates(exclude ...string) []string {
 	ps := n.peers.Load()
 	var out []string
-	for i := range ps.list {
-		if p := &ps.list[i]; n.takesHomes(p, exclude) {
-			out = append(out, p.ID)
+	for _, s := range ps.shards {
+		if slices.Contains(exclude, s.ID) {
+			continue
+		}
+		l := n.leaderOf(s.ID)
+		if l == "" {
+			continue
+		}
+		if p := ps.byID[l]; l == n.id || p != nil && p.Up && !p.Leaving && p.RPCAddr != "" {
+			out = append(out, s.ID)
 		}
 	}
 	return out
 }
 
-// placeChild chooses the home of a new child of a directory homed here
-// (never one of the nodes in exclude, which just failed to answer), by the
-// placement policy; "" when no node takes new homes.
-func (n *Namespace) placeChild(ctx context.Context, exclude ...string) string {
+// placeChild chooses the shard of a new child of a directory of shard h
+// (never one of the shards in exclude, which just failed to answer), by
+// the placement policy; "" when no shard takes new homes.
+func (h *home) placeChild(ctx context.Context, exclude ...string) string {
+	n := h.r
 	cands := n.candidates(exclude...)
-	selfOK := !n.draining.Load()
+	selfOK := !slices.Contains(exclude, h.id)
 	if len(cands) == 0 {
 		if selfOK {
-			return n.id
+			return h.id
 		}
 		return ""
 	}
 	switch n.placement {
 	case PlacementParent:
 		if selfOK {
-			return n.id
+			return h.id
 		}
 		return cands[rand.IntN(len(cands))]
 	case PlacementRandom:
 		return cands[rand.IntN(len(cands))]
-	}
-	return n.lessLoaded(ctx, cands)
-}
-
-// drainTarget chooses the node that receives a path drained from here.
-func (n *Namespace) drainTarget(ctx context.Context) string {
-	cands := n.candidates(n.id)
-	if len(cands) == 0 {
-		return ""
 	}
 	return n.lessLoaded(ctx, cands)
 }
@@ -89,39 +75,43 @@ func (n *Namespace) lessLoaded(ctx context.Context, cands []string) string {
 	if n.loadOf(ctx, b) < n.loadOf(ctx, a) {
 		a = b
 	}
-	if a != n.id {
+	if !n.leads(a) {
 		if v, ok := n.loads.Load(a); ok {
-			v.(*peerLoad).files.Add(1)
+			v.(*shardLoad).files.Add(1)
 		}
 	}
 	return a
 }
 
-// loadOf returns the number of paths node id homes, as last reported
-// (exact for this node; 0 when unknown).
-func (n *Namespace) loadOf(ctx context.Context, id string) int64 {
-	if id == n.id {
-		c, err := n.st.CountInodes(ctx)
+// loadOf returns the number of paths shard homes, as last reported (exact
+// for a shard this node leads; 0 when unknown).
+func (n *Namespace) loadOf(ctx context.Context, shard string) int64 {
+	if h := n.home(shard); h != nil {
+		c, err := h.st.CountInodes(ctx)
 		if err != nil {
 			return math.MaxInt64
 		}
 		return c.Total()
 	}
-	if v, ok := n.loads.Load(id); ok {
-		return v.(*peerLoad).files.Load()
+	if v, ok := n.loads.Load(shard); ok {
+		return v.(*shardLoad).files.Load()
 	}
 	return 0
 }
 
 func (n *Namespace) handleHomeLoad(ctx context.Context, _ *homeLoadReq) (*homeLoadResp, error) {
-	c, err := n.st.CountInodes(ctx)
-	if err != nil {
-		return nil, err
+	resp := &homeLoadResp{NodeID: n.id, Shards: map[string]int64{}}
+	for _, h := range n.ledHomes() {
+		c, err := h.st.CountInodes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		resp.Shards[h.id] = c.Total()
 	}
-	return &homeLoadResp{NodeID: n.id, Files: c.Total(), Draining: n.draining.Load()}, nil
+	return resp, nil
 }
 
-// pollLoads asks every up peer for its load.
+// pollLoads asks every up node for the loads of the shards it leads.
 func (n *Namespace) pollLoads(ctx context.Context) {
 	ps := n.peers.Load()
 	var wg sync.WaitGroup
@@ -137,11 +127,13 @@ func (n *Namespace) pollLoads(ctx context.Context) {
 			if err := n.call(cctx, p.ID, methodHomeLoad, &homeLoadReq{}, &resp); err != nil {
 				return
 			}
-			v, _ := n.loads.LoadOrStore(p.ID, &peerLoad{})
-			pl := v.(*peerLoad)
-			pl.files.Store(resp.Files)
-			pl.draining.Store(resp.Draining)
-			pl.at.Store(time.Now().UnixNano())
+			now := time.Now().UnixNano()
+			for shard, files := range resp.Shards {
+				v, _ := n.loads.LoadOrStore(shard, &shardLoad{})
+				sl := v.(*shardLoad)
+				sl.files.Store(files)
+				sl.at.Store(now)
+			}
 		})
 	}
 	wg.Wait()

@@ -9,34 +9,40 @@ import (
 	"github.com/ghba/ghba/rpc"
 )
 
-// Reaching other nodes. Every server-to-server request of the namespace
-// goes through callNode, and every operation that must run at a path's
-// home (or at its parent directory's home) through atHome: they are the
-// one place that decides how a home is found and called.
+// Reaching shards. Every request to a shard goes through callShard, and
+// every operation that must run at a path's shard (or at its parent
+// directory's shard) through atHome: they are the one place that decides
+// how a shard's leader is found and called. On the other side, shardRPC
+// serves a request for a shard this node leads, and answers
+// rpc.NotLeaderError (with the leader it knows) for any other.
 
-// maxRelocate bounds how often an entry node looks a home up again after
-// being told "not the home" (a concurrent rename or drain).
-const maxRelocate = 4
+const (
+	// maxRelocate bounds how often an entry node looks a home up again
+	// after being told "not the home" (a concurrent rename moved it).
+	maxRelocate = 4
+	// maxRedirects bounds how often callShard follows "not the leader".
+	maxRedirects = 3
+)
 
-// errNodeDown reports a home (or coordinator) that cannot be reached.
-func errNodeDown(id string) error {
-	return fmt.Errorf("%w: node %s is down", rpc.ErrUnavailable, id)
+// errShardDown reports a shard whose leader is not known or not up.
+func errShardDown(shard string) error {
+	return fmt.Errorf("%w: shard %s has no reachable leader", rpc.ErrUnavailable, shard)
 }
 
 // errMoved is returned when a home could not be pinned down after several
-// attempts (paths moving under heavy concurrent renames or a drain).
+// attempts (paths moving under heavy concurrent renames).
 func errMoved(p string) error {
 	return fmt.Errorf("%w: %s keeps moving; try again", rpc.ErrUnavailable, p)
 }
 
-// isUnavailable reports whether err means a node could not be reached or
+// isUnavailable reports whether err means a shard could not be reached or
 // could not answer (as opposed to an authoritative answer).
 func isUnavailable(err error) bool {
 	return errors.Is(err, rpc.ErrUnavailable) || errors.Is(err, rpc.ErrShuttingDown)
 }
 
 // asUnavailable makes sure err matches rpc.ErrUnavailable (a failed call
-// to a node that had to answer, whatever the reason).
+// to a shard that had to answer, whatever the reason).
 func asUnavailable(err error) error {
 	if isUnavailable(err) {
 		return err
@@ -50,29 +56,75 @@ func asUnavailable(err error) error {
 func (n *Namespace) call(ctx context.Context, id, method string, req, resp any) error {
 	p := n.peer(id)
 	if p == nil || !p.Up || p.RPCAddr == "" {
-		return errNodeDown(id)
+		return fmt.Errorf("%w: node %s is down", rpc.ErrUnavailable, id)
 	}
 	return n.cl.Call(ctx, p.RPCAddr, method, req, resp)
 }
 
-// callNode runs a server-to-server request at node id: local, the
-// method's handler, when id is this node (no RPC, no encoding), an RPC to
-// id otherwise.
-func callNode[Req, Resp any](ctx context.Context, n *Namespace, id, method string, req *Req,
-	local func(context.Context, *Req) (*Resp, error)) (*Resp, error) {
-	if id == n.id {
-		return local(ctx, req)
-	}
-	resp := new(Resp)
-	if err := n.call(ctx, id, method, req, resp); err != nil {
-		return nil, err
-	}
-	return resp, nil
+// shardCall is the request header every shard request embeds.
+type shardCall[Req any] interface {
+	*Req
+	header() *shardReq
 }
 
-// hop returns the RPCs a request to node id costs: 0 for this node.
-func (n *Namespace) hop(id string) int {
-	if id == n.id {
+// callShard runs a request at shard's leader: local, the method's handler,
+// when this node leads the shard (no RPC, no encoding), an RPC to the
+// leader it knows otherwise, following "not the leader" answers to the
+// leader they name (at most maxRedirects times, remembering the hint).
+func callShard[Req, Resp any, PR shardCall[Req]](ctx context.Context, n *Namespace, shard, method string, req PR,
+	local func(*home, context.Context, *Req) (*Resp, error)) (*Resp, error) {
+	req.header().Shard = shard
+	var err error
+	for range maxRedirects + 1 {
+		if h := n.home(shard); h != nil {
+			return local(h, ctx, (*Req)(req))
+		}
+		leader := n.leaderOf(shard)
+		if leader == "" || leader == n.id || !n.isUp(leader) {
+			return nil, errShardDown(shard) // (n.id: it led the shard, and lost it a moment ago)
+		}
+		resp := new(Resp)
+		if err = n.call(ctx, leader, method, req, resp); err == nil {
+			return resp, nil
+		}
+		hint, _, ok := rpc.NotLeaderHint(err)
+		if !ok || hint == leader {
+			return nil, err
+		}
+		n.learnLeader(shard, hint)
+	}
+	return nil, err
+}
+
+// shardRPC serves a request for a shard: with fn when this node leads it,
+// otherwise with rpc.NotLeaderError naming the leader this node knows.
+// A request naming no shard is for the receiver's own (requests of a build
+// before replicated shards).
+func shardRPC[Req, Resp any, PR shardCall[Req]](n *Namespace, method string,
+	fn func(*home, context.Context, *Req) (*Resp, error)) func(context.Context, *Req) (*Resp, error) {
+	return func(ctx context.Context, r *Req) (*Resp, error) {
+		shard := PR(r).header().Shard
+		if shard == "" {
+			shard = n.id
+		}
+		if h := n.home(shard); h != nil {
+			return fn(h, ctx, r)
+		}
+		e := &rpc.NotLeaderError{Shard: shard}
+		if l := n.leaderOf(shard); l != "" && l != n.id {
+			e.Leader = l
+			if p := n.peer(l); p != nil {
+				e.Addr = p.RPCAddr
+			}
+		}
+		return nil, fmt.Errorf("%s: %w", method, e)
+	}
+}
+
+// hop returns the RPCs a request to shard costs: 0 when this node leads
+// it.
+func (n *Namespace) hop(shard string) int {
+	if n.leads(shard) {
 		return 0
 	}
 	return 1
@@ -80,12 +132,12 @@ func (n *Namespace) hop(id string) int {
 
 // homeReply is implemented by the replies of the Home.* methods (wire.go).
 type homeReply interface {
-	// notHome reports that the receiver no longer homes the path it was
-	// asked about (a rename or a drain moved it): look it up again.
+	// notHome reports that the shard no longer homes the path it was
+	// asked about (a rename moved it): look it up again.
 	notHome() bool
 }
 
-// target says where an operation runs: at the home of path, which must be
+// target says where an operation runs: at the shard of path, which must be
 // a directory when dir is set. For an operation on a child of path (create,
 // remove, rename), child names it, and errors say "child: parent path …".
 type target struct {
@@ -110,7 +162,7 @@ func (t target) notDirErr() error {
 	return fmt.Errorf("%s: %w", t.path, rpc.ErrNotDir)
 }
 
-// locateTarget finds the home of at.path through the query path.
+// locateTarget finds the shard of at.path through the query path.
 func (n *Namespace) locateTarget(ctx context.Context, at target) (located, error) {
 	l, err := n.locate(ctx, at.path, false)
 	if err != nil {
@@ -122,16 +174,16 @@ func (n *Namespace) locateTarget(ctx context.Context, at target) (located, error
 	return l, nil
 }
 
-// atHome runs an operation at the home of at.path: it finds the home
-// through the query path, runs local there if it is this node or calls
-// method on it otherwise, and looks the home up again while the answer is
-// "not the home" (at most maxRelocate times). It returns the reply and the
-// RPCs the lookups and the call cost.
-func atHome[Req, Resp any, PR interface {
+// atHome runs an operation at the shard of at.path: it finds the shard
+// through the query path, runs local there if this node leads it or calls
+// method on its leader otherwise, and looks the shard up again while the
+// answer is "not the home" (at most maxRelocate times). It returns the
+// reply and the RPCs the lookups and the call cost.
+func atHome[Req, Resp any, PR shardCall[Req], PResp interface {
 	*Resp
 	homeReply
-}](ctx context.Context, n *Namespace, at target, method string, req *Req,
-	local func(context.Context, *Req) (*Resp, error)) (*Resp, int, error) {
+}](ctx context.Context, n *Namespace, at target, method string, req PR,
+	local func(*home, context.Context, *Req) (*Resp, error)) (*Resp, int, error) {
 	hops := 0
 	for range maxRelocate {
 		l, err := n.locateTarget(ctx, at)
@@ -139,12 +191,12 @@ func atHome[Req, Resp any, PR interface {
 		if err != nil {
 			return nil, hops, err
 		}
-		resp, err := callNode(ctx, n, l.home, method, req, local)
-		hops += n.hop(l.home)
+		resp, err := callShard(ctx, n, l.shard, method, req, local)
+		hops += n.hop(l.shard)
 		if err != nil {
 			return nil, hops, err
 		}
-		if !PR(resp).notHome() {
+		if !PResp(resp).notHome() {
 			return resp, hops, nil
 		}
 	}

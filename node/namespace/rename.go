@@ -16,14 +16,14 @@ import (
 // a directory into its own subtree, or renaming "/", is
 // rpc.ErrInvalidPath.
 //
-// The source parent's home coordinates. A file keeps its home: its inode
+// The source parent's shard coordinates. A file keeps its shard: its inode
 // is re-keyed there, the source entry deleted and the destination entry
-// written (at the destination parent's home), and a replaced file's inode
-// deleted at its home, all in one transaction. A directory rename is a
-// transaction with every node of the cluster: each re-keys the part of
-// the subtree it homes (store.RekeyPrefix, forward-only and resumed after
-// a crash) and updates its filters; operations under either name wait at
-// each node until its part is done. Every node must be up.
+// written (at the destination parent's shard), and a replaced file's inode
+// deleted in its shard, all in one transaction. A directory rename is a
+// transaction with every shard of the cluster: each re-keys the part of
+// the subtree it homes (Replica.Rekey, forward-only, through its log);
+// operations under either name wait at each shard until its part is done.
+// Every shard needs a live majority.
 func (n *Namespace) Rename(ctx context.Context, src, dst string) (*rpc.RenameResponse, error) {
 	s, err := CleanPath(src)
 	if err != nil {
@@ -47,14 +47,14 @@ func (n *Namespace) Rename(ctx context.Context, src, dst string) (*rpc.RenameRes
 	}
 	sdir, _ := splitPath(s)
 	req := &homeRenameReq{Src: s, Dst: d}
-	resp, _, err := atHome(ctx, n, target{path: sdir, child: s, dir: true}, methodHomeRename, req, n.coordRename)
+	resp, _, err := atHome(ctx, n, target{path: sdir, child: s, dir: true}, methodHomeRename, req, (*home).coordRename)
 	if err != nil {
 		return nil, err
 	}
 	return &rpc.RenameResponse{Rekeyed: resp.Rekeyed}, nil
 }
 
-func (n *Namespace) handleHomeRename(ctx context.Context, r *homeRenameReq) (*homeRenameResp, error) {
+func (h *home) handleHomeRename(ctx context.Context, r *homeRenameReq) (*homeRenameResp, error) {
 	s, err := CleanPath(r.Src)
 	if err != nil {
 		return nil, err
@@ -67,19 +67,19 @@ func (n *Namespace) handleHomeRename(ctx context.Context, r *homeRenameReq) (*ho
 		return nil, fmt.Errorf("%w: cannot rename %s to %s", rpc.ErrInvalidPath, s, d)
 	}
 	r.Src, r.Dst = s, d
-	return n.coordRename(ctx, r)
+	return h.coordRename(ctx, r)
 }
 
 // coordRename renames at the source parent's home (this node).
-func (n *Namespace) coordRename(ctx context.Context, r *homeRenameReq) (*homeRenameResp, error) {
-	return retryBusy(ctx, n, func() (*homeRenameResp, error) { return n.coordRenameOnce(ctx, r) })
+func (h *home) coordRename(ctx context.Context, r *homeRenameReq) (*homeRenameResp, error) {
+	return retryBusy(ctx, h, func() (*homeRenameResp, error) { return h.coordRenameOnce(ctx, r) })
 }
 
-func (n *Namespace) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRenameResp, error) {
+func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRenameResp, error) {
 	src, dst := r.Src, r.Dst
 	sdir, sname := splitPath(src)
 	ddir, dname := splitPath(dst)
-	op, err := n.beginParentOp(ctx, sdir, src, []string{src, dst}, []string{sdir, ddir}, []string{src, dst}, nil)
+	op, err := h.beginParentOp(ctx, sdir, src, []string{src, dst}, []string{sdir, ddir}, []string{src, dst}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -87,21 +87,21 @@ func (n *Namespace) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*hom
 		return &homeRenameResp{homeStatus: notHomeHere}, nil
 	}
 	defer op.end()
-	se, err := n.entry(ctx, sdir, sname)
+	se, err := h.entry(ctx, sdir, sname)
 	if err != nil {
 		return nil, err
 	}
 	srcType := typeString(se.Type)
 	// The destination's parent and entry.
-	dhome := n.id
+	dhome := h.id
 	if ddir != sdir {
-		dl, err := n.locateTarget(ctx, target{path: ddir, child: dst, dir: true})
+		dl, err := h.r.locateTarget(ctx, target{path: ddir, child: dst, dir: true})
 		if err != nil {
 			return nil, err
 		}
-		dhome = dl.home
+		dhome = dl.shard
 	}
-	de, err := n.getEntry(ctx, dhome, ddir, dname)
+	de, err := h.r.getEntry(ctx, dhome, ddir, dname)
 	if err != nil {
 		return nil, err
 	}
@@ -125,12 +125,12 @@ func (n *Namespace) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*hom
 			return nil, fmt.Errorf("%s: %w", dst, rpc.ErrIsDir)
 		}
 	}
-	plan := n.newPlan(op.txn)
+	plan := h.newPlan(op.txn)
 	newEnt := rpc.DirEntry{Name: dname, Type: srcType, Home: se.Home}
 	// Entries: the source entry is deleted here at the commit point; the
 	// destination entry is written here too, or staged at its home.
 	var putHere bool
-	if dhome == n.id {
+	if dhome == h.id {
 		putHere = true
 	} else {
 		op := txnOp{Kind: opPutEntry, Path: ddir, Entry: &newEnt}
@@ -139,7 +139,7 @@ func (n *Namespace) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*hom
 		} else {
 			op.ExpectAbsent = true
 		}
-		plan.add(dhome, n.id, []string{dst}, op)
+		plan.add(dhome, h.id, []string{dst}, op)
 	}
 	plan.local = func(b *store.Batch) {
 		b.RequireEntryExists(sdir, sname)
@@ -156,23 +156,23 @@ func (n *Namespace) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*hom
 	}
 	// Inodes: a replaced destination is deleted first.
 	if de.Exists {
-		plan.add(de.Entry.Home, n.id, []string{dst}, txnOp{
+		plan.add(de.Entry.Home, h.id, []string{dst}, txnOp{
 			Kind: opDelInode, Path: dst, Type: de.Entry.Type, EmptyDir: de.Entry.Type == rpc.TypeDir,
 		})
 	}
 	if srcType == rpc.TypeFile {
-		plan.add(se.Home, n.id, []string{src, dst}, txnOp{
+		plan.add(se.Home, h.id, []string{src, dst}, txnOp{
 			Kind: opMoveInode, Path: src, New: dst, Type: rpc.TypeFile, Ctime: time.Now().UnixNano(),
 		})
 	} else {
-		for _, p := range n.peers.Load().list {
-			plan.add(p.ID, n.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst})
+		for _, s := range h.r.peers.Load().shards {
+			plan.add(s.ID, h.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst})
 		}
-		if plan.parts[n.id] == nil || !hasRekey(plan.parts[n.id]) {
-			plan.add(n.id, n.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst})
+		if plan.parts[h.id] == nil || !hasRekey(plan.parts[h.id]) {
+			plan.add(h.id, h.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst})
 		}
 	}
-	rekeyed, err := n.runTxn(ctx, plan)
+	rekeyed, err := h.runTxn(ctx, plan)
 	if err != nil {
 		return nil, fmt.Errorf("rename %s to %s: %w", src, dst, err)
 	}

@@ -38,21 +38,21 @@ type groupIDBFA struct {
 }
 
 // holdersIn returns the members of group g that its IDBFA names as the
-// holder of this node's replica (usually one; more on a false positive),
-// and false when g's IDBFA is not known yet.
-func (n *Namespace) holdersIn(g string) ([]string, bool) {
+// holder of shard's replica (usually one; more on a false positive), and
+// false when g's IDBFA is not known yet.
+func (n *Namespace) holdersIn(g, shard string) ([]string, bool) {
 	n.idb.mu.Lock()
 	defer n.idb.mu.Unlock()
 	e := n.idb.groups[g]
 	if e == nil || e.x == nil {
 		return nil, false
 	}
-	return e.x.Positives(n.id, nil), true
+	return e.x.Positives(shard, nil), true
 }
 
 // refreshIDBFAs fetches the IDBFA of every other group whose version
 // changed, from one live member of it, and drops groups that are gone.
-// It reports whether any group's holders of this node's replica changed.
+// It reports whether any group's IDBFA changed.
 func (n *Namespace) refreshIDBFAs(ctx context.Context) bool {
 	ps := n.peers.Load()
 	my := n.dir.Self().Group
@@ -84,10 +84,7 @@ func (n *Namespace) refreshIDBFAs(ctx context.Context) bool {
 	var changedMu sync.Mutex
 	for g, ms := range members {
 		wg.Go(func() {
-			before, _ := n.holdersIn(g)
-			n.fetchIDBFA(ctx, g, ms, have[g])
-			after, _ := n.holdersIn(g)
-			if !slices.Equal(before, after) {
+			if n.fetchIDBFA(ctx, g, ms, have[g]) {
 				changedMu.Lock()
 				changed = true
 				changedMu.Unlock()
@@ -99,11 +96,12 @@ func (n *Namespace) refreshIDBFAs(ctx context.Context) bool {
 }
 
 // fetchIDBFA asks the members ms of group g, one after another until one
-// answers, for g's IDBFA if newer than version have, and caches it. An
+// answers, for g's IDBFA if newer than version have, and caches it; it
+// reports whether the cached IDBFA changed. An
 // older version (a member that lags its group's log) is ignored unless it
 // comes from a member the cached IDBFA does not know: then the group was
 // formed again under the same name and its versions started afresh.
-func (n *Namespace) fetchIDBFA(ctx context.Context, g string, ms []Peer, have uint64) {
+func (n *Namespace) fetchIDBFA(ctx context.Context, g string, ms []Peer, have uint64) bool {
 	for _, i := range mrand.Perm(len(ms)) {
 		cctx, cancel := context.WithTimeout(ctx, n.tune.PeerTimeout)
 		var resp idbfaResp
@@ -113,7 +111,7 @@ func (n *Namespace) fetchIDBFA(ctx context.Context, g string, ms []Peer, have ui
 			continue // not a member any more, or down: try another
 		}
 		if resp.Unchanged {
-			return
+			return false
 		}
 		x, err := routing.DecodeIDBFA(resp.Data)
 		if err != nil {
@@ -122,12 +120,14 @@ func (n *Namespace) fetchIDBFA(ctx context.Context, g string, ms []Peer, have ui
 		}
 		n.idb.mu.Lock()
 		cur := n.idb.groups[g]
-		if cur == nil || resp.Version >= cur.version || !slices.Contains(cur.x.Members(), ms[i].ID) {
+		replace := cur == nil || resp.Version >= cur.version || !slices.Contains(cur.x.Members(), ms[i].ID)
+		if replace {
 			n.idb.groups[g] = &groupIDBFA{version: resp.Version, x: x, fetched: time.Now()}
 		}
 		n.idb.mu.Unlock()
-		return
+		return replace
 	}
+	return false
 }
 
 func (n *Namespace) handleIDBFA(ctx context.Context, r *idbfaReq) (*idbfaResp, error) {
@@ -157,36 +157,42 @@ func (n *Namespace) retryEmptyReplicas() {
 		return
 	}
 	for id := range ps.held {
-		if _, ok := n.prop.loaded.Load(id); !ok && n.isUp(id) {
+		if _, ok := n.prop.loaded.Load(id); !ok && n.shardUp(id) {
 			n.pullAsync(id, kindLocal)
 		}
 	}
 }
 
 // syncHolders refreshes the other groups' IDBFAs (G-HBA only) and marks
-// every newly named holder of this node's replica to receive the full
-// filter at the next propagation.
+// every newly named holder of a replica of a shard this node leads to
+// receive the full filter at the next propagation.
 func (n *Namespace) syncHolders() {
 	if !n.segmented() {
 		return
 	}
+	homes := n.ledHomes()
 	ps := n.peers.Load()
-	before := map[string]bool{}
-	for _, h := range n.l2Holders(ps) {
-		before[h.ID] = true
+	before := make([]map[string]bool, len(homes))
+	for i, h := range homes {
+		before[i] = map[string]bool{}
+		for _, p := range n.l2Holders(ps, h.id) {
+			before[i][p.ID] = true
+		}
 	}
 	n.retryEmptyReplicas()
 	if !n.refreshIDBFAs(n.ctx) {
 		return
 	}
-	after := n.l2Holders(n.peers.Load())
-	n.prop.mu.Lock()
-	for _, h := range after {
-		if !before[h.ID] {
-			nf := n.prop.needFull[h.ID]
-			nf[kindLocal] = true
-			n.prop.needFull[h.ID] = nf
+	ps = n.peers.Load()
+	for i, h := range homes {
+		for _, p := range n.l2Holders(ps, h.id) {
+			if !before[i][p.ID] {
+				h.push.mu.Lock()
+				nf := h.push.needFull[p.ID]
+				nf[kindLocal] = true
+				h.push.needFull[p.ID] = nf
+				h.push.mu.Unlock()
+			}
 		}
 	}
-	n.prop.mu.Unlock()
 }

@@ -81,6 +81,11 @@ const (
 	// txnCommitting is the coordinator's state while its commit batch is
 	// being written: Txn.Status waits for the outcome.
 	txnCommitting = "committing"
+	// txnInDoubt is the coordinator's state when its commit batch was
+	// appended but leadership was lost before Raft decided: Txn.Status
+	// answers from the store after a leadership check (which this node
+	// then fails: the new leader answers).
+	txnInDoubt = "in-doubt"
 )
 
 // coordTxn is a transaction this node coordinates, in memory.
@@ -112,9 +117,9 @@ var errSimulatedCrash = fmt.Errorf("%w: simulated crash", rpc.ErrUnavailable)
 
 // crashAt reports whether a test asked the coordinator to stop dead at
 // point (leaving the transaction as a crash would).
-func (n *Namespace) crashAt(point, txn string) bool {
-	h := n.hook.Load()
-	return h != nil && (*h)(point, txn)
+func (h *home) crashAt(point, txn string) bool {
+	hk := h.r.hook.Load()
+	return hk != nil && (*hk)(point, txn)
 }
 
 // errBusy reports a transaction refused because of a conflict; the
@@ -122,13 +127,18 @@ func (n *Namespace) crashAt(point, txn string) bool {
 var errBusy = fmt.Errorf("%w: busy: a conflicting change is in progress, try again", rpc.ErrUnavailable)
 
 // newTxnID returns a transaction id unique across this node's restarts.
-func (n *Namespace) newTxnID() string {
-	return fmt.Sprintf("%s.%s.%d", n.id, n.txnEpoch, n.txnSeq.Add(1))
+//
+// A transaction id is "<shard>.<term>.<seq>": the coordinator shard, the
+// Raft term of the leadership that began it and a sequence number, so that
+// ids never repeat across leaderships.
+func (h *home) newTxnID() string {
+	return fmt.Sprintf("%s.%d.%d", h.id, h.term, h.txnSeq.Add(1))
 }
 
 // retryBusy runs fn until it does not fail with errBusy, at most
 // Tuning.BusyRetries more times, with a jittered back-off.
-func retryBusy[T any](ctx context.Context, n *Namespace, fn func() (T, error)) (T, error) {
+func retryBusy[T any](ctx context.Context, h *home, fn func() (T, error)) (T, error) {
+	n := h.r
 	b := backoff.NewJitter(n.tune.BusyBackoffMin, n.tune.BusyBackoffMax)
 	for attempt := 0; ; attempt++ {
 		v, err := fn()
@@ -149,7 +159,7 @@ func (p *partTxn) record() []byte {
 
 // ---- participant side ----
 
-func (n *Namespace) handlePrepare(ctx context.Context, r *txnPrepareReq) (*txnPrepareResp, error) {
+func (h *home) handlePrepare(ctx context.Context, r *txnPrepareReq) (*txnPrepareResp, error) {
 	if r.TxnID == "" || r.Coordinator == "" || len(r.TxnID) > 512 {
 		return nil, fmt.Errorf("%w: prepare without a transaction id or coordinator", rpc.ErrBadRequest)
 	}
@@ -158,52 +168,52 @@ func (n *Namespace) handlePrepare(ctx context.Context, r *txnPrepareReq) (*txnPr
 			return nil, fmt.Errorf("%w: bad mark %q", rpc.ErrBadRequest, m)
 		}
 	}
-	return n.preparePart(ctx, r)
+	return h.preparePart(ctx, r)
 }
 
 // preparePart stages a part at this node (see the package comment above).
-func (n *Namespace) preparePart(ctx context.Context, r *txnPrepareReq) (*txnPrepareResp, error) {
+func (h *home) preparePart(ctx context.Context, r *txnPrepareReq) (*txnPrepareResp, error) {
 	p := &partTxn{id: r.TxnID, coord: r.Coordinator, ops: r.Ops, marks: r.Marks, born: time.Now()}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n.partMu.Lock()
-	if old := n.parts[p.id]; old != nil {
-		n.partMu.Unlock()
+	h.partMu.Lock()
+	if old := h.parts[p.id]; old != nil {
+		h.partMu.Unlock()
 		return &txnPrepareResp{Rekeyed: old.rekeyed}, nil // a repeated prepare
 	}
-	n.parts[p.id] = p
-	n.partMu.Unlock()
+	h.parts[p.id] = p
+	h.partMu.Unlock()
 	ok := false
 	defer func() {
 		if !ok {
-			n.removeMarks(p)
-			n.partMu.Lock()
-			if n.parts[p.id] == p {
-				delete(n.parts, p.id)
+			h.removeMarks(p)
+			h.partMu.Lock()
+			if h.parts[p.id] == p {
+				delete(h.parts, p.id)
 			}
-			n.partMu.Unlock()
+			h.partMu.Unlock()
 			p.finished.Store(true)
 		}
 	}()
 	var wait []chan struct{}
 	for attempt := 0; ; attempt++ {
 		var conflict *partTxn
-		wait, conflict = n.addMarks(p)
+		wait, conflict = h.addMarks(p)
 		if conflict == nil {
 			break
 		}
 		if attempt >= 2 {
 			return &txnPrepareResp{Busy: true}, nil
 		}
-		pending, err := n.resolvePart(ctx, conflict)
+		pending, err := h.resolvePart(ctx, conflict)
 		if err != nil || pending {
 			return &txnPrepareResp{Busy: true}, nil
 		}
 	}
-	if !waitAll(ctx, wait, n.tune.StageWait) {
+	if !waitAll(ctx, wait, h.r.tune.StageWait) {
 		return &txnPrepareResp{Busy: true}, nil
 	}
-	busy, err := n.checkOps(ctx, p)
+	busy, err := h.checkOps(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +222,7 @@ func (n *Namespace) preparePart(ctx context.Context, r *txnPrepareReq) (*txnPrep
 	}
 	var b store.Batch
 	b.PutIntent(partPrefix+p.id, p.record())
-	if err := n.st.Commit(ctx, &b); err != nil {
+	if err := h.apply(ctx, &b); err != nil {
 		return nil, fmt.Errorf("prepare %s: %w", p.id, err)
 	}
 	ok = true
@@ -221,7 +231,7 @@ func (n *Namespace) preparePart(ctx context.Context, r *txnPrepareReq) (*txnPrep
 
 // checkOps checks the preconditions of a part's ops against the store.
 // busy means the state is not what the coordinator saw (it retries).
-func (n *Namespace) checkOps(ctx context.Context, p *partTxn) (busy bool, err error) {
+func (h *home) checkOps(ctx context.Context, p *partTxn) (busy bool, err error) {
 	deleted := map[string]bool{}
 	for i := range p.ops {
 		op := &p.ops[i]
@@ -230,13 +240,13 @@ func (n *Namespace) checkOps(ctx context.Context, p *partTxn) (busy bool, err er
 			if op.Inode == nil || storeType(op.Inode.Type) == 0 {
 				return false, fmt.Errorf("%w: put_inode without a valid inode", rpc.ErrBadRequest)
 			}
-			if _, err := n.st.GetInode(ctx, op.Path); err == nil {
+			if _, err := h.st.GetInode(ctx, op.Path); err == nil {
 				return false, fmt.Errorf("%s: %w", op.Path, fs.ErrExist)
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return false, err
 			}
 		case opDelInode, opMoveInode:
-			ino, err := n.st.GetInode(ctx, op.Path)
+			ino, err := h.st.GetInode(ctx, op.Path)
 			if errors.Is(err, store.ErrNotFound) {
 				return true, nil // moved or removed since the coordinator looked
 			} else if err != nil {
@@ -246,7 +256,7 @@ func (n *Namespace) checkOps(ctx context.Context, p *partTxn) (busy bool, err er
 				return false, err
 			}
 			if op.EmptyDir && ino.Type == store.TypeDir {
-				ents, _, err := n.st.ReadDir(ctx, op.Path, "", 1)
+				ents, _, err := h.st.ReadDir(ctx, op.Path, "", 1)
 				if err != nil {
 					return false, err
 				}
@@ -259,7 +269,7 @@ func (n *Namespace) checkOps(ctx context.Context, p *partTxn) (busy bool, err er
 				continue
 			}
 			if !deleted[op.New] {
-				if _, err := n.st.GetInode(ctx, op.New); err == nil {
+				if _, err := h.st.GetInode(ctx, op.New); err == nil {
 					return true, nil
 				} else if !errors.Is(err, store.ErrNotFound) {
 					return false, err
@@ -269,7 +279,7 @@ func (n *Namespace) checkOps(ctx context.Context, p *partTxn) (busy bool, err er
 			if op.Entry == nil {
 				return false, fmt.Errorf("%w: entry op without an entry", rpc.ErrBadRequest)
 			}
-			dir, err := n.st.GetInode(ctx, op.Path)
+			dir, err := h.st.GetInode(ctx, op.Path)
 			if errors.Is(err, store.ErrNotFound) {
 				return true, nil // the directory is not (any more) homed here
 			} else if err != nil {
@@ -278,7 +288,7 @@ func (n *Namespace) checkOps(ctx context.Context, p *partTxn) (busy bool, err er
 			if dir.Type != store.TypeDir {
 				return false, fmt.Errorf("%s: %w", op.Path, rpc.ErrNotDir)
 			}
-			cur, err := n.st.GetEntry(ctx, op.Path, op.Entry.Name)
+			cur, err := h.st.GetEntry(ctx, op.Path, op.Entry.Name)
 			exists := err == nil
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return false, err
@@ -294,13 +304,12 @@ func (n *Namespace) checkOps(ctx context.Context, p *partTxn) (busy bool, err er
 				op.ExpectType != "" && typeString(cur.Type) != op.ExpectType:
 				return true, nil
 			}
-		case opPutDir, opDelDir:
 		case opRekey:
 			if op.Path == "/" || op.New == "/" || isUnder(op.New, op.Path) || isUnder(op.Path, op.New) {
 				return false, fmt.Errorf("%w: cannot rename %s to %s", rpc.ErrInvalidPath, op.Path, op.New)
 			}
 			var blocked bool
-			err := n.st.ScanInodesUnder(ctx, op.New, func(q string, _ store.Inode) error {
+			err := h.st.ScanInodesUnder(ctx, op.New, func(q string, _ store.Inode) error {
 				if q == op.New && deleted[q] {
 					return nil
 				}
@@ -314,7 +323,7 @@ func (n *Namespace) checkOps(ctx context.Context, p *partTxn) (busy bool, err er
 				return true, nil
 			}
 			var cnt int64
-			err = n.st.ScanInodesUnder(ctx, op.Path, func(string, store.Inode) error { cnt++; return nil })
+			err = h.st.ScanInodesUnder(ctx, op.Path, func(string, store.Inode) error { cnt++; return nil })
 			if err != nil {
 				return false, err
 			}
@@ -340,35 +349,35 @@ func typeMismatch(p, want string, got store.FileType) error {
 	return nil
 }
 
-func (n *Namespace) handleCommit(ctx context.Context, r *txnEndReq) (*txnEndResp, error) {
-	n.partMu.Lock()
-	p := n.parts[r.TxnID]
-	n.partMu.Unlock()
+func (h *home) handleCommit(ctx context.Context, r *txnEndReq) (*txnEndResp, error) {
+	h.partMu.Lock()
+	p := h.parts[r.TxnID]
+	h.partMu.Unlock()
 	if p == nil {
 		return &txnEndResp{}, nil // already applied
 	}
-	if err := n.applyPart(p); err != nil {
+	if err := h.applyPart(p); err != nil {
 		return nil, err
 	}
 	return &txnEndResp{}, nil
 }
 
-func (n *Namespace) handleAbort(ctx context.Context, r *txnEndReq) (*txnEndResp, error) {
-	n.partMu.Lock()
-	p := n.parts[r.TxnID]
-	n.partMu.Unlock()
+func (h *home) handleAbort(ctx context.Context, r *txnEndReq) (*txnEndResp, error) {
+	h.partMu.Lock()
+	p := h.parts[r.TxnID]
+	h.partMu.Unlock()
 	if p == nil {
 		return &txnEndResp{}, nil
 	}
-	if err := n.abortPart(p); err != nil {
+	if err := h.abortPart(p); err != nil {
 		return nil, err
 	}
 	return &txnEndResp{}, nil
 }
 
 // applyPart makes a committed part visible (idempotent).
-func (n *Namespace) applyPart(p *partTxn) error {
-	ctx := n.ctx
+func (h *home) applyPart(p *partTxn) error {
+	ctx := h.ctx
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.finished.Load() {
@@ -382,54 +391,31 @@ func (n *Namespace) applyPart(p *partTxn) error {
 	}
 	if !p.committed.Load() {
 		var b store.Batch
-		var adds, removes []string
 		for i := range p.ops {
 			op := &p.ops[i]
 			switch op.Kind {
 			case opPutInode:
 				b.PutInode(op.Path, storeInode(op.Inode))
-				adds = append(adds, op.Path)
 			case opDelInode:
 				b.DeleteInode(op.Path)
-				removes = append(removes, op.Path)
 			case opMoveInode:
-				ino, err := n.st.GetInode(ctx, op.Path)
+				ino, err := h.st.GetInode(ctx, op.Path)
 				if err != nil {
 					if errors.Is(err, store.ErrNotFound) {
-						n.log.Error("commit: moved inode missing", "txn", p.id, "path", op.Path)
+						h.log.Error("commit: moved inode missing", "txn", p.id, "path", op.Path)
 						continue
 					}
 					return err
 				}
+				b.RequireInodeVersion(op.Path, ino.Version)
 				ino.Ctime = op.Ctime
 				ino.Version++
 				b.DeleteInode(op.Path)
 				b.PutInode(op.New, ino)
-				removes = append(removes, op.Path)
-				adds = append(adds, op.New)
 			case opPutEntry:
 				b.PutEntry(op.Path, storeEntry(op.Entry))
 			case opDelEntry:
 				b.DeleteEntry(op.Path, op.Entry.Name)
-			case opPutDir:
-				for j := range op.Entries {
-					b.PutEntry(op.Path, storeEntry(&op.Entries[j]))
-				}
-			case opDelDir:
-				after := ""
-				for {
-					ents, more, err := n.st.ReadDir(ctx, op.Path, after, 4096)
-					if err != nil {
-						return err
-					}
-					for _, e := range ents {
-						b.DeleteEntry(op.Path, e.Name)
-					}
-					if !more || len(ents) == 0 {
-						break
-					}
-					after = ents[len(ents)-1].Name
-				}
 			}
 		}
 		pid := partPrefix + p.id
@@ -439,58 +425,33 @@ func (n *Namespace) applyPart(p *partTxn) error {
 		} else {
 			b.DeleteIntent(pid)
 		}
-		if err := n.st.Commit(ctx, &b); err != nil {
+		if err := h.apply(ctx, &b); err != nil {
 			p.committed.Store(false)
 			return fmt.Errorf("commit %s: %w", p.id, err)
 		}
 		p.committed.Store(true)
-		for _, q := range removes {
-			n.localRemove(q)
-		}
-		for _, q := range adds {
-			n.localAdd(q)
-		}
 	}
 	for i := range p.ops {
 		if op := &p.ops[i]; op.Kind == opRekey {
-			if err := n.rekey(ctx, op.Path, op.New); err != nil {
-				return err
+			if err := h.rep.Rekey(ctx, op.Path, op.New); err != nil {
+				return fmt.Errorf("rekey %s -> %s: %w", op.Path, op.New, err)
 			}
 		}
 	}
 	if hasRekey {
-		if err := n.st.DeleteIntent(ctx, partPrefix+p.id); err != nil {
+		var b store.Batch
+		b.DeleteIntent(partPrefix + p.id)
+		if err := h.apply(ctx, &b); err != nil {
 			return err
 		}
+		h.r.counters.rekeyed.Add(uint64(p.rekeyed))
 	}
-	n.finishPart(p)
-	return nil
-}
-
-// rekey moves this node's part of a renamed subtree (store.RekeyPrefix),
-// keeping the filters in step.
-func (n *Namespace) rekey(ctx context.Context, oldP, newP string) error {
-	any := false
-	err := n.st.ScanInodesUnder(ctx, oldP, func(string, store.Inode) error { any = true; return errStopScan })
-	if err != nil && !errors.Is(err, errStopScan) {
-		return err
-	}
-	if !any {
-		return nil // nothing here, or already moved before a restart
-	}
-	err = n.st.RekeyPrefix(ctx, oldP, newP, func(o, nw string) {
-		n.localRemove(o)
-		n.localAdd(nw)
-		n.counters.rekeyed.Add(1)
-	})
-	if err != nil {
-		return fmt.Errorf("rekey %s -> %s: %w", oldP, newP, err)
-	}
+	h.finishPart(p)
 	return nil
 }
 
 // abortPart discards a prepared part (idempotent).
-func (n *Namespace) abortPart(p *partTxn) error {
+func (h *home) abortPart(p *partTxn) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.finished.Load() {
@@ -499,49 +460,51 @@ func (n *Namespace) abortPart(p *partTxn) error {
 	if p.committed.Load() {
 		return fmt.Errorf("abort %s: part already committed", p.id)
 	}
-	if err := n.st.DeleteIntent(n.ctx, partPrefix+p.id); err != nil {
+	var b store.Batch
+	b.DeleteIntent(partPrefix + p.id)
+	if err := h.apply(h.ctx, &b); err != nil {
 		return fmt.Errorf("abort %s: %w", p.id, err)
 	}
-	n.finishPart(p)
+	h.finishPart(p)
 	return nil
 }
 
-func (n *Namespace) finishPart(p *partTxn) {
+func (h *home) finishPart(p *partTxn) {
 	p.finished.Store(true)
-	n.removeMarks(p)
-	n.partMu.Lock()
-	if n.parts[p.id] == p {
-		delete(n.parts, p.id)
+	h.removeMarks(p)
+	h.partMu.Lock()
+	if h.parts[p.id] == p {
+		delete(h.parts, p.id)
 	}
-	n.partMu.Unlock()
+	h.partMu.Unlock()
 }
 
 // resolvePart asks the coordinator how p's transaction ended and applies
 // or discards p. pending reports a transaction still undecided.
-func (n *Namespace) resolvePart(ctx context.Context, p *partTxn) (pending bool, err error) {
+func (h *home) resolvePart(ctx context.Context, p *partTxn) (pending bool, err error) {
 	if p.finished.Load() {
 		return false, nil
 	}
 	if p.committed.Load() {
-		return false, n.applyPart(p) // a re-key still running: wait for it
+		return false, h.applyPart(p) // a re-key still running: wait for it
 	}
-	state, err := n.txnState(ctx, p.coord, p.id)
+	state, err := h.txnState(ctx, p.coord, p.id)
 	if err != nil {
 		return false, fmt.Errorf("resolving transaction %s with its coordinator %s: %w", p.id, p.coord, asUnavailable(err))
 	}
-	n.counters.resolved.Add(1)
+	h.r.counters.resolved.Add(1)
 	switch state {
 	case txnCommitted:
-		return false, n.applyPart(p)
+		return false, h.applyPart(p)
 	case txnPending:
 		return true, nil
 	}
-	return false, n.abortPart(p)
+	return false, h.abortPart(p)
 }
 
 // txnState asks coordinator coord for the state of txn.
-func (n *Namespace) txnState(ctx context.Context, coord, txn string) (string, error) {
-	resp, err := callNode(ctx, n, coord, methodTxnStatus, &txnStatusReq{TxnID: txn}, n.handleTxnStatus)
+func (h *home) txnState(ctx context.Context, coord, txn string) (string, error) {
+	resp, err := callShard(ctx, h.r, coord, methodTxnStatus, &txnStatusReq{TxnID: txn}, (*home).handleTxnStatus)
 	if err != nil {
 		return "", err
 	}
@@ -550,11 +513,11 @@ func (n *Namespace) txnState(ctx context.Context, coord, txn string) (string, er
 
 // ---- coordinator side ----
 
-func (n *Namespace) handleTxnStatus(ctx context.Context, r *txnStatusReq) (*txnStatusResp, error) {
-	n.coordMu.Lock()
-	t := n.coords[r.TxnID]
-	_, redo := n.redo[r.TxnID]
-	n.coordMu.Unlock()
+func (h *home) handleTxnStatus(ctx context.Context, r *txnStatusReq) (*txnStatusResp, error) {
+	h.coordMu.Lock()
+	t := h.coords[r.TxnID]
+	_, redo := h.redo[r.TxnID]
+	h.coordMu.Unlock()
 	if t != nil {
 		t.mu.Lock()
 		st, ch := t.state, t.decided
@@ -569,7 +532,7 @@ func (n *Namespace) handleTxnStatus(ctx context.Context, r *txnStatusReq) (*txnS
 			st = t.state
 			t.mu.Unlock()
 		}
-		if st != txnCommitting {
+		if st != txnCommitting && st != txnInDoubt {
 			return &txnStatusResp{State: st}, nil
 		}
 	}
@@ -579,11 +542,21 @@ func (n *Namespace) handleTxnStatus(ctx context.Context, r *txnStatusReq) (*txnS
 	if r.TxnID == "" || len(r.TxnID) > 512 {
 		return &txnStatusResp{State: txnUnknown}, nil
 	}
-	if _, err := n.st.GetIntent(ctx, coordPrefix+r.TxnID); err == nil {
+	// No record in memory: the answer comes from the store, which must be
+	// this shard's current state (a replica that lost its leadership
+	// without knowing it must not answer "unknown" for a transaction a new
+	// leader committed).
+	if err := h.rep.VerifyLeader(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := h.st.GetIntent(ctx, coordPrefix+r.TxnID); err == nil {
 		return &txnStatusResp{State: txnCommitted}, nil
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
+	// Not committed, and no leadership of this shard may commit it any
+	// more: one begun in an earlier term lost its commit point with its
+	// leader (finishTxn), one begun in this term is not in progress.
 	return &txnStatusResp{State: txnUnknown}, nil
 }
 
@@ -606,7 +579,7 @@ type txnPlan struct {
 }
 
 // newPlan returns an empty plan for transaction txn.
-func (n *Namespace) newPlan(txn string) *txnPlan {
+func (h *home) newPlan(txn string) *txnPlan {
 	return &txnPlan{id: txn, parts: map[string]*txnPrepareReq{}}
 }
 
@@ -628,22 +601,22 @@ func (t *txnPlan) add(node, coord string, marks []string, ops ...txnOp) {
 // runTxn runs plan to its outcome: nil once committed (participants that
 // could not be told yet are retried in the background), errBusy on a
 // conflict, or the first participant's error.
-func (n *Namespace) runTxn(ctx context.Context, plan *txnPlan) (rekeyed int64, err error) {
-	return n.finishTxn(ctx, n.beginTxn(plan.id), plan)
+func (h *home) runTxn(ctx context.Context, plan *txnPlan) (rekeyed int64, err error) {
+	return h.finishTxn(ctx, h.beginTxn(plan.id), plan)
 }
 
 // beginTxn records a transaction as pending (Txn.Status answers so).
-func (n *Namespace) beginTxn(id string) *coordTxn {
+func (h *home) beginTxn(id string) *coordTxn {
 	t := &coordTxn{id: id, state: txnPending, decided: make(chan struct{})}
-	n.coordMu.Lock()
-	n.coords[t.id] = t
-	n.coordMu.Unlock()
+	h.coordMu.Lock()
+	h.coords[t.id] = t
+	h.coordMu.Unlock()
 	return t
 }
 
 // finishTxn prepares plan's parts (except those in plan.pre, already
 // prepared), then commits or aborts.
-func (n *Namespace) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (rekeyed int64, err error) {
+func (h *home) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (rekeyed int64, err error) {
 	nodes := make([]string, 0, len(plan.parts))
 	for id := range plan.parts {
 		nodes = append(nodes, id)
@@ -661,8 +634,8 @@ func (n *Namespace) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (
 			continue
 		}
 		wg.Go(func() {
-			resp, err := callNode(ctx, n, id, methodTxnPrepare, req, n.preparePart)
-			if err != nil && id != n.id && isUnavailable(err) {
+			resp, err := callShard(ctx, h.r, id, methodTxnPrepare, req, (*home).preparePart)
+			if err != nil && id != h.id && isUnavailable(err) {
 				err = &prepareUnreachable{node: id, err: err}
 			}
 			if resp != nil {
@@ -691,10 +664,10 @@ func (n *Namespace) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (
 		firstErr = errBusy
 	}
 	if firstErr != nil {
-		n.abortTxn(t, nodes)
+		h.abortTxn(t, nodes)
 		return 0, firstErr
 	}
-	if n.crashAt(hookPrepared, t.id) {
+	if h.crashAt(hookPrepared, t.id) {
 		return 0, errSimulatedCrash
 	}
 	// Phase 2: the commit point.
@@ -707,19 +680,32 @@ func (n *Namespace) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (
 	}
 	rec, _ := json.Marshal(coordRecord{Participants: nodes})
 	b.PutIntent(coordPrefix+t.id, rec)
-	if err := n.st.Commit(ctx, &b); err != nil {
-		n.abortTxn(t, nodes)
+	// The commit point waits for Raft's verdict whatever the client does
+	// (h.ctx ends only when this node stops leading the shard): a
+	// participant asking meanwhile is told to wait (txnCommitting).
+	if err := h.apply(h.ctx, &b); err != nil {
+		if errors.Is(err, rpc.ErrOutcomeUnknown) {
+			// Appended, then leadership was lost: the next leader decides
+			// (its store has the committed record or never will), and
+			// participants ask it. Nothing is aborted here.
+			t.mu.Lock()
+			t.state = txnInDoubt
+			close(t.decided)
+			t.mu.Unlock()
+			return 0, fmt.Errorf("commit point of %s: %w", t.id, err)
+		}
+		h.abortTxn(t, nodes)
 		return 0, storeErr(err)
 	}
 	t.mu.Lock()
 	t.state = txnCommitted
 	close(t.decided)
 	t.mu.Unlock()
-	n.counters.committed.Add(1)
+	h.r.counters.committed.Add(1)
 	if plan.afterLocal != nil {
 		plan.afterLocal()
 	}
-	if n.crashAt(hookCommitted, t.id) {
+	if h.crashAt(hookCommitted, t.id) {
 		return 0, errSimulatedCrash
 	}
 	// Phase 3: tell the participants (a detached context: the outcome is
@@ -727,20 +713,20 @@ func (n *Namespace) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (
 	// does not wait: a reader that meets a part not yet applied resolves
 	// it with this node.
 	deliver := func() {
-		cctx, cancel := context.WithTimeout(n.ctx, n.tune.DeliverTimeout)
+		cctx, cancel := context.WithTimeout(h.ctx, h.r.tune.DeliverTimeout)
 		defer cancel()
-		if n.commitParts(cctx, t.id, nodes) {
-			n.queueCleanup(t.id)
+		if h.commitParts(cctx, t.id, nodes) {
+			h.queueCleanup(t.id)
 		} else {
-			n.coordMu.Lock()
-			n.redo[t.id] = &coordRecord{Participants: nodes}
-			n.coordMu.Unlock()
+			h.coordMu.Lock()
+			h.redo[t.id] = &coordRecord{Participants: nodes}
+			h.coordMu.Unlock()
 		}
-		n.coordMu.Lock()
-		delete(n.coords, t.id)
-		n.coordMu.Unlock()
+		h.coordMu.Lock()
+		delete(h.coords, t.id)
+		h.coordMu.Unlock()
 	}
-	if !plan.async || !n.tasks.Go(deliver) {
+	if !plan.async || !h.tasks.Go(deliver) {
 		deliver()
 	}
 	return rekeyed, nil
@@ -748,14 +734,14 @@ func (n *Namespace) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (
 
 // commitParts tells every participant to commit; it reports whether all
 // did.
-func (n *Namespace) commitParts(ctx context.Context, txn string, nodes []string) bool {
+func (h *home) commitParts(ctx context.Context, txn string, nodes []string) bool {
 	var failed atomic.Bool
 	var wg sync.WaitGroup
 	for _, id := range nodes {
 		wg.Go(func() {
-			if _, err := callNode(ctx, n, id, methodTxnCommit, &txnEndReq{TxnID: txn}, n.handleCommit); err != nil {
+			if _, err := callShard(ctx, h.r, id, methodTxnCommit, &txnEndReq{TxnID: txn}, (*home).handleCommit); err != nil {
 				failed.Store(true)
-				n.log.Warn("commit not delivered; will retry", "txn", txn, "node", id, "err", err)
+				h.log.Warn("commit not delivered; will retry", "txn", txn, "node", id, "err", err)
 			}
 		})
 	}
@@ -765,7 +751,7 @@ func (n *Namespace) commitParts(ctx context.Context, txn string, nodes []string)
 
 // abortTxn decides abort and tells the participants (best effort: a
 // participant that misses it asks later and hears "unknown").
-func (n *Namespace) abortTxn(t *coordTxn, nodes []string) {
+func (h *home) abortTxn(t *coordTxn, nodes []string) {
 	t.mu.Lock()
 	t.state = txnAborted
 	select {
@@ -774,21 +760,21 @@ func (n *Namespace) abortTxn(t *coordTxn, nodes []string) {
 		close(t.decided)
 	}
 	t.mu.Unlock()
-	n.counters.aborted.Add(1)
-	ctx, cancel := context.WithTimeout(n.ctx, n.tune.AbortTimeout)
+	h.r.counters.aborted.Add(1)
+	ctx, cancel := context.WithTimeout(h.ctx, h.r.tune.AbortTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, id := range nodes {
 		wg.Go(func() {
-			if _, err := callNode(ctx, n, id, methodTxnAbort, &txnEndReq{TxnID: t.id}, n.handleAbort); err != nil {
-				n.log.Debug("abort not delivered", "txn", t.id, "node", id, "err", err)
+			if _, err := callShard(ctx, h.r, id, methodTxnAbort, &txnEndReq{TxnID: t.id}, (*home).handleAbort); err != nil {
+				h.log.Debug("abort not delivered", "txn", t.id, "node", id, "err", err)
 			}
 		})
 	}
 	wg.Wait()
-	n.coordMu.Lock()
-	delete(n.coords, t.id)
-	n.coordMu.Unlock()
+	h.coordMu.Lock()
+	delete(h.coords, t.id)
+	h.coordMu.Unlock()
 }
 
 // storeErr maps store precondition errors to the namespace's errors.
@@ -803,31 +789,33 @@ func storeErr(err error) error {
 }
 
 // queueCleanup schedules the deletion of a coordinator's committed record.
-func (n *Namespace) queueCleanup(id string) {
+func (h *home) queueCleanup(id string) {
 	select {
-	case n.cleanup <- id:
+	case h.cleanup <- id:
 	default:
 		// Queue full: delete inline.
-		if err := n.st.DeleteIntent(n.ctx, coordPrefix+id); err != nil {
-			n.log.Warn("deleting committed record", "txn", id, "err", err)
+		var b store.Batch
+		b.DeleteIntent(coordPrefix + id)
+		if err := h.apply(h.ctx, &b); err != nil {
+			h.log.Warn("deleting committed record", "txn", id, "err", err)
 		}
 	}
 }
 
 // cleanupLoop deletes committed records in batches.
-func (n *Namespace) cleanupLoop() {
+func (h *home) cleanupLoop() {
 	for {
 		var ids []string
 		select {
-		case id := <-n.cleanup:
+		case id := <-h.cleanup:
 			ids = append(ids, id)
-		case <-n.ctx.Done():
+		case <-h.ctx.Done():
 			return
 		}
 	more:
 		for len(ids) < 512 {
 			select {
-			case id := <-n.cleanup:
+			case id := <-h.cleanup:
 				ids = append(ids, id)
 			default:
 				break more
@@ -837,9 +825,9 @@ func (n *Namespace) cleanupLoop() {
 		for _, id := range ids {
 			b.DeleteIntent(coordPrefix + id)
 		}
-		if err := n.st.Commit(n.ctx, &b); err != nil {
+		if err := h.apply(h.ctx, &b); err != nil {
 			// Left for the next start: redone (commit is idempotent).
-			n.log.Debug("deleting committed records", "n", len(ids), "err", err)
+			h.log.Debug("deleting committed records", "n", len(ids), "err", err)
 		}
 	}
 }
@@ -848,8 +836,8 @@ func (n *Namespace) cleanupLoop() {
 
 // loadTxns loads prepared parts (marking their paths) and committed
 // coordinator records.
-func (n *Namespace) loadTxns(ctx context.Context) error {
-	ins, err := n.st.ListIntents(ctx)
+func (h *home) loadTxns(ctx context.Context) error {
+	ins, err := h.st.ListIntents(ctx)
 	if err != nil {
 		return err
 	}
@@ -858,7 +846,7 @@ func (n *Namespace) loadTxns(ctx context.Context) error {
 		case strings.HasPrefix(in.ID, partPrefix):
 			var rec partRecord
 			if err := json.Unmarshal(in.Payload, &rec); err != nil {
-				n.log.Error("corrupt prepared record; dropped", "id", in.ID, "err", err)
+				h.log.Error("corrupt prepared record; dropped", "id", in.ID, "err", err)
 				continue
 			}
 			p := &partTxn{
@@ -866,15 +854,15 @@ func (n *Namespace) loadTxns(ctx context.Context) error {
 				born: time.Unix(0, in.Created),
 			}
 			p.committed.Store(rec.Committed)
-			n.parts[p.id] = p
-			n.forceMarks(p)
+			h.parts[p.id] = p
+			h.forceMarks(p)
 		case strings.HasPrefix(in.ID, coordPrefix):
 			var rec coordRecord
 			if err := json.Unmarshal(in.Payload, &rec); err != nil {
-				n.log.Error("corrupt coordinator record; dropped", "id", in.ID, "err", err)
+				h.log.Error("corrupt coordinator record; dropped", "id", in.ID, "err", err)
 				continue
 			}
-			n.redo[in.ID[len(coordPrefix):]] = &rec
+			h.redo[in.ID[len(coordPrefix):]] = &rec
 		}
 	}
 	return nil
@@ -882,17 +870,17 @@ func (n *Namespace) loadTxns(ctx context.Context) error {
 
 // finishCommittedParts completes parts whose batch was applied before a
 // restart (their directory re-keys).
-func (n *Namespace) finishCommittedParts(ctx context.Context) error {
-	n.partMu.Lock()
+func (h *home) finishCommittedParts(ctx context.Context) error {
+	h.partMu.Lock()
 	var todo []*partTxn
-	for _, p := range n.parts {
+	for _, p := range h.parts {
 		if p.committed.Load() {
 			todo = append(todo, p)
 		}
 	}
-	n.partMu.Unlock()
+	h.partMu.Unlock()
 	for _, p := range todo {
-		if err := n.applyPart(p); err != nil {
+		if err := h.applyPart(p); err != nil {
 			return err
 		}
 	}
@@ -901,37 +889,39 @@ func (n *Namespace) finishCommittedParts(ctx context.Context) error {
 
 // resolveTxns re-sends commits of committed transactions and resolves
 // prepared parts that nobody has resolved for a while.
-func (n *Namespace) resolveTxns(ctx context.Context) {
-	n.coordMu.Lock()
-	redo := make(map[string]*coordRecord, len(n.redo))
-	for id, r := range n.redo {
+func (h *home) resolveTxns(ctx context.Context) {
+	h.coordMu.Lock()
+	redo := make(map[string]*coordRecord, len(h.redo))
+	for id, r := range h.redo {
 		redo[id] = r
 	}
-	n.coordMu.Unlock()
+	h.coordMu.Unlock()
 	for id, r := range redo {
-		cctx, cancel := context.WithTimeout(ctx, n.tune.DeliverTimeout)
-		ok := n.commitParts(cctx, id, r.Participants)
+		cctx, cancel := context.WithTimeout(ctx, h.r.tune.DeliverTimeout)
+		ok := h.commitParts(cctx, id, r.Participants)
 		cancel()
 		if ok {
-			if err := n.st.DeleteIntent(ctx, coordPrefix+id); err == nil {
-				n.coordMu.Lock()
-				delete(n.redo, id)
-				n.coordMu.Unlock()
+			var b store.Batch
+			b.DeleteIntent(coordPrefix + id)
+			if err := h.apply(ctx, &b); err == nil {
+				h.coordMu.Lock()
+				delete(h.redo, id)
+				h.coordMu.Unlock()
 			}
 		}
 	}
-	n.partMu.Lock()
+	h.partMu.Lock()
 	var stale []*partTxn
-	for _, p := range n.parts {
-		if time.Since(p.born) > n.tune.ResolveAfter {
+	for _, p := range h.parts {
+		if time.Since(p.born) > h.r.tune.ResolveAfter {
 			stale = append(stale, p)
 		}
 	}
-	n.partMu.Unlock()
+	h.partMu.Unlock()
 	for _, p := range stale {
-		cctx, cancel := context.WithTimeout(ctx, n.tune.PeerTimeout)
-		if _, err := n.resolvePart(cctx, p); err != nil {
-			n.log.Debug("prepared part unresolved", "txn", p.id, "coordinator", p.coord, "err", err)
+		cctx, cancel := context.WithTimeout(ctx, h.r.tune.PeerTimeout)
+		if _, err := h.resolvePart(cctx, p); err != nil {
+			h.log.Debug("prepared part unresolved", "txn", p.id, "coordinator", p.coord, "err", err)
 		}
 		cancel()
 	}
@@ -940,12 +930,23 @@ func (n *Namespace) resolveTxns(ctx context.Context) {
 // Pending returns the number of prepared parts held here, transactions
 // this node coordinates that are in progress, and committed transactions
 // whose participants have not all been told yet.
-func (n *Namespace) Pending() (parts, coords, redo int) {
-	n.partMu.Lock()
-	parts = len(n.parts)
-	n.partMu.Unlock()
-	n.coordMu.Lock()
-	coords, redo = len(n.coords), len(n.redo)
-	n.coordMu.Unlock()
+func (h *home) Pending() (parts, coords, redo int) {
+	h.partMu.Lock()
+	parts = len(h.parts)
+	h.partMu.Unlock()
+	h.coordMu.Lock()
+	coords, redo = len(h.coords), len(h.redo)
+	h.coordMu.Unlock()
 	return
+}
+
+// Pending returns, over the shards this node leads, the number of prepared
+// parts held, of transactions in progress, and of committed transactions
+// whose participants have not all been told yet.
+func (n *Namespace) Pending() (parts, coords, redo int) {
+	for _, h := range n.ledHomes() {
+		p, c, r := h.Pending()
+		parts, coords, redo = parts+p, coords+c, redo+r
+	}
+	return parts, coords, redo
 }

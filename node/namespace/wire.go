@@ -14,11 +14,15 @@ import (
 // is the group multicast, Filter.* move filters and deltas, Group.IDBFA
 // exports the group's IDBFA (segments.go).
 //
-// Requests forwarded by an entry node to the node that must run them: a
-// parent directory's home (create, remove, rename) or a path's home
+// Requests forwarded by an entry node to the shard that must run them: a
+// parent directory's shard (create, remove, rename) or a path's shard
 // (readdir, setattr, entry). Each "Home." method answers NotHome instead of
-// executing when the receiver is no longer the home it was thought to be;
-// the entry node then looks the path up again (reach.go).
+// executing when the shard no longer homes the path it was asked about (a
+// rename moved it); the entry node then looks the path up again (reach.go).
+//
+// Every request to a shard (Route.LocalCheck, Home.*, Txn.*, Filter.Pull)
+// embeds shardReq: it names the shard, and a node that does not lead that
+// shard forwards the request, once, to the leader it knows (shardRPC).
 //
 // Transactions (txn.go): Prepare stages a part at a participant;
 // CommitChild and AbortChild end it; Status asks a coordinator how a
@@ -48,12 +52,25 @@ const (
 	filterLRU   = "lru"   // the origin's LRU filter (the L1 array entry)
 )
 
-// filterPullReq asks an origin for the full encoding of one of its filters
-// (a new replica holder does this before receiving pushes).
+// shardReq is embedded in every request addressed to a shard.
+type shardReq struct {
+	// Shard is the shard the request is for.
+	Shard string `json:"shard,omitempty"`
+	// Forwarded is set by a node that forwarded the request to the
+	// shard's leader; a forwarded request is not forwarded again.
+	Forwarded bool `json:"fwd,omitempty"`
+}
+
+func (r *shardReq) header() *shardReq { return r }
+
+// to returns a request header for shard.
+func to(shard string) shardReq { return shardReq{Shard: shard} }
+
+// filterPullReq asks a shard's leader for the full encoding of one of the
+// shard's filters (a new replica holder does this before receiving
+// pushes). Shard is the origin.
 type filterPullReq struct {
-	// Origin is the node id whose filter is wanted (the receiver checks it
-	// is itself).
-	Origin string `json:"origin"`
+	shardReq
 	// Kind is filterLocal or filterLRU.
 	Kind string `json:"kind"`
 }
@@ -66,8 +83,9 @@ type filterPullResp struct {
 	Data    []byte `json:"data"`    // routing's full encoding of the filter
 }
 
-// filterPushReq sends a filter change from its origin to a holder: a delta
-// from BaseVersion to Version, or the full encoding.
+// filterPushReq sends a filter change of shard Origin, from the shard's
+// leader to a holder node: a delta from BaseVersion to Version, or the
+// full encoding.
 type filterPushReq struct {
 	Origin      string `json:"origin"`
 	Kind        string `json:"kind"`
@@ -104,16 +122,17 @@ type l3QueryResp struct {
 	Positives []string `json:"positives,omitempty"`
 }
 
-// localCheckReq asks a node whether it is the home of Path (verifying a
-// filter hit in its store, or answering an L4 broadcast).
+// localCheckReq asks a shard whether it homes Path (verifying a filter
+// hit, or answering an L4 broadcast).
 type localCheckReq struct {
+	shardReq
 	Path      string `json:"path"`                 // normalized
 	WithInode bool   `json:"with_inode,omitempty"` // also return the inode (saves a hop for stat)
 }
 
-// localCheckResp says whether the path is homed on the answering node.
+// localCheckResp says whether the path is homed in the shard.
 type localCheckResp struct {
-	NodeID string     `json:"node_id"`
+	NodeID string     `json:"node_id"` // the shard's leader that answered
 	Exists bool       `json:"exists"`
 	Type   string     `json:"type,omitempty"`  // when Exists
 	Inode  *rpc.Inode `json:"inode,omitempty"` // when Exists and WithInode
@@ -146,6 +165,7 @@ var notHomeHere = homeStatus{NotHome: true}
 // homeCreateReq asks the parent directory's home to create a file or a
 // directory.
 type homeCreateReq struct {
+	shardReq
 	Path   string `json:"path"`
 	Type   string `json:"type"`
 	Mode   uint32 `json:"mode"`
@@ -163,6 +183,7 @@ type homeCreateResp struct {
 // homeRemoveReq asks the parent directory's home to unlink a file (Dir
 // false) or remove an empty directory (Dir true).
 type homeRemoveReq struct {
+	shardReq
 	Path string `json:"path"`
 	Dir  bool   `json:"dir"`
 }
@@ -174,6 +195,7 @@ type homeRemoveResp struct {
 
 // homeRenameReq asks the source parent's home to coordinate a rename.
 type homeRenameReq struct {
+	shardReq
 	Src string `json:"src"`
 	Dst string `json:"dst"`
 }
@@ -186,6 +208,7 @@ type homeRenameResp struct {
 
 // homeReadDirReq reads one page of a directory at its home.
 type homeReadDirReq struct {
+	shardReq
 	Path  string `json:"path"`
 	After string `json:"after,omitempty"`
 	Limit int    `json:"limit,omitempty"`
@@ -199,6 +222,7 @@ type homeReadDirResp struct {
 
 // homeSetAttrReq changes attributes at the path's home.
 type homeSetAttrReq struct {
+	shardReq
 	Req rpc.SetAttrRequest `json:"req"`
 }
 
@@ -210,6 +234,7 @@ type homeSetAttrResp struct {
 // homeEntryReq asks a directory's home for one entry: the authoritative
 // step (L4) of a lookup.
 type homeEntryReq struct {
+	shardReq
 	Dir  string `json:"dir"`
 	Name string `json:"name"`
 }
@@ -223,14 +248,14 @@ type homeEntryResp struct {
 	Entry  rpc.DirEntry `json:"entry"`
 }
 
+// homeLoadReq asks a node for the loads of the shards it leads.
 type homeLoadReq struct{}
 
-// homeLoadResp reports the number of paths a node homes (balanced
-// placement) and whether it takes new homes.
+// homeLoadResp reports, for each shard the answering node leads, the number
+// of paths it homes (balanced placement).
 type homeLoadResp struct {
-	NodeID   string `json:"node_id"`
-	Files    int64  `json:"files"`
-	Draining bool   `json:"draining,omitempty"`
+	NodeID string           `json:"node_id"`
+	Shards map[string]int64 `json:"shards"`
 }
 
 // Operation kinds of a prepared transaction part (txnOp.Kind).
@@ -240,8 +265,6 @@ const (
 	opMoveInode = "move_inode" // re-key the inode Path to New (file rename)
 	opPutEntry  = "put_entry"  // put Entry into Dir; ExpectAbsent or ExpectHome/ExpectType
 	opDelEntry  = "del_entry"  // delete Entry.Name from Dir; must point at ExpectHome
-	opPutDir    = "put_dir"    // add Entries to directory Path (drain: a moved directory's entries)
-	opDelDir    = "del_dir"    // delete every entry of directory Path (drain)
 	opRekey     = "rekey"      // re-key every path under Path to New (directory rename)
 )
 
@@ -250,8 +273,8 @@ const (
 // opRekey, which runs after the batch (forward-only, resumable).
 type txnOp struct {
 	Kind string `json:"kind"`
-	// Path is the inode path (put/del/move inode, put/del dir, rekey old
-	// prefix) or the directory (put/del entry).
+	// Path is the inode path (put/del/move inode, rekey old prefix) or the
+	// directory (put/del entry).
 	Path string `json:"path"`
 	// New is the destination of a move or rekey.
 	New string `json:"new,omitempty"`
@@ -263,8 +286,6 @@ type txnOp struct {
 	Inode *rpc.Inode `json:"inode,omitempty"`
 	// Entry is the entry to put or delete.
 	Entry *rpc.DirEntry `json:"entry,omitempty"`
-	// Entries are the entries of a moved directory (put dir).
-	Entries []rpc.DirEntry `json:"entries,omitempty"`
 	// ExpectAbsent requires the entry to be absent (put entry).
 	ExpectAbsent bool `json:"expect_absent,omitempty"`
 	// ExpectHome and ExpectType require the entry's current home and type
@@ -275,11 +296,12 @@ type txnOp struct {
 	Ctime int64 `json:"ctime,omitempty"`
 }
 
-// txnPrepareReq stages a participant's part of transaction TxnID,
-// coordinated by Coordinator. Marks are the paths (each with its subtree)
+// txnPrepareReq stages a participant shard's part of transaction TxnID,
+// coordinated by shard Coordinator. Marks are the paths (each with its subtree)
 // that the part makes "in flux": until the transaction is resolved every
 // reader of them at the participant asks the coordinator how it ended.
 type txnPrepareReq struct {
+	shardReq
 	TxnID       string   `json:"txn_id"`
 	Coordinator string   `json:"coordinator"`
 	Ops         []txnOp  `json:"ops"`
@@ -307,6 +329,7 @@ const (
 // (Txn.AbortChild). Both are idempotent: ending an unknown or already
 // ended transaction is harmless.
 type txnEndReq struct {
+	shardReq
 	TxnID string `json:"txn_id"`
 }
 
@@ -316,6 +339,7 @@ type txnEndResp struct{}
 // txnStatusReq asks a coordinator how a transaction ended (participants
 // resolving prepared parts).
 type txnStatusReq struct {
+	shardReq
 	TxnID string `json:"txn_id"`
 }
 
@@ -347,7 +371,7 @@ func storeType(t string) store.FileType {
 	return 0
 }
 
-// wireInode converts a stored inode at path p homed at home.
+// wireInode converts a stored inode at path p homed in shard home.
 func wireInode(p, home string, in *store.Inode) rpc.Inode {
 	return rpc.Inode{
 		Path: p, Type: typeString(in.Type), Mode: in.Mode, UID: in.UID, GID: in.GID,
