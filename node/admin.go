@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io/fs"
@@ -26,6 +27,9 @@ func (n *Node) registerAdmin() {
 	})
 	rpc.Register(s, rpc.MethodStatus, func(ctx context.Context, _ *rpc.StatusRequest) (*rpc.StatusResponse, error) {
 		return n.Status(), nil
+	})
+	rpc.Register(s, rpc.MethodShards, func(ctx context.Context, _ *rpc.ShardsRequest) (*rpc.ShardsResponse, error) {
+		return &rpc.ShardsResponse{Shards: n.Shards(ctx)}, nil
 	})
 	rpc.Register(s, rpc.MethodPing, func(ctx context.Context, _ *rpc.PingRequest) (*rpc.PingResponse, error) {
 		return &rpc.PingResponse{NodeID: n.cfg.NodeID}, nil
@@ -54,6 +58,8 @@ func (n *Node) registerAdmin() {
 	rpc.Register(s, methodGroupJoin, n.handleGroupJoin)
 	rpc.Register(s, methodGroupLeave, n.handleGroupLeave)
 	rpc.Register(s, methodGroupSwitch, n.handleGroupSwitch)
+	rpc.Register(s, methodShardReconcile, n.handleShardReconcile)
+	rpc.Register(s, methodShardState, n.handleShardState)
 }
 
 // Members returns every node Serf knows (left ones until Serf forgets
@@ -61,7 +67,11 @@ func (n *Node) registerAdmin() {
 // files and replicas come from each alive node's status, fetched
 // concurrently with a short timeout (left empty for nodes that do not
 // answer).
-func (n *Node) Members(ctx context.Context) []rpc.Member {
+func (n *Node) Members(ctx context.Context) []rpc.Member { return n.members(ctx, nil) }
+
+// members is Members; with into set, it also returns the status of every
+// node that answered.
+func (n *Node) members(ctx context.Context, into *map[string]*rpc.StatusResponse) []rpc.Member {
 	byID := map[string]*rpc.Member{}
 	self := n.Status()
 	byID[n.cfg.NodeID] = &rpc.Member{
@@ -70,6 +80,9 @@ func (n *Node) Members(ctx context.Context) []rpc.Member {
 		SerfAddr: n.addr(n.cfg.Ports.Serf), HTTPAddr: n.addr(n.cfg.Ports.HTTP),
 		RaftRole: self.RaftRole, Files: self.Files, ReplicasHeld: self.ReplicasHeld,
 	}
+	byID[n.cfg.NodeID].ShardsLed, byID[n.cfg.NodeID].ShardsHosted = shardLists(self.Replicas)
+	statuses := map[string]*rpc.StatusResponse{n.cfg.NodeID: self}
+	var statusMu sync.Mutex
 	if n.leaving.Load() {
 		byID[n.cfg.NodeID].Status = statusLeaving
 	}
@@ -134,9 +147,16 @@ func (n *Node) Members(ctx context.Context) []rpc.Member {
 				return
 			}
 			m.RaftRole, m.Files, m.ReplicasHeld = st.RaftRole, st.Files, st.ReplicasHeld
+			m.ShardsLed, m.ShardsHosted = shardLists(st.Replicas)
+			statusMu.Lock()
+			statuses[id] = &st
+			statusMu.Unlock()
 		}()
 	}
 	wg.Wait()
+	if into != nil {
+		*into = statuses
+	}
 
 	out := make([]rpc.Member, 0, len(byID))
 	for _, m := range byID {
@@ -185,5 +205,79 @@ func (n *Node) Groups(ctx context.Context, members []rpc.Member) []rpc.GroupInfo
 		out = append(out, *g)
 	}
 	slices.SortFunc(out, func(a, b rpc.GroupInfo) int { return strings.Compare(a.Group, b.Group) })
+	return out
+}
+
+// shardLists returns the shards a node leads and hosts, from its replicas.
+func shardLists(reps []rpc.ReplicaStatus) (led, hosted []string) {
+	led, hosted = []string{}, []string{}
+	for _, r := range reps {
+		hosted = append(hosted, r.Shard)
+		if r.Leading {
+			led = append(led, r.Shard)
+		}
+	}
+	return led, hosted
+}
+
+// Shards returns every shard of the cluster as the nodes that answer
+// report their replicas, sorted by id: its leader, its Raft configuration
+// (as the leader knows it), the paths it holds and its applied index (the
+// leader's), and the largest lag of a replica behind the leader. A shard
+// whose leader does not answer has no leader, and its replicas are the
+// nodes that reported one.
+func (n *Node) Shards(ctx context.Context) []rpc.ShardInfo {
+	var statuses map[string]*rpc.StatusResponse
+	members := n.members(ctx, &statuses)
+	groupOf := map[string]string{}
+	for _, m := range members {
+		groupOf[m.ID] = m.Group
+	}
+	byID := map[string]*rpc.ShardInfo{}
+	applied := map[string]map[string]uint64{} // shard → node → applied index
+	for id, st := range statuses {
+		for _, r := range st.Replicas {
+			s := byID[r.Shard]
+			if s == nil {
+				s = &rpc.ShardInfo{Shard: r.Shard, Replicas: []string{}}
+				byID[r.Shard] = s
+			}
+			if applied[r.Shard] == nil {
+				applied[r.Shard] = map[string]uint64{}
+			}
+			applied[r.Shard][id] = r.AppliedIndex
+			if r.Leading {
+				s.Leader, s.Group, s.Files, s.AppliedIndex = id, groupOf[id], r.Files, r.AppliedIndex
+				s.Owner = r.Owner
+				s.Replicas = slices.Clone(r.Members)
+				s.Learners = slices.Clone(r.Learners)
+			} else if s.Leader == "" && !slices.Contains(s.Replicas, id) {
+				s.Replicas = append(s.Replicas, id)
+				s.Group = cmp.Or(s.Group, groupOf[id])
+			}
+		}
+	}
+	// The shards of this node's group that no replica reported (none is
+	// open yet, or every node hosting one is down).
+	if f := n.groupFSM(); f != nil && n.isJoined() {
+		for _, sh := range f.Shards() {
+			if byID[sh.ID] == nil {
+				byID[sh.ID] = &rpc.ShardInfo{Shard: sh.ID, Group: n.group(), Owner: sh.Owner, Replicas: []string{}}
+			}
+		}
+	}
+	out := make([]rpc.ShardInfo, 0, len(byID))
+	for id, s := range byID {
+		if s.Leader != "" {
+			for _, idx := range applied[id] {
+				if s.AppliedIndex > idx {
+					s.MaxLag = max(s.MaxLag, s.AppliedIndex-idx)
+				}
+			}
+		}
+		slices.Sort(s.Replicas)
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b rpc.ShardInfo) int { return strings.Compare(a.Shard, b.Shard) })
 	return out
 }

@@ -188,8 +188,8 @@ func TestClusterLifecycle(t *testing.T) {
 		{"directories agree", func(t *testing.T) {
 			rpctest.Eventually(t, 10*time.Second, "root home n1", func() error {
 				for _, n := range nodes {
-					if r := n.Directory().RootHome(); r != "n1" {
-						return fmt.Errorf("%s: root home %q", n.ID(), r)
+					if r := n.Directory().RootShard(); r != "n1" {
+						return fmt.Errorf("%s: root shard %q", n.ID(), r)
 					}
 				}
 				return nil
@@ -460,8 +460,8 @@ func TestTwoGroups(t *testing.T) {
 			if p := n.Directory().Peers(); len(p) != 4 {
 				return fmt.Errorf("%s: peers %v", n.ID(), p)
 			}
-			if r := n.Directory().RootHome(); r != "a1" {
-				return fmt.Errorf("%s: root home %q", n.ID(), r)
+			if r := n.Directory().RootShard(); r != "a1" {
+				return fmt.Errorf("%s: root shard %q", n.ID(), r)
 			}
 		}
 		return nil
@@ -478,18 +478,58 @@ func TestTwoGroups(t *testing.T) {
 	}
 }
 
-// TestLeaveAndKillKeepFiles runs the namespace on the cluster layer: files
-// created through any node survive the graceful leave of the node homing
-// "/" (and leading the group: its files are drained, "/" moves and every
-// node learns its new home), answer unavailable — never "not found" — while
-// their home is killed, and are served again once it restarts.
+// shardsSettled waits until the shards nodes report are exactly want, each
+// led by its owner with min(r, len(nodes)) replicas in its Raft
+// configuration, and returns them.
+func shardsSettled(t *testing.T, d time.Duration, nodes []*node.Node, want []string, r int) []rpc.ShardInfo {
+	t.Helper()
+	var out []rpc.ShardInfo
+	rpctest.Eventually(t, d, fmt.Sprintf("shards %v settled at R=%d", want, r), func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ss := nodes[0].Shards(ctx)
+		var ids []string
+		for _, s := range ss {
+			ids = append(ids, s.Shard)
+			switch {
+			case s.Leader == "":
+				return fmt.Errorf("shard %s: no leader", s.Shard)
+			case s.Leader != s.Owner:
+				return fmt.Errorf("shard %s: led by %s, owned by %s", s.Shard, s.Leader, s.Owner)
+			case len(s.Replicas) != min(r, len(nodes)) || len(s.Learners) > 0:
+				return fmt.Errorf("shard %s: replicas %v, learners %v", s.Shard, s.Replicas, s.Learners)
+			}
+		}
+		if !sameSet(ids, want) {
+			return fmt.Errorf("shards %v", ids)
+		}
+		out = ss
+		return nil
+	})
+	return out
+}
+
+// TestLeaveAndKillKeepFiles runs the namespace on the cluster layer, with
+// single-copy homes (R=1) and replicated ones (R=3): files created through
+// any node survive the graceful leave of the node leading the root's shard
+// and the group (its shard moves to another member, replica by replica,
+// and keeps its name); while the leader of a shard is killed its paths
+// answer unavailable — never "not found" — with R=1, and are served by a
+// surviving replica with R=3; all are served once it restarts.
 func TestLeaveAndKillKeepFiles(t *testing.T) {
+	for _, r := range []int{1, 3} {
+		t.Run(fmt.Sprintf("R=%d", r), func(t *testing.T) { testLeaveAndKill(t, r) })
+	}
+}
+
+func testLeaveAndKill(t *testing.T, r int) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
 	log := rpctest.Logger(t)
 	var cfgs []node.Config
 	var nodes []*node.Node
 	for i := 1; i <= 4; i++ {
 		c := nodetest.Config(t, fmt.Sprintf("n%d", i))
+		c.Replication = r
 		if i == 1 {
 			c.Bootstrap = true
 		} else {
@@ -499,6 +539,7 @@ func TestLeaveAndKillKeepFiles(t *testing.T) {
 		nodes = append(nodes, nodetest.Start(t, c, log))
 	}
 	checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2", "n3", "n4"})
+	shardsSettled(t, time.Minute, nodes, []string{"n1", "n2", "n3", "n4"}, r)
 	rpcAddrs := func(ns ...*node.Node) []string {
 		var out []string
 		for _, n := range ns {
@@ -508,7 +549,7 @@ func TestLeaveAndKillKeepFiles(t *testing.T) {
 	}
 	client := rpc.NewClient(rpc.Options{Addrs: rpcAddrs(nodes...), HomeCacheSize: -1})
 	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
 	rpctest.Eventually(t, 20*time.Second, "mkdir /d", func() error {
@@ -533,42 +574,42 @@ func TestLeaveAndKillKeepFiles(t *testing.T) {
 		if err != nil {
 			t.Fatalf("lookup %s: %v", p, err)
 		}
+		if lr.Leader != lr.Home {
+			t.Errorf("lookup %s: shard %s led by %q", p, lr.Home, lr.Leader)
+		}
 		homes[p] = lr.Home
 	}
 	if homes["/"] != "n1" {
-		t.Fatalf("/ homed on %q", homes["/"])
+		t.Fatalf("/ homed on shard %q", homes["/"])
 	}
-	count := func(id string) int {
-		k := 0
-		for _, h := range homes {
-			if h == id {
-				k++
-			}
-		}
-		return k
+	perShard := map[string]int{}
+	for _, h := range homes {
+		perShard[h]++
 	}
-	t.Logf("homes: n1 %d, n2 %d, n3 %d, n4 %d", count("n1"), count("n2"), count("n3"), count("n4"))
+	t.Logf("paths per shard: %v", perShard)
+	if len(perShard) < 3 {
+		t.Errorf("balanced placement used %d of 4 shards: %v", len(perShard), perShard)
+	}
 
-	// n1 homes "/" and leads the group: it leaves.
+	// n1 leads the root's shard and the group: it leaves. Its shard gets
+	// another owner and keeps its name.
 	lr, err := client.Leave(ctx, rpcAddrs(nodes[0])[0], "n1")
 	if err != nil {
 		t.Fatalf("leave n1: %v", err)
 	}
-	if lr.DrainedFiles < int64(count("n1")) {
-		t.Errorf("n1 drained %d paths, homed %d", lr.DrainedFiles, count("n1"))
+	if !slices.Contains(lr.HandedShards, "n1") || lr.MovedShardReplicas < 1 {
+		t.Errorf("leave of n1: %+v, want shard n1 handed and its replicas moved", lr)
 	}
 	nodetest.Shutdown(t, nodes[0])
 	nodes = nodes[1:]
 	client.SetAddrs(rpcAddrs(nodes...))
 	checkGroup(t, 30*time.Second, nodes, []string{"n2", "n3", "n4"})
-	rpctest.Eventually(t, 10*time.Second, "new root home everywhere", func() error {
-		root := nodes[0].Directory().RootHome()
-		if root == "" || root == "n1" {
-			return fmt.Errorf("n2: root home %q", root)
-		}
+	shards := shardsSettled(t, time.Minute, nodes, []string{"n1", "n2", "n3", "n4"}, r)
+	rootLeader := shards[0].Leader
+	rpctest.Eventually(t, 10*time.Second, "the root's shard everywhere", func() error {
 		for _, n := range nodes {
-			if r := n.Directory().RootHome(); r != root {
-				return fmt.Errorf("%s: root home %q, n2 says %q", n.ID(), r, root)
+			if got := n.Directory().RootShard(); got != "n1" {
+				return fmt.Errorf("%s: root shard %q", n.ID(), got)
 			}
 		}
 		return nil
@@ -585,33 +626,155 @@ func TestLeaveAndKillKeepFiles(t *testing.T) {
 		})
 	}
 	statAll("every path after n1 left")
-	for _, p := range paths {
-		lr, err := client.Lookup(ctx, p)
-		if err != nil {
-			t.Fatalf("lookup %s: %v", p, err)
-		}
-		homes[p] = lr.Home
-	}
 
-	// Kill n3: its paths answer unavailable, never "not found".
-	n3cfg := nodes[1].Config()
-	nodetest.Shutdown(t, nodes[1])
-	var onN3 []string
+	// Kill the node leading the root's shard.
+	victim := slices.IndexFunc(nodes, func(n *node.Node) bool { return n.ID() == rootLeader })
+	vcfg := nodes[victim].Config()
+	led := map[string]bool{}
+	for _, s := range shards {
+		if s.Leader == rootLeader {
+			led[s.Shard] = true
+		}
+	}
+	nodetest.Shutdown(t, nodes[victim])
+	rest := slices.Delete(slices.Clone(nodes), victim, victim+1)
+	client.SetAddrs(rpcAddrs(rest...))
+	var onVictim []string
 	for p, h := range homes {
-		if h == "n3" {
-			onN3 = append(onN3, p)
+		if led[h] {
+			onVictim = append(onVictim, p)
 		}
 	}
-	for _, p := range onN3 {
-		_, err := client.Stat(ctx, p)
-		if err == nil || errors.Is(err, fs.ErrNotExist) || !errors.Is(err, rpc.ErrUnavailable) {
-			t.Errorf("stat %s on killed n3: %v, want unavailable", p, err)
+	if r == 1 {
+		for _, p := range onVictim {
+			_, err := client.Stat(ctx, p)
+			if err == nil || errors.Is(err, fs.ErrNotExist) || !errors.Is(err, rpc.ErrUnavailable) {
+				t.Errorf("stat %s on killed %s: %v, want unavailable", p, rootLeader, err)
+			}
 		}
+	} else {
+		// A surviving replica takes over: the paths answer again, and
+		// never "not found" meanwhile.
+		rpctest.Eventually(t, 30*time.Second, "fail-over of "+rootLeader+"'s shards", func() error {
+			for _, p := range onVictim {
+				_, err := client.Stat(ctx, p)
+				if errors.Is(err, fs.ErrNotExist) {
+					t.Fatalf("stat %s during fail-over: %v", p, err)
+				}
+				if err != nil {
+					return fmt.Errorf("stat %s: %w", p, err)
+				}
+			}
+			return nil
+		})
+		if _, err := client.Create(ctx, &rpc.CreateRequest{Path: "/after-failover", Mode: 0o644}); err != nil {
+			t.Errorf("create after fail-over: %v", err)
+		}
+		paths = append(paths, "/after-failover")
 	}
-	nodes[1] = nodetest.Start(t, n3cfg, log)
+	nodes[victim] = nodetest.Start(t, vcfg, log)
+	client.SetAddrs(rpcAddrs(nodes...))
 	checkGroup(t, 30*time.Second, nodes, []string{"n2", "n3", "n4"})
-	statAll("every path after n3 restarted")
+	// Leadership returns to the owners.
+	shardsSettled(t, time.Minute, nodes, []string{"n1", "n2", "n3", "n4"}, r)
+	statAll("every path after " + rootLeader + " restarted")
 
+	client.Close()
+	for _, n := range nodes {
+		nodetest.Shutdown(t, n)
+	}
+}
+
+// TestRepairAfterFailure: R=3 in a group of 4; a node is killed and stays
+// down: once it has been failed for replica_repair_after, the group's
+// leader applies RepairMember, every replica it hosted is rebuilt on the
+// other members and its shard gets a live owner, so every shard is back
+// to 3 replicas led by a live node, and every file is served. When it
+// comes back it takes replicas again.
+func TestRepairAfterFailure(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
+	log := rpctest.Logger(t)
+	var cfgs []node.Config
+	var nodes []*node.Node
+	for i := 1; i <= 4; i++ {
+		c := nodetest.Config(t, fmt.Sprintf("n%d", i))
+		c.Replication = 3
+		c.ReplicaRepairAfter = 2 * time.Second
+		if i == 1 {
+			c.Bootstrap = true
+		} else {
+			c.RetryJoin = []string{nodetest.SerfAddr(cfgs[0])}
+		}
+		cfgs = append(cfgs, c)
+		nodes = append(nodes, nodetest.Start(t, c, log))
+	}
+	all := []string{"n1", "n2", "n3", "n4"}
+	checkGroup(t, 30*time.Second, nodes, all)
+	shardsSettled(t, time.Minute, nodes, all, 3)
+	var addrs []string
+	for _, n := range nodes[:3] {
+		addrs = append(addrs, nodetest.RPCAddr(n.Config()))
+	}
+	client := rpc.NewClient(rpc.Options{Addrs: addrs, HomeCacheSize: -1})
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var paths []string
+	for i := range 40 {
+		p := fmt.Sprintf("/r%02d", i)
+		if _, err := client.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644}); err != nil {
+			t.Fatalf("create %s: %v", p, err)
+		}
+		paths = append(paths, p)
+	}
+
+	nodetest.Shutdown(t, nodes[3]) // n4 is lost
+	live := nodes[:3]
+	// Repaired: every shard, n4's included, has 3 replicas on live nodes
+	// and a live owner that leads it.
+	rpctest.Eventually(t, time.Minute, "n4's replicas rebuilt elsewhere", func() error {
+		sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+		defer scancel()
+		ss := live[0].Shards(sctx)
+		if len(ss) != 4 {
+			return fmt.Errorf("shards %+v", ss)
+		}
+		for _, s := range ss {
+			if s.Leader == "" || s.Leader != s.Owner || s.Owner == "n4" || len(s.Learners) > 0 ||
+				!sameSet(s.Replicas, []string{"n1", "n2", "n3"}) {
+				return fmt.Errorf("shard %s: leader %q owner %q replicas %v learners %v", s.Shard, s.Leader, s.Owner, s.Replicas, s.Learners)
+			}
+		}
+		return nil
+	})
+	var repairs uint64
+	for _, n := range live {
+		repairs += n.Status().ReplicaRepairs
+	}
+	if repairs != 1 {
+		t.Errorf("%d repairs counted, want 1", repairs)
+	}
+	for _, p := range paths {
+		if _, err := client.Stat(ctx, p); err != nil {
+			t.Errorf("stat %s after the repair: %v", p, err)
+		}
+	}
+
+	// n4 returns and takes replicas again.
+	nodes[3] = nodetest.Start(t, cfgs[3], log)
+	checkGroup(t, 30*time.Second, nodes, all)
+	rpctest.Eventually(t, time.Minute, "n4 hosts replicas again", func() error {
+		if st := nodes[3].Status(); len(st.Replicas) == 0 {
+			return errors.New("n4 hosts no replica")
+		}
+		return nil
+	})
+	shardsSettled(t, time.Minute, nodes, all, 3)
+	for _, p := range paths {
+		if _, err := client.Stat(ctx, p); err != nil {
+			t.Errorf("stat %s after n4 returned: %v", p, err)
+		}
+	}
 	client.Close()
 	for _, n := range nodes {
 		nodetest.Shutdown(t, n)

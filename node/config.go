@@ -57,6 +57,8 @@ type Config struct {
 	Bootstrap          bool          `mapstructure:"bootstrap"`
 	RetryJoin          []string      `mapstructure:"retry_join"`
 	MaxGroupSize       int           `mapstructure:"max_group_size"`
+	Replication        int           `mapstructure:"replication"`
+	ReplicaRepairAfter time.Duration `mapstructure:"replica_repair_after"`
 	BitsPerFile        float64       `mapstructure:"bits_per_file"`
 	FilterCapacity     int           `mapstructure:"filter_capacity"`
 	LRUEntries         int           `mapstructure:"lru_entries"`
@@ -76,6 +78,8 @@ func DefaultConfig() Config {
 		Ports:              Ports{RPC: 7400, Raft: 7401, Serf: 7402, HTTP: 7403},
 		Group:              GroupAuto,
 		MaxGroupSize:       7,
+		Replication:        3,
+		ReplicaRepairAfter: 10 * time.Minute,
 		BitsPerFile:        rt.BitsPerFile,
 		FilterCapacity:     rt.FilterCapacity,
 		LRUEntries:         rt.LRUEntries,
@@ -151,6 +155,10 @@ func (c *Config) Validate() error {
 	switch {
 	case c.MaxGroupSize < 1 || c.MaxGroupSize > 64:
 		return bad("max_group_size", "%d must be 1-64", c.MaxGroupSize)
+	case c.Replication < 1 || c.Replication > 64:
+		return bad("replication", "%d must be 1-64 (copies of each shard; 1 keeps a single home)", c.Replication)
+	case c.ReplicaRepairAfter <= 0:
+		return bad("replica_repair_after", "%v must be positive", c.ReplicaRepairAfter)
 	case !(c.BitsPerFile >= 1 && c.BitsPerFile <= 64):
 		return bad("bits_per_file", "%v must be 1-64", c.BitsPerFile)
 	case c.FilterCapacity < 1 || c.FilterCapacity > 1<<32:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ghba/ghba/fsm"
 	"github.com/ghba/ghba/node/namespace"
+	"github.com/ghba/ghba/node/shard"
 	"github.com/hashicorp/serf/serf"
 )
 
@@ -24,6 +25,7 @@ type directory struct {
 
 	refreshMu  sync.Mutex // serializes refresh
 	peers      atomic.Pointer[[]namespace.Peer]
+	shards     atomic.Pointer[[]namespace.ShardInfo]
 	warnedRoot string // last conflicting root home logged; guarded by refreshMu
 	lastHeld   string // heldKey of the last refresh; guarded by refreshMu
 
@@ -71,11 +73,48 @@ func (d *directory) Peers() []namespace.Peer {
 	return []namespace.Peer{d.Self()}
 }
 
-// RootHome returns the id of the node homing "/": the node that
-// bootstrapped the cluster, or the node that received "/" when its home
-// left, as recorded in the store and gossiped in Serf tags (the newest
-// epoch wins). "" until known.
-func (d *directory) RootHome() string { return d.rootHint() }
+// RootShard returns the shard homing "/": the shard of the node that
+// bootstrapped the cluster, as recorded in the store and gossiped in Serf
+// tags (the newest epoch wins). "" until known.
+func (d *directory) RootShard() string { return d.rootHint() }
+
+// Shards returns every known shard with its group and leader, sorted by
+// id.
+func (d *directory) Shards() []namespace.ShardInfo {
+	if p := d.shards.Load(); p != nil {
+		return slices.Clone(*p)
+	}
+	return nil
+}
+
+// shardLeader returns the node leading shard s as the Directory knows it,
+// "" when unknown.
+func (d *directory) shardLeader(s string) string {
+	if p := d.shards.Load(); p != nil {
+		if i, ok := slices.BinarySearchFunc(*p, s, func(a namespace.ShardInfo, id string) int { return strings.Compare(a.ID, id) }); ok {
+			return (*p)[i].Leader
+		}
+	}
+	return ""
+}
+
+// shardKnown reports whether any node is known to host or lead shard s.
+func (d *directory) shardKnown(s string) bool {
+	if p := d.shards.Load(); p != nil {
+		_, ok := slices.BinarySearchFunc(*p, s, func(a namespace.ShardInfo, id string) int { return strings.Compare(a.ID, id) })
+		return ok
+	}
+	return false
+}
+
+// nodeUp reports whether node id is known and up.
+func (d *directory) nodeUp(id string) bool {
+	if id == d.n.cfg.NodeID {
+		return true
+	}
+	p, ok := d.peer(id)
+	return ok && p.Up
+}
 
 // Subscribe returns a channel that receives a value whenever Peers or
 // RootHome may have changed, and a function ending the subscription.
@@ -206,9 +245,14 @@ func (d *directory) refresh() {
 	d.refreshMu.Lock()
 	defer d.refreshMu.Unlock()
 	peers, rootVotes := d.compute()
+	shards := d.computeShards(peers)
 	changed := false
 	if old := d.peers.Load(); old == nil || !slices.Equal(*old, peers) {
 		d.peers.Store(&peers)
+		changed = true
+	}
+	if old := d.shards.Load(); old == nil || !slices.Equal(*old, shards) {
+		d.shards.Store(&shards)
 		changed = true
 	}
 	if h := namespace.HeldKey(d.Held()); h != d.lastHeld {
@@ -306,6 +350,70 @@ func (d *directory) compute() ([]namespace.Peer, map[string]int) {
 	}
 	slices.SortFunc(out, func(a, b namespace.Peer) int { return strings.Compare(a.ID, b.ID) })
 	return out, votes
+}
+
+// computeShards builds the shard list: the shards of this node's group
+// (its FSM), the shards other nodes host and lead (their Serf tags), and,
+// for the shards this node hosts, the leader its replica knows (more
+// current than gossip). A leader that is down, or claims a shard while
+// another node's replica knows better, is not taken.
+func (d *directory) computeShards(peers []namespace.Peer) []namespace.ShardInfo {
+	n := d.n
+	up := map[string]namespace.Peer{}
+	for _, p := range peers {
+		up[p.ID] = p
+	}
+	byID := map[string]*namespace.ShardInfo{}
+	get := func(id, group string) *namespace.ShardInfo {
+		s := byID[id]
+		if s == nil {
+			s = &namespace.ShardInfo{ID: id, Group: group}
+			byID[id] = s
+		}
+		if s.Group == "" {
+			s.Group = group
+		}
+		return s
+	}
+	if f := n.groupFSM(); f != nil && n.isJoined() {
+		for _, sh := range f.Shards() {
+			get(sh.ID, n.group())
+		}
+	}
+	if sa := n.serfAgent(); sa != nil {
+		for _, m := range sa.Members() {
+			p, ok := up[m.Name]
+			if m.Tags[tagRole] != roleGHBA || !ok {
+				continue
+			}
+			for _, id := range parseShardsTag(m.Tags[tagHost]) {
+				get(id, p.Group)
+			}
+			for _, id := range parseShardsTag(m.Tags[tagLead]) {
+				if s := get(id, p.Group); p.Up && (s.Leader == "" || m.Name < s.Leader) {
+					s.Leader = m.Name
+				}
+			}
+		}
+	}
+	if n.shards != nil {
+		for id, r := range n.shards.all() {
+			s := get(id, n.group())
+			if r.leading.Load() {
+				s.Leader = n.cfg.NodeID
+			} else if l, _ := r.rep.Leader(); l != "" && (shard.NodeOf(l) == n.cfg.NodeID || up[shard.NodeOf(l)].Up) {
+				s.Leader = shard.NodeOf(l)
+			} else if s.Leader == n.cfg.NodeID {
+				s.Leader = "" // gossip of this node's own past leadership
+			}
+		}
+	}
+	out := make([]namespace.ShardInfo, 0, len(byID))
+	for _, s := range byID {
+		out = append(out, *s)
+	}
+	slices.SortFunc(out, func(a, b namespace.ShardInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // rpcAddrOf returns the RPC address of node id, "" if unknown.
@@ -431,6 +539,22 @@ func (d *directory) peer(id string) (namespace.Peer, bool) {
 		}
 	}
 	return namespace.Peer{}, false
+}
+
+// incarnationOf returns the incarnation of node id's data directory (its
+// Serf tag), "" when unknown.
+func (d *directory) incarnationOf(id string) string {
+	if id == d.n.cfg.NodeID {
+		return d.n.incarnation
+	}
+	if sa := d.n.serfAgent(); sa != nil {
+		for _, m := range sa.Members() {
+			if m.Name == id && m.Tags[tagRole] == roleGHBA {
+				return m.Tags[tagInc]
+			}
+		}
+	}
+	return ""
 }
 
 // Held implements Segments.

@@ -188,6 +188,38 @@ func makePaths(t *testing.T, client *rpc.Client, k int) []string {
 	return paths
 }
 
+// shardsInGroups waits until every shard the nodes report has a leader
+// and every replica in its leader's group, and at least min(3, group
+// size) replicas: a split or merge moves replicas with their shards.
+func shardsInGroups(t *testing.T, d time.Duration, nodes []*node.Node) {
+	t.Helper()
+	groupOf := map[string]string{}
+	size := map[string]int{}
+	for _, n := range nodes {
+		groupOf[n.ID()] = n.GroupName()
+		size[n.GroupName()]++
+	}
+	rpctest.Eventually(t, d, "every shard's replicas in its group", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, s := range nodes[0].Shards(ctx) {
+			g := groupOf[s.Leader]
+			if s.Leader == "" || g == "" {
+				return fmt.Errorf("shard %s: leader %q", s.Shard, s.Leader)
+			}
+			if len(s.Replicas) != min(3, size[g]) || len(s.Learners) > 0 {
+				return fmt.Errorf("shard %s (group %s of %d): replicas %v, learners %v", s.Shard, g, size[g], s.Replicas, s.Learners)
+			}
+			for _, r := range s.Replicas {
+				if groupOf[r] != g {
+					return fmt.Errorf("shard %s led in %s has a replica on %s in %s", s.Shard, g, r, groupOf[r])
+				}
+			}
+		}
+		return nil
+	})
+}
+
 // TestGroupSplit starts 7 auto nodes with max_group_size 3 one after the
 // other: the 4th splits the group into 2+2, the 5th and 6th fill them, the
 // 7th splits one again; paths created before the splits stay reachable
@@ -232,6 +264,7 @@ func TestGroupSplit(t *testing.T) {
 	}
 	statEverywhere(t, 30*time.Second, nodes, paths)
 	t.Logf("paths reachable at %v", time.Since(start).Round(time.Millisecond))
+	shardsInGroups(t, time.Minute, nodes)
 	for _, n := range slices.Backward(nodes) {
 		nodetest.Shutdown(t, n)
 	}
@@ -295,6 +328,7 @@ func TestGroupMerge(t *testing.T) {
 		t.Errorf("%d merges, want 1", merges)
 	}
 	statEverywhere(t, 20*time.Second, rest, paths)
+	shardsInGroups(t, time.Minute, rest)
 	missing, _ := stopWatch()
 	if len(missing) > 0 {
 		t.Errorf("paths reported missing during the merge: %v", missing)

@@ -23,18 +23,22 @@ import (
 // of events are updated where they happen; everything else is read from
 // the node's parts at scrape time by nodeCollector.
 type nodeMetrics struct {
-	reg           *prometheus.Registry
-	serfEvents    *prometheus.CounterVec
-	fsmChanges    prometheus.Counter
-	fsmRefused    prometheus.Counter
-	fsmSkipped    prometheus.Counter
-	leaderChanges prometheus.Counter
-	reconciles    prometheus.Counter
-	joins         prometheus.Counter
-	leaves        prometheus.Counter
-	splits        prometheus.Counter
-	merges        prometheus.Counter
-	switches      prometheus.Counter
+	reg        *prometheus.Registry
+	serfEvents *prometheus.CounterVec
+	fsmChanges prometheus.Counter
+	fsmRefused prometheus.Counter
+	fsmSkipped prometheus.Counter
+
+	shardReplicaAdds    prometheus.Counter
+	shardReplicaRemoves prometheus.Counter
+	shardTransfers      prometheus.Counter
+	leaderChanges       prometheus.Counter
+	reconciles          prometheus.Counter
+	joins               prometheus.Counter
+	leaves              prometheus.Counter
+	splits              prometheus.Counter
+	merges              prometheus.Counter
+	switches            prometheus.Counter
 }
 
 func newNodeMetrics(n *Node) *nodeMetrics {
@@ -51,6 +55,15 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		}),
 		fsmSkipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ghba_fsm_entries_skipped_total", Help: "Group log entries of an unknown, ignorable command (written by a newer build) this node skipped.",
+		}),
+		shardReplicaAdds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghba_shard_replicas_added_total", Help: "Shard replicas this node added to shards it led (placement, repair).",
+		}),
+		shardReplicaRemoves: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghba_shard_replicas_removed_total", Help: "Shard replicas this node removed from shards it led (placement, repair, leave).",
+		}),
+		shardTransfers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "ghba_shard_leadership_transfers_total", Help: "Shard leaderships this node handed to the shard's owner or another replica.",
 		}),
 		leaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "ghba_raft_leadership_acquired_total", Help: "Times this node became its group's Raft leader.",
@@ -75,7 +88,8 @@ func newNodeMetrics(n *Node) *nodeMetrics {
 		}),
 	}
 	m.reg.MustRegister(
-		m.serfEvents, m.fsmChanges, m.fsmRefused, m.fsmSkipped, m.leaderChanges, m.reconciles, m.joins, m.leaves,
+		m.serfEvents, m.fsmChanges, m.fsmRefused, m.fsmSkipped, m.leaderChanges,
+		m.shardReplicaAdds, m.shardReplicaRemoves, m.shardTransfers, m.reconciles, m.joins, m.leaves,
 		m.splits, m.merges, m.switches,
 		newNodeCollector(n),
 		collectors.NewGoCollector(),
@@ -93,9 +107,10 @@ type nodeCollector struct {
 	raftLastContact, groupMembers, groupOrigins, migrated      *prometheus.Desc
 	serfMembers, storeCommits, storeSyncs, storeCommitFailures *prometheus.Desc
 
-	lookupOutcomes, broadcasts, multicasts, txns, prepared, rekeyed, drained *prometheus.Desc
-	filterPushes, filterPulls, filterMismatches, filterBytesSent             *prometheus.Desc
-	arrayMembers, lruLen                                                     *prometheus.Desc
+	lookupOutcomes, broadcasts, multicasts, txns, prepared, rekeyed                *prometheus.Desc
+	shardsLed, shardsHosted, shardLeaderships, repairs, replicaLag, replicaApplied *prometheus.Desc
+	filterPushes, filterPulls, filterMismatches, filterBytesSent                   *prometheus.Desc
+	arrayMembers, lruLen                                                           *prometheus.Desc
 }
 
 func newNodeCollector(n *Node) *nodeCollector {
@@ -105,7 +120,7 @@ func newNodeCollector(n *Node) *nodeCollector {
 	return &nodeCollector{
 		n:                   n,
 		info:                d("ghba_node_info", "Constant 1, labelled with the node's id, group and version.", "node_id", "group", "version"),
-		files:               d("ghba_inodes", "Paths homed on this node, by type.", "type"),
+		files:               d("ghba_inodes", "Paths of the shards this node leads, by type.", "type"),
 		filterBytes:         d("ghba_filter_bytes", "Memory used by all filters on this node."),
 		replicas:            d("ghba_replicas_held", "Segment-filter replicas held by this node."),
 		lookups:             d("ghba_lookups_total", "Lookups entered at this node, by the level that resolved them.", "level"),
@@ -129,7 +144,12 @@ func newNodeCollector(n *Node) *nodeCollector {
 		txns:                d("ghba_txns_total", "Coordinated transactions (create, unlink, rename across homes) by outcome.", "result"),
 		prepared:            d("ghba_txn_parts_prepared", "Prepared transaction parts held here."),
 		rekeyed:             d("ghba_rekeyed_total", "Inodes re-keyed here by directory renames."),
-		drained:             d("ghba_drained_total", "Paths moved away from this node by a drain (ghba leave)."),
+		shardsLed:           d("ghba_shards_led", "Shards this node leads."),
+		shardsHosted:        d("ghba_shards_hosted", "Shard replicas this node hosts."),
+		shardLeaderships:    d("ghba_shard_leaderships_total", "Times this node started serving a shard as its leader (starts, fail-overs, transfers)."),
+		repairs:             d("ghba_replica_repairs_total", "Members whose shard replicas this node, as its group's leader, placed elsewhere after replica_repair_after."),
+		replicaLag:          d("ghba_shard_replica_lag", "Log entries a hosted replica's store is behind its commit index.", "shard"),
+		replicaApplied:      d("ghba_shard_applied_index", "Last log entry a hosted replica's store holds.", "shard"),
 		filterPushes:        d("ghba_filter_pushes_total", "Filter update pushes, by direction and result.", "kind"),
 		filterPulls:         d("ghba_filter_pulls_total", "Full filter pulls, sent and served.", "kind"),
 		filterMismatches:    d("ghba_filter_version_mismatches_total", "Filter deltas refused for a version mismatch."),
@@ -146,7 +166,8 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.raftLeader, c.raftState, c.raftTerm, c.raftCommit, c.raftApplied,
 		c.raftLastContact, c.groupMembers, c.groupOrigins, c.migrated,
 		c.serfMembers, c.storeCommits, c.storeSyncs, c.storeCommitFailures,
-		c.lookupOutcomes, c.broadcasts, c.multicasts, c.txns, c.prepared, c.rekeyed, c.drained,
+		c.lookupOutcomes, c.broadcasts, c.multicasts, c.txns, c.prepared, c.rekeyed,
+		c.shardsLed, c.shardsHosted, c.shardLeaderships, c.repairs, c.replicaLag, c.replicaApplied,
 		c.filterPushes, c.filterPulls, c.filterMismatches, c.filterBytesSent,
 		c.arrayMembers, c.lruLen,
 	} {
@@ -164,11 +185,22 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
 	gauge(c.info, 1, n.cfg.NodeID, n.group(), buildVersion())
-	if n.store != nil {
-		if ic, err := n.store.CountInodes(context.Background()); err == nil {
-			gauge(c.files, float64(ic.Files), "file")
-			gauge(c.files, float64(ic.Dirs), "dir")
+	if n.shards != nil {
+		reps := n.shards.replicaStatus(context.Background())
+		led := 0
+		for _, r := range reps {
+			if r.Leading {
+				led++
+			}
+			gauge(c.replicaLag, float64(r.Lag), r.Shard)
+			gauge(c.replicaApplied, float64(r.AppliedIndex), r.Shard)
 		}
+		gauge(c.shardsLed, float64(led))
+		gauge(c.shardsHosted, float64(len(reps)))
+		counter(c.shardLeaderships, float64(n.shardLeaderships.Load()))
+		counter(c.repairs, float64(n.repairs.Load()))
+	}
+	if n.store != nil {
 		s := n.store.Stats()
 		counter(c.storeCommits, float64(s.Requests))
 		counter(c.storeSyncs, float64(s.Txns))
@@ -176,6 +208,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if n.ns != nil {
 		s := n.ns.Stats()
+		gauge(c.files, float64(s.Files), "file")
+		gauge(c.files, float64(s.Dirs), "dir")
 		gauge(c.filterBytes, float64(s.FilterBytes))
 		counter(c.lookups, float64(s.Levels.L1), rpc.LevelL1)
 		counter(c.lookups, float64(s.Levels.L2), rpc.LevelL2)
@@ -191,7 +225,6 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.txns, float64(s.TxnsBusy), "busy")
 		gauge(c.prepared, float64(s.Prepared))
 		counter(c.rekeyed, float64(s.Rekeyed))
-		counter(c.drained, float64(s.Drained))
 		counter(c.filterPushes, float64(s.PushesSent), "sent")
 		counter(c.filterPushes, float64(s.PushFailures), "failed")
 		counter(c.filterPushes, float64(s.PushesReceived), "received")
@@ -301,7 +334,7 @@ func (n *Node) StatusJSON(ctx context.Context) *StatusJSON {
 		StatusResponse: *n.Status(),
 		Joined:         n.isJoined(),
 		Leaving:        n.leaving.Load(),
-		RootHome:       n.dir.RootHome(),
+		RootHome:       n.dir.RootShard(),
 		GroupMembers:   []fsm.Member{},
 		Peers:          []PeerJSON{},
 	}
@@ -410,7 +443,7 @@ func (n *Node) serveStatusPage(w http.ResponseWriter, r *http.Request) {
 		Root    string
 		Members []rpc.Member
 		Groups  []rpc.GroupInfo
-	}{n.Status(), n.dir.RootHome(), members, n.Groups(ctx, members)}
+	}{n.Status(), n.dir.RootShard(), members, n.Groups(ctx, members)}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := statusPage.Execute(w, data); err != nil {
 		n.log.Debug("writing the status page", "err", err)

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"time"
 
 	"github.com/ghba/ghba/fsm"
 	"github.com/ghba/ghba/node/internal/backoff"
+	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/raft"
 )
@@ -54,6 +56,11 @@ func (n *Node) requestLeave(ctx context.Context) error {
 			return fmt.Errorf("leadership transfer: %w", err)
 		}
 	}
+	return n.callLeader(ctx, methodGroupLeave, &groupLeaveReq{ID: n.cfg.NodeID, leaderOnly: leaderOnly{Group: n.group()}}, &groupLeaveResp{})
+}
+
+// callLeader sends method to the group's leader (another node).
+func (n *Node) callLeader(ctx context.Context, method string, req, resp any) error {
 	leader := n.leaderID()
 	if leader == "" || leader == n.cfg.NodeID {
 		return fmt.Errorf("%w: no other leader yet", rpc.ErrUnavailable)
@@ -64,8 +71,7 @@ func (n *Node) requestLeave(ctx context.Context) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, n.tune.RPCTimeout)
 	defer cancel()
-	var resp groupLeaveResp
-	return n.client.Call(cctx, addr, methodGroupLeave, &groupLeaveReq{ID: n.cfg.NodeID, leaderOnly: leaderOnly{Group: n.group()}}, &resp)
+	return n.client.Call(cctx, addr, method, req, resp)
 }
 
 // groupJoinLoop makes this node a member of a group, unless it is one: it
@@ -152,7 +158,11 @@ func (n *Node) joinGroupOnce(ctx context.Context) error {
 	if len(addrs) == 0 {
 		return fmt.Errorf("%w: no alive member of group %q", errNoGroup, target)
 	}
-	req := &groupJoinReq{leaderOnly: leaderOnly{Group: target}, Auto: auto, Member: n.selfMember()}
+	shards, err := n.joinShards(ctx)
+	if err != nil {
+		return err
+	}
+	req := &groupJoinReq{leaderOnly: leaderOnly{Group: target}, Auto: auto, Member: n.selfMember(), Shards: shards}
 	var errs []error
 	for _, addr := range addrs {
 		cctx, cancel := context.WithTimeout(ctx, n.tune.RPCTimeout)
@@ -174,6 +184,12 @@ func (n *Node) joinGroupOnce(ctx context.Context) error {
 		if resp.Group == "" {
 			return fmt.Errorf("%w: empty answer", errNoGroup)
 		}
+		if err := n.settleOwnShard(ctx, resp.Created); err != nil {
+			return err
+		}
+		n.mu.Lock()
+		n.carry = nil // the group's FSM has them now
+		n.mu.Unlock()
 		if err := n.setJoined(ctx, resp.Group); err != nil {
 			return err
 		}
@@ -295,7 +311,12 @@ func (n *Node) handleGroupJoin(ctx context.Context, req *groupJoinReq) (*groupJo
 	if resp, handled, err := forward[groupJoinReq, groupJoinResp](ctx, n, methodGroupJoin, req); handled {
 		return resp, err
 	}
-	if err := n.addMember(ctx, req.Member); err != nil {
+	shards := req.Shards
+	if shards == nil { // a joiner of a build before replicated shards
+		shards = []string{req.Member.ID}
+	}
+	created, err := n.addMember(ctx, req.Member, shards)
+	if err != nil {
 		if req.Auto && n.cfg.Group == GroupAuto && errors.Is(err, fsm.ErrGroupFull) {
 			resp, serr := n.splitForJoin(ctx, req.Member)
 			if serr == nil {
@@ -305,9 +326,9 @@ func (n *Node) handleGroupJoin(ctx context.Context, req *groupJoinReq) (*groupJo
 		}
 		return nil, err
 	}
-	n.log.Info("node joined the group", "member", req.Member.ID, "group", n.group(), "auto", req.Auto)
+	n.log.Info("node joined the group", "member", req.Member.ID, "group", n.group(), "auto", req.Auto, "shards", shards, "created", created)
 	n.signalRefresh()
-	return &groupJoinResp{Group: n.group(), Leader: n.cfg.NodeID}, nil
+	return &groupJoinResp{Group: n.group(), Leader: n.cfg.NodeID, Created: created}, nil
 }
 
 // handleGroupLeave removes the requester from this node's group.
@@ -315,10 +336,70 @@ func (n *Node) handleGroupLeave(ctx context.Context, req *groupLeaveReq) (*group
 	if resp, handled, err := forward[groupLeaveReq, groupLeaveResp](ctx, n, methodGroupLeave, req); handled {
 		return resp, err
 	}
+	if req.Prepare {
+		if err := n.markLeaving(ctx, req.ID); err != nil {
+			return nil, err
+		}
+		n.log.Info("member leaving: its shard replicas go to other members", "member", req.ID)
+		n.signalRefresh()
+		return &groupLeaveResp{}, nil
+	}
 	if err := n.removeMember(ctx, req.ID); err != nil {
 		return nil, err
 	}
 	n.log.Info("node left the group", "member", req.ID, "group", n.group())
 	n.signalRefresh()
 	return &groupLeaveResp{}, nil
+}
+
+// joinShards returns the shards this node brings to the group it joins:
+// the shards it owns after a split or merge (its switch record), or, on
+// its very first join, the shard it creates, named after it. A node
+// creates its shard only if no node hosts a shard of that name: a node
+// whose data dir was wiped rejoins its old shard instead of creating a
+// second one.
+func (n *Node) joinShards(ctx context.Context) ([]string, error) {
+	n.mu.Lock()
+	carry := n.carry
+	n.mu.Unlock()
+	if carry != nil {
+		return carry, nil
+	}
+	create, err := n.getMeta(ctx, metaShardCreate)
+	if err != nil {
+		return nil, err
+	}
+	if create != "" {
+		return []string{create}, nil
+	}
+	created, err := n.getMeta(ctx, metaShardCreated)
+	if err != nil {
+		return nil, err
+	}
+	own := n.cfg.NodeID
+	if created != "" || n.shards.get(own) != nil || n.dir.shardKnown(own) {
+		return []string{}, nil
+	}
+	if err := n.store.SetMeta(ctx, metaShardCreate, []byte(own)); err != nil {
+		return nil, fmt.Errorf("node: recording the shard to create: %w", err)
+	}
+	return []string{own}, nil
+}
+
+// settleOwnShard ends this node's intent to create its shard once it
+// joined: the shard host loop bootstraps it if the join created it;
+// otherwise (it existed already) the intent is dropped, so that this node
+// never bootstraps a second Raft group for an existing shard.
+func (n *Node) settleOwnShard(ctx context.Context, created []string) error {
+	create, err := n.getMeta(ctx, metaShardCreate)
+	if err != nil || create == "" || slices.Contains(created, create) {
+		return err
+	}
+	var b store.Batch
+	b.DeleteMeta(metaShardCreate)
+	if err := n.store.Commit(ctx, &b); err != nil {
+		return fmt.Errorf("node: dropping the shard to create: %w", err)
+	}
+	n.log.Info("the shard named after this node exists already: joining it, not creating it", "shard", create)
+	return nil
 }

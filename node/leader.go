@@ -96,6 +96,8 @@ func (n *Node) leaderRoutine(ctx context.Context, gr *groupRaft) {
 		if err := n.reconcileGroup(ctx); err != nil && ctx.Err() == nil {
 			n.log.Warn("reconcile failed", "err", err)
 		}
+		n.repairFailed(ctx)
+		n.reconcileShards(ctx)
 		n.maybeMerge(ctx, gr)
 		select {
 		case <-ctx.Done():
@@ -127,11 +129,19 @@ func (n *Node) establish(ctx context.Context, gr *groupRaft) error {
 	self := n.selfMember()
 	if m, ok := gr.fsm.Member(n.cfg.NodeID); !ok || m.Status != fsm.StatusActive ||
 		m.RPCAddr != self.RPCAddr || m.RaftAddr != self.RaftAddr || m.SerfAddr != self.SerfAddr || m.HTTPAddr != self.HTTPAddr {
-		// Adds the first member, or reactivates this one (a restart after
-		// a failure) and updates its addresses.
-		if _, err := n.applyOn(ctx, gr, fsm.EncodeAddMember(self)); err != nil {
+		// Adds the first member (with the shard it creates), or
+		// reactivates this one (a restart after a failure) and updates its
+		// addresses.
+		shards, err := n.joinShards(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := n.applyOn(ctx, gr, fsm.EncodeAddMemberShards(self, shards)); err != nil {
 			return fmt.Errorf("adding self: %w", err)
 		}
+		n.mu.Lock()
+		n.carry = nil // the group's FSM has them now
+		n.mu.Unlock()
 	}
 	return nil
 }
@@ -160,19 +170,25 @@ func (n *Node) isLeader() bool {
 // first, so a node that comes back with a new address, or a new node at
 // an old address, joins cleanly; then AddVoter. Both steps are idempotent,
 // so a joiner retries the whole call after any error.
-func (n *Node) addMember(ctx context.Context, m fsm.Member) error {
+func (n *Node) addMember(ctx context.Context, m fsm.Member, shards []string) (created []string, err error) {
 	n.memberMu.Lock()
 	defer n.memberMu.Unlock()
 	if !n.isLeader() {
-		return errNotLeader
+		return nil, errNotLeader
 	}
 	if m.ID == n.cfg.NodeID {
-		return fmt.Errorf("%w: node id %q is this leader's", fs.ErrExist, m.ID)
+		return nil, fmt.Errorf("%w: node id %q is this leader's", fs.ErrExist, m.ID)
 	}
-	if _, err := n.apply(ctx, fsm.EncodeAddMember(m)); err != nil {
-		return fmt.Errorf("adding %s to the group's FSM: %w", m.ID, err)
+	f := n.groupFSM()
+	for _, s := range shards {
+		if _, ok := f.Shard(s); !ok {
+			created = append(created, s)
+		}
 	}
-	return n.ensureVoter(ctx, m.ID, m.RaftAddr)
+	if _, err := n.apply(ctx, fsm.EncodeAddMemberShards(m, shards)); err != nil {
+		return nil, fmt.Errorf("adding %s to the group's FSM: %w", m.ID, err)
+	}
+	return created, n.ensureVoter(ctx, m.ID, m.RaftAddr)
 }
 
 // ensureVoter makes id at addr a voter of the group's Raft.
@@ -345,7 +361,7 @@ func (n *Node) reconcileMember(ctx context.Context, m serf.Member, servers map[s
 			n.log.Info("member of the group missing from its FSM; adding it back", "member", id)
 			fm = fsm.Member{ID: id, RPCAddr: m.Tags[tagRPC], RaftAddr: m.Tags[tagRaft], HTTPAddr: m.Tags[tagHTTP],
 				SerfAddr: net.JoinHostPort(m.Addr.String(), fmt.Sprint(m.Port))}
-			if _, err := n.apply(ctx, fsm.EncodeAddMember(fm)); err != nil {
+			if _, err := n.apply(ctx, fsm.EncodeAddMemberShards(fm, []string{})); err != nil {
 				return fmt.Errorf("adding %s back: %w", id, err)
 			}
 			inFSM = true

@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -17,6 +19,8 @@ import (
 
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/namespace"
+	"github.com/ghba/ghba/node/raftmux"
+	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/serf/serf"
@@ -36,6 +40,10 @@ const (
 	// group. A node restarted with it wipes its Raft state and joins a
 	// group again.
 	metaSwitch = "cluster/switch"
+	// metaIncarnation holds the incarnation of this data directory: a
+	// random id made when the directory is new, part of the Raft server
+	// id of the node's shard replicas (shard.ReplicaID).
+	metaIncarnation = "node/incarnation"
 )
 
 // raftShutdownTimeout bounds the wait for Raft's goroutines at Shutdown.
@@ -116,6 +124,22 @@ type Tuning struct {
 	// Namespace holds the namespace's timers.
 	Namespace namespace.Tuning
 
+	// Shard holds the Raft timers of the shard replicas.
+	Shard shard.Tuning
+	// ShardInterval is the period of the shard host loop (open and close
+	// replicas) and of the group leader's pass telling shards their
+	// placement.
+	ShardInterval time.Duration
+	// ShardConvergeTimeout bounds one convergence pass of a shard leader.
+	ShardConvergeTimeout time.Duration
+	// ShardCatchUpLag is how many entries behind the leader's commit
+	// index a replica may be and still count as caught up (promotion,
+	// leadership transfer).
+	ShardCatchUpLag uint64
+	// ShardMemTable and ShardBlockCache size each replica's Badger store
+	// (0: the store's defaults).
+	ShardMemTable, ShardBlockCache int64
+
 	// TellSwitchHook, if set (tests only), is asked before each switch
 	// request a leader sends; an error fails the request as a lost one
 	// would.
@@ -155,6 +179,10 @@ func DefaultTuning() Tuning {
 		StatusTimeout:           2 * time.Second,
 		BootstrapJoinTimeout:    5 * time.Second,
 		Namespace:               namespace.DefaultTuning(),
+		Shard:                   shard.DefaultTuning(),
+		ShardInterval:           2 * time.Second,
+		ShardConvergeTimeout:    time.Minute,
+		ShardCatchUpLag:         64,
 	}
 }
 
@@ -187,6 +215,9 @@ type Node struct {
 	stopErr   error
 
 	store *store.Store
+	// incarnation identifies the data directory (metaIncarnation); set at
+	// Start before anything reads it.
+	incarnation string
 	// gr is the current group Raft (with its FSM); replaced when the node
 	// switches groups. Read it through curRaft, raftNode and groupFSM.
 	gr atomic.Pointer[groupRaft]
@@ -198,6 +229,7 @@ type Node struct {
 	serfEvents chan serf.Event
 	serfDone   chan struct{} // closed after serf.Shutdown: stops the drainer
 	tagsMu     sync.Mutex
+	lastTags   map[string]string // the tags last gossiped; guarded by tagsMu
 
 	rpcSrv  *rpc.Server
 	rpcLn   net.Listener
@@ -207,7 +239,11 @@ type Node struct {
 
 	ns      *namespace.Namespace
 	dir     *directory
+	shards  *shardHost
 	metrics *nodeMetrics
+
+	raftLn net.Listener // the raft port
+	mux    *raftmux.Mux // every Raft group of the node on it
 
 	bgCtx    context.Context // canceled by Shutdown: stops background work
 	bgCancel context.CancelFunc
@@ -225,14 +261,21 @@ type Node struct {
 	// tagMoving, until the node joined its new group) and the hint of the
 	// group to join.
 	pendingSwitch *switchRecord
+	carry         []string // shards a switch takes to the new group, until its FSM has them
 	movingFrom    string
 	switching     bool      // the Raft is being replaced: the join loop waits
 	orphanSince   time.Time // first seen orphaned (checkOrphaned; refresher goroutine only)
 	hint          joinHint
 
 	splits, merges, switches atomic.Uint64
+	shardLeaderships         atomic.Uint64        // shards this node started serving as leader
+	repairs                  atomic.Uint64        // members whose replicas this node (as group leader) repaired
+	failedSince              map[string]time.Time // members seen failed, for repair; guarded by memberMu
 
 	bootstrapped bool // this Start bootstrapped a new group
+	// deferBootstrap: bootstrapOrJoin decides at Start whether to
+	// bootstrap (a bootstrap node with retry_join and no group yet).
+	deferBootstrap bool
 
 	leaving atomic.Bool
 	// done is closed when the node stops serving for good: Leave has
@@ -265,7 +308,12 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (*Node, error) {
 	for _, o := range opts {
 		o(n)
 	}
+	if cfg.Replication > cfg.MaxGroupSize {
+		n.log.Warn("replication exceeds max_group_size: each shard gets one replica per member of its group at most",
+			"replication", cfg.Replication, "max_group_size", cfg.MaxGroupSize)
+	}
 	n.dir = newDirectory(n)
+	n.shards = newShardHost(n)
 	n.metrics = newNodeMetrics(n)
 	return n, nil
 }
@@ -377,6 +425,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.store = st
+	if c, err := st.CountInodes(ctx); err != nil {
+		return fmt.Errorf("node: %w", err)
+	} else if c.Total() > 0 {
+		// Before replicated shards, a node kept its paths in this store.
+		return fmt.Errorf("%w: data_dir %s holds %d paths in the single-copy format of a build before replicated shards; "+
+			"this build cannot convert them: start this node with a new data_dir in a new cluster", ErrConfig, n.cfg.DataDir, c.Total())
+	}
 	if err := n.loadMeta(ctx); err != nil {
 		return err
 	}
@@ -387,6 +442,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	if n.httpLn, err = net.Listen("tcp", net.JoinHostPort(n.cfg.BindAddr, strconv.Itoa(n.cfg.Ports.HTTP))); err != nil {
 		return fmt.Errorf("node: ports.http: %w", err)
+	}
+	if err := n.startRaftMux(); err != nil {
+		return err
 	}
 
 	if err := n.startRaft(ctx); err != nil {
@@ -399,9 +457,19 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.ns, err = n.newNamespace(); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
+	// The replicas this node hosted before a restart take part in their
+	// shards' elections at once, before the group's FSM is replayed.
+	if err := n.shards.openExisting(ctx); err != nil {
+		return err
+	}
 
 	if err := n.startSerf(); err != nil {
 		return err
+	}
+	if n.deferBootstrap {
+		if err := n.bootstrapOrJoin(ctx); err != nil {
+			return err
+		}
 	}
 	if n.bootstrapped && n.dir.rootHint() == "" {
 		if err := n.claimRoot(ctx); err != nil {
@@ -429,6 +497,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 
 	n.startLeaderLoop(n.curRaft())
 	n.bg.Go(n.refresher)
+	n.bg.Go(n.shards.loop)
 	n.bg.Go(n.groupJoinLoop)
 	if len(n.cfg.RetryJoin) > 0 {
 		n.bg.Go(func() { n.retryJoin(n.bgCtx) })
@@ -447,6 +516,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 // loadMeta reads the cluster layer's records from the store and checks
 // them against the configuration.
 func (n *Node) loadMeta(ctx context.Context) error {
+	if err := n.loadIncarnation(ctx); err != nil {
+		return err
+	}
 	g, err := n.getMeta(ctx, metaGroup)
 	if err != nil {
 		return err
@@ -469,7 +541,7 @@ func (n *Node) loadMeta(ctx context.Context) error {
 		// startRaft and the node joins a group again as an auto node.
 		g = ""
 		n.mu.Lock()
-		n.pendingSwitch, n.movingFrom = rec, rec.From
+		n.pendingSwitch, n.movingFrom, n.carry = rec, rec.From, rec.Shards
 		if !rec.Bootstrap && rec.Via != n.cfg.NodeID {
 			n.hint = joinHint{group: rec.Group, via: rec.Via, from: rec.From, until: time.Now().Add(n.tune.SwitchHintTimeout)}
 		}
@@ -494,22 +566,38 @@ func (n *Node) loadMeta(ctx context.Context) error {
 	return nil
 }
 
-// claimRoot decides, on a node that just bootstrapped a new group, who
-// homes "/": if retry_join names an existing cluster that answers, its
-// root home (learned from Serf tags); otherwise this node, the first of a
-// new cluster. The namespace creates "/" at Start if it is its home.
-func (n *Node) claimRoot(ctx context.Context) error {
-	if len(n.cfg.RetryJoin) > 0 {
-		jctx, cancel := context.WithTimeout(ctx, n.tune.BootstrapJoinTimeout)
-		k, err := n.Join(jctx, n.cfg.RetryJoin)
-		cancel()
-		switch {
-		case err != nil || k == 0:
-			n.log.Info("no existing cluster answered; this is a new cluster", "retry_join", n.cfg.RetryJoin, "err", err)
-		default:
-			n.dir.refresh()
-		}
+// loadIncarnation reads the data directory's incarnation, making one when
+// the directory is new (or was wiped).
+func (n *Node) loadIncarnation(ctx context.Context) error {
+	inc, err := n.getMeta(ctx, metaIncarnation)
+	if err != nil {
+		return err
 	}
+	if inc == "" {
+		var b [6]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return fmt.Errorf("node: incarnation: %w", err)
+		}
+		inc = hex.EncodeToString(b[:])
+		var batch store.Batch
+		batch.SetMeta(metaIncarnation, []byte(inc))
+		if err := n.store.Commit(ctx, &batch); err != nil {
+			return fmt.Errorf("node: recording the incarnation: %w", err)
+		}
+		n.log.Info("new data directory", "incarnation", inc)
+	}
+	n.incarnation = inc
+	return nil
+}
+
+// replicaID is the Raft server id of this node's shard replicas.
+func (n *Node) replicaID() string { return shard.ReplicaID(n.cfg.NodeID, n.incarnation) }
+
+// claimRoot decides, on a node that just bootstrapped a new group, whose
+// shard homes "/": the existing cluster's (learned from Serf tags) if
+// bootstrapOrJoin found one; otherwise this node's, the first of a new
+// cluster. The namespace creates "/" at Start if it is its home.
+func (n *Node) claimRoot(ctx context.Context) error {
 	if root := n.dir.rootHint(); root != "" {
 		n.log.Info("joined an existing cluster; its root home stays", "root", root)
 		return nil
@@ -626,6 +714,7 @@ func (n *Node) closeAll(ctx context.Context) error {
 	// Bounded: a raft goroutine that never ends must not hang the process;
 	// the rest is closed anyway (see groupRaft.close). A group switch in
 	// progress finishes its step first and then sees raftClosed.
+	n.shards.closeAll(ctx)
 	n.switchMu.Lock()
 	n.raftClosed = true
 	if gr := n.curRaft(); gr != nil {
@@ -642,6 +731,13 @@ func (n *Node) closeAll(ctx context.Context) error {
 	}
 	n.bg.Wait()
 	n.joins.Wait() // serf.Join calls, which end once Serf is shut down
+	if n.mux != nil {
+		if err := n.mux.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raft port: %w", err))
+		}
+	} else if n.raftLn != nil {
+		n.raftLn.Close()
+	}
 	if n.client != nil {
 		n.client.Close()
 	}
@@ -654,10 +750,13 @@ func (n *Node) closeAll(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Leave leaves the cluster for good: the node stops taking new homes,
-// drains its files to other nodes (nothing is lost), hands its replicas to
-// its group-mates and leaves its group's Raft (transferring leadership
-// first if it leads), then leaves Serf. Afterwards Done is closed; call
+// Leave leaves the cluster for good: the node stops taking new homes, its
+// group's FSM gives the shards it owns to other members and places its
+// shard replicas elsewhere, and it waits until the shards' leaders have
+// moved every replica off it (nothing is lost, nothing is copied file by
+// file); then it hands its filter replicas to its group-mates and leaves
+// its group's Raft (transferring leadership first if it leads), then
+// Serf. Afterwards Done is closed; call
 // Shutdown to stop the process. On error before the node left Raft, it
 // stays a member and Leave may be retried.
 func (n *Node) Leave(ctx context.Context) (*rpc.LeaveResponse, error) {
@@ -684,19 +783,14 @@ func (n *Node) Leave(ctx context.Context) (*rpc.LeaveResponse, error) {
 		return nil, err
 	}
 
-	drained, err := n.ns.Drain(ctx)
-	if err != nil {
-		return abort(fmt.Errorf("leave: draining files: %w", err))
-	}
-	resp.DrainedFiles = drained
-	n.log.Info("files drained", "files", drained)
-	if to := n.ns.RootMovedTo(); to != "" && n.dir.rootHint() == n.cfg.NodeID {
-		r := rootRec{id: to, epoch: n.dir.rootRecord().epoch + 1}
-		if err := n.setRootHome(ctx, r); err != nil {
-			n.log.Error("announcing the new root home", "root", to, "err", err)
-		} else {
-			n.log.Info("the root directory moved", "to", to, "epoch", r.epoch)
+	if n.isJoined() {
+		resp.HandedShards = n.groupFSM().OwnedBy(n.cfg.NodeID)
+		moved, err := n.moveShardReplicasAway(ctx)
+		if err != nil {
+			return abort(fmt.Errorf("leave: moving shard replicas away: %w", err))
 		}
+		resp.MovedShardReplicas = moved
+		n.log.Info("shard replicas moved away", "replicas", moved, "handed_shards", resp.HandedShards)
 	}
 
 	if n.isJoined() {
@@ -722,7 +816,7 @@ func (n *Node) Leave(ctx context.Context) (*rpc.LeaveResponse, error) {
 			n.log.Warn("serf leave", "err", err)
 		}
 	}
-	n.log.Info("left the cluster", "drained_files", resp.DrainedFiles, "handed_replicas", resp.HandedReplicas)
+	n.log.Info("left the cluster", "moved_shard_replicas", resp.MovedShardReplicas, "handed_replicas", resp.HandedReplicas)
 	n.finish(nil)
 	return resp, nil
 }
@@ -738,11 +832,13 @@ func (n *Node) Status() *rpc.StatusResponse {
 		StartedAt: n.startedAt.UnixNano(),
 		Version:   buildVersion(),
 	}
-	if n.store != nil {
-		if c, err := n.store.CountInodes(context.Background()); err == nil {
-			st.Files = c.Total()
+	st.Replicas = n.shards.replicaStatus(context.Background())
+	for _, r := range st.Replicas {
+		if r.Leading {
+			st.Files += r.Files
 		}
 	}
+	st.ShardLeaderships, st.ReplicaRepairs = n.shardLeaderships.Load(), n.repairs.Load()
 	st.Scheme = n.cfg.Scheme
 	if f := n.groupFSM(); f != nil && n.isJoined() {
 		st.ReplicasHeld = f.Load(n.cfg.NodeID)
@@ -770,7 +866,6 @@ func buildVersion() string {
 func (n *Node) newNamespace() (*namespace.Namespace, error) {
 	ns, err := namespace.New(namespace.Options{
 		NodeID:    n.cfg.NodeID,
-		Store:     n.store,
 		Client:    n.client,
 		Directory: n.dir,
 		Routing:   n.cfg.Routing(),

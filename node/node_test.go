@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/ghba/ghba/fsm"
 	"github.com/ghba/ghba/node"
 	"github.com/ghba/ghba/node/nodetest"
+	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc/rpctest"
 	"go.uber.org/goleak"
 )
@@ -54,6 +56,39 @@ func TestStartFailsCleanly(t *testing.T) {
 	}
 	if err := n2.Shutdown(ctx); err != nil {
 		t.Errorf("Shutdown: %v", err)
+	}
+}
+
+// TestStartRefusesSingleCopyData: a data directory whose store holds paths
+// (the single-copy format of builds before replicated shards) is refused
+// with a config error that says what to do, and nothing is changed.
+func TestStartRefusesSingleCopyData(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
+	cfg := nodetest.Config(t, "old")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := store.Open(ctx, store.Options{Dir: filepath.Join(cfg.DataDir, "meta")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b store.Batch
+	b.PutInode("/", store.Inode{Type: store.TypeDir, Mode: 0o755})
+	if err := st.Commit(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(cfg, rpctest.Logger(t), node.WithTuning(nodetest.Tuning()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = n.Start(ctx)
+	if !errors.Is(err, node.ErrConfig) || !strings.Contains(err.Error(), "single-copy") {
+		t.Errorf("Start on a single-copy data dir: %v, want a config error about the format", err)
+	}
+	if err := n.Shutdown(ctx); err != nil {
+		t.Errorf("Shutdown after failed Start: %v", err)
 	}
 }
 

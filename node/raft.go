@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,10 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"sync/atomic"
-	"time"
 
 	"github.com/ghba/ghba/fsm"
 	"github.com/ghba/ghba/node/internal/tasks"
+	"github.com/ghba/ghba/node/raftmux"
 	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/raft"
@@ -42,6 +43,30 @@ type groupRaft struct {
 
 // errRaftStuck reports a group Raft that did not shut down in time.
 var errRaftStuck = errors.New("the old group raft did not shut down")
+
+// groupLayerID is the raft multiplexer's id of the group Raft's traffic.
+const groupLayerID = "group"
+
+// startRaftMux binds the raft port and starts the multiplexer every Raft
+// group of the node (its group Raft, its shard replicas) talks through.
+func (n *Node) startRaftMux() error {
+	ln, err := net.Listen("tcp", joinHostPort(n.cfg.BindAddr, n.cfg.Ports.Raft))
+	if err != nil {
+		return fmt.Errorf("node: ports.raft: %w", err)
+	}
+	n.raftLn = ln
+	adv, err := resolveTCP(n.addr(n.cfg.Ports.Raft))
+	if err != nil {
+		return fmt.Errorf("node: raft advertise address: %w", err)
+	}
+	n.mux = raftmux.New(ln, adv, raftmux.Options{Logger: n.log.With("component", "raftmux")})
+	n.bg.Go(func() {
+		if err := n.mux.Serve(n.bgCtx); err != nil && n.bgCtx.Err() == nil {
+			n.log.Error("raft port stopped", "err", err)
+		}
+	})
+	return nil
+}
 
 // raftDir is the directory of the group Raft's state.
 func (n *Node) raftDir() string { return filepath.Join(n.cfg.DataDir, "raft") }
@@ -77,28 +102,17 @@ func (n *Node) openGroupRaft() (gr *groupRaft, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("raft: snapshot store: %w", err)
 	}
-	adv, err := resolveTCP(n.addr(n.cfg.Ports.Raft))
+	// MaxRPCsInFlight 1 (raftmux.NewTransport) turns raft's pipelined
+	// replication off. With pipelining (raft v1.7.3, also v1.8.0), a
+	// pipeline whose decoder stopped (a follower refused an
+	// AppendEntries, or answered with a newer term) can block the
+	// replication goroutine forever on its unbuffered channels, and
+	// raft.Shutdown then never returns.
+	layer, err := n.mux.Layer(groupLayerID)
 	if err != nil {
-		return nil, fmt.Errorf("raft: advertise address: %w", err)
+		return nil, fmt.Errorf("raft: %w", err)
 	}
-	bind := joinHostPort(n.cfg.BindAddr, n.cfg.Ports.Raft)
-	// MaxRPCsInFlight 1 turns raft's pipelined replication off. With
-	// pipelining (raft v1.7.3, also v1.8.0), a pipeline whose decoder
-	// stopped (a follower refused an AppendEntries, or answered with a
-	// newer term) can block the replication goroutine forever on its
-	// unbuffered channels, and raft.Shutdown then never returns. The
-	// group's log carries only membership and assignment commands, so
-	// synchronous replication costs nothing that matters.
-	trans, err := raft.NewTCPTransportWithConfig(bind, adv, &raft.NetworkTransportConfig{
-		MaxPool:         3,
-		Timeout:         10 * time.Second,
-		Logger:          hl.Named("transport"),
-		MaxRPCsInFlight: 1,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("raft: ports.raft: %w", err)
-	}
-	gr.trans = trans
+	gr.trans = raftmux.NewTransport(layer, hl.Named("transport"))
 
 	conf := raft.DefaultConfig()
 	conf.LocalID = raft.ServerID(n.cfg.NodeID)
@@ -121,7 +135,7 @@ func (n *Node) openGroupRaft() (gr *groupRaft, err error) {
 	if gr.existing, err = raft.HasExistingState(bolt, bolt, snaps); err != nil {
 		return nil, fmt.Errorf("raft: reading state: %w", err)
 	}
-	r, err := raft.NewRaft(conf, gr.fsm, bolt, bolt, snaps, trans)
+	r, err := raft.NewRaft(conf, gr.fsm, bolt, bolt, snaps, gr.trans)
 	if err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
@@ -213,27 +227,59 @@ func (n *Node) startRaft(ctx context.Context) error {
 	}
 	n.gr.Store(gr)
 
-	if n.cfg.Bootstrap && !gr.existing && !n.isJoined() && pending == nil {
-		g := n.group()
-		if g == "" {
-			g = defaultAutoGroup
-		}
-		n.mu.Lock()
-		n.groupName = g
-		n.mu.Unlock()
-		if err := n.bootstrapSelf(gr); err != nil {
-			return err
-		}
-		// The group exists once the leader's establish applies its
-		// Bootstrap command; this node is its first member and homes "/".
-		if err := n.setJoined(ctx, g); err != nil {
-			return err
-		}
-		n.bootstrapped = true // Start decides about the root home once Serf is up
-		n.log.Info("bootstrapped a new group", "group", g)
-	} else if n.cfg.Bootstrap {
+	switch {
+	case n.cfg.Bootstrap && !gr.existing && !n.isJoined() && pending == nil && len(n.cfg.RetryJoin) > 0:
+		n.deferBootstrap = true // bootstrapOrJoin decides once Serf is up
+	case n.cfg.Bootstrap && !gr.existing && !n.isJoined() && pending == nil:
+		return n.bootstrapGroup(ctx, gr)
+	case n.cfg.Bootstrap:
 		n.log.Debug("raft state or group membership exists; not bootstrapping")
 	}
+	return nil
+}
+
+// bootstrapOrJoin decides, for a node configured to bootstrap whose data
+// directory holds no group (its first start, or its data directory was
+// lost) and that has retry_join: if retry_join reaches a cluster in which
+// the node's group exists, the node joins that group like any other node
+// (bootstrapping would found a second group of the same name); otherwise
+// it bootstraps the group.
+func (n *Node) bootstrapOrJoin(ctx context.Context) error {
+	jctx, cancel := context.WithTimeout(ctx, n.tune.BootstrapJoinTimeout)
+	k, err := n.Join(jctx, n.cfg.RetryJoin)
+	cancel()
+	if err != nil || k == 0 {
+		n.log.Info("no existing cluster answered; bootstrapping", "retry_join", n.cfg.RetryJoin, "err", err)
+		return n.bootstrapGroup(ctx, n.curRaft())
+	}
+	n.dir.refresh()
+	g := cmp.Or(n.group(), defaultAutoGroup)
+	for _, p := range n.dir.Peers() {
+		if p.Group == g && p.ID != n.cfg.NodeID {
+			n.log.Warn("configured to bootstrap, but the cluster has group "+g+" already (a lost data directory?): joining it",
+				"group", g, "member", p.ID)
+			return nil
+		}
+	}
+	return n.bootstrapGroup(ctx, n.curRaft())
+}
+
+// bootstrapGroup makes gr a new group of this node alone.
+func (n *Node) bootstrapGroup(ctx context.Context, gr *groupRaft) error {
+	g := cmp.Or(n.group(), defaultAutoGroup)
+	n.mu.Lock()
+	n.groupName = g
+	n.mu.Unlock()
+	if err := n.bootstrapSelf(gr); err != nil {
+		return err
+	}
+	// The group exists once the leader's establish applies its Bootstrap
+	// command; this node is its first member.
+	if err := n.setJoined(ctx, g); err != nil {
+		return err
+	}
+	n.bootstrapped = true // Start decides about the root home once Serf is up
+	n.log.Info("bootstrapped a new group", "group", g)
 	return nil
 }
 
@@ -243,6 +289,9 @@ func (n *Node) onFSMChange(ev fsm.Event) {
 	select {
 	case n.refreshCh <- struct{}{}:
 	default:
+	}
+	if len(ev.Shards) > 0 {
+		n.shards.signal() // open or close the replicas placed here
 	}
 }
 
@@ -274,6 +323,7 @@ func (n *Node) groupFSMConfig(g string) (fsm.Config, error) {
 	return fsm.Config{
 		Group:        g,
 		MaxGroupSize: n.cfg.MaxGroupSize,
+		Replication:  n.cfg.Replication,
 		Filter:       filter,
 		LRUEntries:   n.cfg.LRUEntries,
 		LRU:          lru,

@@ -52,6 +52,9 @@ type switchRecord struct {
 	Via       string `json:"via,omitempty"`
 	Bootstrap bool   `json:"bootstrap,omitempty"`
 	Reason    string `json:"reason"`
+	// Shards are the shards the node owns and takes to the new group
+	// (nil in a record of a build before replicated shards).
+	Shards []string `json:"shards"`
 }
 
 func parseSwitchRecord(s string) (*switchRecord, error) {
@@ -185,7 +188,11 @@ func (n *Node) handleGroupSwitch(ctx context.Context, req *groupSwitchReq) (*gro
 	if !joined || g != req.From {
 		return nil, fmt.Errorf("%w: node %s is not a member of group %q", rpc.ErrUnavailable, n.cfg.NodeID, req.From)
 	}
-	rec := switchRecord{Group: req.Group, From: req.From, Via: req.Via, Bootstrap: req.Bootstrap, Reason: req.Reason}
+	shards := req.Shards
+	if shards == nil { // a leader of a build before replicated shards
+		shards = nonNil(n.groupFSM().OwnedBy(n.cfg.NodeID))
+	}
+	rec := switchRecord{Group: req.Group, From: req.From, Via: req.Via, Bootstrap: req.Bootstrap, Reason: req.Reason, Shards: shards}
 	if err := n.beginSwitch(ctx, rec); err != nil {
 		return nil, err
 	}
@@ -237,6 +244,7 @@ func (n *Node) beginSwitch(ctx context.Context, rec switchRecord) error {
 		return errNotRunning
 	}
 	n.pendingSwitch = &rec
+	n.carry = rec.Shards
 	n.movingFrom = rec.From
 	n.groupName, n.joined = "", false
 	n.switching = true
@@ -429,7 +437,8 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 	boot := movers[0]
 	name := n.newGroupName(boot)
 	n.log.Info("splitting the group", "group", myGroup, "new_group", name, "moving", movers, "joiner", j.ID, "max_group_size", m)
-	if _, err := n.applyOn(ctx, gr, fsm.EncodeSplit(movers, name)); err != nil {
+	res, err := n.applyOn(ctx, gr, fsm.EncodeSplit(movers, name))
+	if err != nil {
 		return nil, fmt.Errorf("split command: %w", err)
 	}
 	if n.reshape.movedAway == nil {
@@ -459,7 +468,8 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 	// not wait for up to k RPC timeouts.
 	reqs := make(map[string]*groupSwitchReq, len(removed))
 	for _, id := range removed {
-		reqs[id] = &groupSwitchReq{Group: name, From: myGroup, Via: boot, Bootstrap: id == boot, Reason: "split", Leader: n.cfg.NodeID}
+		reqs[id] = &groupSwitchReq{Group: name, From: myGroup, Via: boot, Bootstrap: id == boot, Reason: "split",
+			Leader: n.cfg.NodeID, Shards: nonNil(res.MovedOut[id])}
 	}
 	n.bg.Go(func() {
 		for _, id := range removed {
@@ -626,7 +636,8 @@ func (n *Node) runMerge(myGroup, target, via string, others []string) {
 	}()
 	ctx := n.bgCtx
 	for _, id := range others {
-		req := &groupSwitchReq{Group: target, From: myGroup, Via: via, Reason: "merge", Leader: n.cfg.NodeID}
+		req := &groupSwitchReq{Group: target, From: myGroup, Via: via, Reason: "merge", Leader: n.cfg.NodeID,
+			Shards: nonNil(n.groupFSM().OwnedBy(id))}
 		if err := n.tellSwitch(ctx, id, req); err != nil {
 			n.log.Warn("telling a member to switch groups failed", "member", id, "err", err)
 		}
@@ -634,7 +645,8 @@ func (n *Node) runMerge(myGroup, target, via string, others []string) {
 	if ctx.Err() != nil {
 		return
 	}
-	if err := n.beginSwitch(ctx, switchRecord{Group: target, From: myGroup, Via: via, Reason: "merge"}); err != nil {
+	rec := switchRecord{Group: target, From: myGroup, Via: via, Reason: "merge", Shards: nonNil(n.groupFSM().OwnedBy(n.cfg.NodeID))}
+	if err := n.beginSwitch(ctx, rec); err != nil {
 		n.log.Error("switching to the merged group failed", "into", target, "err", err)
 		return
 	}
@@ -696,7 +708,17 @@ func (n *Node) checkOrphaned() {
 	n.log.Warn("every other voter of the group moved to another group; following them", "group", g, "to", target)
 	ctx, cancel = context.WithTimeout(n.bgCtx, 10*time.Second)
 	defer cancel()
-	if err := n.beginSwitch(ctx, switchRecord{Group: target, From: g, Via: via, Reason: "orphaned"}); err != nil {
+	rec := switchRecord{Group: target, From: g, Via: via, Reason: "orphaned", Shards: nonNil(n.groupFSM().OwnedBy(n.cfg.NodeID))}
+	if err := n.beginSwitch(ctx, rec); err != nil {
 		n.log.Warn("following the group's members failed", "to", target, "err", err)
 	}
+}
+
+// nonNil returns s, or an empty slice for nil (a list that says "none",
+// not "not given").
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

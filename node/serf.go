@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,6 +26,9 @@ const (
 	tagLeaving = "leaving" // "1" while the node drains its files (ghba leave)
 	tagMoving  = "moving"  // "1" while the node switches groups (split, merge)
 	tagAuto    = "auto"    // "1" on nodes configured with group auto (they may be moved)
+	tagHost    = "host"    // the shards this node hosts a replica of, comma-separated
+	tagLead    = "lead"    // the shards this node leads, comma-separated
+	tagInc     = "inc"     // the incarnation of the node's data directory (shard.ReplicaID)
 
 	roleGHBA = "ghba"
 
@@ -127,7 +131,9 @@ func (n *Node) startSerf() error {
 	if err != nil {
 		return fmt.Errorf("serf: start on %s:%d: %w", n.cfg.BindAddr, n.cfg.Ports.Serf, err)
 	}
-	n.serf = s
+	n.tagsMu.Lock()
+	n.serf, n.lastTags = s, conf.Tags
+	n.tagsMu.Unlock()
 	n.serfDone = make(chan struct{})
 	n.bg.Go(n.drainSerfEvents)
 	return nil
@@ -142,6 +148,7 @@ func (n *Node) currentTags() map[string]string {
 		tagRPC:   net.JoinHostPort(adv, strconv.Itoa(n.cfg.Ports.RPC)),
 		tagRaft:  net.JoinHostPort(adv, strconv.Itoa(n.cfg.Ports.Raft)),
 		tagHTTP:  net.JoinHostPort(adv, strconv.Itoa(n.cfg.Ports.HTTP)),
+		tagInc:   n.incarnation,
 	}
 	if r := n.dir.rootRecord(); r.id != "" {
 		tags[tagRoot] = r.String()
@@ -151,6 +158,15 @@ func (n *Node) currentTags() map[string]string {
 	}
 	if n.cfg.Group == GroupAuto {
 		tags[tagAuto] = "1"
+	}
+	if n.shards != nil {
+		hostedIDs, led := n.shards.hostedAndLed()
+		if len(hostedIDs) > 0 {
+			tags[tagHost] = shardsTag(hostedIDs)
+		}
+		if len(led) > 0 {
+			tags[tagLead] = shardsTag(led)
+		}
 	}
 	n.mu.Lock()
 	if !n.joined && n.movingFrom != "" {
@@ -182,12 +198,22 @@ func (n *Node) updateTags() error {
 		return nil
 	}
 	tags := n.currentTags()
+	if checkTags(tags) != nil && tags[tagHost] != "" {
+		// Many shards: the hosted list is the first to go (the Directory
+		// also learns shards from the group's FSM and their leaders).
+		n.log.Warn("serf tags too large: not gossiping the hosted shards", "host", tags[tagHost])
+		delete(tags, tagHost)
+	}
 	if err := checkTags(tags); err != nil {
 		return err
+	}
+	if maps.Equal(tags, n.lastTags) {
+		return nil
 	}
 	if err := n.serf.SetTags(tags); err != nil {
 		return fmt.Errorf("serf: set tags: %w", err)
 	}
+	n.lastTags = tags
 	return nil
 }
 

@@ -16,6 +16,11 @@ const (
 	// methodGroupSwitch tells a member of a group to move to another
 	// group (sent by its group's leader during a split or merge).
 	methodGroupSwitch = "Cluster.GroupSwitch" // groupSwitchReq → groupSwitchResp
+	// methodShardReconcile tells a shard's leader where the shard's
+	// replicas should be (sent by the group's leader).
+	methodShardReconcile = "Cluster.ShardReconcile" // shardReconcileReq → shardReconcileResp
+	// methodShardState asks a node about its replica of a shard.
+	methodShardState = "Cluster.ShardState" // shardStateReq → shardStateResp
 )
 
 // leaderOnly is embedded in the requests that only a group's leader
@@ -38,6 +43,9 @@ type groupJoinReq struct {
 	Auto bool `json:"auto,omitempty"`
 	// Member describes the joiner (id and addresses).
 	Member fsm.Member `json:"member"`
+	// Shards are the shards the joiner owns and brings (a new node: the
+	// shard it creates, named after it). Absent (nil) means its own.
+	Shards []string `json:"shards"`
 }
 
 // groupJoinResp tells the joiner its group, or where to go instead.
@@ -52,6 +60,11 @@ type groupJoinResp struct {
 	Redirect string `json:"redirect,omitempty"`
 	// Via: see Redirect.
 	Via string `json:"via,omitempty"`
+	// Created are the shards of the request that the join created (new
+	// in the group): the joiner bootstraps their Raft groups. A shard that
+	// already existed is not created again (a node whose data dir was
+	// wiped rejoins its shards' existing Raft groups).
+	Created []string `json:"created,omitempty"`
 }
 
 // groupLeaveReq asks a group's leader to remove member ID (its
@@ -60,6 +73,9 @@ type groupLeaveReq struct {
 	leaderOnly
 	// ID is the leaving node.
 	ID string `json:"id"`
+	// Prepare asks the leader to mark the member leaving (its shard
+	// replicas are placed elsewhere) instead of removing it.
+	Prepare bool `json:"prepare,omitempty"`
 }
 
 // groupLeaveResp is empty.
@@ -80,7 +96,51 @@ type groupSwitchReq struct {
 	Reason string `json:"reason"`
 	// Leader is the id of the leader that sent it.
 	Leader string `json:"leader"`
+	// Shards are the shards the node owns and takes to the new group.
+	Shards []string `json:"shards"`
 }
 
 // groupSwitchResp is empty.
 type groupSwitchResp struct{}
+
+// shardReplica is one replica of a shard's placement.
+type shardReplica struct {
+	// ID is the node; Replica the Raft server id of its replicas (the
+	// incarnation of its data directory: shard.ReplicaID).
+	ID       string `json:"id"`
+	Replica  string `json:"replica"`
+	RaftAddr string `json:"raft_addr"`
+}
+
+// shardReconcileReq is a shard's placement, from its group's FSM.
+type shardReconcileReq struct {
+	Shard    string         `json:"shard"`
+	Owner    string         `json:"owner"`
+	Replicas []shardReplica `json:"replicas"`
+}
+
+// shardReconcileResp is empty: the shard's leader converges in the
+// background.
+type shardReconcileResp struct{}
+
+// shardStateReq asks a node about its replica of Shard.
+type shardStateReq struct {
+	Shard string `json:"shard"`
+}
+
+// shardStateResp is a node's replica of a shard: the leader it knows, the
+// members of the Raft configuration it knows, its indexes and the paths
+// it holds.
+type shardStateResp struct {
+	Shard string `json:"shard"`
+	// Replica is the answering replica's Raft server id; Leader the node
+	// leading the shard as it knows it; Members the Raft server ids of
+	// the configuration it knows.
+	Replica string   `json:"replica"`
+	Leader  string   `json:"leader"`
+	Members []string `json:"members"`
+	Applied uint64   `json:"applied"`
+	Commit  uint64   `json:"commit"`
+	Last    uint64   `json:"last"`
+	Files   int64    `json:"files"`
+}

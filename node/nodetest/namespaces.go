@@ -3,7 +3,9 @@ package nodetest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/node/namespace"
+	"github.com/ghba/ghba/node/raftmux"
+	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 	"github.com/ghba/ghba/rpc/rpctest"
@@ -20,15 +24,29 @@ import (
 // node of a Namespaces cluster sees the same peers through its own View.
 // It is safe for concurrent use.
 type Directory struct {
-	mu    sync.Mutex
-	peers map[string]namespace.Peer
-	root  string
-	subs  map[chan struct{}]struct{}
+	mu     sync.Mutex
+	peers  map[string]namespace.Peer
+	shards map[string]namespace.ShardInfo
+	root   string
+	subs   map[chan struct{}]struct{}
 }
 
-// NewDirectory returns a Directory without peers whose root home is root.
+// NewDirectory returns a Directory without peers whose root shard is root.
 func NewDirectory(root string) *Directory {
-	return &Directory{peers: map[string]namespace.Peer{}, root: root, subs: map[chan struct{}]struct{}{}}
+	return &Directory{peers: map[string]namespace.Peer{}, shards: map[string]namespace.ShardInfo{},
+		root: root, subs: map[chan struct{}]struct{}{}}
+}
+
+// UpdateShard changes shard id (created if unknown) with fn and notifies
+// every subscriber.
+func (d *Directory) UpdateShard(id string, fn func(s *namespace.ShardInfo)) {
+	d.mu.Lock()
+	s := d.shards[id]
+	s.ID = id
+	fn(&s)
+	d.shards[id] = s
+	d.mu.Unlock()
+	d.notify()
 }
 
 // Update changes peer id (created if unknown) with fn and notifies every
@@ -43,7 +61,7 @@ func (d *Directory) Update(id string, fn func(p *namespace.Peer)) {
 	d.notify()
 }
 
-// SetRoot records id as the root's home and notifies every subscriber.
+// SetRoot records id as the root's shard and notifies every subscriber.
 func (d *Directory) SetRoot(id string) {
 	d.mu.Lock()
 	d.root = id
@@ -51,7 +69,14 @@ func (d *Directory) SetRoot(id string) {
 	d.notify()
 }
 
-// Root returns the root's home.
+// leaderOf returns the leader of shard s ("" when none).
+func (d *Directory) leaderOf(s string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.shards[s].Leader
+}
+
+// Root returns the root's shard.
 func (d *Directory) Root() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -95,7 +120,18 @@ func (v *dirView) Peers() []namespace.Peer {
 	return out
 }
 
-func (v *dirView) RootHome() string { return v.d.Root() }
+func (v *dirView) RootShard() string { return v.d.Root() }
+
+func (v *dirView) Shards() []namespace.ShardInfo {
+	v.d.mu.Lock()
+	defer v.d.mu.Unlock()
+	out := make([]namespace.ShardInfo, 0, len(v.d.shards))
+	for _, s := range v.d.shards {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b namespace.ShardInfo) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
 
 func (v *dirView) Subscribe() (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
@@ -109,25 +145,41 @@ func (v *dirView) Subscribe() (<-chan struct{}, func()) {
 	}
 }
 
-// NamespaceNode is one node of a Namespaces cluster: a store, an RPC server
-// and client, and a namespace. Its fields are valid while Running.
+// NamespaceNode is one node of a Namespaces cluster: the replicas it hosts
+// (real Raft groups with their Badger stores, over one raft port), an RPC
+// server and client, and a namespace. Its fields are valid while Running.
 type NamespaceNode struct {
 	ID      string
 	Addr    string // RPC address (the same across restarts)
 	DataDir string
-	Store   *store.Store
-	NS      *namespace.Namespace
-	Running bool
+	// Replicas are the shard replicas it hosts, by shard: its own shard's
+	// (named after it) and, with Replication R, those of the R−1 nodes
+	// before it.
+	Replicas map[string]*shard.Replica
+	Replica  *shard.Replica // its own shard's replica
+	Store    *store.Store   // its own shard's replica's store (reads)
+	NS       *namespace.Namespace
+	Running  bool
 
-	srv    *rpc.Server
-	cl     *rpc.Client
-	served chan struct{}
+	srv      *rpc.Server
+	cl       *rpc.Client
+	served   chan struct{}
+	raftLn   net.Listener // the raft port, bound again for a restart
+	raftAddr string
+	mux      *raftmux.Mux
+	muxDone  chan struct{}
+	watch    context.CancelFunc
+	watched  sync.WaitGroup
 }
 
 // Namespaces is an in-process cluster of namespaces on loopback, named
-// n1…nN, with n1 homing "/": real Badger stores in temporary directories,
-// real RPC, and a Directory the test controls (no Raft, no Serf), for tests
-// and benchmarks of the namespace logic.
+// n1…nN, each the owner of the shard named after it, with n1's shard
+// homing "/": real Raft groups (one per shard, with Replication replicas
+// on consecutive nodes) and Badger stores in temporary directories, real
+// RPC, and a Directory the test controls (no group Raft, no Serf), for
+// tests and benchmarks of the namespace logic. A shard's leader is whoever
+// its Raft elects: its owner at first; another replica while the owner is
+// stopped (Balance hands leadership back).
 type Namespaces struct {
 	t    testing.TB
 	opts NamespacesOptions
@@ -145,6 +197,9 @@ type Namespaces struct {
 type NamespacesOptions struct {
 	// Nodes is the number of nodes (default 3).
 	Nodes int
+	// Replication is the number of replicas of every shard (default 1; at
+	// most Nodes).
+	Replication int
 	// Routing configures the filters (default SmallRouting).
 	Routing namespace.Routing
 	// Placement and Scheme are the namespace's (defaults: balanced, ghba).
@@ -174,6 +229,7 @@ func NewNamespaces(t testing.TB, opts NamespacesOptions) *Namespaces {
 	if opts.Nodes == 0 {
 		opts.Nodes = 3
 	}
+	opts.Replication = min(max(opts.Replication, 1), opts.Nodes)
 	if opts.Routing == (namespace.Routing{}) {
 		opts.Routing = SmallRouting()
 	}
@@ -197,9 +253,18 @@ func NewNamespaces(t testing.TB, opts NamespacesOptions) *Namespaces {
 		addr := ln.Addr().String()
 		c.Nodes[id].Addr = addr
 		c.Dir.Update(id, func(p *namespace.Peer) { p.Group, p.RPCAddr, p.Up = "g1", addr, true })
+		rln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Nodes[id].raftLn, c.Nodes[id].raftAddr = rln, rln.Addr().String()
 	}
 	for _, id := range c.IDs {
-		c.start(id, lns[id])
+		c.start(id, lns[id], true)
+	}
+	c.waitLeaders()
+	for _, id := range c.IDs {
+		c.WaitSeen(id, true)
 	}
 	addrs := make([]string, 0, len(c.IDs))
 	for _, id := range c.IDs {
@@ -214,12 +279,39 @@ func NewNamespaces(t testing.TB, opts NamespacesOptions) *Namespaces {
 // NS returns node id's namespace.
 func (c *Namespaces) NS(id string) *namespace.Namespace { return c.Nodes[id].NS }
 
-// Start starts node id again on its address, with its data dir.
-func (c *Namespaces) Start(id string) { c.start(id, nil) }
+// hosts returns the shards node id hosts a replica of: its own and those
+// of the Replication−1 nodes before it.
+func (c *Namespaces) hosts(id string) []string {
+	i := slices.Index(c.IDs, id)
+	var out []string
+	for k := range c.opts.Replication {
+		out = append(out, c.IDs[(i-k+len(c.IDs))%len(c.IDs)])
+	}
+	return out
+}
 
-// start opens node id's store and starts it on ln, or on its previous
-// address.
-func (c *Namespaces) start(id string, ln net.Listener) {
+// replicasOf returns the nodes hosting shard s, its owner first.
+func (c *Namespaces) replicasOf(s string) []string {
+	i := slices.Index(c.IDs, s)
+	var out []string
+	for k := range c.opts.Replication {
+		out = append(out, c.IDs[(i+k)%len(c.IDs)])
+	}
+	return out
+}
+
+// Start starts node id again on its address, with its data dir, and hands
+// the leadership of its shard back to it (Balance).
+func (c *Namespaces) Start(id string) {
+	c.start(id, nil, false)
+	c.Balance()
+	c.WaitSeen(id, true)
+}
+
+// start starts node id on ln, or on its previous address: its RPC server,
+// its namespace and its replicas (bootstrapping each shard it owns the
+// first time).
+func (c *Namespaces) start(id string, ln net.Listener, first bool) {
 	t := c.t
 	t.Helper()
 	nd := c.Nodes[id]
@@ -231,16 +323,10 @@ func (c *Namespaces) start(id string, ln net.Listener) {
 		})
 	}
 	log := rpctest.Logger(t).With("node_id", id)
-	nd.Store, err = store.Open(context.Background(), store.Options{
-		Dir: nd.DataDir, Logger: log, MemTableSize: 8 << 20, BlockCacheSize: 4 << 20,
-	})
-	if err != nil {
-		t.Fatalf("open store %s: %v", id, err)
-	}
 	nd.srv = rpc.NewServer(rpc.ServerOptions{Logger: log})
 	nd.cl = rpc.NewClient(rpc.Options{Logger: log, HomeCacheSize: -1, Timeout: 10 * time.Second})
 	opts := namespace.Options{
-		NodeID: id, Store: nd.Store, Client: nd.cl, Directory: c.Dir.View(id),
+		NodeID: id, Client: nd.cl, Directory: c.Dir.View(id),
 		Routing: c.opts.Routing, Placement: c.opts.Placement, Scheme: c.opts.Scheme,
 		Logger: log, Tuning: c.opts.Tuning,
 	}
@@ -250,6 +336,7 @@ func (c *Namespaces) start(id string, ln net.Listener) {
 	if nd.NS, err = namespace.New(opts); err != nil {
 		t.Fatal(err)
 	}
+	c.openReplicas(nd, log, first)
 	nd.NS.RegisterRPC(nd.srv)
 	nd.served = make(chan struct{})
 	go func(srv *rpc.Server, done chan struct{}) {
@@ -261,7 +348,145 @@ func (c *Namespaces) start(id string, ln net.Listener) {
 		t.Fatalf("start %s: %v", id, err)
 	}
 	nd.Running = true
-	c.WaitSeen(id, true)
+}
+
+// waitLeaders waits until every shard with a running replica majority is
+// led by a namespace that serves it, as the Directory says.
+func (c *Namespaces) waitLeaders() {
+	c.t.Helper()
+	rpctest.Eventually(c.t, 15*time.Second, "every shard led", func() error {
+		for _, s := range c.IDs {
+			up := 0
+			for _, r := range c.replicasOf(s) {
+				if c.Nodes[r].Running {
+					up++
+				}
+			}
+			if 2*up <= c.opts.Replication {
+				continue
+			}
+			l := c.Dir.leaderOf(s)
+			if l == "" || !c.Nodes[l].Running || !slices.Contains(c.Nodes[l].NS.Leads(), s) {
+				return fmt.Errorf("shard %s: leader %q", s, l)
+			}
+		}
+		return nil
+	})
+}
+
+// Balance hands the leadership of every shard whose owner runs back to the
+// owner, and waits until every shard is led.
+func (c *Namespaces) Balance() {
+	c.t.Helper()
+	c.waitLeaders()
+	for _, s := range c.IDs {
+		l := c.Dir.leaderOf(s)
+		if l == s || !c.Nodes[s].Running || l == "" {
+			continue
+		}
+		owner := c.Nodes[s]
+		rpctest.Eventually(c.t, 15*time.Second, "shard "+s+" led by its owner", func() error {
+			if c.Dir.leaderOf(s) == s {
+				return nil
+			}
+			cur := c.Dir.leaderOf(s)
+			if cur != "" && c.Nodes[cur].Running {
+				if rep := c.Nodes[cur].Replicas[s]; rep != nil && rep.IsLeader() {
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					_ = rep.TransferLeadership(ctx, s, owner.raftAddr)
+					cancel()
+				}
+			}
+			return fmt.Errorf("led by %q", c.Dir.leaderOf(s))
+		})
+	}
+	c.waitLeaders()
+}
+
+// openReplicas opens the replicas node nd hosts on its raft port
+// (bootstrapping, on the first start, the shard it owns with every
+// replica as a voter: only it has a configuration, so it is elected
+// first), and follows their leadership: the namespace serves a shard while
+// its replica leads it, and the Directory names the leader.
+func (c *Namespaces) openReplicas(nd *NamespaceNode, log *slog.Logger, first bool) {
+	t := c.t
+	ln := nd.raftLn
+	if ln == nil {
+		var err error
+		rpctest.Eventually(t, 5*time.Second, "listen on the raft port", func() error {
+			ln, err = net.Listen("tcp", nd.raftAddr)
+			return err
+		})
+	}
+	nd.raftLn = nil
+	nd.mux = raftmux.New(ln, ln.Addr(), raftmux.Options{Logger: log})
+	nd.muxDone = make(chan struct{})
+	go func(m *raftmux.Mux, done chan struct{}) {
+		defer close(done)
+		_ = m.Serve(context.Background())
+	}(nd.mux, nd.muxDone)
+	tun := shard.DefaultTuning()
+	tun.Heartbeat, tun.Election, tun.LeaderLease, tun.Commit = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond, 5*time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	nd.watch = cancel
+	nd.Replicas = map[string]*shard.Replica{}
+	for _, s := range c.hosts(nd.ID) {
+		layer, err := nd.mux.Layer("shard/" + s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := shard.Open(context.Background(), shard.Options{
+			Shard: s, NodeID: nd.ID, Dir: filepath.Join(nd.DataDir, "shards", s),
+			Transport: raftmux.NewTransport(layer, nil), Geometry: nd.NS.Geometry(), Logger: log, Tuning: tun,
+			Store: store.Options{MemTableSize: 8 << 20, BlockCacheSize: 4 << 20},
+		})
+		if err != nil {
+			t.Fatalf("open shard %s on %s: %v", s, nd.ID, err)
+		}
+		if first && s == nd.ID {
+			var others []shard.Server
+			for _, r := range c.replicasOf(s)[1:] {
+				others = append(others, shard.Server{ID: r, Addr: c.Nodes[r].raftAddr, Voter: true})
+			}
+			if err := rep.Bootstrap(others...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nd.Replicas[s] = rep
+		nd.watched.Add(1)
+		go c.follow(ctx, nd, rep)
+	}
+	nd.Replica = nd.Replicas[nd.ID]
+	nd.Store = nd.Replica.Store()
+}
+
+// follow serves shard rep's shard on nd's namespace while rep leads it.
+func (c *Namespaces) follow(ctx context.Context, nd *NamespaceNode, rep *shard.Replica) {
+	defer nd.watched.Done()
+	s := rep.Shard()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case leader := <-rep.LeaderCh():
+			if !leader {
+				nd.NS.Unlead(s)
+				c.Dir.UpdateShard(s, func(si *namespace.ShardInfo) {
+					if si.Leader == nd.ID {
+						si.Leader = ""
+					}
+				})
+				continue
+			}
+			if err := rep.Barrier(ctx); err != nil {
+				continue
+			}
+			if err := nd.NS.Lead(ctx, rep); err != nil {
+				continue
+			}
+			c.Dir.UpdateShard(s, func(si *namespace.ShardInfo) { si.Group, si.Leader = "g1", nd.ID })
+		}
+	}
 }
 
 // WaitSeen waits until every other running node's snapshot of the
@@ -283,8 +508,10 @@ func (c *Namespaces) WaitSeen(id string, up bool) {
 }
 
 // Stop stops node id as a crash would for everyone else: it is marked
-// down, its server closed, its namespace stopped and its store closed
-// (every acknowledged write is durable; nothing more is done).
+// down, its server closed, its namespace stopped and its replicas closed
+// (every acknowledged write is in a majority's Raft log; nothing more is
+// done). The shards it led elect another leader among their running
+// replicas, if a majority runs.
 func (c *Namespaces) Stop(id string) {
 	nd := c.Nodes[id]
 	if !nd.Running {
@@ -292,13 +519,33 @@ func (c *Namespaces) Stop(id string) {
 	}
 	nd.Running = false
 	c.Dir.Update(id, func(p *namespace.Peer) { p.Up = false })
+	for _, s := range c.hosts(id) {
+		c.Dir.UpdateShard(s, func(si *namespace.ShardInfo) {
+			if si.Leader == id {
+				si.Leader = ""
+			}
+		})
+	}
 	c.WaitSeen(id, false)
 	nd.srv.Close()
 	<-nd.served
+	nd.watch()
+	nd.watched.Wait()
 	_ = nd.NS.Stop(context.Background())
 	nd.cl.Close()
-	if err := nd.Store.Close(); err != nil {
-		c.t.Errorf("close store %s: %v", id, err)
+	for s, rep := range nd.Replicas {
+		if err := rep.Close(context.Background()); err != nil {
+			c.t.Errorf("close shard %s on %s: %v", s, id, err)
+		}
+	}
+	_ = nd.mux.Close()
+	<-nd.muxDone
+	for _, s := range c.hosts(id) {
+		c.Dir.UpdateShard(s, func(si *namespace.ShardInfo) {
+			if si.Leader == id {
+				si.Leader = "" // a leadership it gained while stopping
+			}
+		})
 	}
 }
 
@@ -346,15 +593,18 @@ func (c *Namespaces) FiltersInSync() error {
 		if sa.Unpushed {
 			return fmt.Errorf("%s has unpushed filter changes", a)
 		}
-		for b, sb := range syncs {
-			if a == b {
-				continue
-			}
-			v2, ok2 := sb.L2[a]
-			v1, ok1 := sb.L1[a]
-			if !ok1 || !ok2 || v2 != sa.LocalVersion || v1 != sa.LRUVersion {
-				return fmt.Errorf("%s holds %s's filters at L1 %d/%v L2 %d/%v, current %d and %d",
-					b, a, v1, ok1, v2, ok2, sa.LRUVersion, sa.LocalVersion)
+		for shard, local := range sa.Local {
+			lru := sa.LRU[shard]
+			for b, sb := range syncs {
+				if a == b {
+					continue
+				}
+				v2, ok2 := sb.L2[shard]
+				v1, ok1 := sb.L1[shard]
+				if !ok1 || !ok2 || v2 != local || v1 != lru {
+					return fmt.Errorf("%s holds shard %s's filters at L1 %d/%v L2 %d/%v, current %d and %d",
+						b, shard, v1, ok1, v2, ok2, lru, local)
+				}
 			}
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc/rpctest"
-	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 )
 
@@ -124,18 +123,6 @@ func waitErr(t *testing.T, ch <-chan error, what string) error {
 		t.Fatalf("%s: still running after %v", what, waitFor)
 		return nil
 	}
-}
-
-// raftLogger returns an hclog.Logger for raft that keeps warnings and
-// errors in memory and prints them if t fails.
-func raftLogger(t testing.TB, name string) hclog.Logger {
-	buf := new(rpctest.SyncBuffer)
-	t.Cleanup(func() {
-		if t.Failed() && buf.Len() > 0 {
-			t.Logf("raft log of %s:\n%s", name, buf.String())
-		}
-	})
-	return hclog.New(&hclog.LoggerOptions{Name: name, Output: buf, Level: hclog.Warn})
 }
 
 // statsEventually waits until cond accepts m's Stats.

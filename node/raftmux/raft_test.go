@@ -99,10 +99,10 @@ func openReplica(t *testing.T, n *raftNode, id string, servers []raft.Server, ol
 	}
 	r.layer = mustLayer(t, n.mux, id)
 	name := n.id + "/" + id
-	r.trans = NewTransport(r.layer, raftLogger(t, name+"/transport"))
+	r.trans = NewTransport(r.layer, rpctest.HCLogger(t, name+"/transport"))
 	conf := raft.DefaultConfig()
 	conf.LocalID = raft.ServerID(n.id)
-	conf.Logger = raftLogger(t, name)
+	conf.Logger = rpctest.HCLogger(t, name)
 	conf.HeartbeatTimeout = 300 * time.Millisecond
 	conf.ElectionTimeout = 300 * time.Millisecond
 	conf.LeaderLeaseTimeout = 150 * time.Millisecond
