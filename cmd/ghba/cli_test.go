@@ -305,7 +305,7 @@ func TestJSONContracts(t *testing.T) {
 	if got := f.LastJoin(); !slices.Equal(got, []string{"127.0.0.1:7412"}) {
 		t.Errorf("join sent %v", got)
 	}
-	hasKeys(t, "leave", run("leave", "--node-id", "node1"), "drained_files", "handed_replicas")
+	hasKeys(t, "leave", run("leave", "--node-id", "node1"), "moved_shard_replicas", "handed_shards", "handed_replicas")
 	if req, ok := f.LastLeave(); !ok || req.NodeID != "node1" {
 		t.Errorf("leave sent %+v (%v)", req, ok)
 	}
@@ -333,7 +333,7 @@ func TestHumanOutput(t *testing.T) {
 		{[]string{"stat", "/d/file"}, []string{"path", "/d/file", "0644 (-rw-r--r--)", "level", "L2"}},
 		{[]string{"lookup", "/d/file"}, []string{"HOME", "LEVEL", "node2", "L1"}},
 		{[]string{"join", "127.0.0.1:1", "127.0.0.1:2"}, []string{"contacted 2 of 2"}},
-		{[]string{"leave"}, []string{"drained 12 file(s)", "3 replica(s)"}},
+		{[]string{"leave"}, []string{"moved 12 shard replica(s)", "node1", "3 filter replica(s)"}},
 	} {
 		out := run(tt.args...)
 		for _, w := range tt.want {

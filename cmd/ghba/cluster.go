@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,13 +12,14 @@ import (
 	"github.com/ghba/ghba/rpc"
 )
 
-// defaultLeaveWait bounds "ghba leave", which drains the node's files.
+// defaultLeaveWait bounds "ghba leave", which waits for the node's shard
+// replicas to move to other members.
 const defaultLeaveWait = 10 * time.Minute
 
 // newClusterCmds returns the membership commands: join, leave, members,
-// groups.
+// groups, shards.
 func newClusterCmds(o *clientOptions) []*cobra.Command {
-	return []*cobra.Command{newJoinCmd(o), newLeaveCmd(o), newMembersCmd(o), newGroupsCmd(o)}
+	return []*cobra.Command{newJoinCmd(o), newLeaveCmd(o), newMembersCmd(o), newGroupsCmd(o), newShardsCmd(o)}
 }
 
 // firstAddr returns the first --addr address: join and leave act on one
@@ -75,12 +77,16 @@ func newLeaveCmd(o *clientOptions) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "leave",
-		Short: "Ask a node to leave the cluster gracefully (drains its files first)",
-		Long: `Ask the node at --addr (the first address) to leave the cluster: it hands
-its filter replicas to group-mates, moves the files it homes to other nodes,
-leaves its group's Raft and the Serf pool. The node keeps running until it
-is stopped. --node-id guards against draining the wrong node. The call may
-take long (it drains files): --wait bounds it, not --timeout.`,
+		Short: "Ask a node to leave the cluster gracefully (its shard replicas move first)",
+		Long: `Ask the node at --addr (the first address) to leave the cluster: its group
+gives the shards it owns to other members and places its shard replicas on
+other members; the node waits until the shards' leaders have moved every
+replica off it (new replicas catch up by Raft snapshot: nothing is copied
+file by file, and nothing is lost), then hands its filter replicas to
+group-mates and leaves its group's Raft and the Serf pool. The node keeps
+running until it is stopped. The last member of a group cannot leave: its
+shards would have nowhere to go. --node-id guards against the wrong node.
+The call may take long: --wait bounds it, not --timeout.`,
 		Example: `  ghba --addr 127.0.0.1:7430 leave --node-id node3
   ghba --addr 10.0.0.4:7400 leave --wait 30m`,
 		Args: noArgs,
@@ -102,13 +108,14 @@ take long (it drains files): --wait bounds it, not --timeout.`,
 				if o.json {
 					return writeJSON(cmd.OutOrStdout(), r)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s left: drained %d file(s), handed over %d replica(s)\n", addr, r.DrainedFiles, r.HandedReplicas)
+				fmt.Fprintf(cmd.OutOrStdout(), "%s left: moved %d shard replica(s), handed over shard(s) %s and %d filter replica(s)\n",
+					addr, r.MovedShardReplicas, dash(strings.Join(r.HandedShards, ",")), r.HandedReplicas)
 				return nil
 			})
 		},
 	}
 	cmd.Flags().StringVar(&nodeID, "node-id", "", "refuse unless the node at --addr has this id")
-	cmd.Flags().DurationVar(&wait, "wait", defaultLeaveWait, "deadline of the whole leave (draining files can take long)")
+	cmd.Flags().DurationVar(&wait, "wait", defaultLeaveWait, "deadline of the whole leave (moving shard replicas can take long)")
 	return cmd
 }
 
@@ -116,12 +123,13 @@ take long (it drains files): --wait bounds it, not --timeout.`,
 func newMembersCmd(o *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "members",
-		Short: "List the cluster's nodes: group, status, Raft role, files and replicas",
+		Short: "List the cluster's nodes: group, status, Raft role, files, replicas and shards",
 		Long: `List every node as the node at --addr sees it: id, group, Serf status
 (alive, failed, leaving, left), RPC address, Raft role in its group, files
-homed and segment-filter replicas held. With --json: an array of {id, group,
-status, rpc_addr, raft_role, files, replicas_held} (plus raft_addr,
-serf_addr, http_addr).`,
+of the shards it leads, segment-filter replicas held, and the shards it
+leads (LEADS) and hosts a replica of (HOSTS). With --json: an array of {id,
+group, status, rpc_addr, raft_role, files, replicas_held, shards_led,
+shards_hosted} (plus raft_addr, serf_addr, http_addr).`,
 		Example: `  ghba members
   ghba --addr 127.0.0.1:7420 members --json | jq -r '.[] | select(.status == "alive") | .id'`,
 		Args: noArgs,
@@ -161,6 +169,36 @@ of {group, members: [ids], leader} (plus replicas: {id: count}).`,
 					return writeJSON(cmd.OutOrStdout(), groupsJSON(r.Groups))
 				}
 				return printGroups(cmd.OutOrStdout(), r.Groups)
+			})
+		},
+	}
+}
+
+// newShardsCmd returns "ghba shards".
+func newShardsCmd(o *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "shards",
+		Short: "List the shards: leader, replicas, files, applied index and replication lag",
+		Long: `List every shard of the cluster (the metadata of one home, replicated by
+Raft on members of its group): its group, the node that leads it, the nodes
+in its Raft configuration, the paths it homes, its leader's applied index
+and the largest lag of a replica behind it, in log entries. A shard without
+a leader (an election in progress, or no live majority) shows "-". With
+--json: an array of {shard, leader, replicas: [ids], files, applied_index}
+(plus group, max_lag).`,
+		Example: `  ghba shards
+  ghba shards --json | jq -r '.[] | select(.leader == "") | .shard'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+				r, err := c.Shards(ctx)
+				if err != nil {
+					return fmt.Errorf("shards: %w", err)
+				}
+				if o.json {
+					return writeJSON(cmd.OutOrStdout(), shardsJSON(r.Shards))
+				}
+				return printShards(cmd.OutOrStdout(), r.Shards)
 			})
 		},
 	}

@@ -151,6 +151,7 @@ var agentFlags = []agentFlag{
 	{"bootstrap", "bootstrap", "bootstrap a new cluster with this node (first node only)"},
 	{"retry-join", "retry_join", "Serf address (host:port) of an existing member to join; repeatable"},
 	{"max-group-size", "max_group_size", "maximum number of nodes per group (M)"},
+	{"replication", "replication", "copies of each shard, on members of its group (1: a single home)"},
 	{"bits-per-file", "bits_per_file", "bits per file of the local and segment Bloom filters"},
 	{"lru-entries", "lru_entries", "entries of the LRU list behind the L1 filter"},
 	{"placement", "placement", "home placement policy for new paths: random, balanced or parent"},

@@ -13,7 +13,7 @@ import (
 // startFake starts a rpctest.FakeServer ("node1") answering as the CLI
 // tests expect: every path homed on node2, two members (node1 alive and
 // Raft leader with 10 files, node2 failed holding 2 replicas), groups g1
-// (node1 and node2) and g2 (empty), and a leave that drained 12 files and
+// (node1 and node2) and g2 (empty), and a leave that moved 12 shard replicas and
 // handed over 3 replicas.
 func startFake(t *testing.T) *rpctest.FakeServer {
 	t.Helper()
@@ -28,7 +28,7 @@ func startFake(t *testing.T) *rpctest.FakeServer {
 			{Group: "g1", Members: []string{"node1", "node2"}, Leader: "node1", Replicas: map[string]int{"node1": 1, "node2": 2}},
 			{Group: "g2"},
 		},
-		Leave: &rpc.LeaveResponse{DrainedFiles: 12, HandedReplicas: 3},
+		Leave: &rpc.LeaveResponse{MovedShardReplicas: 12, HandedShards: []string{"node1"}, HandedReplicas: 3},
 	})
 	return f
 }

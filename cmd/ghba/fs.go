@@ -76,6 +76,7 @@ type lookupJSON struct {
 	Path     string `json:"path"`
 	Type     string `json:"type,omitempty"`
 	Home     string `json:"home"`
+	Leader   string `json:"leader,omitempty"`
 	HomeAddr string `json:"home_addr,omitempty"`
 	Level    string `json:"level"`
 	Hops     int    `json:"hops"`
@@ -85,11 +86,12 @@ type lookupJSON struct {
 func newLookupCmd(o *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "lookup PATH",
-		Short: "Find a path's home node and the routing level that resolved it",
-		Long: `Ask the cluster which node homes PATH, through the G-HBA query path (L1 to
-L4, see docs/design.md), without reading the inode. The request enters at a node of --addr, so
-give one address to see how a particular node routes. With --json: an
-object {path, home, level, hops} (plus type and home_addr).`,
+		Short: "Find a path's home shard, its leader and the routing level that resolved it",
+		Long: `Ask the cluster which shard homes PATH, through the G-HBA query path (L1 to
+L4, see docs/design.md), without reading the inode, and which node leads that shard now. A
+shard is named after the node that created it and keeps its name when its leader changes.
+The request enters at a node of --addr, so give one address to see how a particular node
+routes. With --json: an object {path, home, level, hops} (plus type, leader and home_addr).`,
 		Example: `  ghba lookup /home/alice/notes.txt
   ghba --addr 127.0.0.1:7430 lookup --json /home/alice/notes.txt`,
 		Args: exactArgs(1),
@@ -104,7 +106,7 @@ object {path, home, level, hops} (plus type and home_addr).`,
 					return opError("lookup", p, err)
 				}
 				if o.json {
-					return writeJSON(cmd.OutOrStdout(), lookupJSON{r.Path, r.Type, r.Home, r.HomeAddr, r.Level, r.Hops})
+					return writeJSON(cmd.OutOrStdout(), lookupJSON{r.Path, r.Type, r.Home, r.Leader, r.HomeAddr, r.Level, r.Hops})
 				}
 				return printLookup(cmd.OutOrStdout(), r)
 			})

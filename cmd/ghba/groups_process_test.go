@@ -259,11 +259,13 @@ func (c *procCluster) lookupPass(what string, m *procModel, via []*procNode, dow
 //     about current − (N−M')/(M'+1) replicas, g2 and g3 add node10 as an
 //     origin, and no lookup fails during or after the join.
 //   - kill: kill -9 of a g2 follower (the root is homed in g1): once Serf
-//     marks it failed, g2's other members hold all its replicas; its paths
-//     answer unavailable (never not found), all others are found through
-//     every live node, and the share of L4 does not grow by more than
-//     procMaxL4Growth; after a restart from its data dir every path is
-//     found again and it holds replicas again.
+//     marks it failed, g2's other members hold all its filter replicas;
+//     its shard fails over to another replica (replication 3) and every
+//     path is found through every live node, and the share of L4 does not
+//     grow by more than procMaxL4Growth; after a restart from its data dir
+//     every path is found again and it holds filter replicas again.
+//   - kill-two-groups: kill -9 of one node in g2 and one in g3 at once:
+//     every path is still served through the 8 live nodes, and written.
 func TestProcessGroups(t *testing.T) {
 	c := newProcCluster(t, 0)
 	for i := range 9 {
@@ -301,6 +303,7 @@ func TestProcessGroups(t *testing.T) {
 		{"formed", groupsFormed},
 		{"join-node10-g1", groupsJoin},
 		{"kill-g2-follower", groupsKill},
+		{"kill-two-groups", groupsKillTwo},
 	}
 	for _, s := range steps {
 		ok := t.Run(s.name, func(t *testing.T) {
@@ -483,6 +486,10 @@ func groupsKill(c *procCluster, m *procModel) {
 	// g2's two live members now hold all of its 7 outside origins; g1 and
 	// g3 keep the victim as an origin (its filters marked down).
 	c.waitAssignment("g2's live members cover its 7 outside origins", live, map[string]int{"g1": 6, "g2": 7, "g3": 7})
+	if c.replication > 1 {
+		c.waitFailover(m, v, live)
+		down = nil // its shard is led by a surviving replica
+	}
 	lvAfter := c.lookupPass("after the kill of "+v.id, m, live, down)
 	c.cliDownChecks(m, v, live, "after it was marked failed")
 
@@ -503,6 +510,32 @@ func groupsKill(c *procCluster, m *procModel) {
 	c.waitReady(v.id+" restarted and the cluster whole", c.nodes...)
 	c.waitAssignment("g2 rebalanced with "+v.id+" back", c.nodes, map[string]int{"g1": 6, "g2": 7, "g3": 7})
 	c.lookupPass("after the restart of "+v.id, m, c.nodes, nil)
+}
+
+// groupsKillTwo kills one node of g2 and one of g3 at once (replication
+// 3): their shards fail over within their groups, and every path is
+// served and new ones written through the live nodes; after both restart
+// the cluster is whole again.
+func groupsKillTwo(c *procCluster, m *procModel) {
+	var victims []*procNode
+	for _, g := range []string{"g2", "g3"} {
+		victims = append(victims, byGroup(c.nodes)[g][2])
+	}
+	live := slices.DeleteFunc(slices.Clone(c.nodes), func(n *procNode) bool { return slices.Contains(victims, n) })
+	for _, v := range victims {
+		c.kill(v)
+	}
+	for _, v := range victims {
+		c.waitFailover(m, v, live)
+	}
+	c.verify("with "+victims[0].id+" and "+victims[1].id+" killed", m, live, nil)
+	c.lookupPass("with two groups short of a node", m, live, nil)
+	c.populate(m, live, []string{"/two-down"}, 2, 5)
+	for _, v := range victims {
+		c.start(v)
+	}
+	c.waitReady("both restarted and the cluster whole", c.nodes...)
+	c.verify("whole again", m, c.nodes, nil)
 }
 
 // TestProcessGroupsAuto starts 9 agents with group auto and

@@ -112,9 +112,9 @@ func printStat(w io.Writer, st *rpc.StatResponse) error {
 
 // printLookup prints lookup results as a table.
 func printLookup(w io.Writer, rs ...*rpc.LookupResponse) error {
-	t := newTable(w, "PATH", "TYPE", "HOME", "LEVEL", "HOPS")
+	t := newTable(w, "PATH", "TYPE", "HOME", "LEADER", "LEVEL", "HOPS")
 	for _, r := range rs {
-		t.row(r.Path, dash(r.Type), dash(r.Home), dash(r.Level), r.Hops)
+		t.row(r.Path, dash(r.Type), dash(r.Home), dash(r.Leader), dash(r.Level), r.Hops)
 	}
 	return t.flush()
 }
@@ -135,11 +135,38 @@ func printDir(w io.Writer, entries []rpc.DirEntry) error {
 
 // printMembers prints the members as a table.
 func printMembers(w io.Writer, ms []rpc.Member) error {
-	t := newTable(w, "ID", "GROUP", "STATUS", "RPC ADDR", "RAFT ROLE", "FILES", "REPLICAS")
+	t := newTable(w, "ID", "GROUP", "STATUS", "RPC ADDR", "RAFT ROLE", "FILES", "REPLICAS", "LEADS", "HOSTS")
 	for _, m := range ms {
-		t.row(m.ID, dash(m.Group), m.Status, dash(m.RPCAddr), dash(m.RaftRole), m.Files, m.ReplicasHeld)
+		t.row(m.ID, dash(m.Group), m.Status, dash(m.RPCAddr), dash(m.RaftRole), m.Files, m.ReplicasHeld,
+			dash(strings.Join(m.ShardsLed, ",")), dash(strings.Join(m.ShardsHosted, ",")))
 	}
 	return t.flush()
+}
+
+// printShards prints the shards as a table.
+func printShards(w io.Writer, ss []rpc.ShardInfo) error {
+	t := newTable(w, "SHARD", "GROUP", "LEADER", "OWNER", "REPLICAS", "FILES", "APPLIED", "MAX LAG")
+	for _, s := range ss {
+		reps := strings.Join(s.Replicas, ",")
+		for _, l := range s.Learners {
+			reps += " +" + l // being added: catching up before it votes
+		}
+		t.row(s.Shard, dash(s.Group), dash(s.Leader), dash(s.Owner), dash(reps), s.Files, s.AppliedIndex, s.MaxLag)
+	}
+	return t.flush()
+}
+
+// shardsJSON returns the shards for "shards --json", with replicas never
+// null.
+func shardsJSON(ss []rpc.ShardInfo) []rpc.ShardInfo {
+	out := make([]rpc.ShardInfo, len(ss))
+	for i, s := range ss {
+		if s.Replicas == nil {
+			s.Replicas = []string{}
+		}
+		out[i] = s
+	}
+	return out
 }
 
 // printGroups prints the groups as a table; REPLICAS shows the segment

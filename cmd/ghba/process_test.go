@@ -69,7 +69,7 @@ func TestMain(m *testing.M) {
 
 // procBinary skips the test under -short and returns the path of the ghba
 // binary, building it on first use from the module root (go env GOMOD).
-func procBinary(t *testing.T) string {
+func procBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("multi-process test: builds ghba and runs agents as separate processes")
@@ -157,20 +157,26 @@ func (n *procNode) alive() bool {
 // temporary directory. Its methods are called from the test goroutine,
 // except client, which is safe for concurrent use.
 type procCluster struct {
-	t     *testing.T
+	t     testing.TB
 	bin   string
 	dir   string
 	nodes []*procNode
 	used  map[int]bool // ports handed out
+	// replication is every node's replication setting (R).
+	replication int
 
 	mu      sync.Mutex
 	clients map[string]*rpc.Client
 }
 
-// newProcCluster prepares (does not start) n nodes: node1 bootstraps, the
-// others retry_join node1's Serf address.
-func newProcCluster(t *testing.T, n int) *procCluster {
-	c := &procCluster{t: t, bin: procBinary(t), dir: t.TempDir(), used: map[int]bool{}, clients: map[string]*rpc.Client{}}
+// newProcCluster prepares (does not start) n nodes with the default
+// replication (3): node1 bootstraps, the others retry_join node1's Serf
+// address.
+func newProcCluster(t testing.TB, n int) *procCluster { return newProcClusterR(t, n, 3) }
+
+// newProcClusterR is newProcCluster with replication r.
+func newProcClusterR(t testing.TB, n, r int) *procCluster {
+	c := &procCluster{t: t, bin: procBinary(t), dir: t.TempDir(), used: map[int]bool{}, clients: map[string]*rpc.Client{}, replication: r}
 	t.Cleanup(c.cleanup)
 	for range n {
 		c.addNode()
@@ -243,6 +249,7 @@ group: %s
 bootstrap: %t
 retry_join: [%s]
 max_group_size: %d
+replication: %d
 bits_per_file: 8
 filter_capacity: 100000
 lru_entries: %d
@@ -251,7 +258,7 @@ propagate_threshold: 0.01
 propagate_interval: 500ms
 placement: balanced
 log_level: info
-%s`, n.id, strconv.Quote(n.dataDir), n.rpc, n.raft, n.serf, n.http, n.group, n.bootstrap, strings.Join(join, ", "), maxGroup, lru, scheme)
+%s`, n.id, strconv.Quote(n.dataDir), n.rpc, n.raft, n.serf, n.http, n.group, n.bootstrap, strings.Join(join, ", "), maxGroup, c.replication, lru, scheme)
 	if err := os.WriteFile(n.cfg, []byte(cfg), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
@@ -607,8 +614,42 @@ func (c *procCluster) waitReady(what string, up ...*procNode) {
 				}
 			}
 		}
-		return true, ""
+		return c.shardsSettled(up)
 	})
+}
+
+// shardsSettled reports whether every shard, as the first of up sees
+// them, is led by its owner and has min(R, live members of its group)
+// replicas, none lagging.
+func (c *procCluster) shardsSettled(up []*procNode) (bool, string) {
+	perGroup := map[string]int{}
+	for _, n := range up {
+		perGroup[n.group]++
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), procRPCTimeout)
+	defer cancel()
+	ss, err := c.client(up[0]).Shards(ctx)
+	if err != nil {
+		return false, fmt.Sprintf("shards via %s: %v", up[0].id, err)
+	}
+	for _, n := range up {
+		if !slices.ContainsFunc(ss.Shards, func(s rpc.ShardInfo) bool { return s.Shard == n.id }) {
+			return false, fmt.Sprintf("no shard %s yet: %+v", n.id, ss.Shards)
+		}
+	}
+	for _, s := range ss.Shards {
+		switch {
+		case s.Leader == "" || s.Leader != s.Owner:
+			return false, fmt.Sprintf("shard %s: leader %q, owner %q", s.Shard, s.Leader, s.Owner)
+		case len(s.Replicas) != min(c.replication, perGroup[s.Group]):
+			return false, fmt.Sprintf("shard %s of %s: replicas %v, want %d", s.Shard, s.Group, s.Replicas, min(c.replication, perGroup[s.Group]))
+		case len(s.Learners) > 0:
+			return false, fmt.Sprintf("shard %s: replicas %v still catching up", s.Shard, s.Learners)
+		case s.MaxLag > 0:
+			return false, fmt.Sprintf("shard %s: a replica lags %d entries", s.Shard, s.MaxLag)
+		}
+	}
+	return true, ""
 }
 
 // procStatus is the part of /v1/status the tests read.
@@ -830,7 +871,7 @@ func (e *procErrs) add(format string, a ...any) {
 }
 
 // report fails t with the collected messages, if any.
-func (e *procErrs) report(t *testing.T, what string) {
+func (e *procErrs) report(t testing.TB, what string) {
 	t.Helper()
 	if e.n > 0 {
 		t.Errorf("%s: %d failure(s), first %d:\n  %s", what, e.n, len(e.msgs), strings.Join(e.msgs, "\n  "))
@@ -1056,15 +1097,23 @@ func (c *procCluster) resolveUncertain(m *procModel, via []*procNode) {
 
 // ---- TestProcessKillRestart ----
 
-// TestProcessKillRestart: a 3-node cluster of agent processes; kill -9 of
-// a follower, then of the Raft leader (the bootstrap node unless the
-// leader moved, in which case the bootstrap node is killed last too), each
-// while writes are in flight. While the node is down, its paths answer
-// unavailable (CLI exit 5), never not found, and all other paths answer.
-// After a restart with the same data directory every acknowledged write is
-// there.
+// TestProcessKillRestart: a 3-node cluster of agent processes, with
+// single-copy homes (R=1) and replicated ones (R=3); kill -9 of a
+// follower, then of the group's Raft leader (the bootstrap node unless
+// the leader moved, in which case the bootstrap node is killed last too),
+// each while writes are in flight. While the node is down, with R=1 its
+// paths answer unavailable (CLI exit 5), never not found; with R=3 they
+// answer again once the surviving replicas elected a leader; all other
+// paths answer. After a restart with the same data directory every
+// acknowledged write is there.
 func TestProcessKillRestart(t *testing.T) {
-	c := newProcCluster(t, 3)
+	for _, r := range []int{1, 3} {
+		t.Run(fmt.Sprintf("R=%d", r), func(t *testing.T) { testProcessKillRestart(t, r) })
+	}
+}
+
+func testProcessKillRestart(t *testing.T, r int) {
+	c := newProcClusterR(t, 3, r)
 	c.startAll()
 
 	m := newProcModel()
@@ -1142,89 +1191,29 @@ func (c *procCluster) killRestartRound(m *procModel, v *procNode, round int) {
 
 	// Writers create files in random acknowledged directories through
 	// random nodes (the victim included) while the victim is killed.
-	dirs := m.dirs()
-	var (
-		stop              = make(chan struct{})
-		killed            atomic.Bool // set just before the kill: failures are expected
-		dead              atomic.Bool // set once the victim is reaped
-		acked, afterKill  atomic.Int64
-		wg                sync.WaitGroup
-		errs              procErrs
-		unavailAfterKill  atomic.Int64
-		ackedAfterKill    atomic.Int64
-		homedOnVictimLate atomic.Int64
-	)
-	for g := range 8 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				n := c.nodes[rand.IntN(len(c.nodes))]
-				p := path.Join(dirs[rand.IntN(len(dirs))], fmt.Sprintf("w%d-%d-%d", round, g, i))
-				wasDead := dead.Load()
-				ctx, cancel := context.WithTimeout(context.Background(), procRPCTimeout)
-				r, err := c.client(n).Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o640, UID: 7, GID: 8})
-				cancel()
-				if wasDead {
-					afterKill.Add(1)
-				}
-				if err == nil {
-					m.ackRecent(p, rpc.TypeFile, r.Inode.Home)
-					acked.Add(1)
-					if wasDead {
-						ackedAfterKill.Add(1)
-						if r.Inode.Home == v.id {
-							homedOnVictimLate.Add(1)
-						}
-					}
-					continue
-				}
-				m.unsure(p, rpc.TypeFile)
-				switch {
-				case !killed.Load():
-					errs.add("create %s via %s before the kill: %v", p, n.id, err)
-				case errors.Is(err, fs.ErrNotExist) || !procUnavailable(err):
-					errs.add("create %s via %s with %s down: %v; want success or unavailable", p, n.id, v.id, err)
-				default:
-					unavailAfterKill.Add(1)
-				}
-			}
-		})
-	}
-	stopWriters := func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}
-	defer stopWriters()
-	c.waitFor("20 writes acknowledged before the kill", procReadyTimeout, nil, func() (bool, string) {
-		return acked.Load() >= 20, fmt.Sprintf("%d acknowledged", acked.Load())
-	})
-	killed.Store(true)
-	c.kill(v)
-	dead.Store(true)
-	c.waitFor("60 writes attempted after the kill", procReadyTimeout, nil, func() (bool, string) {
-		return afterKill.Load() >= 60, fmt.Sprintf("%d attempted", afterKill.Load())
-	})
-	stopWriters()
-	t.Logf("writes during the kill: %d acknowledged in all; after the kill %d attempted, %d acknowledged (%d homed on the dead node), %d unavailable",
-		acked.Load(), afterKill.Load(), ackedAfterKill.Load(), homedOnVictimLate.Load(), unavailAfterKill.Load())
-	errs.report(t, "writes during the kill")
-	if homedOnVictimLate.Load() > 0 {
-		t.Errorf("%d files created after the kill were placed on the dead node %s", homedOnVictimLate.Load(), v.id)
+	w := c.startWriters(m, fmt.Sprintf("w%d", round), v.id)
+	defer w.stop()
+	w.waitAcked(20)
+	w.fault(func() { c.kill(v) })
+	w.waitAttempted(60)
+	w.stop()
+	w.report(v.id)
+	if late := w.homedOnVictimLate.Load(); late > 0 && c.replication == 1 {
+		t.Errorf("%d files created after the kill were placed on the dead node %s", late, v.id)
 	}
 
 	onVictim := m.homedOn(v.id)
 	if len(onVictim) == 0 {
 		t.Fatalf("no acknowledged path is homed on %s: nothing to check", v.id)
 	}
-	// At once, before the cluster has noticed the death.
+	if c.replication > 1 {
+		// The shard named after the victim fails over to a surviving
+		// replica: its paths answer, and new ones can be written.
+		c.waitFailover(m, v, live)
+		down = nil
+		c.populate(m, live, []string{fmt.Sprintf("/failover%d", round)}, 1, 4)
+	}
+	// At once (R=1: before the cluster has noticed the death).
 	c.verify("right after kill -9 of "+v.id, m, live, down)
 	c.cliDownChecks(m, v, live, "right after the kill")
 
@@ -1267,6 +1256,108 @@ func (c *procCluster) killRestartRound(m *procModel, v *procNode, round int) {
 	}
 }
 
+// procWriters are 8 goroutines creating files in random acknowledged
+// directories through random nodes of the cluster until stopped, around
+// a fault: before it every write must succeed; after it a write may fail
+// only as unavailable (never "not found"); every acknowledged write joins
+// the model, every failed one is uncertain (resolveUncertain).
+type procWriters struct {
+	c      *procCluster
+	stopCh chan struct{}
+	wg     sync.WaitGroup
+	errs   procErrs
+
+	faulted, afterFault                                                atomic.Bool
+	acked, attemptedAfter, ackedAfter, unavailAfter, homedOnVictimLate atomic.Int64
+}
+
+// startWriters starts the writers; names start with prefix, and creates
+// homed on victim's shard after the fault are counted.
+func (c *procCluster) startWriters(m *procModel, prefix, victim string) *procWriters {
+	w := &procWriters{c: c, stopCh: make(chan struct{})}
+	dirs := m.dirs()
+	for g := range 8 {
+		w.wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-w.stopCh:
+					return
+				default:
+				}
+				n := c.nodes[rand.IntN(len(c.nodes))]
+				p := path.Join(dirs[rand.IntN(len(dirs))], fmt.Sprintf("%s-%d-%d", prefix, g, i))
+				after := w.afterFault.Load()
+				ctx, cancel := context.WithTimeout(context.Background(), procRPCTimeout)
+				r, err := c.client(n).Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o640, UID: 7, GID: 8})
+				cancel()
+				if after {
+					w.attemptedAfter.Add(1)
+				}
+				if err == nil {
+					m.ackRecent(p, rpc.TypeFile, r.Inode.Home)
+					w.acked.Add(1)
+					if after {
+						w.ackedAfter.Add(1)
+						if r.Inode.Home == victim {
+							w.homedOnVictimLate.Add(1)
+						}
+					}
+					continue
+				}
+				m.unsure(p, rpc.TypeFile)
+				switch {
+				case !w.faulted.Load():
+					w.errs.add("create %s via %s before the fault: %v", p, n.id, err)
+				case errors.Is(err, fs.ErrNotExist) || !procUnavailable(err):
+					w.errs.add("create %s via %s after the fault on %s: %v; want success or unavailable", p, n.id, victim, err)
+				default:
+					w.unavailAfter.Add(1)
+				}
+			}
+		})
+	}
+	return w
+}
+
+// waitAcked waits until k writes were acknowledged.
+func (w *procWriters) waitAcked(k int64) {
+	w.c.waitFor(fmt.Sprintf("%d writes acknowledged before the fault", k), procReadyTimeout, nil, func() (bool, string) {
+		return w.acked.Load() >= k, fmt.Sprintf("%d acknowledged", w.acked.Load())
+	})
+}
+
+// fault runs fn (a kill) while the writers run: failures are expected from
+// just before it.
+func (w *procWriters) fault(fn func()) {
+	w.faulted.Store(true)
+	fn()
+	w.afterFault.Store(true)
+}
+
+// waitAttempted waits until k writes were attempted after the fault.
+func (w *procWriters) waitAttempted(k int64) {
+	w.c.waitFor(fmt.Sprintf("%d writes attempted after the fault", k), procReadyTimeout, nil, func() (bool, string) {
+		return w.attemptedAfter.Load() >= k, fmt.Sprintf("%d attempted", w.attemptedAfter.Load())
+	})
+}
+
+// stop stops the writers and waits for them (idempotent).
+func (w *procWriters) stop() {
+	select {
+	case <-w.stopCh:
+	default:
+		close(w.stopCh)
+	}
+	w.wg.Wait()
+}
+
+// report logs the counts and reports the writers' errors.
+func (w *procWriters) report(victim string) {
+	w.c.t.Logf("writes around the fault on %s: %d acknowledged in all; after it %d attempted, %d acknowledged (%d homed on its shard), %d unavailable",
+		victim, w.acked.Load(), w.attemptedAfter.Load(), w.ackedAfter.Load(), w.homedOnVictimLate.Load(), w.unavailAfter.Load())
+	w.errs.report(w.c.t, "writes around the fault")
+}
+
 // procSample returns up to k items of ps spread over the slice, always
 // including the first and the last.
 func procSample(ps []string, k int) []string {
@@ -1281,8 +1372,9 @@ func procSample(ps []string, k int) []string {
 }
 
 // cliDownChecks runs the CLI against the live nodes while v is down:
-// stat of paths homed on v exits 5 (unavailable), never 3; stat of paths
-// homed elsewhere exits 0 with the right type.
+// stat of paths homed on v's shard exits 5 (unavailable), never 3, with
+// R=1, and 0 with R>1 (after waitFailover); stat of paths homed elsewhere
+// exits 0 with the right type.
 func (c *procCluster) cliDownChecks(m *procModel, v *procNode, live []*procNode, when string) {
 	t := c.t
 	var onV, elsewhere []string
@@ -1303,12 +1395,16 @@ func (c *procCluster) cliDownChecks(m *procModel, v *procNode, live []*procNode,
 		}
 	}
 	check := append(procSample(filesOnV, 6), procSample(dirsOnV, 3)...)
+	want := exitUnavail
+	if c.replication > 1 {
+		want = 0
+	}
 	for i, p := range check {
 		n := live[i%len(live)]
 		_, errOut, code := c.at(n, "stat", p)
-		if code != exitUnavail {
-			t.Errorf("%s: ghba stat %s via %s (home %s is down): exit %d, want %d (unavailable): %s",
-				when, p, n.id, v.id, code, exitUnavail, strings.TrimSpace(errOut))
+		if code != want {
+			t.Errorf("%s: ghba stat %s via %s (shard %s, its node down, R=%d): exit %d, want %d: %s",
+				when, p, n.id, v.id, c.replication, code, want, strings.TrimSpace(errOut))
 		}
 	}
 	for i, p := range procSample(elsewhere, 6) {
@@ -1323,14 +1419,15 @@ func (c *procCluster) cliDownChecks(m *procModel, v *procNode, live []*procNode,
 			t.Errorf("%s: stat --json %s via %s: %v %+v; want type %s home %s", when, p, n.id, err, st, m.typ(p), m.home(p))
 		}
 	}
-	t.Logf("%s: CLI stat of %d paths homed on %s exit 5, of %d others exit 0", when, len(check), v.id, min(len(elsewhere), 6))
+	t.Logf("%s: CLI stat of %d paths of shard %s exit %d, of %d others exit 0", when, len(check), v.id, want, min(len(elsewhere), 6))
 }
 
 // ---- TestProcessJoinLeave ----
 
 // TestProcessJoinLeave: a 4th node joins a 3-node cluster, appears in
-// members and gets new files; then "ghba leave" on it drains its files,
-// it exits cleanly and is gone from the membership, and no path is lost.
+// members and gets new files; then "ghba leave" on it moves its shard
+// replicas to the others, it exits cleanly and is gone from the
+// membership, and no path is lost.
 // Then node2, which has homed files since the start, leaves the same way.
 func TestProcessJoinLeave(t *testing.T) {
 	c := newProcCluster(t, 3)
@@ -1369,9 +1466,9 @@ func TestProcessJoinLeave(t *testing.T) {
 	}
 }
 
-// leaveRound runs "ghba leave" on leaver, checks that it drained its files,
-// exited 0 and left the membership, and that every path is still there
-// through the remaining nodes.
+// leaveRound runs "ghba leave" on leaver, checks that it handed over its
+// shard, exited 0 and left the membership, and that every path is still
+// there, in the same shard, through the remaining nodes.
 func (c *procCluster) leaveRound(m *procModel, leaver *procNode, remaining []*procNode) {
 	t := c.t
 	homed := m.homedOn(leaver.id)
@@ -1387,8 +1484,8 @@ func (c *procCluster) leaveRound(m *procModel, leaver *procNode, remaining []*pr
 		t.Fatalf("leave --json: %v: %s", err, out)
 	}
 	t.Logf("%s left: %+v (it homed %d acknowledged paths)", leaver.id, lr, len(homed))
-	if lr.DrainedFiles < int64(len(homed)) {
-		t.Errorf("%s drained %d files, but homed %d acknowledged paths", leaver.id, lr.DrainedFiles, len(homed))
+	if !slices.Contains(lr.HandedShards, leaver.id) {
+		t.Errorf("%s left without handing over its shard %s: %+v", leaver.id, leaver.id, lr)
 	}
 	if err := c.waitExit(leaver, procStopTimeout); err != nil {
 		t.Errorf("%s after leave: exit status %v, want 0", leaver.id, err)
@@ -1428,8 +1525,10 @@ func (c *procCluster) leaveRound(m *procModel, leaver *procNode, remaining []*pr
 			errs.add("stat %s via %s (home before: %s): %v", p, n.id, m.home(p), err)
 		case st.Type != m.typ(p):
 			errs.add("stat %s: type %q, want %q", p, st.Type, m.typ(p))
-		case st.Home == leaver.id:
-			errs.add("stat %s: still homed on %s, which left", p, leaver.id)
+		case st.Home != m.home(p):
+			errs.add("stat %s: home shard %s, was %s (a shard keeps its paths)", p, st.Home, m.home(p))
+		case st.HomeAddr == leaver.rpcAddr():
+			errs.add("stat %s: shard %s still led by %s, which left", p, st.Home, leaver.id)
 		default:
 			m.ack(p, st.Type, st.Home)
 		}
