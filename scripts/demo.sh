@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 PATHS=${DEMO_PATHS:-3000}
 WAIT=${DEMO_WAIT:-60}
 STOP_WAIT=30
-ADDRS=(127.0.0.1:7410 127.0.0.1:7420 127.0.0.1:7430)
+ADDRS=("${TESTDATA_ADDRS[@]}")
 ALL=$(IFS=,; echo "${ADDRS[*]}")
 
 say() { printf '\n== %s\n' "$*"; }
@@ -34,13 +34,13 @@ fi
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/ghba-demo.XXXXXX")
 PIDS=()
+NAMES=()
 STOPPED=0
 
 # stop_agents stops every agent (scripts/agents.sh); non-zero if one did not
 # exit with status 0.
 stop_agents() {
 	local rc=0
-	NAMES=(node1 node2 node3)
 	stop_agent_pids || rc=1
 	STOPPED=1
 	return $rc
@@ -79,39 +79,10 @@ for a in "${ADDRS[@]}"; do
 done
 
 say "starting 3 agents (data and logs in $TMP)"
-for i in 1 2 3; do
-	GHBA_DATA_DIR="$TMP/node$i" "$BIN" agent --config "testdata/node$i.yaml" >"$TMP/node$i.log" 2>&1 &
-	PIDS+=($!)
-	echo "node$i: pid $! rpc ${ADDRS[$((i - 1))]}"
-done
-
-check_alive() {
-	local i
-	for i in "${!PIDS[@]}"; do
-		kill -0 "${PIDS[$i]}" 2>/dev/null || fail "node$((i + 1)) exited during startup (see its log below)"
-	done
-}
+start_testdata_agents "$BIN" "$TMP"
 
 say "waiting up to ${WAIT}s for 3 alive members in one group with a leader"
-start=$SECONDS
-deadline=$((SECONDS + WAIT))
-while :; do
-	check_alive
-	alive=$(ghba --addr "${ADDRS[0]}" members 2>/dev/null | awk 'NR > 1 && $3 == "alive"' | wc -l || true)
-	grouped=$(ghba --addr "${ADDRS[0]}" groups 2>/dev/null | awk 'NR > 1 && $2 != "-" { n += $3 } END { print n + 0 }' || true)
-	ready=0
-	for a in "${ADDRS[@]}"; do
-		if ghba --addr "$a" stat / >/dev/null 2>&1; then ready=$((ready + 1)); fi
-	done
-	if [[ "$alive" -eq 3 && "$grouped" -eq 3 && "$ready" -eq 3 ]]; then
-		break
-	fi
-	if ((SECONDS >= deadline)); then
-		fail "cluster not ready after ${WAIT}s: $alive alive, $grouped in a group with a leader, $ready nodes answer stat /"
-	fi
-	sleep 0.5
-done
-echo "ready after $((SECONDS - start))s"
+wait_testdata_agents "$BIN" "$WAIT" || fail "the cluster did not come up (see the logs below)"
 ghba --addr "${ADDRS[0]}" members
 echo
 ghba --addr "${ADDRS[0]}" groups
