@@ -75,13 +75,15 @@ func (n *Node) raftDir() string { return filepath.Join(n.cfg.DataDir, "raft") }
 // and stable store, a file snapshot store and a TCP transport on
 // bind_addr:ports.raft advertising the advertise address, with a fresh
 // FSM. It starts nothing else (see startLeaderLoop).
-func (n *Node) openGroupRaft() (gr *groupRaft, err error) {
+func (n *Node) openGroupRaft() (_ *groupRaft, err error) {
 	dir := n.raftDir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}
 	hl := newHCLogAdapter(n.log, "raft")
-	gr = &groupRaft{notify: make(chan bool, 16), stopped: make(chan struct{})}
+	// gr is not the named result: a failed return sets that to nil
+	// before the deferred clean-up reads it.
+	gr := &groupRaft{notify: make(chan bool, 16), stopped: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			if gr.trans != nil {

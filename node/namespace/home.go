@@ -12,7 +12,6 @@ import (
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/routing"
-	"github.com/ghba/ghba/rpc"
 )
 
 // home is the home logic of one shard this node leads (docs/design.md,
@@ -103,11 +102,6 @@ func (h *home) preparedCount() int {
 	h.partMu.Lock()
 	defer h.partMu.Unlock()
 	return len(h.parts)
-}
-
-// errNotLeader reports a shard this node does not lead.
-func errNotLeader(shard string) error {
-	return fmt.Errorf("%w: this node does not lead shard %s", rpc.ErrUnavailable, shard)
 }
 
 // apply commits b in the shard's log.

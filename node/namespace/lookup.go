@@ -226,9 +226,6 @@ func (n *Namespace) authoritative(ctx context.Context, p string, withInode bool,
 			return located{hops: hops}, notExist(p)
 		}
 		home := er.Entry.Home
-		if !n.shardUp(home) {
-			return located{hops: hops}, fmt.Errorf("%s: shard %s: %w", p, home, errShardDown(home))
-		}
 		l, ok, err := n.verify(ctx, home, p, withInode, true)
 		hops += n.hop(home)
 		if err != nil {
@@ -285,9 +282,6 @@ func (n *Namespace) locateRoot(ctx context.Context, withInode bool) (located, er
 	if root == "" {
 		return located{}, fmt.Errorf("%w: the root's shard is not known yet", rpc.ErrUnavailable)
 	}
-	if !n.shardUp(root) {
-		return located{}, fmt.Errorf("/: %w", errShardDown(root))
-	}
 	l, ok, err := n.verify(ctx, root, "/", withInode, true)
 	hops := n.hop(root)
 	switch {
@@ -305,7 +299,11 @@ func (n *Namespace) locateRoot(ctx context.Context, withInode bool) (located, er
 // there" (a filter hit that could not be verified); strict returns the
 // error (the shard is known to be the home).
 func (n *Namespace) verify(ctx context.Context, shard, p string, withInode, strict bool) (located, bool, error) {
-	resp, err := callShard(ctx, n, shard, methodLocalCheck, &localCheckReq{Path: p, WithInode: withInode}, (*home).localCheck)
+	call := callShardOnce[localCheckReq, localCheckResp] // a candidate: no wait for a leader
+	if strict {
+		call = callShard[localCheckReq, localCheckResp]
+	}
+	resp, err := call(ctx, n, shard, methodLocalCheck, &localCheckReq{Path: p, WithInode: withInode}, (*home).localCheck)
 	if err != nil {
 		if !n.leads(shard) && !strict && ctx.Err() == nil && isUnavailable(err) {
 			return located{}, false, nil

@@ -171,6 +171,10 @@ type Tuning struct {
 	PeerCheckInterval time.Duration
 	// RootTimeout bounds creating "/" when this node becomes its home.
 	RootTimeout time.Duration
+	// LeaderWait bounds how long a request waits for a shard without a
+	// reachable leader (an election under way, a dead leader not yet
+	// noticed) before it answers unavailable.
+	LeaderWait time.Duration
 }
 
 // DefaultTuning returns the timers used outside tests.
@@ -191,6 +195,7 @@ func DefaultTuning() Tuning {
 		MarkBackoffMax:    20 * time.Millisecond,
 		PeerCheckInterval: time.Second,
 		RootTimeout:       10 * time.Second,
+		LeaderWait:        5 * time.Second,
 	}
 }
 
@@ -216,6 +221,7 @@ func (t Tuning) withDefaults() Tuning {
 	fill(&t.MarkBackoffMax, d.MarkBackoffMax)
 	fill(&t.PeerCheckInterval, d.PeerCheckInterval)
 	fill(&t.RootTimeout, d.RootTimeout)
+	fill(&t.LeaderWait, d.LeaderWait)
 	if t.BusyRetries <= 0 {
 		t.BusyRetries = d.BusyRetries
 	}
@@ -301,6 +307,7 @@ type counters struct {
 	committed, aborted, busy      atomic.Uint64
 	rekeyed                       atomic.Uint64
 	resolved                      atomic.Uint64
+	leaderWaits                   atomic.Uint64
 	pushesSent, pushFails         atomic.Uint64
 	pushesRecv, pullsSent         atomic.Uint64
 	pullsServed, mismatches       atomic.Uint64
@@ -564,6 +571,9 @@ type Stats struct {
 	// TxnsCommitted, TxnsAborted and TxnsBusy count coordinated
 	// transactions (busy: retried because of a conflict).
 	TxnsCommitted, TxnsAborted, TxnsBusy uint64
+	// LeaderWaits counts the waits of requests for a shard that had no
+	// reachable leader (an election or a fail-over under way).
+	LeaderWaits uint64
 	// Prepared is the number of prepared parts held by the shards this
 	// node leads; Marks the paths in flux.
 	Prepared, Marks int
@@ -591,8 +601,9 @@ func (n *Namespace) Stats() Stats {
 		NotFound: c.notFound.Load(), Unavailable: c.unavailable.Load(),
 		Broadcasts: c.broadcasts.Load(), Multicasts: c.multicasts.Load(),
 		TxnsCommitted: c.committed.Load(), TxnsAborted: c.aborted.Load(), TxnsBusy: c.busy.Load(),
-		Rekeyed:    c.rekeyed.Load(),
-		PushesSent: c.pushesSent.Load(), PushFailures: c.pushFails.Load(), PushesReceived: c.pushesRecv.Load(),
+		LeaderWaits: c.leaderWaits.Load(),
+		Rekeyed:     c.rekeyed.Load(),
+		PushesSent:  c.pushesSent.Load(), PushFailures: c.pushFails.Load(), PushesReceived: c.pushesRecv.Load(),
 		PullsSent: c.pullsSent.Load(), PullsServed: c.pullsServed.Load(), VersionMismatches: c.mismatches.Load(),
 		FilterBytesSent: c.bytesSent.Load(),
 	}

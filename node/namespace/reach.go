@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"time"
+
+	"github.com/ghba/ghba/node/internal/backoff"
 
 	"github.com/ghba/ghba/rpc"
 )
@@ -24,9 +27,16 @@ const (
 	maxRedirects = 3
 )
 
+// errNoLeader matches errShardDown's errors.
+var errNoLeader = errors.New("no reachable leader")
+
+// errNotSent matches the errors of a call that never left this node (the
+// node asked is down, or no connection to it could be made).
+var errNotSent = errors.New("not sent")
+
 // errShardDown reports a shard whose leader is not known or not up.
 func errShardDown(shard string) error {
-	return fmt.Errorf("%w: shard %s has no reachable leader", rpc.ErrUnavailable, shard)
+	return fmt.Errorf("%w: shard %s has %w", rpc.ErrUnavailable, shard, errNoLeader)
 }
 
 // errMoved is returned when a home could not be pinned down after several
@@ -56,9 +66,13 @@ func asUnavailable(err error) error {
 func (n *Namespace) call(ctx context.Context, id, method string, req, resp any) error {
 	p := n.peer(id)
 	if p == nil || !p.Up || p.RPCAddr == "" {
-		return fmt.Errorf("%w: node %s is down", rpc.ErrUnavailable, id)
+		return fmt.Errorf("%w: node %s is down: %w", rpc.ErrUnavailable, id, errNotSent)
 	}
-	return n.cl.Call(ctx, p.RPCAddr, method, req, resp)
+	err := n.cl.Call(ctx, p.RPCAddr, method, req, resp)
+	if errors.Is(err, rpc.ErrUnavailable) && !errors.Is(err, rpc.ErrOutcomeUnknown) && !errors.Is(err, rpc.ErrRemote) {
+		return fmt.Errorf("%w: %w", err, errNotSent) // (no connection: the request never left)
+	}
+	return err
 }
 
 // shardCall is the request header every shard request embeds.
@@ -70,8 +84,36 @@ type shardCall[Req any] interface {
 // callShard runs a request at shard's leader: local, the method's handler,
 // when this node leads the shard (no RPC, no encoding), an RPC to the
 // leader it knows otherwise, following "not the leader" answers to the
-// leader they name (at most maxRedirects times, remembering the hint).
+// leader they name (at most maxRedirects times in a row, remembering the
+// hint). While the shard has no reachable leader (an election, a dead
+// leader that Serf has not marked down yet) it waits, at most
+// Tuning.LeaderWait, and tries again: only failures that applied nothing
+// (see retryable) are retried.
 func callShard[Req, Resp any, PR shardCall[Req]](ctx context.Context, n *Namespace, shard, method string, req PR,
+	local func(*home, context.Context, *Req) (*Resp, error)) (*Resp, error) {
+	var wait *backoff.Backoff
+	var deadline time.Time
+	for {
+		resp, err := callShardOnce(ctx, n, shard, method, req, local)
+		if err == nil || !retryable(err) {
+			return resp, err
+		}
+		if wait == nil {
+			wait = backoff.NewJitter(10*time.Millisecond, 250*time.Millisecond)
+			deadline = time.Now().Add(n.tune.LeaderWait)
+		}
+		if time.Now().After(deadline) {
+			return nil, err
+		}
+		n.counters.leaderWaits.Add(1)
+		if werr := wait.Wait(ctx); werr != nil {
+			return nil, err
+		}
+	}
+}
+
+// callShardOnce is one attempt of callShard.
+func callShardOnce[Req, Resp any, PR shardCall[Req]](ctx context.Context, n *Namespace, shard, method string, req PR,
 	local func(*home, context.Context, *Req) (*Resp, error)) (*Resp, error) {
 	req.header().Shard = shard
 	var err error
@@ -94,6 +136,22 @@ func callShard[Req, Resp any, PR shardCall[Req]](ctx context.Context, n *Namespa
 		n.learnLeader(shard, hint)
 	}
 	return nil, err
+}
+
+// retryable reports whether a failed call to a shard applied nothing and
+// may succeed once the shard has a leader again: the shard had no
+// reachable leader, the node asked does not lead it (Raft refused the
+// command before appending it), or the request never left this node.
+func retryable(err error) bool {
+	switch {
+	case errors.Is(err, errNoLeader), errors.Is(err, rpc.ErrNotLeader):
+		return true
+	case errors.Is(err, rpc.ErrOutcomeUnknown):
+		return false
+	case errors.Is(err, rpc.ErrShuttingDown): // refused before it was served
+		return true
+	}
+	return errors.Is(err, errNotSent) && !errors.Is(err, rpc.ErrRemote)
 }
 
 // shardRPC serves a request for a shard: with fn when this node leads it,

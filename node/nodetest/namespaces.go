@@ -426,7 +426,9 @@ func (c *Namespaces) openReplicas(nd *NamespaceNode, log *slog.Logger, first boo
 		_ = m.Serve(context.Background())
 	}(nd.mux, nd.muxDone)
 	tun := shard.DefaultTuning()
-	tun.Heartbeat, tun.Election, tun.LeaderLease, tun.Commit = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond, 5*time.Millisecond
+	// Short enough for quick fail-overs, long enough that a loaded machine
+	// running the race detector does not start spurious elections.
+	tun.Heartbeat, tun.Election, tun.LeaderLease, tun.Commit = 500*time.Millisecond, 500*time.Millisecond, 250*time.Millisecond, 5*time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	nd.watch = cancel
 	nd.Replicas = map[string]*shard.Replica{}
