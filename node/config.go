@@ -25,6 +25,7 @@ import (
 	"net"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,6 +67,7 @@ type Config struct {
 	PropagateThreshold float64       `mapstructure:"propagate_threshold"`
 	PropagateInterval  time.Duration `mapstructure:"propagate_interval"`
 	Placement          string        `mapstructure:"placement"`
+	PlacementSpread    int           `mapstructure:"placement_spread"`
 	Scheme             string        `mapstructure:"scheme"`
 	LogLevel           string        `mapstructure:"log_level"`
 }
@@ -86,7 +88,8 @@ func DefaultConfig() Config {
 		LRUBitsPerFile:     rt.LRUBitsPerFile,
 		PropagateThreshold: rt.PropagateThreshold,
 		PropagateInterval:  rt.PropagateInterval,
-		Placement:          namespace.PlacementBalanced,
+		Placement:          namespace.PlacementColocate,
+		PlacementSpread:    namespace.DefaultSpreadAfter,
 		Scheme:             namespace.SchemeGHBA,
 		LogLevel:           "info",
 	}
@@ -172,10 +175,11 @@ func (c *Config) Validate() error {
 	case c.PropagateInterval <= 0:
 		return bad("propagate_interval", "%v must be positive", c.PropagateInterval)
 	}
-	switch c.Placement {
-	case namespace.PlacementRandom, namespace.PlacementBalanced, namespace.PlacementParent:
-	default:
-		return bad("placement", "%q must be random, balanced or parent", c.Placement)
+	if !slices.Contains(namespace.Placements(), c.Placement) {
+		return bad("placement", "%q must be one of %s", c.Placement, strings.Join(namespace.Placements(), ", "))
+	}
+	if c.PlacementSpread <= 0 {
+		return bad("placement_spread", "%d must be positive", c.PlacementSpread)
 	}
 	switch c.Scheme {
 	case namespace.SchemeGHBA, namespace.SchemeHBA:

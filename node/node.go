@@ -865,14 +865,15 @@ func buildVersion() string {
 // and RPC server (it registers its methods there).
 func (n *Node) newNamespace() (*namespace.Namespace, error) {
 	ns, err := namespace.New(namespace.Options{
-		NodeID:    n.cfg.NodeID,
-		Client:    n.client,
-		Directory: n.dir,
-		Routing:   n.cfg.Routing(),
-		Placement: n.cfg.Placement,
-		Scheme:    n.cfg.Scheme,
-		Logger:    n.log,
-		Tuning:    n.tune.Namespace,
+		NodeID:      n.cfg.NodeID,
+		Client:      n.client,
+		Directory:   n.dir,
+		Routing:     n.cfg.Routing(),
+		Placement:   n.cfg.Placement,
+		SpreadAfter: n.cfg.PlacementSpread,
+		Scheme:      n.cfg.Scheme,
+		Logger:      n.log,
+		Tuning:      n.tune.Namespace,
 	})
 	if err != nil {
 		return nil, err

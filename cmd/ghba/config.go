@@ -154,7 +154,7 @@ var agentFlags = []agentFlag{
 	{"replication", "replication", "copies of each shard, on members of its group (1: a single home)"},
 	{"bits-per-file", "bits_per_file", "bits per file of the local and segment Bloom filters"},
 	{"lru-entries", "lru_entries", "entries of the LRU list behind the L1 filter"},
-	{"placement", "placement", "home placement policy for new paths: random, balanced or parent"},
+	{"placement", "placement", "home placement policy for new paths: colocate (files with their directory), balanced, random or parent"},
 	{"scheme", "scheme", "routing scheme: ghba (segment replicas + group multicast) or hba (every node holds every filter)"},
 	{"log-level", "log_level", "log level: debug, info, warn or error"},
 	{"log-format", "log_format", "log format: text or json"},

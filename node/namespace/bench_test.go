@@ -77,12 +77,12 @@ func runParallel(b *testing.B, op func(r *rand.Rand) error) {
 
 // benchCluster returns a cluster of n nodes with r replicas per shard and a
 // client of it (with or without the client's home cache).
-func benchCluster(b *testing.B, n, r int, homeCache bool) (*nodetest.Namespaces, *rpc.Client) {
+func benchCluster(b *testing.B, n, r int, placement string, homeCache bool) (*nodetest.Namespaces, *rpc.Client) {
 	rt := nodetest.SmallRouting()
 	rt.FilterCapacity = 200_000
 	rt.LRUEntries = 4096
 	rt.PropagateInterval = 200 * time.Millisecond
-	c := nodetest.NewNamespaces(b, nodetest.NamespacesOptions{Nodes: n, Replication: r, Routing: rt})
+	c := nodetest.NewNamespaces(b, nodetest.NamespacesOptions{Nodes: n, Replication: r, Routing: rt, Placement: placement})
 	var addrs []string
 	for _, id := range c.IDs {
 		addrs = append(addrs, c.Nodes[id].Addr)
@@ -138,7 +138,7 @@ func BenchmarkStat(b *testing.B) {
 		{"nodes=3/R=1/nocache", 3, 1, false}, {"nodes=3/R=3/nocache", 3, 3, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			c, cl := benchCluster(b, tc.nodes, tc.r, tc.cache)
+			c, cl := benchCluster(b, tc.nodes, tc.r, "", tc.cache)
 			ctx := context.Background()
 			const dirs, files = 20, 100
 			var paths []string
@@ -172,13 +172,21 @@ func BenchmarkStat(b *testing.B) {
 }
 
 // BenchmarkCreate: creates of new files in 64 directories by 16 client
-// goroutines through 1 and 3 nodes, with 1 and 3 replicas per shard
-// (balanced placement: with 3 nodes about 2/3 of the files are homed away
-// from their directory, a two-phase commit).
+// goroutines through 1 and 3 nodes, with 1 and 3 replicas per shard, by
+// placement: balanced (with 3 nodes about 2/3 of the files are homed away
+// from their directory, a transaction between two shards) and colocate
+// (every file with its directory: one commit in one shard).
 func BenchmarkCreate(b *testing.B) {
-	for _, tc := range []struct{ nodes, r int }{{1, 1}, {3, 1}, {3, 3}} {
-		b.Run(fmt.Sprintf("nodes=%d/R=%d", tc.nodes, tc.r), func(b *testing.B) {
-			_, cl := benchCluster(b, tc.nodes, tc.r, true)
+	for _, tc := range []struct {
+		nodes, r  int
+		placement string
+	}{
+		{1, 1, namespace.PlacementBalanced},
+		{3, 1, namespace.PlacementBalanced}, {3, 3, namespace.PlacementBalanced},
+		{3, 1, namespace.PlacementColocate}, {3, 3, namespace.PlacementColocate},
+	} {
+		b.Run(fmt.Sprintf("nodes=%d/R=%d/%s", tc.nodes, tc.r, tc.placement), func(b *testing.B) {
+			_, cl := benchCluster(b, tc.nodes, tc.r, tc.placement, true)
 			ctx := context.Background()
 			const dirs = 64
 			for d := range dirs {

@@ -32,6 +32,7 @@ type home struct {
 	lruMu sync.Mutex
 	lru   *routing.LRU
 	push  pushState // propagation of this shard's filters (filters.go)
+	files dirFiles  // files placed with their directory (placement.go)
 
 	// transactions (txn.go, flux.go)
 	flux    fluxTable

@@ -26,6 +26,7 @@
 package namespace
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -45,7 +46,21 @@ const (
 	PlacementRandom   = "random"
 	PlacementBalanced = "balanced"
 	PlacementParent   = "parent"
+	// PlacementColocate places a directory as PlacementBalanced and a
+	// file in its parent's shard, so that creating it is one Raft commit
+	// in one shard instead of a transaction between two; a directory that
+	// passes Options.SpreadAfter files created through this leader spreads
+	// its further files as PlacementBalanced.
+	PlacementColocate = "colocate"
 )
+
+// Placements returns the placement policies, the default first.
+func Placements() []string {
+	return []string{PlacementColocate, PlacementBalanced, PlacementRandom, PlacementParent}
+}
+
+// DefaultSpreadAfter is Options.SpreadAfter's default.
+const DefaultSpreadAfter = 10000
 
 // Routing schemes (docs/design.md, "Query path"). With SchemeGHBA a node
 // holds replicas of the local filters of the nodes its group's FSM assigns
@@ -239,9 +254,12 @@ type Options struct {
 	Directory Directory
 	// Routing configures the filters; zero fields take DefaultRouting's.
 	Routing Routing
-	// Placement is PlacementBalanced (default), PlacementRandom or
-	// PlacementParent.
+	// Placement is PlacementColocate (default), PlacementBalanced,
+	// PlacementRandom or PlacementParent.
 	Placement string
+	// SpreadAfter is the number of files of one directory that
+	// PlacementColocate keeps with it (DefaultSpreadAfter when zero).
+	SpreadAfter int
 	// Scheme is SchemeGHBA (default) or SchemeHBA.
 	Scheme string
 	// Logger carries the node id; nil discards.
@@ -268,6 +286,7 @@ type Namespace struct {
 	log       *slog.Logger
 	rt        Routing
 	placement string
+	spread    int // PlacementColocate's SpreadAfter
 	scheme    string
 	tune      Tuning
 
@@ -329,13 +348,13 @@ func New(opts Options) (*Namespace, error) {
 	}
 	placement, scheme := opts.Placement, opts.Scheme
 	if placement == "" {
-		placement = PlacementBalanced
+		placement = PlacementColocate
 	}
 	if scheme == "" {
 		scheme = SchemeGHBA
 	}
 	switch {
-	case placement != PlacementBalanced && placement != PlacementRandom && placement != PlacementParent:
+	case !slices.Contains(Placements(), placement):
 		return nil, fmt.Errorf("%w: placement %q", ErrOptions, placement)
 	case scheme != SchemeGHBA && scheme != SchemeHBA:
 		return nil, fmt.Errorf("%w: scheme %q", ErrOptions, scheme)
@@ -351,6 +370,7 @@ func New(opts Options) (*Namespace, error) {
 		log:       log.With("component", "namespace"),
 		rt:        rt,
 		placement: placement,
+		spread:    cmp.Or(opts.SpreadAfter, DefaultSpreadAfter),
 		scheme:    scheme,
 		tune:      opts.Tuning.withDefaults(),
 		localGeo:  localGeo,

@@ -219,7 +219,7 @@ func (h *home) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*homeCrea
 	}
 	var failed []string
 	for {
-		home := h.placeChild(ctx, failed...)
+		home := h.placeChild(ctx, dir, r.Type == rpc.TypeDir, failed...)
 		if home == "" {
 			return nil, fmt.Errorf("%w: no node takes new files", rpc.ErrUnavailable)
 		}

@@ -41,10 +41,10 @@ func (n *Namespace) candidates(exclude ...string) []string {
 	return out
 }
 
-// placeChild chooses the shard of a new child of a directory of shard h
-// (never one of the shards in exclude, which just failed to answer), by
-// the placement policy; "" when no shard takes new homes.
-func (h *home) placeChild(ctx context.Context, exclude ...string) string {
+// placeChild chooses the shard of a new child of directory dir, homed by
+// shard h (never one of the shards in exclude, which just failed to
+// answer), by the placement policy; "" when no shard takes new homes.
+func (h *home) placeChild(ctx context.Context, dir string, isDir bool, exclude ...string) string {
 	n := h.r
 	cands := n.candidates(exclude...)
 	selfOK := !slices.Contains(exclude, h.id)
@@ -55,6 +55,10 @@ func (h *home) placeChild(ctx context.Context, exclude ...string) string {
 		return ""
 	}
 	switch n.placement {
+	case PlacementColocate:
+		if selfOK && !isDir && h.files.add(dir) <= n.spread {
+			return h.id
+		}
 	case PlacementParent:
 		if selfOK {
 			return h.id
@@ -137,4 +141,28 @@ func (n *Namespace) pollLoads(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+}
+
+// dirFiles counts, per directory homed by a shard, the files
+// PlacementColocate placed with it since this node began to lead the
+// shard: a count, not a census (a new leader starts again from zero, so a
+// directory keeps up to SpreadAfter more files with it after a fail-over).
+// It forgets everything when it tracks maxTrackedDirs directories.
+type dirFiles struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+// maxTrackedDirs bounds dirFiles's memory.
+const maxTrackedDirs = 1 << 16
+
+// add counts one more file of dir and returns the count.
+func (d *dirFiles) add(dir string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n == nil || len(d.n) >= maxTrackedDirs {
+		d.n = make(map[string]int)
+	}
+	d.n[dir]++
+	return d.n[dir]
 }

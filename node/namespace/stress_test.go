@@ -100,7 +100,7 @@ func fsck(c *nodetest.Namespaces, t testing.TB) int {
 // renames over each other, removals racing with creates inside), then
 // checks the structure and that every node answers alike.
 func TestConcurrentStress(t *testing.T) {
-	for _, placement := range []string{namespace.PlacementBalanced, namespace.PlacementParent} {
+	for _, placement := range []string{namespace.PlacementBalanced, namespace.PlacementParent, namespace.PlacementColocate} {
 		t.Run(placement, func(t *testing.T) {
 			stress(t, nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Placement: placement}))
 		})

@@ -1,6 +1,7 @@
 package nodetest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -202,7 +203,8 @@ type NamespacesOptions struct {
 	Replication int
 	// Routing configures the filters (default SmallRouting).
 	Routing namespace.Routing
-	// Placement and Scheme are the namespace's (defaults: balanced, ghba).
+	// Placement and Scheme are the namespace's (defaults: balanced, so
+	// that most creates are transactions between shards; ghba).
 	Placement, Scheme string
 	// Tuning holds the namespace's timers (default: ResolveAfter 300ms,
 	// the rest namespace.DefaultTuning's).
@@ -327,7 +329,7 @@ func (c *Namespaces) start(id string, ln net.Listener, first bool) {
 	nd.cl = rpc.NewClient(rpc.Options{Logger: log, HomeCacheSize: -1, Timeout: 10 * time.Second})
 	opts := namespace.Options{
 		NodeID: id, Client: nd.cl, Directory: c.Dir.View(id),
-		Routing: c.opts.Routing, Placement: c.opts.Placement, Scheme: c.opts.Scheme,
+		Routing: c.opts.Routing, Placement: cmp.Or(c.opts.Placement, namespace.PlacementBalanced), Scheme: c.opts.Scheme,
 		Logger: log, Tuning: c.opts.Tuning,
 	}
 	if c.opts.Configure != nil {
