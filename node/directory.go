@@ -251,7 +251,7 @@ func (d *directory) refresh() {
 		d.peers.Store(&peers)
 		changed = true
 	}
-	if old := d.shards.Load(); old == nil || !slices.Equal(*old, shards) {
+	if old := d.shards.Load(); old == nil || !slices.EqualFunc(*old, shards, namespace.ShardInfo.Equal) {
 		d.shards.Store(&shards)
 		changed = true
 	}
@@ -387,7 +387,10 @@ func (d *directory) computeShards(peers []namespace.Peer) []namespace.ShardInfo 
 				continue
 			}
 			for _, id := range parseShardsTag(m.Tags[tagHost]) {
-				get(id, p.Group)
+				s := get(id, p.Group)
+				if !slices.Contains(s.Hosts, m.Name) {
+					s.Hosts = append(s.Hosts, m.Name)
+				}
 			}
 			for _, id := range parseShardsTag(m.Tags[tagLead]) {
 				if s := get(id, p.Group); p.Up && (s.Leader == "" || m.Name < s.Leader) {
@@ -399,6 +402,9 @@ func (d *directory) computeShards(peers []namespace.Peer) []namespace.ShardInfo 
 	if n.shards != nil {
 		for id, r := range n.shards.all() {
 			s := get(id, n.group())
+			if !slices.Contains(s.Hosts, n.cfg.NodeID) {
+				s.Hosts = append(s.Hosts, n.cfg.NodeID)
+			}
 			if r.leading.Load() {
 				s.Leader = n.cfg.NodeID
 			} else if l, _ := r.rep.Leader(); l != "" && (shard.NodeOf(l) == n.cfg.NodeID || up[shard.NodeOf(l)].Up) {
@@ -410,6 +416,7 @@ func (d *directory) computeShards(peers []namespace.Peer) []namespace.ShardInfo 
 	}
 	out := make([]namespace.ShardInfo, 0, len(byID))
 	for _, s := range byID {
+		slices.Sort(s.Hosts)
 		out = append(out, *s)
 	}
 	slices.SortFunc(out, func(a, b namespace.ShardInfo) int { return strings.Compare(a.ID, b.ID) })

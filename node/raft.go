@@ -13,6 +13,7 @@ import (
 	"github.com/ghba/ghba/fsm"
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/raftmux"
+	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/raft"
@@ -95,7 +96,7 @@ func (n *Node) openGroupRaft() (_ *groupRaft, err error) {
 		}
 	}()
 
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	bolt, err := shard.OpenLogStore(filepath.Join(dir, "raft.db"))
 	if err != nil {
 		return nil, fmt.Errorf("raft: log store: %w", err)
 	}

@@ -39,11 +39,12 @@ stop_agent_pids() {
 # start_testdata_agents BIN DIR starts the 3 agents of testdata/node{1,2,3}.yaml
 # (run from the repository's root) in the background, node I with its data in
 # DIR/nodeI and its log in DIR/nodeI.log; appends their pids to PIDS and
-# "nodeI" to NAMES.
+# "nodeI" to NAMES. The array AGENT_ENV, when set, holds extra "GHBA_KEY=value"
+# settings of every agent (they override the config files' keys).
 start_testdata_agents() {
 	local bin=$1 dir=$2 i
 	for i in 1 2 3; do
-		GHBA_DATA_DIR="$dir/node$i" "$bin" agent --config "testdata/node$i.yaml" >"$dir/node$i.log" 2>&1 &
+		env ${AGENT_ENV[@]+"${AGENT_ENV[@]}"} GHBA_DATA_DIR="$dir/node$i" "$bin" agent --config "testdata/node$i.yaml" >"$dir/node$i.log" 2>&1 &
 		PIDS+=($!)
 		NAMES+=("node$i")
 		echo "node$i: pid $! rpc ${TESTDATA_ADDRS[$((i - 1))]}"

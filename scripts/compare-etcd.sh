@@ -29,6 +29,11 @@
 #   CMP_PATHS=20000       paths / keys (both benchmarks)
 #   CMP_VALUE_SIZE=128    etcd value bytes
 #   CMP_ROUNDS=1          rounds (etcd then ghba in each)
+#   CMP_GHBA_CONFIGS="replication=1 replication=3"
+#                         ghba clusters to run in each round, one after the
+#                         other: space-separated, each a comma-separated list
+#                         of config keys (key=value) set on all 3 agents over
+#                         testdata/'s (as GHBA_KEY environment variables)
 #   CMP_ETCD_PORT=22379   first etcd client port
 #   CMP_WAIT=60           seconds to wait for a cluster to be ready
 #   CMP_KEEP=1            keep the temporary directory (data, logs, JSON)
@@ -42,6 +47,7 @@ CONC=${CMP_CONCURRENCY:-16}
 PATHS=${CMP_PATHS:-20000}
 VSIZE=${CMP_VALUE_SIZE:-128}
 ROUNDS=${CMP_ROUNDS:-1}
+read -r -a CONFIGS <<<"${CMP_GHBA_CONFIGS:-replication=1 replication=3}"
 EPORT=${CMP_ETCD_PORT:-22379}
 WAIT=${CMP_WAIT:-60}
 STOP_WAIT=30
@@ -227,52 +233,71 @@ run_etcd() {
 	stop_all "0 143" || fail "round $r: an etcd member did not stop cleanly"
 }
 
-# run_ghba R runs round R's ghba cluster and benchmark ($TMP/ghba-R.json).
-run_ghba() {
-	local r=$1 dir="$TMP/ghba-$1" all
-	mkdir -p "$dir"
-	check_ports ghba
-	say "round $r: ghba, 3 agents from testdata/ ($dir)"
-	LOGS+=("$dir/node1.log" "$dir/node2.log" "$dir/node3.log")
-	start_testdata_agents "$BIN" "$dir" >&2
-	record "GHBA_DATA_DIR=$dir/nodeI $BIN agent --config testdata/nodeI.yaml   # I = 1, 2, 3 (scripts/agents.sh)"
-	wait_testdata_agents "$BIN" "$WAIT" >&2 || fail "round $r: the ghba cluster did not come up"
-	all=$(IFS=,; echo "${TESTDATA_ADDRS[*]}")
-	LOAD_BEFORE_GHBA[r]=$(loadavg)
-	say "round $r: ghba ready; load $(loadavg); ghba bench -c $CONC --paths $PATHS"
-	run "$BIN" --timeout 30s --addr "$all" --json bench --phases mkdir,create,stat \
-		-c "$CONC" --paths "$PATHS" --prefix /cmp >"$dir.json" || fail "round $r: ghba bench failed"
-	LOAD_AFTER_GHBA[r]=$(loadavg)
-	stop_all || fail "round $r: an agent did not stop cleanly"
+# config_env CONFIG prints config CONFIG ("k1=v1,k2=v2") as GHBA_K1=v1 GHBA_K2=v2.
+config_env() {
+	local kv out=()
+	IFS=, read -r -a kvs <<<"$1"
+	for kv in "${kvs[@]}"; do
+		[[ $kv == *=* ]] || fail "CMP_GHBA_CONFIGS: $kv is not key=value"
+		out+=("GHBA_$(echo "${kv%%=*}" | tr 'a-z' 'A-Z')=${kv#*=}")
+	done
+	echo "${out[*]}"
 }
 
-declare -a LOAD_BEFORE_ETCD LOAD_AFTER_ETCD LOAD_BEFORE_GHBA LOAD_AFTER_GHBA
+# run_ghba R V runs round R's ghba cluster with config number V and its
+# benchmark ($TMP/ghba-R-V.json).
+run_ghba() {
+	local r=$1 v=$2 dir="$TMP/ghba-$1-$2" all
+	mkdir -p "$dir"
+	check_ports ghba
+	read -r -a AGENT_ENV <<<"$(config_env "${CONFIGS[$v]}")"
+	say "round $r: ghba ${CONFIGS[$v]}, 3 agents from testdata/ ($dir)"
+	LOGS+=("$dir/node1.log" "$dir/node2.log" "$dir/node3.log")
+	start_testdata_agents "$BIN" "$dir" >&2
+	record "${AGENT_ENV[*]} GHBA_DATA_DIR=$dir/nodeI $BIN agent --config testdata/nodeI.yaml   # I = 1, 2, 3 (scripts/agents.sh)"
+	wait_testdata_agents "$BIN" "$WAIT" >&2 || fail "round $r: the ghba cluster (${CONFIGS[$v]}) did not come up"
+	all=$(IFS=,; echo "${TESTDATA_ADDRS[*]}")
+	local before
+	before=$(loadavg)
+	say "round $r: ghba ready; load $(loadavg); ghba bench -c $CONC --paths $PATHS"
+	run "$BIN" --timeout 30s --addr "$all" --json bench --phases mkdir,create,stat \
+		-c "$CONC" --paths "$PATHS" --prefix /cmp >"$dir.json" || fail "round $r: ghba bench failed (${CONFIGS[$v]})"
+	LOAD_GHBA[r]+="${LOAD_GHBA[r]:+, }ghba ${CONFIGS[$v]} bench $before -> $(loadavg)"
+	stop_all || fail "round $r: an agent did not stop cleanly"
+	AGENT_ENV=()
+}
+
+declare -a LOAD_BEFORE_ETCD LOAD_AFTER_ETCD LOAD_GHBA
 LOAD_START=$(loadavg)
 say "load before the run: $LOAD_START"
 for ((ROUND = 1; ROUND <= ROUNDS; ROUND++)); do
 	run_etcd "$ROUND"
-	run_ghba "$ROUND"
+	for v in "${!CONFIGS[@]}"; do
+		run_ghba "$ROUND" "$v"
+	done
 done
 LOAD_END=$(loadavg)
 
 # The table: per round, each ghba operation next to its etcd counterpart.
 {
-	printf 'round\toperation\tetcd ops/s\tetcd p50\tetcd p99\tghba ops/s\tghba p50\tghba p99\tghba hops\tghba/etcd\n'
+	printf 'round\tghba config\toperation\tetcd ops/s\tetcd p50\tetcd p99\tghba ops/s\tghba p50\tghba p99\tghba hops\tghba/etcd\n'
 	for ((r = 1; r <= ROUNDS; r++)); do
-		jq -n -r --argjson r "$r" --slurpfile e "$TMP/etcd-$r.json" --slurpfile g "$TMP/ghba-$r.json" '
-			def ph(x; n): x[0].phases | map(select(.phase == n)) | .[0];
-			def f2(x): (x * 100 | round) as $n | "\($n / 100 | floor).\($n % 100 | tostring | if length < 2 then "0" + . else . end)";
-			def ms(x): "\(f2(x))ms";
-			def row(op; e; g):
-				[ $r, op ]
-				+ (if e then [ (e.ops_per_sec | round), ms(e.p50_ms), ms(e.p99_ms) ] else [ "-", "-", "-" ] end)
-				+ [ (g.ops_per_sec | round), ms(g.p50_ms), ms(g.p99_ms), f2(g.mean_hops) ]
-				+ [ if e then "\(f2(g.ops_per_sec / e.ops_per_sec))x" else "-" end ];
-			row("create / put"; ph($e; "put"); ph($g; "create")),
-			row("stat / serializable get"; ph($e; "get-serializable"); ph($g; "stat")),
-			row("stat / linearizable get"; ph($e; "get-linearizable"); ph($g; "stat")),
-			row("mkdir (ghba only)"; null; ph($g; "mkdir"))
-			| @tsv'
+		for v in "${!CONFIGS[@]}"; do
+			jq -n -r --argjson r "$r" --arg c "${CONFIGS[$v]}" --slurpfile e "$TMP/etcd-$r.json" --slurpfile g "$TMP/ghba-$r-$v.json" '
+				def ph(x; n): x[0].phases | map(select(.phase == n)) | .[0];
+				def f2(x): (x * 100 | round) as $n | "\($n / 100 | floor).\($n % 100 | tostring | if length < 2 then "0" + . else . end)";
+				def ms(x): "\(f2(x))ms";
+				def row(op; e; g):
+					[ $r, $c, op ]
+					+ (if e then [ (e.ops_per_sec | round), ms(e.p50_ms), ms(e.p99_ms) ] else [ "-", "-", "-" ] end)
+					+ [ (g.ops_per_sec | round), ms(g.p50_ms), ms(g.p99_ms), f2(g.mean_hops) ]
+					+ [ if e then "\(f2(g.ops_per_sec / e.ops_per_sec))x" else "-" end ];
+				row("create / put"; ph($e; "put"); ph($g; "create")),
+				row("stat / serializable get"; ph($e; "get-serializable"); ph($g; "stat")),
+				row("stat / linearizable get"; ph($e; "get-linearizable"); ph($g; "stat")),
+				row("mkdir (ghba only)"; null; ph($g; "mkdir"))
+				| @tsv'
+		done
 	done
 } >"$TMP/table.tsv"
 ERRORS=$(jq -s '[.[].phases[].errors] | add' "$TMP"/etcd-*.json "$TMP"/ghba-*.json)
@@ -280,14 +305,14 @@ ERRORS=$(jq -s '[.[].phases[].errors] | add' "$TMP"/etcd-*.json "$TMP"/ghba-*.js
 printf '\nghba against etcd on this machine, one system at a time: %s paths, %s client goroutines, etcd values %s bytes\n\n' "$PATHS" "$CONC" "$VSIZE"
 column -t -s $'\t' "$TMP/table.tsv"
 printf '\n(etcd: %s keys put, then got; ghba: create = the %s files of the tree, mkdir = its %s directories, stat = all %s paths; ratio = ghba ops/s / etcd ops/s; errors: %s)\n' \
-	"$PATHS" "$(jq .files "$TMP/ghba-1.json")" "$(jq .dirs "$TMP/ghba-1.json")" "$PATHS" "$ERRORS"
+	"$PATHS" "$(jq .files "$TMP/ghba-1-0.json")" "$(jq .dirs "$TMP/ghba-1-0.json")" "$PATHS" "$ERRORS"
 printf '\nmachine: %s, nproc %s, %s; etcd %s (3 members), %s (ghba built from %s)\n' \
 	"$(uname -m)" "$(nproc)" "$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)" \
 	"$ETCD_VERSION" "$(${GO:-go} version | awk '{ print $3 }')" "$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')"
 printf 'load average (1, 5, 15 min): %s before the run, %s after\n' "$LOAD_START" "$LOAD_END"
 for ((r = 1; r <= ROUNDS; r++)); do
-	printf '  round %s: etcd bench %s -> %s, ghba bench %s -> %s\n' "$r" \
-		"${LOAD_BEFORE_ETCD[r]}" "${LOAD_AFTER_ETCD[r]}" "${LOAD_BEFORE_GHBA[r]}" "${LOAD_AFTER_GHBA[r]}"
+	printf '  round %s: etcd bench %s -> %s, %s\n' "$r" \
+		"${LOAD_BEFORE_ETCD[r]}" "${LOAD_AFTER_ETCD[r]}" "${LOAD_GHBA[r]}"
 done
 printf '\ncommands of round 1 (%s is removed on exit unless CMP_KEEP=1; etcdbench is scripts/etcdbench built there):\n' "$TMP"
 for c in "${COMMANDS[@]}"; do

@@ -1,6 +1,7 @@
 package namespace
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -19,6 +20,14 @@ type ShardInfo struct {
 	ID     string // the shard (named after the node that created it)
 	Group  string // the group that owns it
 	Leader string // the node that leads it; "" while unknown (an election, or no live majority)
+	// Hosts are the nodes known to host a replica of it, sorted (possibly
+	// incomplete: gossip may not carry every node's list).
+	Hosts []string
+}
+
+// Equal reports whether s and o say the same.
+func (s ShardInfo) Equal(o ShardInfo) bool {
+	return s.ID == o.ID && s.Group == o.Group && s.Leader == o.Leader && slices.Equal(s.Hosts, o.Hosts)
 }
 
 // Directory is what the namespace needs from the cluster layer (Serf
@@ -122,7 +131,7 @@ func samePeers(ps *peerSet, list []Peer, shards []ShardInfo, root, held string) 
 		}
 	}
 	for i := range shards {
-		if ps.shards[i] != shards[i] {
+		if !ps.shards[i].Equal(shards[i]) {
 			return false
 		}
 	}
@@ -185,6 +194,23 @@ func (n *Namespace) learnLeader(shard, leader string) {
 func (n *Namespace) shardUp(shard string) bool {
 	l := n.leaderOf(shard)
 	return l != "" && n.isUp(l)
+}
+
+// canFailOver reports whether shard may get a leader other than a dead
+// one soon: a node that is up, other than its last known leader, hosts a
+// replica of it. (With one replica per shard, a shard whose node is down
+// has no one to fail over to: requests for it answer at once.)
+func (n *Namespace) canFailOver(shard string) bool {
+	s := n.peers.Load().shard[shard]
+	if s == nil {
+		return false
+	}
+	for _, h := range s.Hosts {
+		if h != s.Leader && n.isUp(h) {
+			return true
+		}
+	}
+	return false
 }
 
 // addrOfShard returns the RPC address of shard's leader, or "".

@@ -86,16 +86,16 @@ type shardCall[Req any] interface {
 // leader it knows otherwise, following "not the leader" answers to the
 // leader they name (at most maxRedirects times in a row, remembering the
 // hint). While the shard has no reachable leader (an election, a dead
-// leader that Serf has not marked down yet) it waits, at most
-// Tuning.LeaderWait, and tries again: only failures that applied nothing
-// (see retryable) are retried.
+// leader that Serf has not marked down yet) and a live replica may take
+// over, it waits, at most Tuning.LeaderWait, and tries again: only
+// failures that applied nothing (see retryable) are retried.
 func callShard[Req, Resp any, PR shardCall[Req]](ctx context.Context, n *Namespace, shard, method string, req PR,
 	local func(*home, context.Context, *Req) (*Resp, error)) (*Resp, error) {
 	var wait *backoff.Backoff
 	var deadline time.Time
 	for {
 		resp, err := callShardOnce(ctx, n, shard, method, req, local)
-		if err == nil || !retryable(err) {
+		if err == nil || !retryable(err) || !n.leads(shard) && !n.shardUp(shard) && !n.canFailOver(shard) {
 			return resp, err
 		}
 		if wait == nil {

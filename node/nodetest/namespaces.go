@@ -457,6 +457,9 @@ func (c *Namespaces) openReplicas(nd *NamespaceNode, log *slog.Logger, first boo
 			}
 		}
 		nd.Replicas[s] = rep
+		c.Dir.UpdateShard(s, func(si *namespace.ShardInfo) {
+			si.Hosts = slices.Sorted(slices.Values(c.replicasOf(s)))
+		})
 		nd.watched.Add(1)
 		go c.follow(ctx, nd, rep)
 	}

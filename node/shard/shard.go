@@ -181,7 +181,7 @@ func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
 			return nil, err
 		}
 	}
-	if r.bolt, err = raftboltdb.New(raftboltdb.Options{Path: filepath.Join(raftDir, "raft.db")}); err != nil {
+	if r.bolt, err = OpenLogStore(filepath.Join(raftDir, "raft.db")); err != nil {
 		return nil, fmt.Errorf("shard %s: log store: %w", r.id, err)
 	}
 	hl := opts.HCLogger
