@@ -530,6 +530,7 @@ func testLeaveAndKill(t *testing.T, r int) {
 	for i := 1; i <= 4; i++ {
 		c := nodetest.Config(t, fmt.Sprintf("n%d", i))
 		c.Replication = r
+		c.Placement = namespace.PlacementBalanced // files spread over every shard
 		if i == 1 {
 			c.Bootstrap = true
 		} else {

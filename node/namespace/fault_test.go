@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/nodetest"
@@ -122,7 +123,10 @@ func TestRestartKeepsWrites(t *testing.T) {
 // server is closed) its paths answer unavailable, never "does not exist";
 // paths elsewhere are served; when it comes back everything is.
 func TestDownNode(t *testing.T) {
-	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3})
+	// The "unreachable" phase keeps the down node up in the Directory: a
+	// request for its shard waits for a leader (LeaderWait) before it
+	// answers unavailable; a short wait keeps the many checks quick.
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Tuning: namespace.Tuning{LeaderWait: 50 * time.Millisecond}})
 	tree := nsTree(t, c, "", 8, 4)
 	homes := homes(c, t, tree)
 	c.WaitFilters()
