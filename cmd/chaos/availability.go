@@ -34,18 +34,34 @@ const (
 	// the right answer from the outage's start until the cluster has
 	// converged again, and this long after.
 	noMajorityWindow = 30 * time.Second
+	// stallTick and stallThreshold: the harness's clock ticks every
+	// stallTick; a tick stallThreshold late or more means that the host,
+	// which runs every node's container, stalled (CPU or I/O starvation
+	// on a loaded machine). A stall past a shard leader's lease (500 ms)
+	// makes every leader step down at once, as if the host had paused
+	// every node: it is recorded as an outage of every node (FaultHostStall,
+	// with failoverWindow after it).
+	stallTick      = 100 * time.Millisecond
+	stallThreshold = 300 * time.Millisecond
 )
+
+// FaultHostStall is the kind of an outage WatchStalls records: not a
+// fault the harness injects, but one of the machine.
+const FaultHostStall = "host-stall"
 
 // Outage is one node's time out of service during a fault, on the
 // history's clock: Down when it was killed, paused, cut off or stopped, Up
-// when it was started, unpaused or reconnected, Back when the harness next
-// saw the cluster converged (0: not yet; the outage is then open).
+// when it was started, unpaused or reconnected, Seen when the harness next
+// saw the cluster converged (every node up), Back when it next saw it
+// converged with its shards settled (0: not yet; the outage is then
+// open).
 type Outage struct {
 	Fault string `json:"fault"`
 	Node  string `json:"node"`
 	Group string `json:"group"`
 	Down  int64  `json:"down"`
 	Up    int64  `json:"up,omitempty"`
+	Seen  int64  `json:"seen,omitempty"`
 	Back  int64  `json:"back,omitempty"`
 	// NoMajority marks an outage in which a shard may lack a live
 	// majority (see noMajorityWindow) whatever the other outages.
@@ -72,8 +88,8 @@ func after(t int64, d time.Duration) int64 {
 // AvailabilityWindows returns the windows the outages open: failoverWindow
 // after each Down and from each Up to failoverWindow after its Back; from
 // Down to noMajorityWindow after Back for an outage marked NoMajority and
-// for two outages of different members of one group that overlap (from
-// the first Down to the last Back).
+// for two outages of different members of one group that overlap from
+// Down to Seen (from the first Down to the last Back).
 func AvailabilityWindows(outs []Outage) []Window {
 	var ws []Window
 	for _, o := range outs {
@@ -93,13 +109,13 @@ func AvailabilityWindows(outs []Outage) []Window {
 			if a.Node == b.Node || a.Group == "" || a.Group != b.Group {
 				continue
 			}
-			aEnd, bEnd := cmp.Or(a.Back, openEnd), cmp.Or(b.Back, openEnd)
-			if a.Down > bEnd || b.Down > aEnd {
+			// Out until seen running again by every node.
+			if a.Down > cmp.Or(b.Seen, b.Back, openEnd) || b.Down > cmp.Or(a.Seen, a.Back, openEnd) {
 				continue
 			}
 			to := openEnd
-			if aEnd != openEnd && bEnd != openEnd {
-				to = max(aEnd, bEnd) + int64(noMajorityWindow)
+			if a.Back != 0 && b.Back != 0 {
+				to = max(a.Back, b.Back) + int64(noMajorityWindow)
 			}
 			ws = append(ws, Window{min(a.Down, b.Down), to,
 				fmt.Sprintf("%s %s and %s %s out at once: group %s has no majority", a.Fault, a.Node, b.Fault, b.Node, a.Group)})
@@ -120,6 +136,10 @@ type AvailabilityReport struct {
 	// Checked is the share of the workload's time outside every window:
 	// the time the check covers.
 	Checked float64 `json:"checked_share"`
+	// Stalls counts the host stalls (FaultHostStall), LongestStall is the
+	// longest.
+	Stalls       int           `json:"stalls"`
+	LongestStall time.Duration `json:"longest_stall_ns"`
 	// Windows are the windows, Violations the operations outside them.
 	Windows    []Window `json:"windows"`
 	Violations []string `json:"violations,omitempty"`
@@ -132,6 +152,12 @@ const maxListed = 20
 // "unavailable" overlaps a window of the outages.
 func CheckAvailability(ops []Op, outs []Outage) *AvailabilityReport {
 	r := &AvailabilityReport{Windows: AvailabilityWindows(outs)}
+	for _, o := range outs {
+		if o.Fault == FaultHostStall {
+			r.Stalls++
+			r.LongestStall = max(r.LongestStall, time.Duration(o.Up-o.Down))
+		}
+	}
 	var outside []*Op
 	var first, last int64 = -1, 0
 	for i := range ops {
@@ -190,8 +216,8 @@ func covered(ws []Window, from, to int64) int64 {
 
 // Summary is one line of counts.
 func (r *AvailabilityReport) Summary() string {
-	return fmt.Sprintf("%d answered \"unavailable\": %d inside fail-over windows, %d outside; %d windows, %.0f%% of the workload's time checked (outside every window)",
-		r.Unavailable, r.InWindows, r.Outside, len(r.Windows), 100*r.Checked)
+	return fmt.Sprintf("%d answered \"unavailable\": %d inside fail-over windows, %d outside; %d windows, %.0f%% of the workload's time checked (outside every window); %d host stalls (longest %s)",
+		r.Unavailable, r.InWindows, r.Outside, len(r.Windows), 100*r.Checked, r.Stalls, r.LongestStall.Round(time.Millisecond))
 }
 
 // sentTo remembers the node a client last wrote a request to: a worker's

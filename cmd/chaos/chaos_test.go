@@ -370,6 +370,10 @@ func runChaos(t *testing.T, rc runConfig) *runOutcome {
 	wctx, stopWork := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { w.Run(wctx, rec) })
+	sctx, stopStalls := context.WithCancel(ctx)
+	defer stopStalls()
+	var stallWG sync.WaitGroup
+	stallWG.Go(func() { inj.WatchStalls(sctx) })
 
 	kinds := AllFaults
 	if rc.auto {
@@ -415,6 +419,8 @@ func runChaos(t *testing.T, rc runConfig) *runOutcome {
 				p.Root, p.Why, p.Ops, p.Pending))
 		}
 	}
+	stopStalls()
+	stallWG.Wait()
 	avail := CheckAvailability(ops, inj.Outages())
 	v = append(v, avail.Violations...)
 	sum := summarize(ops, inj.Events(), check)
@@ -1255,6 +1261,27 @@ func TestAvailabilityWindows(t *testing.T) {
 	open := []Outage{{Fault: FaultWipe, Node: "n1", Group: "g1", Down: sec(50), Up: sec(52)}}
 	if r := CheckAvailability([]Op{ok, una(500, 501)}, open); r.Unavailable != 1 || r.Outside != 0 {
 		t.Errorf("open outage: %+v", r)
+	}
+	// Two members of one group out one after the other (the first seen
+	// running again before the second went down) leave a majority, even
+	// if the shards settle only after both.
+	seq := []Outage{
+		{Fault: FaultShardLeaderKills, Node: "n1", Group: "g1", Down: sec(10), Up: sec(25), Seen: sec(26), Back: sec(60)},
+		{Fault: FaultShardLeaderKills, Node: "n2", Group: "g1", Down: sec(27), Up: sec(42), Seen: sec(43), Back: sec(60)},
+	}
+	for _, w := range AvailabilityWindows(seq) {
+		if strings.Contains(w.Why, "no majority") {
+			t.Errorf("sequential outages: window %+v", w)
+		}
+	}
+	if r := CheckAvailability([]Op{una(21, 22)}, seq); r.Outside != 1 {
+		t.Errorf("sequential outages, n1 down past its fail-over: %+v", r)
+	}
+	// A host stall opens a window to failoverWindow after it.
+	stall := []Outage{{Fault: FaultHostStall, Node: "all", Down: sec(100), Up: sec(100.6), Back: sec(100.6)}}
+	if r := CheckAvailability([]Op{una(101, 102), una(111, 112)}, stall); r.InWindows != 1 || r.Outside != 1 || r.Stalls != 1 ||
+		r.LongestStall != 600*time.Millisecond {
+		t.Errorf("host stall: %+v", r)
 	}
 	// The checked share: a run of 0–100 s with one window of 10–30 s.
 	ops := []Op{una(0, 1), una(99, 100)}

@@ -115,9 +115,15 @@
 //     the right answer, and the window is the whole outage plus
 //     noMajorityWindow (30 s) after its back: a group partition (the
 //     group's shards have no majority as the other groups see them), two
-//     members of one group out at once (double faults), and split-kill
-//     (the groups change). Every other "unavailable" fails the run, with
-//     the operations listed (time, operation and path, node asked, error).
+//     members of one group out at once (double faults; a node is out from
+//     its down until every node sees it running again), and split-kill
+//     (the groups change). A stall of the host (the harness's own clock
+//     ticking 300 ms late or more: CPU or I/O starvation of the machine
+//     that runs every container, which can make every shard leader miss
+//     its 500 ms lease at once) counts as an outage of every node
+//     (host-stall), with failoverWindow after it. Every other
+//     "unavailable" fails the run, with the operations listed (time,
+//     operation and path, node asked, error).
 //     The faults follow each other closely, so the windows cover most of
 //     a run: the check bites where a node stays down past its window (a
 //     wipe and each round of kill-shard-leader-repeat hold their node

@@ -155,12 +155,36 @@ func (in *Injector) up(o *Outage) {
 	in.mu.Unlock()
 }
 
+// WatchStalls records the host's stalls (see stallThreshold) as outages
+// of every node, until ctx is done.
+func (in *Injector) WatchStalls(ctx context.Context) {
+	t := time.NewTicker(stallTick)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		if lag := now.Sub(last) - stallTick; lag >= stallThreshold {
+			o := &Outage{Fault: FaultHostStall, Node: "all", Down: in.rec.at(now.Add(-lag)), Up: in.rec.at(now), Seen: in.rec.at(now), Back: in.rec.at(now)}
+			in.mu.Lock()
+			in.outages = append(in.outages, o)
+			in.mu.Unlock()
+			in.log.Warn("the host stalled: the harness's clock ticked late", "late", lag.Round(time.Millisecond))
+		}
+		last = now
+	}
+}
+
 // converged waits until the cluster has converged (Cluster.WaitConverged)
 // and its shards have settled (Cluster.WaitShardsSettled: a node that came
 // back has caught up and leads the shards it owns again), and then marks
-// every outage whose node runs again as Back.
+// every outage whose node runs again as Seen and Back.
 func (in *Injector) converged(ctx context.Context, timeout time.Duration) error {
-	if err := in.c.WaitConverged(ctx, timeout); err != nil {
+	if err := in.seen(ctx, timeout); err != nil {
 		return err
 	}
 	if err := in.c.WaitShardsSettled(ctx, timeout); err != nil {
@@ -171,6 +195,23 @@ func (in *Injector) converged(ctx context.Context, timeout time.Duration) error 
 	for _, o := range in.outages {
 		if o.Up != 0 && o.Back == 0 {
 			o.Back = now
+		}
+	}
+	in.mu.Unlock()
+	return nil
+}
+
+// seen waits until the cluster has converged (Cluster.WaitConverged) and
+// then marks every outage whose node runs again as Seen.
+func (in *Injector) seen(ctx context.Context, timeout time.Duration) error {
+	if err := in.c.WaitConverged(ctx, timeout); err != nil {
+		return err
+	}
+	now := in.rec.now()
+	in.mu.Lock()
+	for _, o := range in.outages {
+		if o.Up != 0 && o.Seen == 0 {
+			o.Seen = now
 		}
 	}
 	in.mu.Unlock()
@@ -569,7 +610,7 @@ func (in *Injector) killShardLeader(ctx context.Context, shard string, n *Node, 
 	if err != nil {
 		return err
 	}
-	if err := in.c.WaitConverged(ctx, recoverTimeout); err != nil {
+	if err := in.seen(ctx, recoverTimeout); err != nil {
 		return fmt.Errorf("after killing %s, the leader of shard %s: %w", n.ID, shard, err)
 	}
 	return nil

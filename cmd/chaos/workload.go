@@ -57,6 +57,9 @@ func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
 // now is the history's clock (monotonic nanoseconds since the start).
 func (r *Recorder) now() int64 { return int64(time.Since(r.start)) }
 
+// at is t on the history's clock.
+func (r *Recorder) at(t time.Time) int64 { return int64(t.Sub(r.start)) }
+
 func (r *Recorder) add(o Op) {
 	r.mu.Lock()
 	r.ops = append(r.ops, o)
