@@ -104,6 +104,11 @@ type runConfig struct {
 	out      string
 	// keep keeps the evidence even when the run passes.
 	keep bool
+	// tolerateRecovery logs, rather than fails the test on, a fault that
+	// could not be injected or healed and final reads without an answer:
+	// a server broken on purpose may break its recovery too
+	// (TestChaosBroken judges only the check's verdict).
+	tolerateRecovery bool
 }
 
 func loadRunConfig(t *testing.T) runConfig {
@@ -223,7 +228,7 @@ func TestChaosBroken(t *testing.T) {
 	if testing.Short() || os.Getenv("GHBA_CHAOS") == "off" {
 		t.Skip("container fault suite skipped (-short or GHBA_CHAOS=off)")
 	}
-	rc.keep = true
+	rc.keep, rc.tolerateRecovery = true, true
 	out := runChaos(t, rc)
 	if out.check == nil {
 		t.Fatalf("broken server %q: the run ended before its check (violations: %q)", rc.broken, out.violations)
@@ -386,19 +391,19 @@ func runChaos(t *testing.T, rc runConfig) *runOutcome {
 	stopWork()
 	wg.Wait()
 	if faultErr != nil {
-		t.Errorf("faults: %v", faultErr)
+		recoveryFailed(t, rc, "faults: %v", faultErr)
 	}
 
 	// Heal and read everything back through every node.
 	if err := cl.WaitConverged(ctx, recoverTimeout); err != nil {
-		t.Errorf("after the faults: %v", err)
+		recoveryFailed(t, rc, "after the faults: %v", err)
 	}
 	firstFinal := 0
 	for _, o := range rec.Ops() {
 		firstFinal = max(firstFinal, o.Client+1)
 	}
 	if err := FinalReads(ctx, rec, cl.RPCAddrs(), w.AllRoots(), firstFinal, finalTimeout, log); err != nil {
-		t.Errorf("final reads: %v", err)
+		recoveryFailed(t, rc, "final reads: %v", err)
 	}
 
 	ops := rec.Ops()
@@ -437,6 +442,16 @@ func runChaos(t *testing.T, rc runConfig) *runOutcome {
 		kcancel()
 	}
 	return out
+}
+
+// recoveryFailed fails t, or with rc.tolerateRecovery only logs.
+func recoveryFailed(t *testing.T, rc runConfig, format string, args ...any) {
+	t.Helper()
+	if rc.tolerateRecovery {
+		t.Logf("(a server broken on purpose; not a failure of this test) "+format, args...)
+		return
+	}
+	t.Errorf(format, args...)
 }
 
 // runFaults injects one fault of each of kinds (the short run, duration

@@ -741,7 +741,11 @@ func poll(ctx context.Context, timeout time.Duration, check func(ctx context.Con
 		if why == "" {
 			return nil
 		}
-		last = why
+		if ctx.Err() == nil || last == "" {
+			// (A check cut short by the deadline says less than the
+			// one before.)
+			last = why
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("after %s: %s: %w", timeout, last, ctx.Err())

@@ -147,8 +147,11 @@
 // With GHBA_CHAOS_BROKEN=<mode> the image is built with the ghba_broken
 // tag and the nodes run with GHBA_STORE_BROKEN=<mode> (node/store's
 // broken.go): "stale" serves directory listings up to a second old,
-// "early-ack" acknowledges a local file create 300 ms before it applies
-// it. TestChaos then fails; TestChaosBroken (make chaos-broken
-// BROKEN=stale) passes only if the check answers Illegal with a
-// counterexample.
+// "early-ack" acknowledges a local file create (a Commit, or a shard
+// replica's log entry) 300 ms before it applies it. TestChaos then fails;
+// TestChaosBroken (make chaos-broken BROKEN=stale) passes only if the
+// check answers Illegal with a counterexample. A broken store may also
+// keep the cluster from recovering (a fault that does not heal, final
+// reads without an answer): TestChaosBroken logs that, and judges only
+// the check's verdict.
 package chaos
