@@ -104,6 +104,11 @@ type runConfig struct {
 	out      string
 	// keep keeps the evidence even when the run passes.
 	keep bool
+	// tolerateRecovery logs, rather than fails the test on, a fault that
+	// could not be injected or healed and final reads without an answer:
+	// a server broken on purpose may break its recovery too
+	// (TestChaosBroken judges only the check's verdict).
+	tolerateRecovery bool
 }
 
 func loadRunConfig(t *testing.T) runConfig {
@@ -174,22 +179,27 @@ func (rc runConfig) reproduce() string {
 
 // Report is what the history file holds.
 type Report struct {
-	Seed       uint64       `json:"seed"`
-	Config     string       `json:"config"`
-	Summary    *RunSummary  `json:"summary,omitempty"`
-	Check      *CheckReport `json:"check,omitempty"`
-	Nodes      []*Node      `json:"nodes"`
-	Faults     []FaultEvent `json:"faults"`
-	Violations []string     `json:"violations"`
-	Ops        []Op         `json:"ops"`
+	Seed    uint64       `json:"seed"`
+	Config  string       `json:"config"`
+	Summary *RunSummary  `json:"summary,omitempty"`
+	Check   *CheckReport `json:"check,omitempty"`
+	Nodes   []*Node      `json:"nodes"`
+	Faults  []FaultEvent `json:"faults"`
+	// Outages are the nodes' times out of service, Availability what the
+	// availability check found.
+	Outages      []Outage            `json:"outages"`
+	Availability *AvailabilityReport `json:"availability,omitempty"`
+	Violations   []string            `json:"violations"`
+	Ops          []Op                `json:"ops"`
 }
 
 // runOutcome is what one run found.
 type runOutcome struct {
-	violations []string
-	check      *CheckReport
-	summary    *RunSummary
-	evidence   string // the directory the evidence was kept in, if any
+	violations   []string
+	check        *CheckReport
+	availability *AvailabilityReport
+	summary      *RunSummary
+	evidence     string // the directory the evidence was kept in, if any
 }
 
 // TestChaos is the fault suite: it fails on any violation, and when the
@@ -218,7 +228,7 @@ func TestChaosBroken(t *testing.T) {
 	if testing.Short() || os.Getenv("GHBA_CHAOS") == "off" {
 		t.Skip("container fault suite skipped (-short or GHBA_CHAOS=off)")
 	}
-	rc.keep = true
+	rc.keep, rc.tolerateRecovery = true, true
 	out := runChaos(t, rc)
 	if out.check == nil {
 		t.Fatalf("broken server %q: the run ended before its check (violations: %q)", rc.broken, out.violations)
@@ -322,7 +332,9 @@ func runChaos(t *testing.T, rc runConfig) *runOutcome {
 			}
 			if inj != nil {
 				r.Faults = inj.Events()
+				r.Outages = inj.Outages()
 			}
+			r.Availability = out.availability
 			recMu.Unlock()
 			saveEvidence(ctx, t, dir, &r)
 			cl.SaveLogs(ctx, dir)
@@ -344,10 +356,16 @@ func runChaos(t *testing.T, rc runConfig) *runOutcome {
 	if err := cl.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	// Every shard led by its owner with all its replicas before the
+	// workload starts: no fail-over is under way.
+	if err := cl.WaitShardsSettled(ctx, recoverTimeout); err != nil {
+		t.Fatal(err)
+	}
 	formed := time.Now()
 
 	recMu.Lock()
 	rec = NewRecorder()
+	rec.SetNodes(cl.Nodes)
 	inj = NewInjector(cl, d, rng, rec, log)
 	recMu.Unlock()
 	w := &Workload{Clients: workloadClient, Addrs: cl.RPCAddrs(), Seed: rng.Uint64(), Log: log}
@@ -357,6 +375,10 @@ func runChaos(t *testing.T, rc runConfig) *runOutcome {
 	wctx, stopWork := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { w.Run(wctx, rec) })
+	sctx, stopStalls := context.WithCancel(ctx)
+	defer stopStalls()
+	var stallWG sync.WaitGroup
+	stallWG.Go(func() { inj.WatchStalls(sctx) })
 
 	kinds := AllFaults
 	if rc.auto {
@@ -369,19 +391,19 @@ func runChaos(t *testing.T, rc runConfig) *runOutcome {
 	stopWork()
 	wg.Wait()
 	if faultErr != nil {
-		t.Errorf("faults: %v", faultErr)
+		recoveryFailed(t, rc, "faults: %v", faultErr)
 	}
 
 	// Heal and read everything back through every node.
 	if err := cl.WaitConverged(ctx, recoverTimeout); err != nil {
-		t.Errorf("after the faults: %v", err)
+		recoveryFailed(t, rc, "after the faults: %v", err)
 	}
 	firstFinal := 0
 	for _, o := range rec.Ops() {
 		firstFinal = max(firstFinal, o.Client+1)
 	}
 	if err := FinalReads(ctx, rec, cl.RPCAddrs(), w.AllRoots(), firstFinal, finalTimeout, log); err != nil {
-		t.Errorf("final reads: %v", err)
+		recoveryFailed(t, rc, "final reads: %v", err)
 	}
 
 	ops := rec.Ops()
@@ -402,19 +424,34 @@ func runChaos(t *testing.T, rc runConfig) *runOutcome {
 				p.Root, p.Why, p.Ops, p.Pending))
 		}
 	}
+	stopStalls()
+	stallWG.Wait()
+	avail := CheckAvailability(ops, inj.Outages())
+	v = append(v, avail.Violations...)
 	sum := summarize(ops, inj.Events(), check)
+	sum.Unavailable, sum.UnavailableInWindows, sum.UnavailableOutside = avail.Unavailable, avail.InWindows, avail.Outside
 	recMu.Lock()
 	// The evidence wants the operations with their resolution.
 	rec.replace(ops)
-	out.violations, out.check, out.summary = v, check, sum
+	out.violations, out.check, out.summary, out.availability = v, check, sum, avail
 	recMu.Unlock()
-	logSummary(t, ops, inj.Events(), sum, check, v, formed.Sub(started), time.Since(started))
+	logSummary(t, ops, inj.Events(), sum, check, avail, v, formed.Sub(started), time.Since(started))
 	if len(v) > 0 || rc.keep || rc.out != "" {
 		kctx, kcancel := cleanupContext(runDeadline.Add(cleanupBudget/2), 0)
 		keep(kctx)
 		kcancel()
 	}
 	return out
+}
+
+// recoveryFailed fails t, or with rc.tolerateRecovery only logs.
+func recoveryFailed(t *testing.T, rc runConfig, format string, args ...any) {
+	t.Helper()
+	if rc.tolerateRecovery {
+		t.Logf("(a server broken on purpose; not a failure of this test) "+format, args...)
+		return
+	}
+	t.Errorf(format, args...)
 }
 
 // runFaults injects one fault of each of kinds (the short run, duration
@@ -558,6 +595,12 @@ type RunSummary struct {
 	// Verdict and CheckTook are the linearizability check's.
 	Verdict   string        `json:"verdict"`
 	CheckTook time.Duration `json:"check_took_ns"`
+	// Unavailable counts the operations that answered "unavailable",
+	// inside a fail-over window and outside every one (violations; see
+	// CheckAvailability).
+	Unavailable          int `json:"unavailable"`
+	UnavailableInWindows int `json:"unavailable_in_windows"`
+	UnavailableOutside   int `json:"unavailable_outside"`
 }
 
 // UnknownShare is Unknown over Workload.
@@ -613,7 +656,7 @@ func (s *RunSummary) faultList() string {
 	return fmt.Sprintf("%d (%s; %d double)", total, strings.Join(parts, ", "), s.Double)
 }
 
-func logSummary(t *testing.T, ops []Op, faults []FaultEvent, sum *RunSummary, check *CheckReport, v []string, formTook, total time.Duration) {
+func logSummary(t *testing.T, ops []Op, faults []FaultEvent, sum *RunSummary, check *CheckReport, avail *AvailabilityReport, v []string, formTook, total time.Duration) {
 	counts := make(map[string]int)
 	for _, o := range ops {
 		k := o.Kind + "/" + o.Result
@@ -633,6 +676,7 @@ func logSummary(t *testing.T, ops []Op, faults []FaultEvent, sum *RunSummary, ch
 	fmt.Fprintf(&b, "  unknown outcomes: %d of %d (%.2f%%); writes %d: %d resolved by a stat of their token, %d pending in the check\n",
 		sum.Unknown, sum.Workload, 100*sum.UnknownShare(), sum.UnknownWrites, sum.Resolved, sum.Pending)
 	fmt.Fprintf(&b, "  %s\n", check.Summary())
+	fmt.Fprintf(&b, "  availability: %s\n", avail.Summary())
 	fmt.Fprintf(&b, "  faults: %s\n", sum.faultList())
 	for _, k := range keys {
 		fmt.Fprintf(&b, "  %-24s %d\n", k, counts[k])
@@ -659,7 +703,14 @@ func logSummary(t *testing.T, ops []Op, faults []FaultEvent, sum *RunSummary, ch
 		if f.With != "" {
 			with = "with " + f.With
 		}
-		fmt.Fprintf(&b, "  fault %-16s %-8s %s–%s %s %s\n", f.Kind, f.Target, ms(f.Start), ms(f.End), with, f.Err)
+		fmt.Fprintf(&b, "  fault %-24s %-8s %s–%s %s %s\n", f.Kind, f.Target, ms(f.Start), ms(f.End), with, f.Err)
+	}
+	for _, w := range avail.Windows {
+		to := "end"
+		if w.To != openEnd {
+			to = ms(w.To)
+		}
+		fmt.Fprintf(&b, "  window %s–%s %s\n", ms(w.From), to, w.Why)
 	}
 	for _, p := range check.Partitions {
 		fmt.Fprintf(&b, "  check %-8s %-7s %5d ops %3d pending %3d resolved %9d steps %4d possibilities %7.1f MiB %s %s\n",
@@ -1175,4 +1226,117 @@ func TestWorkloadMix(t *testing.T) {
 		}
 	}
 	t.Logf("outcomes of the mix: %v", seen)
+}
+
+func TestAvailabilityWindows(t *testing.T) {
+	sec := func(x float64) int64 { return int64(x * float64(time.Second)) }
+	outs := []Outage{
+		// n1 killed at 10 s, started at 13 s, back at 20 s.
+		{Fault: FaultKillRandom, Node: "n1", Group: "g1", Down: sec(10), Up: sec(13), Back: sec(20)},
+		// n4 paused from 40 s to 70 s, back at 75 s.
+		{Fault: FaultPause, Node: "n4", Group: "g2", Down: sec(40), Up: sec(70), Back: sec(75)},
+		// n2 and n3 of g1 out at once from 100 s to 130 s.
+		{Fault: FaultKillRandom, Node: "n2", Group: "g1", Down: sec(100), Up: sec(103), Back: sec(110)},
+		{Fault: FaultPartitionNode, Node: "n3", Group: "g1", Down: sec(105), Up: sec(125), Back: sec(130)},
+		// g3 cut off from 200 s to 220 s.
+		{Fault: FaultPartitionGroup, Node: "n7", Group: "g3", Down: sec(200), Up: sec(220), Back: sec(222), NoMajority: true},
+	}
+	una := func(call, ret float64) Op {
+		return Op{Kind: OpStat, Root: "/r", Dir: "x", Name: "a", Call: sec(call), Return: sec(ret), Result: ResUnknown,
+			Unavailable: true, Node: "n5", Err: "unavailable: shard n1 has no reachable leader"}
+	}
+	for _, c := range []struct {
+		op     Op
+		inside bool
+	}{
+		{una(11, 12), true},    // n1's fail-over
+		{una(25, 29), true},    // n1 back at 20 s: up to 30 s
+		{una(31, 32), false},   // after
+		{una(45, 46), true},    // n4 paused at 40 s: up to 50 s
+		{una(55, 58), false},   // n4 still paused, its shards failed over
+		{una(49, 51), true},    // overlaps the end of the window
+		{una(72, 73), true},    // n4 back
+		{una(150, 155), true},  // g1 without a majority: up to 130 + 30 s
+		{una(165, 166), false}, // after
+		{una(240, 250), true},  // g3 cut off: up to 222 + 30 s
+		{una(260, 261), false},
+	} {
+		r := CheckAvailability([]Op{c.op}, outs)
+		if got := r.InWindows == 1; got != c.inside || r.Unavailable != 1 || r.Outside+r.InWindows != 1 {
+			t.Errorf("unavailable %s–%s: inside %v (%+v), want %v", ms(c.op.Call), ms(c.op.Return), got, r, c.inside)
+		}
+		if !c.inside && (len(r.Violations) != 1 || !strings.Contains(r.Violations[0], "via n5")) {
+			t.Errorf("violations %q", r.Violations)
+		}
+	}
+	// An answered operation is never a violation; an outage not yet back
+	// opens a window to the end.
+	ok := una(55, 58)
+	ok.Unavailable, ok.Result = false, ResOK
+	open := []Outage{{Fault: FaultWipe, Node: "n1", Group: "g1", Down: sec(50), Up: sec(52)}}
+	if r := CheckAvailability([]Op{ok, una(500, 501)}, open); r.Unavailable != 1 || r.Outside != 0 {
+		t.Errorf("open outage: %+v", r)
+	}
+	// Two members of one group out one after the other (the first seen
+	// running again before the second went down) leave a majority, even
+	// if the shards settle only after both.
+	seq := []Outage{
+		{Fault: FaultShardLeaderKills, Node: "n1", Group: "g1", Down: sec(10), Up: sec(25), Seen: sec(26), Back: sec(60)},
+		{Fault: FaultShardLeaderKills, Node: "n2", Group: "g1", Down: sec(27), Up: sec(42), Seen: sec(43), Back: sec(60)},
+	}
+	for _, w := range AvailabilityWindows(seq) {
+		if strings.Contains(w.Why, "no majority") {
+			t.Errorf("sequential outages: window %+v", w)
+		}
+	}
+	if r := CheckAvailability([]Op{una(21, 22)}, seq); r.Outside != 1 {
+		t.Errorf("sequential outages, n1 down past its fail-over: %+v", r)
+	}
+	// A host stall opens a window to failoverWindow after it.
+	stall := []Outage{{Fault: FaultHostStall, Node: "all", Down: sec(100), Up: sec(100.6), Back: sec(100.6)}}
+	if r := CheckAvailability([]Op{una(101, 102), una(111, 112)}, stall); r.InWindows != 1 || r.Outside != 1 || r.Stalls != 1 ||
+		r.LongestStall != 600*time.Millisecond {
+		t.Errorf("host stall: %+v", r)
+	}
+	// The checked share: a run of 0–100 s with one window of 10–30 s.
+	ops := []Op{una(0, 1), una(99, 100)}
+	ops[0].Unavailable, ops[1].Unavailable = false, false
+	r := CheckAvailability(ops, []Outage{{Node: "n1", Group: "g1", Down: sec(10), Up: sec(12), Back: sec(20)}})
+	if r.Checked < 0.79 || r.Checked > 0.81 {
+		t.Errorf("checked share %.3f, want 0.8", r.Checked)
+	}
+}
+
+func TestShardsSettled(t *testing.T) {
+	n1, n2, n3 := &Node{ID: "n1"}, &Node{ID: "n2"}, &Node{ID: "n3"}
+	st := func(id string, rs ...ReplicaStatus) *Status { return &Status{NodeID: id, Group: "g1", Replicas: rs} }
+	rep := func(sh string, leading bool, members ...string) ReplicaStatus {
+		return ReplicaStatus{Shard: sh, Leading: leading, Owner: sh, Members: members}
+	}
+	all := []string{"n1", "n2", "n3"}
+	sts := map[*Node]*Status{
+		n1: st("n1", rep("n1", true, all...), rep("n2", false, all...)),
+		n2: st("n2", rep("n1", false, all...), rep("n2", true, all...)),
+		n3: st("n3"),
+	}
+	if why := shardsSettled(sts); why != "" {
+		t.Fatalf("settled: %s", why)
+	}
+	sts[n3] = st("n3", rep("n1", false, all...), rep("n2", true, all...))
+	if why := shardsSettled(sts); !strings.Contains(why, "leaders") {
+		t.Errorf("two leaders: %q", why)
+	}
+	sts[n3] = st("n3", ReplicaStatus{Shard: "n3", Leading: true, Owner: "n3", Members: []string{"n1", "n3"}, Learners: []string{"n2"}})
+	if why := shardsSettled(sts); !strings.Contains(why, "catching up") {
+		t.Errorf("learner: %q", why)
+	}
+	sts[n3] = st("n3", ReplicaStatus{Shard: "n3", Leading: true, Owner: "n3", Members: []string{"n1", "n2@x1", "n3"}})
+	if why := shardsSettled(sts); !strings.Contains(why, "lost replica") {
+		t.Errorf("lost replica: %q", why)
+	}
+	sts[n3] = st("n3", ReplicaStatus{Shard: "n3", Leading: false, Owner: "n3", Members: all})
+	sts[n1].Replicas = append(sts[n1].Replicas, ReplicaStatus{Shard: "n3", Leading: true, Owner: "n3", Members: all})
+	if why := shardsSettled(sts); !strings.Contains(why, "owner n3") {
+		t.Errorf("led by another: %q", why)
+	}
 }

@@ -94,6 +94,14 @@ type Cluster struct {
 	mu      sync.Mutex
 	created []string // containers created, for cleanup
 	volumes []string // volumes created, for cleanup
+	wiped   []wipedContainer
+}
+
+// wipedContainer is the container of a node before a wipe, kept stopped
+// for its logs.
+type wipedContainer struct {
+	name      string // for the log file: "n3-wiped1"
+	container string
 }
 
 // NewCluster creates the network and describes the nodes; Start runs them.
@@ -208,7 +216,9 @@ func (c *Cluster) run(ctx context.Context, n *Node) error {
 	// create it without them, and a later run's sweep could not tell
 	// whose it is).
 	c.mu.Lock()
-	c.volumes = append(c.volumes, n.Volume)
+	if !slices.Contains(c.volumes, n.Volume) {
+		c.volumes = append(c.volumes, n.Volume)
+	}
 	c.mu.Unlock()
 	if _, err := c.docker.Run(ctx, "volume", "create", "--label", labelRun+"="+c.cfg.Prefix,
 		"--label", labelOwner+"="+runOwner(), n.Volume); err != nil {
@@ -236,7 +246,9 @@ func (c *Cluster) run(ctx context.Context, n *Node) error {
 		args = append(args, "--retry-join", strings.Join(n.Join, ","))
 	}
 	c.mu.Lock()
-	c.created = append(c.created, n.Container)
+	if !slices.Contains(c.created, n.Container) {
+		c.created = append(c.created, n.Container)
+	}
 	c.mu.Unlock()
 	if _, err := c.docker.Run(ctx, args...); err != nil {
 		return fmt.Errorf("chaos: start %s: %w", n.ID, err)
@@ -259,7 +271,27 @@ type Status struct {
 		ID string `json:"id"`
 		Up bool   `json:"up"`
 	} `json:"peers"`
+	// Replicas are the shard replicas the node hosts.
+	Replicas []ReplicaStatus `json:"replicas"`
 }
+
+// ReplicaStatus is one shard replica in a node's /v1/status.
+type ReplicaStatus struct {
+	Shard string `json:"shard"`
+	// Leading reports that this replica leads the shard.
+	Leading bool `json:"leading"`
+	// Owner is the shard's preferred leader.
+	Owner string `json:"owner"`
+	// Members are the voters (node ids; "node@incarnation" for a replica
+	// of a lost data directory) and Learners the replicas catching up, as
+	// this replica knows them.
+	Members  []string `json:"members"`
+	Learners []string `json:"learners"`
+}
+
+// shardReplication is the replication factor of the nodes (the agent's
+// default): a shard has min(shardReplication, group size) replicas.
+const shardReplication = 3
 
 // Status reads n's /v1/status.
 func (c *Cluster) Status(ctx context.Context, n *Node) (*Status, error) {
@@ -485,19 +517,182 @@ func (c *Cluster) RPCAddrs() []string {
 	return a
 }
 
-// SaveLogs writes every node's docker logs (stdout and stderr) to dir.
+// SaveLogs writes every node's docker logs (stdout and stderr) to dir,
+// and those of the containers wiped nodes ran in before (n3-wiped1.log).
 func (c *Cluster) SaveLogs(ctx context.Context, dir string) {
+	var logs []wipedContainer
 	for _, n := range slices.Concat(c.Nodes, c.Retired) {
+		logs = append(logs, wipedContainer{name: n.ID, container: n.Container})
+	}
+	c.mu.Lock()
+	logs = append(logs, c.wiped...)
+	c.mu.Unlock()
+	for _, l := range logs {
 		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		out, err := c.docker.runCombined(lctx, "docker", "logs", "-t", n.Container)
+		out, err := c.docker.runCombined(lctx, "docker", "logs", "-t", l.container)
 		cancel()
 		if err != nil {
 			out = append(out, []byte("\n[chaos: docker logs failed: "+err.Error()+"]\n")...)
 		}
-		if werr := os.WriteFile(filepath.Join(dir, n.ID+".log"), out, 0o644); werr != nil {
-			c.log.Warn("save logs", "node", n.ID, "err", werr)
+		if werr := os.WriteFile(filepath.Join(dir, l.name+".log"), out, 0o644); werr != nil {
+			c.log.Warn("save logs", "node", l.name, "err", werr)
 		}
 	}
+}
+
+// Wipe runs n, whose container was killed, again without its data: the
+// old container is renamed (kept stopped, for its logs) and taken off the
+// network, and a new one of the same name, address, node id and group
+// starts on a new, empty volume. It does not bootstrap (its group exists
+// without it) and joins through its group-mates and a node of another
+// group, as an operator replacing a lost disk would start it.
+func (c *Cluster) Wipe(ctx context.Context, n *Node) error {
+	c.mu.Lock()
+	k := len(c.wiped) + 1
+	old := wipedContainer{name: fmt.Sprintf("%s-wiped%d", n.ID, k), container: fmt.Sprintf("%s-wiped%d", n.Container, k)}
+	c.created = append(c.created, old.container)
+	c.wiped = append(c.wiped, old)
+	c.mu.Unlock()
+	if _, err := c.docker.Run(ctx, "rename", n.Container, old.container); err != nil {
+		return fmt.Errorf("chaos: wipe of %s: %w", n.ID, err)
+	}
+	if _, err := c.docker.Run(ctx, "network", "disconnect", "-f", c.Network, old.container); err != nil {
+		return fmt.Errorf("chaos: wipe of %s: %w", n.ID, err)
+	}
+	var mates, others []string
+	for _, m := range c.Nodes {
+		switch {
+		case m == n:
+		case m.Group == n.Group:
+			mates = append(mates, m.SerfAddr())
+		case len(others) < 2:
+			others = append(others, m.SerfAddr())
+		}
+	}
+	c.mu.Lock()
+	n.Volume = fmt.Sprintf("%s-w%d", n.Container, k)
+	n.Bootstrap = false
+	n.Join = slices.Concat(mates, others)
+	c.mu.Unlock()
+	if err := c.run(ctx, n); err != nil {
+		return fmt.Errorf("chaos: wipe of %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// statuses reads the /v1/status of every node but skip; nodes that do not
+// answer are left out.
+func (c *Cluster) statuses(ctx context.Context, skip *Node) map[*Node]*Status {
+	out := make(map[*Node]*Status)
+	for _, n := range c.Nodes {
+		if n == skip {
+			continue
+		}
+		if s, err := c.Status(ctx, n); err == nil {
+			out[n] = s
+		}
+	}
+	return out
+}
+
+// Shards returns the shards the nodes that answer host, sorted.
+func (c *Cluster) Shards(ctx context.Context) ([]string, error) {
+	var out []string
+	for _, s := range c.statuses(ctx, nil) {
+		for _, r := range s.Replicas {
+			if !slices.Contains(out, r.Shard) {
+				out = append(out, r.Shard)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("chaos: no node reports a shard replica")
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// ShardLeader returns the node whose replica of shard reports that it
+// leads it (in its /v1/status), asking every node but skip; nil if none
+// does.
+func (c *Cluster) ShardLeader(ctx context.Context, shard string, skip *Node) *Node {
+	for n, s := range c.statuses(ctx, skip) {
+		for _, r := range s.Replicas {
+			if r.Shard == shard && r.Leading {
+				return n
+			}
+		}
+	}
+	return nil
+}
+
+// shardsSettled reports why the shards, as the statuses show them, are not
+// settled ("" if they are): every shard has exactly one leader, its owner
+// if it has one, and min(shardReplication, size of its group) voters,
+// every one a node's current replica, and no replica catching up.
+func shardsSettled(sts map[*Node]*Status) string {
+	size := make(map[string]int)
+	for _, s := range sts {
+		size[s.Group]++
+	}
+	type lead struct {
+		node  *Node
+		group string
+		r     ReplicaStatus
+	}
+	leads := make(map[string][]lead)
+	for n, s := range sts {
+		for _, r := range s.Replicas {
+			if _, ok := leads[r.Shard]; !ok {
+				leads[r.Shard] = nil
+			}
+			if r.Leading {
+				leads[r.Shard] = append(leads[r.Shard], lead{n, s.Group, r})
+			}
+		}
+	}
+	for _, sh := range slices.Sorted(maps.Keys(leads)) {
+		ls := leads[sh]
+		if len(ls) != 1 {
+			var ids []string
+			for _, l := range ls {
+				ids = append(ids, l.node.ID)
+			}
+			return fmt.Sprintf("shard %s: leaders %v", sh, ids)
+		}
+		l := ls[0]
+		want := min(shardReplication, size[l.group])
+		switch {
+		case l.r.Owner != "" && l.r.Owner != l.node.ID:
+			return fmt.Sprintf("shard %s: led by %s, owner %s", sh, l.node.ID, l.r.Owner)
+		case len(l.r.Learners) > 0:
+			return fmt.Sprintf("shard %s: replicas %v catching up", sh, l.r.Learners)
+		case len(l.r.Members) != want:
+			return fmt.Sprintf("shard %s: voters %v, want %d", sh, l.r.Members, want)
+		case slices.ContainsFunc(l.r.Members, func(m string) bool { return strings.Contains(m, "@") }):
+			return fmt.Sprintf("shard %s: voters %v include a lost replica", sh, l.r.Members)
+		}
+	}
+	return ""
+}
+
+// WaitShardsSettled waits until every node answers its status and the
+// shards are settled (see shardsSettled): every shard led by its owner,
+// with all its replicas voting, none catching up.
+func (c *Cluster) WaitShardsSettled(ctx context.Context, timeout time.Duration) error {
+	start := time.Now()
+	err := poll(ctx, timeout, func(ctx context.Context) (string, error) {
+		sts := c.statuses(ctx, nil)
+		if len(sts) < len(c.Nodes) {
+			return fmt.Sprintf("%d of %d nodes answer their status", len(sts), len(c.Nodes)), nil
+		}
+		return shardsSettled(sts), nil
+	})
+	if err != nil {
+		return fmt.Errorf("chaos: shards did not settle: %w", err)
+	}
+	c.log.Info("shards settled", "took", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // Close removes the containers, the network and the volumes, best effort,
@@ -546,7 +741,11 @@ func poll(ctx context.Context, timeout time.Duration, check func(ctx context.Con
 		if why == "" {
 			return nil
 		}
-		last = why
+		if ctx.Err() == nil || last == "" {
+			// (A check cut short by the deadline says less than the
+			// one before.)
+			last = why
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("after %s: %s: %w", timeout, last, ctx.Err())

@@ -16,6 +16,23 @@
 //     iptables is missing or a probe fails, every member is disconnected
 //     from the network instead);
 //   - a rolling restart (SIGTERM, start) of every node;
+//   - wipe: kill -9 of a random node; once the shards it led have new
+//     leaders (/v1/status) and it has been down 15 s (degradedHold, past
+//     the fail-over window of the availability check below), its
+//     container is replaced by one of the same
+//     name, address, node id and group on a new, empty volume (the old
+//     container is kept stopped for its logs), which joins through the
+//     other nodes instead of bootstrapping; the fault ends when the
+//     cluster has converged and every shard is settled again: led by its
+//     owner, all its replicas voting, none catching up (bounded by
+//     recoverTimeout);
+//   - kill-shard-leader-repeat: three times in a row, kill -9 of the
+//     leader of one random shard (read from /v1/status), a wait (at most
+//     30 s) until another node reports that it leads the shard, 15 s down
+//     in all (degradedHold), a start of the killed node and a wait until
+//     the cluster has converged (not until the shards have settled: the
+//     next round may kill the new leader while the owner catches up);
+//     then the shards must settle;
 //   - with GHBA_CHAOS_AUTO=1 (9 nodes with group auto, max_group_size 3,
 //     groups read from /v1/status before each fault): an extra auto node
 //     forces a split of a full group, the member the split moves is killed
@@ -25,6 +42,13 @@
 //     production: a node partition or a kill during a rolling restart, a
 //     pause during a leader kill, a kill during a group partition, a pause
 //     and a partition, a partition and a leader kill (DoubleFaults).
+//
+// A fault ends once the cluster has converged (every node joined, knowing
+// its group's leader and the root's home, seeing every other node up) and
+// its shards have settled (each led by its owner, with min(3, group size)
+// replicas voting and none catching up), within recoverTimeout; so does
+// each step of a rolling restart. The workload starts once the shards of
+// the new cluster have settled.
 //
 // # The workload and its model
 //
@@ -75,11 +99,43 @@
 //     final state, and a create its token, checked directly for a readable
 //     message);
 //   - every answer is a correct answer or "unavailable", never another
-//     error.
+//     error;
+//   - availability: no operation answers "unavailable" (an error that
+//     matches rpc.ErrUnavailable: a server's "unavailable" or "not the
+//     leader", a client that reached no node, a broken connection) outside
+//     a fail-over window. Every shard has 3 replicas on the members of its
+//     group, so one node out of service leaves every shard a live
+//     majority. The faults record each node's outage (down: killed,
+//     paused, cut off, stopped; up: started, unpaused, reconnected; back:
+//     the cluster seen converged again and its shards settled: each led
+//     by its owner, all its replicas voting), and an "unavailable" is accepted
+//     only if the operation overlaps failoverWindow (10 s) after a node
+//     went down, or the span from its up to failoverWindow after its back.
+//     Where a shard may genuinely lack a live majority "unavailable" is
+//     the right answer, and the window is the whole outage plus
+//     noMajorityWindow (30 s) after its back: a group partition (the
+//     group's shards have no majority as the other groups see them), two
+//     members of one group out at once (double faults; a node is out from
+//     its down until every node sees it running again), and split-kill
+//     (the groups change). A stall of the host (the harness's own clock
+//     ticking 300 ms late or more: CPU or I/O starvation of the machine
+//     that runs every container, which can make every shard leader miss
+//     its 500 ms lease at once) counts as an outage of every node
+//     (host-stall), with failoverWindow after it. Every other
+//     "unavailable" fails the run, with the operations listed (time,
+//     operation and path, node asked, error).
+//     The faults follow each other closely, so the windows cover most of
+//     a run: the check bites where a node stays down past its window (a
+//     wipe and each round of kill-shard-leader-repeat hold their node
+//     down degradedHold, 15 s; a pause or a partition whose detection
+//     takes longer) and where faults are further apart than the windows;
+//     each run reports the share of the workload's time it covered.
 //
 // Each run reports its operations, faults by kind, unknown outcomes
-// (count and share; writes resolved by a token, writes left pending) and
-// the check's verdict, time, partitions and steps.
+// (count and share; writes resolved by a token, writes left pending), the
+// check's verdict, time, partitions and steps, and the "unavailable"
+// answers inside and outside the fail-over windows, with the windows and
+// the share of the workload's time the availability check covers.
 //
 // On a failure the history (JSON, with the summary and the check's
 // report), counterexample.txt, porcupine's HTML visualization of the
@@ -91,8 +147,11 @@
 // With GHBA_CHAOS_BROKEN=<mode> the image is built with the ghba_broken
 // tag and the nodes run with GHBA_STORE_BROKEN=<mode> (node/store's
 // broken.go): "stale" serves directory listings up to a second old,
-// "early-ack" acknowledges a local file create 300 ms before it applies
-// it. TestChaos then fails; TestChaosBroken (make chaos-broken
-// BROKEN=stale) passes only if the check answers Illegal with a
-// counterexample.
+// "early-ack" acknowledges a local file create (a Commit, or a shard
+// replica's log entry) 300 ms before it applies it. TestChaos then fails;
+// TestChaosBroken (make chaos-broken BROKEN=stale) passes only if the
+// check answers Illegal with a counterexample. A broken store may also
+// keep the cluster from recovering (a fault that does not heal, final
+// reads without an answer): TestChaosBroken logs that, and judges only
+// the check's verdict.
 package chaos

@@ -28,10 +28,23 @@ const (
 	// of the split showing, then restarted; once the cluster converged the
 	// extra node leaves gracefully.
 	FaultSplitKill = "split-kill"
+	// FaultWipe: a random node is killed -9; once the shards it led have
+	// new leaders and it has been down degradedHold, its data volume is
+	// replaced by an empty one and it starts again with the same id, address and group (joining, not
+	// bootstrapping); the fault ends when every shard is back to all its
+	// replicas, caught up and led by its owner.
+	FaultWipe = "wipe"
+	// FaultShardLeaderKills: the leader of one random shard is killed -9
+	// shardLeaderKills times in a row; each time the harness waits for
+	// the shard's new leader, holds the killed node down degradedHold,
+	// restarts it and waits for the cluster to converge before it kills
+	// the shard's leader of the moment again.
+	FaultShardLeaderKills = "kill-shard-leader-repeat"
 )
 
 // AllFaults lists every fault kind, in the order of the short run.
-var AllFaults = []string{FaultKillRandom, FaultKillLeader, FaultPause, FaultPartitionNode, FaultPartitionGroup, FaultRollingRestart}
+var AllFaults = []string{FaultKillRandom, FaultKillLeader, FaultPause, FaultPartitionNode, FaultPartitionGroup, FaultRollingRestart,
+	FaultWipe, FaultShardLeaderKills}
 
 // AutoFaults are the fault kinds of a run with group auto, the split
 // first.
@@ -46,6 +59,16 @@ const (
 	detectTimeout  = 45 * time.Second  // a paused or cut-off node is seen down within this
 	detectHold     = 3 * time.Second   // and stays so this much longer
 	recoverTimeout = 120 * time.Second // the cluster converges again within this
+	// failoverTimeout bounds the wait for a new leader of a shard whose
+	// leader was killed (Raft's election timeout is 1 s).
+	failoverTimeout = 30 * time.Second
+	// shardLeaderKills is the number of kills of FaultShardLeaderKills.
+	shardLeaderKills = 3
+	// degradedHold is how long the node a wipe or a round of
+	// kill-shard-leader-repeat kills stays down at least: past
+	// failoverWindow, so that the availability check covers a cluster
+	// serving without it.
+	degradedHold = failoverWindow + 5*time.Second
 )
 
 // DoubleFaults are the pairs of faults a run with GHBA_CHAOS_DOUBLE=1
@@ -86,6 +109,8 @@ type Injector struct {
 	// a double fault picks its targets among the rest (guarded by mu,
 	// like rng).
 	claimed map[*Node]bool
+	// outages are the nodes' times out of service (guarded by mu).
+	outages []*Outage
 
 	fwOnce sync.Once
 	fwOK   bool // the host can edit a container's firewall (probed once)
@@ -101,6 +126,96 @@ func (in *Injector) Events() []FaultEvent {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	return append([]FaultEvent(nil), in.events...)
+}
+
+// Outages returns the nodes' times out of service so far.
+func (in *Injector) Outages() []Outage {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := make([]Outage, len(in.outages))
+	for i, o := range in.outages {
+		out[i] = *o
+	}
+	return out
+}
+
+// down records that fault took n out of service now.
+func (in *Injector) down(fault string, n *Node) *Outage {
+	o := &Outage{Fault: fault, Node: n.ID, Group: n.Group, Down: in.rec.now()}
+	in.mu.Lock()
+	in.outages = append(in.outages, o)
+	in.mu.Unlock()
+	return o
+}
+
+// up records that o's node runs again (started, unpaused, reconnected).
+func (in *Injector) up(o *Outage) {
+	in.mu.Lock()
+	o.Up = in.rec.now()
+	in.mu.Unlock()
+}
+
+// WatchStalls records the host's stalls (see stallThreshold) as outages
+// of every node, until ctx is done.
+func (in *Injector) WatchStalls(ctx context.Context) {
+	t := time.NewTicker(stallTick)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		if lag := now.Sub(last) - stallTick; lag >= stallThreshold {
+			o := &Outage{Fault: FaultHostStall, Node: "all", Down: in.rec.at(now.Add(-lag)), Up: in.rec.at(now), Seen: in.rec.at(now), Back: in.rec.at(now)}
+			in.mu.Lock()
+			in.outages = append(in.outages, o)
+			in.mu.Unlock()
+			in.log.Warn("the host stalled: the harness's clock ticked late", "late", lag.Round(time.Millisecond))
+		}
+		last = now
+	}
+}
+
+// converged waits until the cluster has converged (Cluster.WaitConverged)
+// and its shards have settled (Cluster.WaitShardsSettled: a node that came
+// back has caught up and leads the shards it owns again), and then marks
+// every outage whose node runs again as Seen and Back.
+func (in *Injector) converged(ctx context.Context, timeout time.Duration) error {
+	if err := in.seen(ctx, timeout); err != nil {
+		return err
+	}
+	if err := in.c.WaitShardsSettled(ctx, timeout); err != nil {
+		return err
+	}
+	now := in.rec.now()
+	in.mu.Lock()
+	for _, o := range in.outages {
+		if o.Up != 0 && o.Back == 0 {
+			o.Back = now
+		}
+	}
+	in.mu.Unlock()
+	return nil
+}
+
+// seen waits until the cluster has converged (Cluster.WaitConverged) and
+// then marks every outage whose node runs again as Seen.
+func (in *Injector) seen(ctx context.Context, timeout time.Duration) error {
+	if err := in.c.WaitConverged(ctx, timeout); err != nil {
+		return err
+	}
+	now := in.rec.now()
+	in.mu.Lock()
+	for _, o := range in.outages {
+		if o.Up != 0 && o.Seen == 0 {
+			o.Seen = now
+		}
+	}
+	in.mu.Unlock()
+	return nil
 }
 
 func (in *Injector) record(evs ...FaultEvent) {
@@ -156,7 +271,7 @@ func (in *Injector) Inject(ctx context.Context, kind string) error {
 		ev.Target, err = in.do(ctx, kind)
 	}
 	if err == nil {
-		err = in.c.WaitConverged(ctx, recoverTimeout)
+		err = in.converged(ctx, recoverTimeout)
 	}
 	ev.End = in.rec.now()
 	if err != nil {
@@ -197,7 +312,7 @@ func (in *Injector) InjectDouble(ctx context.Context, first, second string) erro
 	wg.Wait()
 	err := errors.Join(errs...)
 	if err == nil {
-		err = in.c.WaitConverged(ctx, recoverTimeout)
+		err = in.converged(ctx, recoverTimeout)
 	}
 	end := in.rec.now()
 	for i := range evs {
@@ -222,7 +337,9 @@ func (in *Injector) do(ctx context.Context, kind string) (string, error) {
 	switch kind {
 	case FaultSplitKill:
 		return in.splitKill(ctx)
-	case FaultKillRandom, FaultPause, FaultPartitionNode:
+	case FaultShardLeaderKills:
+		return in.shardLeaderKills(ctx)
+	case FaultKillRandom, FaultPause, FaultPartitionNode, FaultWipe:
 		n, err := in.claim(nil)
 		if err != nil {
 			return "", err
@@ -230,7 +347,9 @@ func (in *Injector) do(ctx context.Context, kind string) (string, error) {
 		defer in.release(n)
 		switch kind {
 		case FaultKillRandom:
-			return n.ID, in.kill(ctx, n)
+			return n.ID, in.kill(ctx, kind, n)
+		case FaultWipe:
+			return n.ID, in.wipe(ctx, n)
 		case FaultPause:
 			return n.ID, in.pause(ctx, n)
 		}
@@ -258,7 +377,7 @@ func (in *Injector) do(ctx context.Context, kind string) (string, error) {
 			return "", fmt.Errorf("chaos: no leader is free for kill-leader: %w", err)
 		}
 		defer in.release(n)
-		return n.ID, in.kill(ctx, n)
+		return n.ID, in.kill(ctx, kind, n)
 	case FaultPartitionGroup:
 		members, g, err := in.claimGroup()
 		if err != nil {
@@ -303,36 +422,198 @@ func (in *Injector) claimGroup() ([]*Node, string, error) {
 	return members, g, nil
 }
 
-func (in *Injector) kill(ctx context.Context, n *Node) error {
+// kill kills n -9 (for fault), holds it down killHold and starts it.
+func (in *Injector) kill(ctx context.Context, fault string, n *Node) error {
 	in.log.Info("kill -9", "node", n.ID)
+	// Each mark before its command: the command takes effect at some
+	// point before it returns.
+	o := in.down(fault, n)
 	if _, err := in.d.Run(ctx, "kill", "-s", "KILL", n.Container); err != nil {
 		return err
 	}
 	if err := sleep(ctx, killHold); err != nil {
 		return err
 	}
+	in.up(o)
 	_, err := in.d.Run(ctx, "start", n.Container)
 	return err
 }
 
 func (in *Injector) pause(ctx context.Context, n *Node) error {
 	in.log.Info("pause", "node", n.ID)
+	o := in.down(FaultPause, n)
 	if _, err := in.d.Run(ctx, "pause", n.Container); err != nil {
 		return err
 	}
 	err := in.waitSeenDown(ctx, []*Node{n})
+	in.up(o)
 	_, uerr := in.d.Run(context.WithoutCancel(ctx), "unpause", n.Container)
 	return errors.Join(err, uerr)
 }
 
 func (in *Injector) partitionNode(ctx context.Context, n *Node) error {
 	in.log.Info("partition node", "node", n.ID)
+	o := in.down(FaultPartitionNode, n)
 	if _, err := in.d.Run(ctx, "network", "disconnect", "-f", in.c.Network, n.Container); err != nil {
 		return err
 	}
 	err := in.waitSeenDown(ctx, []*Node{n})
+	in.up(o)
 	_, cerr := in.d.Run(context.WithoutCancel(ctx), "network", "connect", "--ip", n.IP, in.c.Network, n.Container)
 	return errors.Join(err, cerr)
+}
+
+// cutOff records the outages of a group partition: every member's, each
+// without a majority as the other groups see it.
+func (in *Injector) cutOff(members []*Node) []*Outage {
+	var cut []*Outage
+	for _, n := range members {
+		o := in.down(FaultPartitionGroup, n)
+		in.mu.Lock()
+		o.NoMajority = true
+		in.mu.Unlock()
+		cut = append(cut, o)
+	}
+	return cut
+}
+
+// reconnected marks the outages of cutOff as over.
+func (in *Injector) reconnected(cut []*Outage) {
+	for _, o := range cut {
+		in.up(o)
+	}
+}
+
+// wipe is FaultWipe on n.
+func (in *Injector) wipe(ctx context.Context, n *Node) error {
+	led := in.ledBy(ctx, n)
+	in.log.Info("wipe: kill -9", "node", n.ID, "leads", led)
+	o := in.down(FaultWipe, n)
+	if _, err := in.d.Run(ctx, "kill", "-s", "KILL", n.Container); err != nil {
+		return err
+	}
+	for _, sh := range led {
+		l, err := in.waitShardLeader(ctx, sh, n)
+		if err != nil {
+			return fmt.Errorf("before wiping %s: %w", n.ID, err)
+		}
+		in.log.Info("shard failed over", "shard", sh, "leader", l.ID)
+	}
+	if err := in.holdDown(ctx, o); err != nil {
+		return err
+	}
+	in.up(o)
+	if err := in.c.Wipe(ctx, n); err != nil {
+		return err
+	}
+	in.log.Info("wiped node started again on an empty volume", "node", n.ID, "volume", n.Volume)
+	// Back once its replicas have caught up and the shards it owns are
+	// led by it again.
+	if err := in.converged(ctx, recoverTimeout); err != nil {
+		return fmt.Errorf("after wiping %s: %w", n.ID, err)
+	}
+	return nil
+}
+
+// holdDown waits until o's node has been down degradedHold.
+func (in *Injector) holdDown(ctx context.Context, o *Outage) error {
+	return sleep(ctx, time.Duration(o.Down+int64(degradedHold)-in.rec.now()))
+}
+
+// ledBy returns the shards n leads, as its /v1/status says (none if it
+// does not answer).
+func (in *Injector) ledBy(ctx context.Context, n *Node) []string {
+	s, err := in.c.Status(ctx, n)
+	if err != nil {
+		return nil
+	}
+	var led []string
+	for _, r := range s.Replicas {
+		if r.Leading {
+			led = append(led, r.Shard)
+		}
+	}
+	return led
+}
+
+// waitShardLeader waits until a node other than old reports that it leads
+// shard, and returns it.
+func (in *Injector) waitShardLeader(ctx context.Context, shard string, old *Node) (*Node, error) {
+	var l *Node
+	err := poll(ctx, failoverTimeout, func(ctx context.Context) (string, error) {
+		if l = in.c.ShardLeader(ctx, shard, old); l == nil {
+			return "no node leads shard " + shard, nil
+		}
+		return "", nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("chaos: shard %s has no new leader: %w", shard, err)
+	}
+	return l, nil
+}
+
+// shardLeaderKills is FaultShardLeaderKills. It returns the fault's
+// target ("n3: n3 n1 n3": the shard, the leaders killed).
+func (in *Injector) shardLeaderKills(ctx context.Context) (string, error) {
+	shards, err := in.c.Shards(ctx)
+	if err != nil {
+		return "", err
+	}
+	sh := shards[in.intn(len(shards))]
+	target := sh + ":"
+	for i := range shardLeaderKills {
+		var l *Node
+		if err := poll(ctx, failoverTimeout, func(ctx context.Context) (string, error) {
+			if l = in.c.ShardLeader(ctx, sh, nil); l == nil {
+				return "no node leads shard " + sh, nil
+			}
+			return "", nil
+		}); err != nil {
+			return target, fmt.Errorf("chaos: shard %s: %w", sh, err)
+		}
+		n, err := in.claim(func(n *Node) bool { return n == l })
+		if err != nil {
+			return target, fmt.Errorf("chaos: the leader %s of shard %s: %w", l.ID, sh, err)
+		}
+		target += " " + n.ID
+		err = in.killShardLeader(ctx, sh, n, i+1)
+		in.release(n)
+		if err != nil {
+			return target, err
+		}
+	}
+	// Inject then waits until the shards have settled.
+	return target, nil
+}
+
+// killShardLeader kills n, the leader of shard, -9, waits for the shard's
+// new leader, starts n again and waits until the cluster has converged
+// (not until the shards have settled: the next round may kill the new
+// leader while the shard's owner is still catching up).
+func (in *Injector) killShardLeader(ctx context.Context, shard string, n *Node, round int) error {
+	in.log.Info("kill -9 a shard's leader", "shard", shard, "round", round, "node", n.ID)
+	o := in.down(FaultShardLeaderKills, n)
+	if _, err := in.d.Run(ctx, "kill", "-s", "KILL", n.Container); err != nil {
+		return err
+	}
+	l, err := in.waitShardLeader(ctx, shard, n)
+	if err == nil {
+		in.log.Info("shard failed over", "shard", shard, "round", round, "leader", l.ID, "took", time.Duration(in.rec.now()-o.Down).Round(time.Millisecond))
+		err = in.holdDown(ctx, o)
+	}
+	// Started again even when the shard did not fail over, so that the
+	// run can go on to its final reads.
+	in.up(o)
+	if _, serr := in.d.Run(context.WithoutCancel(ctx), "start", n.Container); serr != nil {
+		return errors.Join(err, serr)
+	}
+	if err != nil {
+		return err
+	}
+	if err := in.seen(ctx, recoverTimeout); err != nil {
+		return fmt.Errorf("after killing %s, the leader of shard %s: %w", n.ID, shard, err)
+	}
+	return nil
 }
 
 // partitionGroup cuts group g off from every other node while its members
@@ -351,6 +632,7 @@ func (in *Injector) partitionGroup(ctx context.Context, g string) error {
 	if !in.canFirewall(ctx, inside) {
 		in.log.Info("partition group by disconnecting every member (no usable nsenter/iptables)", "group", g)
 		var errs []error
+		cut := in.cutOff(inside)
 		for _, n := range inside {
 			if _, err := in.d.Run(ctx, "network", "disconnect", "-f", in.c.Network, n.Container); err != nil {
 				errs = append(errs, err)
@@ -359,6 +641,7 @@ func (in *Injector) partitionGroup(ctx context.Context, g string) error {
 		if len(errs) == 0 {
 			errs = append(errs, in.waitSeenDown(ctx, inside))
 		}
+		in.reconnected(cut)
 		for _, n := range inside {
 			if _, err := in.d.Run(context.WithoutCancel(ctx), "network", "connect", "--ip", n.IP, in.c.Network, n.Container); err != nil {
 				errs = append(errs, err)
@@ -389,10 +672,12 @@ func (in *Injector) partitionGroup(ctx context.Context, g string) error {
 		}
 		return errors.Join(errs...)
 	}
+	cut := in.cutOff(inside)
 	err := apply(ctx, "-I")
 	if err == nil {
 		err = in.waitSeenDown(ctx, inside)
 	}
+	in.reconnected(cut)
 	return errors.Join(err, apply(context.WithoutCancel(ctx), "-D"))
 }
 
@@ -434,10 +719,14 @@ func (in *Injector) canFirewall(ctx context.Context, nodes []*Node) bool {
 func (in *Injector) rollingRestart(ctx context.Context) error {
 	for _, n := range in.c.Nodes {
 		in.log.Info("rolling restart", "node", n.ID)
+		// docker restart stops and starts: the node is down, then up,
+		// somewhere within the command.
+		o := in.down(FaultRollingRestart, n)
 		if _, err := in.d.Run(ctx, "restart", "-t", "20", n.Container); err != nil {
 			return err
 		}
-		if err := in.c.WaitConverged(ctx, recoverTimeout); err != nil {
+		in.up(o)
+		if err := in.converged(ctx, recoverTimeout); err != nil {
 			return fmt.Errorf("after restarting %s: %w", n.ID, err)
 		}
 	}
@@ -527,10 +816,20 @@ func (in *Injector) splitKill(ctx context.Context) (string, error) {
 		before[n.ID] = s
 	}
 	old := slices.Clone(in.c.Nodes)
+	// The split changes the groups: a shard may lack a majority until the
+	// cluster has converged after the extra node left.
+	split := &Outage{Fault: FaultSplitKill, Down: in.rec.now(), NoMajority: true}
+	in.mu.Lock()
+	in.outages = append(in.outages, split)
+	in.mu.Unlock()
+	defer in.up(split)
 	x, err := in.c.AddExtra(ctx)
 	if err != nil {
 		return x.ID, err
 	}
+	in.mu.Lock()
+	split.Node = x.ID
+	in.mu.Unlock()
 	started := time.Now()
 	in.log.Info("extra auto node started to force a split", "node", x.ID, "groups_full", full)
 
@@ -568,11 +867,11 @@ func (in *Injector) splitKill(ctx context.Context) (string, error) {
 		if err := sleep(ctx, delay); err != nil {
 			return target, err
 		}
-		if err := in.kill(ctx, mover); err != nil {
+		if err := in.kill(ctx, FaultSplitKill, mover); err != nil {
 			return target, err
 		}
 	}
-	if err := in.c.WaitConverged(ctx, recoverTimeout); err != nil {
+	if err := in.converged(ctx, recoverTimeout); err != nil {
 		return target, fmt.Errorf("after the split: %w", err)
 	}
 	return target, in.retire(ctx, x)

@@ -121,6 +121,12 @@ type Op struct {
 	Entries []string `json:"entries,omitempty"`
 	// Err is the error text, if any.
 	Err string `json:"err,omitempty"`
+	// Unavailable marks an error that matches rpc.ErrUnavailable (a
+	// server's "unavailable" or "not the leader", no node reached, a
+	// broken connection); see CheckAvailability.
+	Unavailable bool `json:"unavailable,omitempty"`
+	// Node is the node the client sent its request to last.
+	Node string `json:"node,omitempty"`
 	// Final marks the reads made after healing.
 	Final bool `json:"final,omitempty"`
 	// ReadBack marks the reads a worker made to learn the outcome of its

@@ -26,6 +26,29 @@ type Recorder struct {
 	start time.Time
 	mu    sync.Mutex
 	ops   []Op
+	names map[string]string // RPC address → node id
+}
+
+// SetNodes names the nodes' RPC addresses in the operations recorded from
+// now on (Op.Node).
+func (r *Recorder) SetNodes(ns []*Node) {
+	names := make(map[string]string)
+	for _, n := range ns {
+		names[n.RPCAddr()] = n.ID
+	}
+	r.mu.Lock()
+	r.names = names
+	r.mu.Unlock()
+}
+
+// nodeName returns the node id of an RPC address, or the address.
+func (r *Recorder) nodeName(addr string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id, ok := r.names[addr]; ok {
+		return id
+	}
+	return addr
 }
 
 // NewRecorder starts the history's clock.
@@ -33,6 +56,9 @@ func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
 
 // now is the history's clock (monotonic nanoseconds since the start).
 func (r *Recorder) now() int64 { return int64(time.Since(r.start)) }
+
+// at is t on the history's clock.
+func (r *Recorder) at(t time.Time) int64 { return int64(t.Sub(r.start)) }
 
 func (r *Recorder) add(o Op) {
 	r.mu.Lock()
@@ -82,12 +108,21 @@ func Classify(err error) string {
 	return ResWrong
 }
 
-// Exec runs one operation through c and records it.
-func (r *Recorder) Exec(ctx context.Context, c *rpc.Client, client int, o Op) Op {
+// client is a workload's rpc.Client that knows the node it sent its last
+// request to.
+type client struct {
+	*rpc.Client
+	sent *sentTo
+}
+
+// Exec runs one operation through c and records it, with the node it
+// asked last and whether it answered "unavailable".
+func (r *Recorder) Exec(ctx context.Context, c *client, clientID int, o Op) Op {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	p := o.Path()
-	o.Client = client
+	o.Client = clientID
+	c.sent.reset()
 	o.Call = r.now()
 	var err error
 	switch o.Kind {
@@ -125,6 +160,8 @@ func (r *Recorder) Exec(ctx context.Context, c *rpc.Client, client int, o Op) Op
 	}
 	o.Return = r.now()
 	o.Result = Classify(err)
+	o.Unavailable = errors.Is(err, rpc.ErrUnavailable)
+	o.Node = r.nodeName(c.sent.last())
 	if err != nil {
 		o.Err = err.Error()
 	}
@@ -277,17 +314,19 @@ func makeDirs(ctx context.Context, addrs, dirs []string, log *slog.Logger) error
 	return nil
 }
 
-// newClient returns an rpc.Client for the workload: short timeouts so that
-// a paused or cut-off node costs a few seconds, not the default 30.
-func newClient(addrs []string, log *slog.Logger) *rpc.Client {
-	return rpc.NewClient(rpc.Options{
+// newClient returns a client for the workload: short timeouts so that a
+// paused or cut-off node costs a few seconds, not the default 30.
+func newClient(addrs []string, log *slog.Logger) *client {
+	s := &sentTo{}
+	return &client{sent: s, Client: rpc.NewClient(rpc.Options{
 		Addrs:       addrs,
 		Logger:      log,
+		Dial:        s.dial,
 		DialTimeout: time.Second,
 		Timeout:     opTimeout,
 		MaxAttempts: 3,
 		IdleTimeout: 10 * time.Second,
-	})
+	})}
 }
 
 // The mix of operations, in percent (cumulative thresholds in next).
@@ -474,7 +513,7 @@ func (w *Workload) Run(ctx context.Context, r *Recorder) {
 
 // readBack stats the paths of readBacks(o) until each has answered (or
 // readBackTimeout, or the end of the run).
-func (w *Workload) readBack(ctx context.Context, r *Recorder, c *rpc.Client, id *int, o *Op) {
+func (w *Workload) readBack(ctx context.Context, r *Recorder, c *client, id *int, o *Op) {
 	todo := readBacks(o)
 	deadline := time.Now().Add(readBackTimeout)
 	backoff := 200 * time.Millisecond
@@ -513,7 +552,9 @@ func FinalReads(ctx context.Context, r *Recorder, addrs, roots []string, firstCl
 	ids.Store(int64(firstClient))
 	for _, a := range addrs {
 		wg.Go(func() {
-			c := rpc.NewClient(rpc.Options{Addrs: []string{a}, Logger: log, HomeCacheSize: -1, Timeout: opTimeout, DialTimeout: time.Second})
+			s := &sentTo{}
+			c := &client{sent: s, Client: rpc.NewClient(rpc.Options{Addrs: []string{a}, Logger: log, Dial: s.dial,
+				HomeCacheSize: -1, Timeout: opTimeout, DialTimeout: time.Second})}
 			defer c.Close()
 			id := int(ids.Add(1))
 			for _, root := range roots {

@@ -92,6 +92,9 @@ func (s *Store) ApplyLog(ctx context.Context, entries []LogEntry) ([]ApplyResult
 			results[i].Skipped = true
 			continue
 		}
+		if s.broken.ackEarly(s, e.Batch) {
+			e.Batch = nil // applied later: broken on purpose (ghba_broken builds only)
+		}
 		reqs = append(reqs, logRequest(e, &changes[i]))
 		pos = append(pos, i)
 	}

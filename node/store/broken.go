@@ -12,11 +12,13 @@ package store
 //     (a read cache that writes do not invalidate): a directory listing
 //     misses a file a create already acknowledged, or shows one an unlink
 //     removed.
-//   - early-ack: a Commit that creates a file with its entry in one batch
-//     (a create whose parent and file share a home) is acknowledged at once
-//     and applied brokenAckDelay later (a write-behind buffer): a read in
-//     between misses the acknowledged file, a kill -9 or a stop loses it,
-//     and a precondition that fails by then drops it silently.
+//   - early-ack: a Commit, or a log entry of ApplyLog (a shard replica's
+//     store), that creates a file with its entry in one batch (a create
+//     whose parent and file share a home) is acknowledged at once and
+//     applied brokenAckDelay later (a write-behind buffer; a log entry
+//     then applies only its index): a read in between misses the
+//     acknowledged file, a kill -9 or a stop loses it, and a precondition
+//     that fails by then drops it silently.
 //
 // Never build a release with this tag.
 
@@ -100,9 +102,10 @@ func (b broken) keepReadDir(dir, after string, limit int, entries []Entry, more 
 // ackEarly, in mode early-ack, takes a batch that creates a file inode
 // together with a file entry and no intent, and applies a copy of it
 // brokenAckDelay later (dropped if the store closes first); it reports
-// whether it took the batch, which Commit then acknowledges.
+// whether it took the batch, which Commit then acknowledges (and ApplyLog
+// applies only the entry's index).
 func (b broken) ackEarly(s *Store, bt *Batch) bool {
-	if b.brokenState == nil || b.mode != "early-ack" || bt.err != nil {
+	if b.brokenState == nil || b.mode != "early-ack" || bt == nil || bt.err != nil {
 		return false
 	}
 	var fileInode, fileEntry bool
