@@ -1,6 +1,7 @@
 package namespace
 
 import (
+	"math/rand/v2"
 	"slices"
 	"strings"
 )
@@ -211,6 +212,25 @@ func (n *Namespace) canFailOver(shard string) bool {
 		}
 	}
 	return false
+}
+
+// otherHost returns a random node that is up, is not this one nor one of
+// not, and hosts a replica of shard; "" if there is none.
+func (n *Namespace) otherHost(shard string, not ...string) string {
+	s := n.peers.Load().shard[shard]
+	if s == nil {
+		return ""
+	}
+	var cands []string
+	for _, h := range s.Hosts {
+		if h != n.id && !slices.Contains(not, h) && n.isUp(h) {
+			cands = append(cands, h)
+		}
+	}
+	if len(cands) == 0 {
+		return ""
+	}
+	return cands[rand.IntN(len(cands))]
 }
 
 // addrOfShard returns the RPC address of shard's leader, or "".

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,5 +154,33 @@ func TestCoordinatorFailover(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLeaderFromReplica: a node whose view of the cluster does not name a
+// shard's new leader yet (gossip is late) asks a node that hosts one of
+// the shard's replicas, which names the leader its replica knows: the
+// request is served, without waiting for gossip.
+func TestLeaderFromReplica(t *testing.T) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: 3,
+		Tuning: namespace.Tuning{LeaderWait: 100 * time.Millisecond}})
+	mustOK(t, via(c, "n1").mkdir("/d", false), "mkdir /d")
+	home := homeOf(c, t, "/d")
+	c.Stop(home)
+	live := slices.DeleteFunc(slices.Clone(c.IDs), func(id string) bool { return id == home })
+	// Wait until a surviving replica leads the shard, then make the
+	// Directory forget who: the nodes know only the shard's replicas.
+	rpctest.Eventually(t, 20*time.Second, "a new leader of "+home, func() error {
+		_, err := via(c, live[0]).stat("/d")
+		return err
+	})
+	c.Dir.UpdateShard(home, func(si *namespace.ShardInfo) { si.Leader = "" })
+	for _, id := range live {
+		if _, err := via(c, id).stat("/d"); err != nil {
+			t.Errorf("stat /d via %s with no leader in the Directory: %v", id, err)
+		}
+		if err := via(c, id).create("/d/f-" + id); err != nil {
+			t.Errorf("create under /d via %s with no leader in the Directory: %v", id, err)
+		}
 	}
 }

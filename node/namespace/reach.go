@@ -112,25 +112,38 @@ func callShard[Req, Resp any, PR shardCall[Req]](ctx context.Context, n *Namespa
 	}
 }
 
-// callShardOnce is one attempt of callShard.
+// callShardOnce is one attempt of callShard. When this node knows no live
+// leader of the shard (or the one it knows could not be reached), it asks
+// a live node that hosts a replica of the shard: that node serves the
+// request if it leads the shard now, or answers "not the leader" naming
+// the leader its replica knows, which gossip may not have told this node
+// yet.
 func callShardOnce[Req, Resp any, PR shardCall[Req]](ctx context.Context, n *Namespace, shard, method string, req PR,
 	local func(*home, context.Context, *Req) (*Resp, error)) (*Resp, error) {
 	req.header().Shard = shard
 	var err error
+	unreachable := ""
 	for range maxRedirects + 1 {
 		if h := n.home(shard); h != nil {
 			return local(h, ctx, (*Req)(req))
 		}
-		leader := n.leaderOf(shard)
-		if leader == "" || leader == n.id || !n.isUp(leader) {
-			return nil, errShardDown(shard) // (n.id: it led the shard, and lost it a moment ago)
+		to := n.leaderOf(shard)
+		if to == "" || to == n.id || to == unreachable || !n.isUp(to) {
+			// (n.id: it led the shard, and lost it a moment ago)
+			if to = n.otherHost(shard, to, unreachable); to == "" {
+				return nil, errShardDown(shard)
+			}
 		}
 		resp := new(Resp)
-		if err = n.call(ctx, leader, method, req, resp); err == nil {
+		if err = n.call(ctx, to, method, req, resp); err == nil {
 			return resp, nil
 		}
+		if errors.Is(err, errNotSent) && unreachable == "" {
+			unreachable = to
+			continue
+		}
 		hint, _, ok := rpc.NotLeaderHint(err)
-		if !ok || hint == leader {
+		if !ok || hint == to || hint == unreachable {
 			return nil, err
 		}
 		n.learnLeader(shard, hint)
