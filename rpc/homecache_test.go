@@ -18,24 +18,59 @@ func cacheLen(h *homeCache) int {
 func TestHomeCacheBound(t *testing.T) {
 	h := newHomeCache(100)
 	for i := range 1000 {
-		h.put(fmt.Sprint("/p", i), "addr")
+		h.put(fmt.Sprintf("/d%d/p", i), "addr")
 	}
 	if n := cacheLen(h); n > 100 {
 		t.Errorf("cache holds %d entries, bound 100", n)
 	}
-	if h.get("/p999") != "addr" {
+	if h.get("/d999/p") != "addr" {
 		t.Error("recent entry missing")
 	}
-	if h.get("/p0") != "" {
+	if h.get("/d0/p") != "" {
 		t.Error("old entry kept")
 	}
-	h.forget("/p999")
-	if h.get("/p999") != "" {
+	h.forget("/d999/p")
+	if h.get("/d999/p") != "" {
 		t.Error("forgotten entry kept")
 	}
 	var off *homeCache = newHomeCache(-1)
 	off.put("/a", "x")
 	if off.get("/a") != "" || cacheLen(off) != 0 {
 		t.Error("disabled cache stores")
+	}
+}
+
+// TestHomeCacheByDirectory: files that share their directory's home take
+// one entry for all of them, so a sweep over far more files than the
+// cache holds still finds their homes; a file homed elsewhere keeps its
+// own entry; forgetting a file forgets its directory's home too.
+func TestHomeCacheByDirectory(t *testing.T) {
+	h := newHomeCache(100)
+	for d := range 40 {
+		for f := range 500 {
+			h.put(fmt.Sprintf("/d%d/f%d", d, f), fmt.Sprint("node", d%3))
+		}
+	}
+	if n := cacheLen(h); n > 100 {
+		t.Errorf("cache holds %d entries, bound 100", n)
+	}
+	for d := range 40 {
+		if got, want := h.get(fmt.Sprintf("/d%d/never-seen", d)), fmt.Sprint("node", d%3); got != want {
+			t.Errorf("/d%d/never-seen: %q, want its directory's files' home %q", d, got, want)
+		}
+	}
+	h.put("/d1/spread", "node9")
+	if got := h.get("/d1/spread"); got != "node9" {
+		t.Errorf("/d1/spread: %q, want its own home node9", got)
+	}
+	if got := h.get("/d1/f3"); got != "node1" {
+		t.Errorf("/d1/f3: %q, want node1", got)
+	}
+	if got := h.getDir("/d2"); got != "node2" {
+		t.Errorf("getDir /d2: %q, want its files' home node2", got)
+	}
+	h.forget("/d1/f3")
+	if got := h.get("/d1/f4"); got != "" {
+		t.Errorf("/d1/f4 after forgetting a sibling: %q, want unknown", got)
 	}
 }

@@ -104,7 +104,7 @@ func (c *Client) BatchStat(ctx context.Context, paths []string) (*BatchStatRespo
 // Create creates a file.
 func (c *Client) Create(ctx context.Context, req *CreateRequest) (*CreateResponse, error) {
 	resp := new(CreateResponse)
-	if err := c.callAny(ctx, c.homes.get(parent(req.Path)), MethodCreate, false, req, resp); err != nil {
+	if err := c.callAny(ctx, c.homes.getDir(parent(req.Path)), MethodCreate, false, req, resp); err != nil {
 		return nil, err
 	}
 	c.learn(req.Path, resp.Inode.Home, "")
@@ -115,7 +115,7 @@ func (c *Client) Create(ctx context.Context, req *CreateRequest) (*CreateRespons
 // makes the call idempotent and so retryable after a broken connection).
 func (c *Client) Mkdir(ctx context.Context, req *MkdirRequest) (*MkdirResponse, error) {
 	resp := new(MkdirResponse)
-	if err := c.callAny(ctx, c.homes.get(parent(req.Path)), MethodMkdir, req.Parents, req, resp); err != nil {
+	if err := c.callAny(ctx, c.homes.getDir(parent(req.Path)), MethodMkdir, req.Parents, req, resp); err != nil {
 		return nil, err
 	}
 	c.learn(req.Path, resp.Inode.Home, "")
@@ -166,20 +166,20 @@ func (c *Client) SetAttr(ctx context.Context, req *SetAttrRequest) (*SetAttrResp
 // Unlink removes a file.
 func (c *Client) Unlink(ctx context.Context, p string) error {
 	defer c.homes.forget(p)
-	return c.callAny(ctx, c.homes.get(parent(p)), MethodUnlink, false, &UnlinkRequest{Path: p}, &UnlinkResponse{})
+	return c.callAny(ctx, c.homes.getDir(parent(p)), MethodUnlink, false, &UnlinkRequest{Path: p}, &UnlinkResponse{})
 }
 
 // Rmdir removes an empty directory.
 func (c *Client) Rmdir(ctx context.Context, p string) error {
 	defer c.homes.forget(p)
-	return c.callAny(ctx, c.homes.get(parent(p)), MethodRmdir, false, &RmdirRequest{Path: p}, &RmdirResponse{})
+	return c.callAny(ctx, c.homes.getDir(parent(p)), MethodRmdir, false, &RmdirRequest{Path: p}, &RmdirResponse{})
 }
 
 // Rename renames src to dst.
 func (c *Client) Rename(ctx context.Context, src, dst string) (*RenameResponse, error) {
 	defer c.homes.forget(src)
 	resp := new(RenameResponse)
-	if err := c.callAny(ctx, c.homes.get(parent(src)), MethodRename, false, &RenameRequest{Src: src, Dst: dst}, resp); err != nil {
+	if err := c.callAny(ctx, c.homes.getDir(parent(src)), MethodRename, false, &RenameRequest{Src: src, Dst: dst}, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil
