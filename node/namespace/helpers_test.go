@@ -1,21 +1,13 @@
 package namespace_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"testing"
-	"time"
 
 	"github.com/ghba/ghba/rpc"
 )
-
-func nsCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // errKind names the sentinel an error matches, for comparisons in tests.
 func errKind(err error) string {

@@ -37,9 +37,6 @@ func (r *replicated) addSink(a *routing.FilterArray) error {
 	return nil
 }
 
-// exact reports whether the replicas are always up to date.
-func (r *replicated) exact() bool { return r.threshold <= 0 }
-
 // changed is called after the owner modified f; it propagates when the
 // threshold is reached.
 func (r *replicated) changed() error {
