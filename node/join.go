@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ghba/ghba/fsm"
@@ -187,9 +188,9 @@ func (n *Node) joinGroupOnce(ctx context.Context) error {
 		if err := n.settleOwnShard(ctx, resp.Created); err != nil {
 			return err
 		}
-		n.mu.Lock()
-		n.carry = nil // the group's FSM has them now
-		n.mu.Unlock()
+		if err := n.dropCarry(ctx); err != nil { // the group's FSM has them now
+			return err
+		}
 		if err := n.setJoined(ctx, resp.Group); err != nil {
 			return err
 		}
@@ -365,6 +366,12 @@ func (n *Node) joinShards(ctx context.Context) ([]string, error) {
 	if carry != nil {
 		return carry, nil
 	}
+	switch c, err := n.getMeta(ctx, metaShardCarry); {
+	case err != nil:
+		return nil, err
+	case c != "":
+		return strings.Split(c, ","), nil
+	}
 	create, err := n.getMeta(ctx, metaShardCreate)
 	if err != nil {
 		return nil, err
@@ -384,6 +391,20 @@ func (n *Node) joinShards(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("node: recording the shard to create: %w", err)
 	}
 	return []string{own}, nil
+}
+
+// dropCarry forgets the shards a group switch carried, once the new
+// group's FSM has them.
+func (n *Node) dropCarry(ctx context.Context) error {
+	n.mu.Lock()
+	n.carry = nil
+	n.mu.Unlock()
+	var b store.Batch
+	b.DeleteMeta(metaShardCarry)
+	if err := n.store.Commit(ctx, &b); err != nil {
+		return fmt.Errorf("node: dropping the carried shards: %w", err)
+	}
+	return nil
 }
 
 // settleOwnShard ends this node's intent to create its shard once it

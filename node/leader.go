@@ -139,9 +139,9 @@ func (n *Node) establish(ctx context.Context, gr *groupRaft) error {
 		if _, err := n.applyOn(ctx, gr, fsm.EncodeAddMemberShards(self, shards)); err != nil {
 			return fmt.Errorf("adding self: %w", err)
 		}
-		n.mu.Lock()
-		n.carry = nil // the group's FSM has them now
-		n.mu.Unlock()
+		if err := n.dropCarry(ctx); err != nil { // the group's FSM has them now
+			return err
+		}
 	}
 	return nil
 }

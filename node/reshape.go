@@ -229,6 +229,10 @@ func (n *Node) beginSwitch(ctx context.Context, rec switchRecord) error {
 	var batch store.Batch
 	batch.SetMeta(metaSwitch, b)
 	batch.DeleteMeta(metaGroup)
+	// The shards the switch carries outlive the switch record: until the
+	// new group's FSM has them (a node killed between its switch and its
+	// first join would otherwise join without them, orphaning them).
+	batch.SetMeta(metaShardCarry, []byte(strings.Join(rec.Shards, ",")))
 	if err := n.store.Commit(ctx, &batch); err != nil {
 		n.mu.Lock()
 		n.switching = false

@@ -42,6 +42,9 @@ const (
 	metaShardCreate = "shard/create"
 	// metaShardCreated holds the id of the shard this node created.
 	metaShardCreated = "shard/created"
+	// metaShardCarry holds the shards (comma-separated) a group switch
+	// takes to the new group, until that group's FSM has them.
+	metaShardCarry = "shard/carry"
 )
 
 // shardLayerID is the raft multiplexer's id of shard s's Raft traffic.
@@ -67,10 +70,11 @@ type shardPlacement struct {
 
 // shardHost manages the node's shard replicas.
 type shardHost struct {
-	n    *Node
-	mu   sync.Mutex
-	reps map[string]*hosted
-	wake chan struct{}
+	n      *Node
+	mu     sync.Mutex
+	reps   map[string]*hosted
+	closed bool // closeAll ran: a replica opened since is closed at once
+	wake   chan struct{}
 }
 
 func newShardHost(n *Node) *shardHost {
@@ -205,6 +209,12 @@ func (h *shardHost) open(ctx context.Context, s string, create bool) error {
 	wctx, stop := context.WithCancel(n.bgCtx)
 	r := &hosted{rep: rep, stop: stop, done: make(chan struct{})}
 	h.mu.Lock()
+	if h.closed { // the node is shutting down: closeAll will not see it
+		h.mu.Unlock()
+		stop()
+		_ = rep.Close(context.Background()) // (ctx may be the node's, cancelled)
+		return errNotRunning
+	}
 	h.reps[s] = r
 	h.mu.Unlock()
 	if !n.bg.Go(func() { defer close(r.done); h.watch(wctx, s, r) }) {
@@ -260,6 +270,9 @@ func (h *shardHost) close(ctx context.Context, s string, wipe bool) {
 
 // closeAll closes every replica (Shutdown).
 func (h *shardHost) closeAll(ctx context.Context) {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
 	for s := range h.all() {
 		h.close(ctx, s, false)
 	}
