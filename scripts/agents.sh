@@ -36,6 +36,18 @@ stop_agent_pids() {
 	return $rc
 }
 
+# print_log_tails FILE... prints the last 10 lines of each FILE that exists
+# on stderr (what a script shows of its processes' logs when it fails).
+print_log_tails() {
+	local log
+	for log in "$@"; do
+		if [[ -f "$log" ]]; then
+			echo "---- last lines of $log" >&2
+			tail -n 10 "$log" >&2
+		fi
+	done
+}
+
 # start_testdata_agents BIN DIR starts the 3 agents of testdata/node{1,2,3}.yaml
 # (run from the repository's root) in the background, node I with its data in
 # DIR/nodeI and its log in DIR/nodeI.log; appends their pids to PIDS and

@@ -84,12 +84,7 @@ cleanup() {
 		stop_all "0 143" || rc=1
 	fi
 	if ((rc != 0)); then
-		for log in "${LOGS[@]}"; do
-			if [[ -f "$log" ]]; then
-				echo "---- last lines of $log" >&2
-				tail -n 10 "$log" >&2
-			fi
-		done
+		print_log_tails "${LOGS[@]}"
 	fi
 	if [[ -n "${CMP_KEEP:-}" ]]; then
 		echo "compare-etcd: kept $TMP" >&2

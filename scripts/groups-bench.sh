@@ -93,12 +93,7 @@ cleanup() {
 		stop_agents || rc=1
 	fi
 	if ((rc != 0)); then
-		for log in "${LOGS[@]}"; do
-			if [[ -f "$log" ]]; then
-				echo "---- last lines of $log" >&2
-				tail -n 10 "$log" >&2
-			fi
-		done
+		print_log_tails "${LOGS[@]}"
 	fi
 	if [[ -n "${GB_KEEP:-}" ]]; then
 		echo "groups-bench: kept $TMP" >&2
