@@ -191,6 +191,23 @@ func TestGHBAGroups(t *testing.T) {
 			}
 		}
 	}
+	// With 3 replicas in a3's group its shard fails over: every one of its
+	// paths is served again, through every live node, before a3 returns.
+	rpctest.Eventually(t, 30*time.Second, "a3's paths served by its shard's new leader", func() error {
+		for _, n := range live {
+			for _, p := range paths {
+				if homes[p] != "a3" {
+					continue
+				}
+				if r, err := lookupAt(n, p); err != nil {
+					return fmt.Errorf("lookup %s at %s: %w", p, n.ID(), err)
+				} else if r.Home != "a3" || r.Leader == "a3" {
+					return fmt.Errorf("lookup %s at %s: shard %s led by %s", p, n.ID(), r.Home, r.Leader)
+				}
+			}
+		}
+		return nil
+	})
 	restarted := nodetest.Start(t, vcfg, log)
 	nodes[slices.Index(nodes, victim)] = restarted
 	byID["a3"] = restarted
