@@ -114,6 +114,34 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 	return n.authoritative(ctx, p, withInode, hops)
 }
 
+// candidate returns the shard that L1 and L2 name for p, unverified: the
+// first shard this node leads whose filters hold p, else a unique L1 or
+// L2 hit whose leader is up ("" for none, and for the root). Only an
+// operation that checks p at the home under the Raft log may act on it
+// (target.checked): a wrong candidate answers "not the home", and the
+// operation takes the query path.
+func (n *Namespace) candidate(p string) string {
+	if p == "/" {
+		return ""
+	}
+	k := routing.HashPath(n.rt.Hash, p)
+	for _, h := range n.ledHomes() {
+		if _, inLocal := h.testKey(k); inLocal {
+			return h.id
+		}
+	}
+	n.arrMu.RLock()
+	r1 := n.l1.QueryKey(k)
+	r2 := n.l2.QueryKey(k)
+	n.arrMu.RUnlock()
+	for _, r := range []routing.Result{r1, r2} {
+		if r.Hit() && n.shardUp(r.ID) {
+			return r.ID
+		}
+	}
+	return ""
+}
+
 // l3 is the group multicast (G-HBA §2.2): every other live member of this
 // node's group tests p against its segment and the filters of the shards it
 // leads; with this node's own answer, exactly one positive names the shard

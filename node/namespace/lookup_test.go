@@ -120,4 +120,19 @@ func TestLookupFalsePositive(t *testing.T) {
 	if st.Home != home {
 		t.Errorf("stat real: home %s, want %s", st.Home, home)
 	}
+	// A create goes first to the shard the filters name for its parent,
+	// unverified: a liar there costs a second try, never a wrong answer.
+	ns.LocalAdd("/ghostdir")
+	ns.LocalAdd("/fp")
+	c.WaitFilters()
+	for _, tc := range []struct{ path, want string }{
+		{"/ghostdir/x", "notexist"}, // the liar is the only hit for the parent
+		{"/fp/real/x", "notdir"},
+		{"/fp/real", "exist"},
+		{"/fp/new", "ok"},
+	} {
+		if err := via(c, entry).create(tc.path); errKind(err) != tc.want {
+			t.Errorf("create %s with a lying filter: %v, want %s", tc.path, err, tc.want)
+		}
+	}
 }

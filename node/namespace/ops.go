@@ -177,7 +177,7 @@ func (n *Namespace) create(ctx context.Context, path, typ string, mode, uid, gid
 	}
 	req := &homeCreateReq{Path: p, Type: typ, Mode: mode, UID: uid, GID: gid, Layout: layout}
 	dir, _ := splitPath(p)
-	resp, hops, err := atHome(ctx, n, target{path: dir, child: p, dir: true}, methodHomeCreate, req, (*home).coordCreate)
+	resp, hops, err := atHome(ctx, n, target{path: dir, child: p, dir: true, checked: true}, methodHomeCreate, req, (*home).coordCreate)
 	if err != nil {
 		return rpc.Inode{}, hops, err
 	}

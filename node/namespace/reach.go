@@ -215,6 +215,11 @@ type target struct {
 	path  string
 	child string
 	dir   bool
+	// checked: the operation itself checks path at its home, in the same
+	// Raft entry that changes it (a create requires its parent there, as
+	// a directory). atHome's first try then goes to the shard the filters
+	// name, without first verifying that it homes path (see candidate).
+	checked bool
 }
 
 // lookupErr describes a failed lookup of the target.
@@ -231,6 +236,13 @@ func (t target) notDirErr() error {
 		return fmt.Errorf("%s: %s: %w", t.child, t.path, rpc.ErrNotDir)
 	}
 	return fmt.Errorf("%s: %w", t.path, rpc.ErrNotDir)
+}
+
+// refusal reports whether err refuses an operation on what the home read
+// from its store (the name exists, a parent is missing or not a
+// directory): an answer that only a verified leader may give.
+func refusal(err error) bool {
+	return errors.Is(err, fs.ErrExist) || errors.Is(err, fs.ErrNotExist) || errors.Is(err, rpc.ErrNotDir)
 }
 
 // locateTarget finds the shard of at.path through the query path.
@@ -256,6 +268,21 @@ func atHome[Req, Resp any, PR shardCall[Req], PResp interface {
 }](ctx context.Context, n *Namespace, at target, method string, req PR,
 	local func(*home, context.Context, *Req) (*Resp, error)) (*Resp, int, error) {
 	hops := 0
+	if at.checked {
+		if s := n.candidate(at.path); s != "" {
+			resp, err := callShardOnce(ctx, n, s, method, req, local)
+			hops += n.hop(s)
+			if err == nil && !PResp(resp).notHome() {
+				return resp, hops, nil
+			}
+			if err != nil && !retryable(err) && !refusal(err) {
+				return nil, hops, err
+			}
+			// A wrong candidate, a refusal read from the store of a
+			// leader that may have been deposed, or a failure that
+			// applied nothing: the verified way below.
+		}
+	}
 	for range maxRelocate {
 		l, err := n.locateTarget(ctx, at)
 		hops += l.hops
