@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/node/namespace"
+	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/routing"
 )
 
@@ -60,6 +61,7 @@ type Config struct {
 	MaxGroupSize       int           `mapstructure:"max_group_size"`
 	Replication        int           `mapstructure:"replication"`
 	ReplicaRepairAfter time.Duration `mapstructure:"replica_repair_after"`
+	ShardLogStore      string        `mapstructure:"shard_log_store"`
 	BitsPerFile        float64       `mapstructure:"bits_per_file"`
 	FilterCapacity     int           `mapstructure:"filter_capacity"`
 	LRUEntries         int           `mapstructure:"lru_entries"`
@@ -82,6 +84,7 @@ func DefaultConfig() Config {
 		MaxGroupSize:       7,
 		Replication:        3,
 		ReplicaRepairAfter: 10 * time.Minute,
+		ShardLogStore:      shard.LogStoreBoltDB,
 		BitsPerFile:        rt.BitsPerFile,
 		FilterCapacity:     rt.FilterCapacity,
 		LRUEntries:         rt.LRUEntries,
@@ -174,6 +177,9 @@ func (c *Config) Validate() error {
 		return bad("propagate_threshold", "%v must be a fraction in (0, 1]", c.PropagateThreshold)
 	case c.PropagateInterval <= 0:
 		return bad("propagate_interval", "%v must be positive", c.PropagateInterval)
+	}
+	if !slices.Contains(shard.LogStores, c.ShardLogStore) {
+		return bad("shard_log_store", "%q must be one of %s", c.ShardLogStore, strings.Join(shard.LogStores, ", "))
 	}
 	if !slices.Contains(namespace.Placements(), c.Placement) {
 		return bad("placement", "%q must be one of %s", c.Placement, strings.Join(namespace.Placements(), ", "))

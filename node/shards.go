@@ -183,7 +183,7 @@ func (h *shardHost) open(ctx context.Context, s string, create bool) error {
 	}
 	hl := newHCLogAdapter(n.log, "raft").With("shard", s)
 	rep, err := shard.Open(ctx, shard.Options{
-		Shard: s, NodeID: n.replicaID(), Dir: h.dir(s),
+		Shard: s, NodeID: n.replicaID(), Dir: h.dir(s), LogStore: n.cfg.ShardLogStore,
 		Transport: raftmux.NewTransport(layer, hl.Named("transport")),
 		Geometry:  n.ns.Geometry(), Logger: n.log, HCLogger: hl, Tuning: n.tune.Shard,
 		Store:   store.Options{MemTableSize: n.tune.ShardMemTable, BlockCacheSize: n.tune.ShardBlockCache},

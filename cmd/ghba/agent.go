@@ -60,9 +60,10 @@ GHBA_RETRY_JOIN=10.0.0.1:7402,10.0.0.2:7402) and the flags below. Keys:
 
   node_id, data_dir, bind_addr, advertise_addr,
   ports: {rpc, raft, serf, http}, group, bootstrap, retry_join,
-  max_group_size, bits_per_file, filter_capacity, lru_entries,
-  lru_bits_per_file, propagate_threshold, propagate_interval, placement,
-  log_level, log_format
+  max_group_size, replication, replica_repair_after, shard_log_store,
+  bits_per_file, filter_capacity, lru_entries, lru_bits_per_file,
+  propagate_threshold, propagate_interval, placement, placement_spread,
+  scheme, log_level, log_format
 
 An unknown key or a bad value stops the agent with exit code 2 and a message
 naming the key. --check only loads and validates the configuration and

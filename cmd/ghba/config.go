@@ -152,6 +152,7 @@ var agentFlags = []agentFlag{
 	{"retry-join", "retry_join", "Serf address (host:port) of an existing member to join; repeatable"},
 	{"max-group-size", "max_group_size", "maximum number of nodes per group (M)"},
 	{"replication", "replication", "copies of each shard, on members of its group (1: a single home)"},
+	{"shard-log-store", "shard_log_store", "Raft log store of new shard replicas: boltdb (raft-boltdb) or wal (raft-wal, one fsync per append; experimental upstream)"},
 	{"bits-per-file", "bits_per_file", "bits per file of the local and segment Bloom filters"},
 	{"lru-entries", "lru_entries", "entries of the LRU list behind the L1 filter"},
 	{"placement", "placement", "home placement policy for new paths: colocate (files with their directory), balanced, random or parent"},

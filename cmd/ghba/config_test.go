@@ -245,6 +245,7 @@ func TestConfigBadValues(t *testing.T) {
 		{"propagate_threshold", map[string]any{"propagate_threshold": 0}, "propagate_threshold"},
 		{"propagate_interval", map[string]any{"propagate_interval": "-1s"}, "propagate_interval"},
 		{"placement", map[string]any{"placement": "nearest"}, "placement"},
+		{"shard_log_store", map[string]any{"shard_log_store": "rocksdb"}, "shard_log_store"},
 		{"log_level", map[string]any{"log_level": "loud"}, "log_level"},
 		{"log_format", map[string]any{"log_format": "xml"}, "log_format"},
 	}
@@ -301,7 +302,7 @@ func TestConfigKeysMatchNodeConfig(t *testing.T) {
 	}
 	for _, want := range []string{"node_id", "data_dir", "bind_addr", "advertise_addr", "ports.rpc", "ports.raft",
 		"ports.serf", "ports.http", "group", "bootstrap", "retry_join", "max_group_size", "bits_per_file",
-		"lru_entries", "lru_bits_per_file", "propagate_threshold", "placement", "log_level", "log_format"} {
+		"lru_entries", "lru_bits_per_file", "propagate_threshold", "placement", "shard_log_store", "log_level", "log_format"} {
 		if !keys[want] {
 			t.Errorf("config key %q missing (have %v)", want, keys)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/nodetest"
+	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/rpc"
 )
 
@@ -75,14 +76,15 @@ func runParallel(b *testing.B, op func(r *rand.Rand) error) {
 	lat.report(b, elapsed)
 }
 
-// benchCluster returns a cluster of n nodes with r replicas per shard and a
-// client of it (with or without the client's home cache).
-func benchCluster(b *testing.B, n, r int, placement string, homeCache bool) (*nodetest.Namespaces, *rpc.Client) {
+// benchCluster returns a cluster of n nodes with r replicas per shard
+// (logs: their log store, "" for the default) and a client of it (with or
+// without the client's home cache).
+func benchCluster(b *testing.B, n, r int, placement, logs string, homeCache bool) (*nodetest.Namespaces, *rpc.Client) {
 	rt := nodetest.SmallRouting()
 	rt.FilterCapacity = 200_000
 	rt.LRUEntries = 4096
 	rt.PropagateInterval = 200 * time.Millisecond
-	c := nodetest.NewNamespaces(b, nodetest.NamespacesOptions{Nodes: n, Replication: r, Routing: rt, Placement: placement})
+	c := nodetest.NewNamespaces(b, nodetest.NamespacesOptions{Nodes: n, Replication: r, Routing: rt, Placement: placement, LogStore: logs})
 	var addrs []string
 	for _, id := range c.IDs {
 		addrs = append(addrs, c.Nodes[id].Addr)
@@ -138,7 +140,7 @@ func BenchmarkStat(b *testing.B) {
 		{"nodes=3/R=1/nocache", 3, 1, false}, {"nodes=3/R=3/nocache", 3, 3, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			c, cl := benchCluster(b, tc.nodes, tc.r, "", tc.cache)
+			c, cl := benchCluster(b, tc.nodes, tc.r, "", "", tc.cache)
 			ctx := context.Background()
 			const dirs, files = 20, 100
 			var paths []string
@@ -175,18 +177,24 @@ func BenchmarkStat(b *testing.B) {
 // goroutines through 1 and 3 nodes, with 1 and 3 replicas per shard, by
 // placement: balanced (with 3 nodes about 2/3 of the files are homed away
 // from their directory, a transaction between two shards) and colocate
-// (every file with its directory: one commit in one shard).
+// (every file with its directory: one commit in one shard); colocate also
+// with each shard log store.
 func BenchmarkCreate(b *testing.B) {
 	for _, tc := range []struct {
-		nodes, r  int
-		placement string
+		nodes, r        int
+		placement, logs string
 	}{
-		{1, 1, namespace.PlacementBalanced},
-		{3, 1, namespace.PlacementBalanced}, {3, 3, namespace.PlacementBalanced},
-		{3, 1, namespace.PlacementColocate}, {3, 3, namespace.PlacementColocate},
+		{1, 1, namespace.PlacementBalanced, ""},
+		{3, 1, namespace.PlacementBalanced, ""}, {3, 3, namespace.PlacementBalanced, ""},
+		{3, 1, namespace.PlacementColocate, shard.LogStoreBoltDB}, {3, 3, namespace.PlacementColocate, shard.LogStoreBoltDB},
+		{3, 1, namespace.PlacementColocate, shard.LogStoreWAL}, {3, 3, namespace.PlacementColocate, shard.LogStoreWAL},
 	} {
-		b.Run(fmt.Sprintf("nodes=%d/R=%d/%s", tc.nodes, tc.r, tc.placement), func(b *testing.B) {
-			_, cl := benchCluster(b, tc.nodes, tc.r, tc.placement, true)
+		name := fmt.Sprintf("nodes=%d/R=%d/%s", tc.nodes, tc.r, tc.placement)
+		if tc.logs != "" {
+			name += "/" + tc.logs
+		}
+		b.Run(name, func(b *testing.B) {
+			_, cl := benchCluster(b, tc.nodes, tc.r, tc.placement, tc.logs, true)
 			ctx := context.Background()
 			const dirs = 64
 			for d := range dirs {

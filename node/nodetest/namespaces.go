@@ -206,6 +206,9 @@ type NamespacesOptions struct {
 	// Placement and Scheme are the namespace's (defaults: balanced, so
 	// that most creates are transactions between shards; ghba).
 	Placement, Scheme string
+	// LogStore is the replicas' Raft log store (shard.LogStores; default
+	// boltdb).
+	LogStore string
 	// Tuning holds the namespace's timers (default: ResolveAfter 300ms,
 	// the rest namespace.DefaultTuning's).
 	Tuning namespace.Tuning
@@ -440,7 +443,7 @@ func (c *Namespaces) openReplicas(nd *NamespaceNode, log *slog.Logger, first boo
 			t.Fatal(err)
 		}
 		rep, err := shard.Open(context.Background(), shard.Options{
-			Shard: s, NodeID: nd.ID, Dir: filepath.Join(nd.DataDir, "shards", s),
+			Shard: s, NodeID: nd.ID, Dir: filepath.Join(nd.DataDir, "shards", s), LogStore: c.opts.LogStore,
 			Transport: raftmux.NewTransport(layer, nil), Geometry: nd.NS.Geometry(), Logger: log, Tuning: tun,
 			Store: store.Options{MemTableSize: 8 << 20, BlockCacheSize: 4 << 20},
 		})

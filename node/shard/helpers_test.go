@@ -148,6 +148,7 @@ type cluster struct {
 	t     testing.TB
 	tune  shard.Tuning
 	store store.Options
+	logs  string // Options.LogStore of new replicas
 	reps  []*replica
 }
 
@@ -159,6 +160,9 @@ func withTuning(fn func(*shard.Tuning)) clusterOpt { return func(c *cluster) { f
 
 // withStore adjusts the replicas' store options.
 func withStore(fn func(*store.Options)) clusterOpt { return func(c *cluster) { fn(&c.store) } }
+
+// withLogStore sets the log store of new replicas.
+func withLogStore(kind string) clusterOpt { return func(c *cluster) { c.logs = kind } }
 
 // newCluster starts n nodes, bootstraps the shard on the first and adds
 // the others as voters, each first as a non-voter.
@@ -209,7 +213,7 @@ func (r *replica) open() {
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
 	r.rep, err = shard.Open(ctx, shard.Options{
-		Shard: shardID, NodeID: r.node.id, Dir: r.dir,
+		Shard: shardID, NodeID: r.node.id, Dir: r.dir, LogStore: r.c.logs,
 		Transport: raftmux.NewTransport(layer, rpctest.HCLogger(t, r.node.id+"/transport")),
 		Geometry:  geometry, Logger: rpctest.Logger(t, "node", r.node.id),
 		HCLogger: rpctest.HCLogger(t, r.node.id), Tuning: r.c.tune, Store: r.c.store,

@@ -233,6 +233,7 @@ func TestOpenFails(t *testing.T) {
 		{"no transport", func(o *shard.Options) { o.Transport = nil }, false},
 		{"dir is a file", func(o *shard.Options) { o.Dir = file }, true},
 		{"bad store options", func(o *shard.Options) { o.Store.MemTableSize = 1 }, true},
+		{"unknown log store", func(o *shard.Options) { o.LogStore = "rocksdb" }, true},
 	}
 	for _, tc := range tests {
 		layer, err := n.mux.Layer("shard/" + shardID)
@@ -245,6 +246,9 @@ func TestOpenFails(t *testing.T) {
 		r, err := shard.Open(context.Background(), opts)
 		if err == nil || r != nil {
 			t.Fatalf("%s: Open returned %v, %v", tc.name, r, err)
+		}
+		if tc.name == "unknown log store" && !errors.Is(err, shard.ErrLogStore) {
+			t.Errorf("%s: %v, want ErrLogStore", tc.name, err)
 		}
 		if !tc.trans {
 			_ = trans.Close()

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"testing"
@@ -44,25 +46,33 @@ func raftStat(t testing.TB, r *replica, name string) uint64 {
 // TestRestart closes a replica and opens it again from its directory: its
 // store and filter come back, and the entries Raft replays (the whole log,
 // or the log after a snapshot) are skipped, not applied again; a follower
-// applies exactly the entries written while it was down.
+// applies exactly the entries written while it was down. With each log
+// store.
 func TestRestart(t *testing.T) {
-	tests := []struct {
+	type test struct {
 		name     string
 		replicas int
 		snapshot bool // the replica snapshots (and truncates its log) first
 		follower bool // restart a follower while the others write
-	}{
-		{name: "single", replicas: 1},
-		{name: "single after snapshot", replicas: 1, snapshot: true},
-		{name: "follower", replicas: 3, follower: true},
-		{name: "follower after snapshot", replicas: 3, follower: true, snapshot: true},
-		{name: "leader of three", replicas: 3},
+		logs     string
+	}
+	var tests []test
+	for _, logs := range shard.LogStores {
+		tests = append(tests,
+			test{name: "single", replicas: 1},
+			test{name: "single after snapshot", replicas: 1, snapshot: true},
+			test{name: "follower", replicas: 3, follower: true},
+			test{name: "follower after snapshot", replicas: 3, follower: true, snapshot: true},
+			test{name: "leader of three", replicas: 3})
+		for i := len(tests) - 5; i < len(tests); i++ {
+			tests[i].logs, tests[i].name = logs, logs+"/"+tests[i].name
+		}
 	}
 	noLeaks(t) // (for the parallel subtests: when they are all done)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c := newCluster(t, tc.replicas, withTuning(func(tun *shard.Tuning) { tun.TrailingLogs = 4 }))
+			c := newCluster(t, tc.replicas, withLogStore(tc.logs), withTuning(func(tun *shard.Tuning) { tun.TrailingLogs = 4 }))
 			writeTree(c, 30)
 			before := c.converged()
 			r := c.waitLeader()
@@ -319,5 +329,34 @@ func interruptRestore(t *testing.T, dir string, opts store.Options) {
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLogStoreKept: a replica keeps the log store it was created with
+// when opened with another configured.
+func TestLogStoreKept(t *testing.T) {
+	noLeaks(t)
+	for _, tc := range []struct{ created, then, file string }{
+		{shard.LogStoreBoltDB, shard.LogStoreWAL, "raft.db"},
+		{shard.LogStoreWAL, shard.LogStoreBoltDB, "wal"},
+	} {
+		t.Run(tc.created, func(t *testing.T) {
+			c := newCluster(t, 1, withLogStore(tc.created))
+			writeTree(c, 10)
+			before := c.converged()
+			r := c.reps[0]
+			r.close()
+			c.logs = tc.then
+			r.open()
+			c.waitLeader()
+			c.mustApply(create("/after"))
+			after := c.converged()
+			if len(after.Inodes) != len(before.Inodes)+1 {
+				t.Errorf("%d inodes after reopening with %s, %d before and 1 written since", len(after.Inodes), tc.then, len(before.Inodes))
+			}
+			if _, err := os.Stat(filepath.Join(r.dir, "raft", tc.file)); err != nil {
+				t.Errorf("the %s log is gone: %v", tc.created, err)
+			}
+		})
 	}
 }

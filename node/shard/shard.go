@@ -27,7 +27,6 @@ import (
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // Tuning holds a replica's Raft timers.
@@ -86,6 +85,10 @@ type Options struct {
 	// Transport carries the replica's Raft traffic (a raft.NetworkTransport
 	// over the node's multiplexed raft port). Required; Close closes it.
 	Transport raft.Transport
+	// LogStore is the store a new replica keeps its Raft log in
+	// (LogStoreBoltDB if empty, or LogStoreWAL); a replica that has a log
+	// keeps its store.
+	LogStore string
 	// Geometry is the geometry of the shard's counting filter (every
 	// replica of every shard uses the node's namespace geometry).
 	Geometry routing.Geometry
@@ -115,7 +118,7 @@ type Replica struct {
 	fsm    *fsm
 	raft   *raft.Raft
 	trans  raft.Transport
-	bolt   *raftboltdb.BoltStore
+	logs   logStore
 	notify chan bool
 	exists bool
 
@@ -181,18 +184,22 @@ func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
 			return nil, err
 		}
 	}
-	if r.bolt, err = OpenLogStore(filepath.Join(raftDir, "raft.db")); err != nil {
-		return nil, fmt.Errorf("shard %s: log store: %w", r.id, err)
-	}
 	hl := opts.HCLogger
 	if hl == nil {
 		hl = hclog.NewNullLogger()
+	}
+	kind := ""
+	if r.logs, kind, err = openLogStore(raftDir, opts.LogStore, hl); err != nil {
+		return nil, fmt.Errorf("shard %s: log store: %w", r.id, err)
+	}
+	if opts.LogStore != "" && kind != opts.LogStore {
+		r.log.Warn("the replica keeps the log store it was created with", "log_store", kind, "configured", opts.LogStore)
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, 2, hl.Named("snapshot"))
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: snapshot store: %w", r.id, err)
 	}
-	if r.exists, err = raft.HasExistingState(r.bolt, r.bolt, snaps); err != nil {
+	if r.exists, err = raft.HasExistingState(r.logs, r.logs, snaps); err != nil {
 		return nil, fmt.Errorf("shard %s: reading raft state: %w", r.id, err)
 	}
 	if restore {
@@ -227,11 +234,15 @@ func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
 	if r.tune.TrailingLogs > 0 {
 		conf.TrailingLogs = r.tune.TrailingLogs
 	}
-	if r.raft, err = raft.NewRaft(conf, r.fsm, r.bolt, r.bolt, snaps, r.trans); err != nil {
+	logs, err := raft.NewLogCache(logCacheEntries, r.logs)
+	if err != nil {
+		return nil, fmt.Errorf("shard %s: %w", r.id, err)
+	}
+	if r.raft, err = raft.NewRaft(conf, r.fsm, logs, r.logs, snaps, r.trans); err != nil {
 		return nil, fmt.Errorf("shard %s: raft: %w", r.id, err)
 	}
 	applied, _ := r.st.AppliedIndex(ctx)
-	r.log.Info("shard replica opened", "paths", files, "applied_index", applied, "raft_state", r.exists)
+	r.log.Info("shard replica opened", "paths", files, "applied_index", applied, "raft_state", r.exists, "log_store", kind)
 	return r, nil
 }
 
@@ -288,8 +299,8 @@ func (r *Replica) closeParts() error {
 			errs = append(errs, fmt.Errorf("shard %s: transport: %w", r.id, err))
 		}
 	}
-	if r.bolt != nil {
-		if err := r.bolt.Close(); err != nil {
+	if r.logs != nil {
+		if err := r.logs.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("shard %s: log store: %w", r.id, err))
 		}
 	}
