@@ -164,6 +164,8 @@ type procCluster struct {
 	used  map[int]bool // ports handed out
 	// replication is every node's replication setting (R).
 	replication int
+	// logStore is every node's shard_log_store ("": the default).
+	logStore string
 
 	mu      sync.Mutex
 	clients map[string]*rpc.Client
@@ -175,8 +177,13 @@ type procCluster struct {
 func newProcCluster(t testing.TB, n int) *procCluster { return newProcClusterR(t, n, 3) }
 
 // newProcClusterR is newProcCluster with replication r.
-func newProcClusterR(t testing.TB, n, r int) *procCluster {
-	c := &procCluster{t: t, bin: procBinary(t), dir: t.TempDir(), used: map[int]bool{}, clients: map[string]*rpc.Client{}, replication: r}
+func newProcClusterR(t testing.TB, n, r int) *procCluster { return newProcClusterLogs(t, n, r, "") }
+
+// newProcClusterLogs is newProcCluster with replication r and the shard
+// log store logStore.
+func newProcClusterLogs(t testing.TB, n, r int, logStore string) *procCluster {
+	c := &procCluster{t: t, bin: procBinary(t), dir: t.TempDir(), used: map[int]bool{}, clients: map[string]*rpc.Client{},
+		replication: r, logStore: logStore}
 	t.Cleanup(c.cleanup)
 	for range n {
 		c.addNode()
@@ -257,8 +264,10 @@ lru_bits_per_file: 20
 propagate_threshold: 0.01
 propagate_interval: 500ms
 placement: balanced
+shard_log_store: %s
 log_level: info
-%s`, n.id, strconv.Quote(n.dataDir), n.rpc, n.raft, n.serf, n.http, n.group, n.bootstrap, strings.Join(join, ", "), maxGroup, c.replication, lru, scheme)
+%s`, n.id, strconv.Quote(n.dataDir), n.rpc, n.raft, n.serf, n.http, n.group, n.bootstrap, strings.Join(join, ", "), maxGroup, c.replication, lru,
+		cmp.Or(c.logStore, "boltdb"), scheme)
 	if err := os.WriteFile(n.cfg, []byte(cfg), 0o644); err != nil {
 		c.t.Fatal(err)
 	}
@@ -1106,14 +1115,24 @@ func (c *procCluster) resolveUncertain(m *procModel, via []*procNode) {
 // answer again once the surviving replicas elected a leader; all other
 // paths answer. After a restart with the same data directory every
 // acknowledged write is there.
+//
+// With R=3 also with shard_log_store wal: what a kill -9 leaves in its
+// segment files is every acknowledged entry.
 func TestProcessKillRestart(t *testing.T) {
-	for _, r := range []int{1, 3} {
-		t.Run(fmt.Sprintf("R=%d", r), func(t *testing.T) { testProcessKillRestart(t, r) })
+	for _, tc := range []struct {
+		r    int
+		logs string
+	}{{1, ""}, {3, ""}, {3, "wal"}} {
+		name := fmt.Sprintf("R=%d", tc.r)
+		if tc.logs != "" {
+			name += "/" + tc.logs
+		}
+		t.Run(name, func(t *testing.T) { testProcessKillRestart(t, tc.r, tc.logs) })
 	}
 }
 
-func testProcessKillRestart(t *testing.T, r int) {
-	c := newProcClusterR(t, 3, r)
+func testProcessKillRestart(t *testing.T, r int, logs string) {
+	c := newProcClusterLogs(t, 3, r, logs)
 	c.startAll()
 
 	m := newProcModel()
