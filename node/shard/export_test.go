@@ -33,6 +33,13 @@ func ApplyRaw(ctx context.Context, r *Replica, data []byte) error { return r.app
 // VerifyRounds returns the number of rounds of leadership checks r ran.
 func VerifyRounds(r *Replica) uint64 { return r.verify.rounds.Load() }
 
+// InLease reports whether r's read lease covers now.
+func InLease(r *Replica) bool { return r.verify.inLease() }
+
+// RevokeLease voids r's read lease until done is called, as a leadership
+// transfer does.
+func RevokeLease(r *Replica) (done func()) { return r.verify.revoke() }
+
 // TakeSnapshot makes r's Raft take a snapshot now.
 func TakeSnapshot(r *Replica) error { return r.raft.Snapshot().Error() }
 

@@ -34,6 +34,11 @@ type Tuning struct {
 	Heartbeat, Election, LeaderLease, Commit time.Duration
 	// ApplyTimeout bounds enqueueing one command.
 	ApplyTimeout time.Duration
+	// ReadLease is how long after a successful leadership check the
+	// leader answers further checks without a round (see verifier); 0:
+	// Heartbeat/2; negative: no lease (every check runs a round). Capped
+	// below Heartbeat.
+	ReadLease time.Duration
 	// SnapshotThreshold, SnapshotInterval and TrailingLogs are raft's
 	// (0: raft's defaults).
 	SnapshotThreshold uint64
@@ -69,6 +74,14 @@ func (t Tuning) withDefaults() Tuning {
 	set(&t.Commit, d.Commit)
 	set(&t.ApplyTimeout, d.ApplyTimeout)
 	set(&t.ShutdownTimeout, d.ShutdownTimeout)
+	switch {
+	case t.ReadLease == 0:
+		t.ReadLease = t.Heartbeat / 2
+	case t.ReadLease < 0:
+		t.ReadLease = 0
+	case t.ReadLease > t.Heartbeat*3/4:
+		t.ReadLease = t.Heartbeat * 3 / 4
+	}
 	return t
 }
 
@@ -144,7 +157,7 @@ func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
 	r := &Replica{id: opts.Shard, node: opts.NodeID, dir: opts.Dir, tune: opts.Tuning, trans: opts.Transport,
 		log: opts.Logger.With("shard", opts.Shard), notify: make(chan bool, 16)}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.verify.r = r
+	r.verify.r, r.verify.lease = r, r.tune.ReadLease
 	defer func() {
 		if err != nil { // (r itself, not the result: that is nil)
 			r.closeParts()
@@ -233,6 +246,16 @@ func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
 	}
 	if r.tune.TrailingLogs > 0 {
 		conf.TrailingLogs = r.tune.TrailingLogs
+	}
+	if r.exists && r.tune.ReadLease > 0 {
+		// A lease the shard's leader holds may rest on this replica's
+		// acknowledgement before it stopped; it votes only once such a
+		// lease has run out (see verifier).
+		select {
+		case <-time.After(r.tune.ReadLease):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("shard %s: %w", r.id, ctx.Err())
+		}
 	}
 	logs, err := raft.NewLogCache(logCacheEntries, r.logs)
 	if err != nil {
@@ -439,6 +462,8 @@ func (r *Replica) RemoveServer(ctx context.Context, id string) error {
 
 // TransferLeadership hands leadership to node id at addr — leader only.
 func (r *Replica) TransferLeadership(ctx context.Context, id, addr string) error {
+	done := r.verify.revoke()
+	defer done()
 	return raftErr(r, r.wait(ctx, r.raft.LeadershipTransferToServer(raft.ServerID(id), raft.ServerAddress(addr))), false)
 }
 

@@ -13,8 +13,8 @@ import (
 	"github.com/ghba/ghba/rpc/rpctest"
 )
 
-// TestVerifyLeader checks leadership verification: it passes on the
-// leader, fails with NotLeader on a follower, batches concurrent checks
+// TestVerifyLeader checks leadership verification without a read lease:
+// it passes on the leader, fails with NotLeader on a follower, batches concurrent checks
 // into few rounds, and fails within a bounded time on a leader cut off
 // from the other replicas.
 func TestVerifyLeader(t *testing.T) {
@@ -22,7 +22,7 @@ func TestVerifyLeader(t *testing.T) {
 	for _, cut := range []string{"close followers", "stop their nodes"} {
 		t.Run(cut, func(t *testing.T) {
 			t.Parallel()
-			c := newCluster(t, 3)
+			c := newCluster(t, 3, withTuning(func(tun *shard.Tuning) { tun.ReadLease = -1 })) // (every check a round)
 			l := c.waitLeader()
 			if err := l.rep.VerifyLeader(ctxFor(t, waitFor)); err != nil {
 				t.Fatalf("VerifyLeader on the leader: %v", err)
@@ -106,5 +106,78 @@ func TestVerifyLeader(t *testing.T) {
 				t.Errorf("VerifyLeader after Close: %v, want unavailable", err)
 			}
 		})
+	}
+}
+
+// TestReadLease: a successful round lets the leader answer checks without
+// another round for a while; the lease ends on its own, a revocation (a
+// leadership transfer) voids it and keeps rounds from granting one, and
+// a follower never holds one.
+func TestReadLease(t *testing.T) {
+	noLeaks(t)
+	c := newCluster(t, 3)
+	l := c.waitLeader()
+	if err := l.rep.VerifyLeader(ctxFor(t, waitFor)); err != nil {
+		t.Fatal(err)
+	}
+	// The lease runs out: a check then runs a round again. (Each check
+	// within the lease runs none.)
+	rpctest.Eventually(t, waitFor, "a check after the lease ran out runs a round", func() error {
+		before := shard.VerifyRounds(l.rep)
+		if err := l.rep.VerifyLeader(ctxFor(t, waitFor)); err != nil {
+			t.Fatal(err)
+		}
+		if shard.VerifyRounds(l.rep) == before {
+			return errors.New("answered from the lease")
+		}
+		return nil
+	})
+	if !shard.InLease(l.rep) {
+		t.Fatal("no lease after a successful round")
+	}
+	before := shard.VerifyRounds(l.rep)
+	for range 20 {
+		if err := l.rep.VerifyLeader(ctxFor(t, waitFor)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := shard.VerifyRounds(l.rep) - before; got > 1 {
+		t.Logf("%d rounds for 20 checks right after a round (the lease ran out meanwhile on a slow machine?)", got)
+	}
+
+	done := shard.RevokeLease(l.rep)
+	if shard.InLease(l.rep) {
+		t.Error("lease holds after a revocation")
+	}
+	before = shard.VerifyRounds(l.rep)
+	if err := l.rep.VerifyLeader(ctxFor(t, waitFor)); err != nil {
+		t.Fatal(err)
+	}
+	if shard.VerifyRounds(l.rep) == before || shard.InLease(l.rep) {
+		t.Error("a check while revoked was answered without a round, or its round granted a lease")
+	}
+	done()
+	if err := l.rep.VerifyLeader(ctxFor(t, waitFor)); err != nil {
+		t.Fatal(err)
+	}
+	if !shard.InLease(l.rep) {
+		t.Error("no lease after the revocation ended and a round succeeded")
+	}
+	for _, r := range c.others(l) {
+		if shard.InLease(r.rep) {
+			t.Errorf("follower %s holds a lease", r.id())
+		}
+	}
+
+	// Hand leadership over: the old leader's lease is gone at once.
+	to := c.others(l)[0]
+	if err := l.rep.TransferLeadership(ctxFor(t, waitFor), to.id(), to.node.addr); err != nil {
+		t.Fatal(err)
+	}
+	if shard.InLease(l.rep) {
+		t.Error("the old leader holds a lease after handing leadership over")
+	}
+	if err := l.rep.VerifyLeader(ctxFor(t, waitFor)); !errors.Is(err, rpc.ErrNotLeader) {
+		t.Errorf("VerifyLeader on the old leader: %v, want NotLeader", err)
 	}
 }
