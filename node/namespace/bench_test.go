@@ -50,6 +50,9 @@ func (l *nsLatencies) report(b *testing.B, elapsed time.Duration) {
 // latency percentiles.
 func runParallel(b *testing.B, op func(r *rand.Rand) error) {
 	b.Helper()
+	// allocs/op count the whole cluster's allocations per operation (every
+	// node runs in this process): client, entry node, home and store.
+	b.ReportAllocs()
 	b.SetParallelism((nsBenchClients + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 	var lat nsLatencies
 	var seed atomic.Uint64
