@@ -75,7 +75,7 @@ func (n *Node) members(ctx context.Context, into *map[string]*rpc.StatusResponse
 	byID := map[string]*rpc.Member{}
 	self := n.Status()
 	byID[n.cfg.NodeID] = &rpc.Member{
-		ID: n.cfg.NodeID, Group: self.Group, Status: statusAlive,
+		ID: n.cfg.NodeID, Group: self.Group, Status: self.Status,
 		RPCAddr: n.addr(n.cfg.Ports.RPC), RaftAddr: n.addr(n.cfg.Ports.Raft),
 		SerfAddr: n.addr(n.cfg.Ports.Serf), HTTPAddr: n.addr(n.cfg.Ports.HTTP),
 		RaftRole: self.RaftRole, Files: self.Files, ReplicasHeld: self.ReplicasHeld,
@@ -83,17 +83,17 @@ func (n *Node) members(ctx context.Context, into *map[string]*rpc.StatusResponse
 	byID[n.cfg.NodeID].ShardsLed, byID[n.cfg.NodeID].ShardsHosted = shardLists(self.Replicas)
 	statuses := map[string]*rpc.StatusResponse{n.cfg.NodeID: self}
 	var statusMu sync.Mutex
-	if n.leaving.Load() {
-		byID[n.cfg.NodeID].Status = statusLeaving
-	}
 	if s := n.serfAgent(); s != nil {
 		for _, m := range s.Members() {
 			if m.Tags[tagRole] != roleGHBA || m.Name == n.cfg.NodeID {
 				continue
 			}
 			st := serfStatus(m.Status)
-			if m.Tags[tagLeaving] == "1" && m.Status == serf.StatusAlive {
+			switch {
+			case m.Tags[tagLeaving] == "1" && m.Status == serf.StatusAlive:
 				st = statusLeaving
+			case m.Tags[tagServing] != "1" && m.Status == serf.StatusAlive:
+				st = statusStarting
 			}
 			g := m.Tags[tagGroup]
 			if f := n.groupFSM(); g == "" && f != nil && n.isJoined() {
@@ -127,7 +127,7 @@ func (n *Node) members(ctx context.Context, into *map[string]*rpc.StatusResponse
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
 	for id, m := range byID {
-		if id == n.cfg.NodeID || m.RPCAddr == "" || (m.Status != statusAlive && m.Status != statusLeaving) {
+		if id == n.cfg.NodeID || m.RPCAddr == "" || (m.Status != statusAlive && m.Status != statusLeaving && m.Status != statusStarting) {
 			continue
 		}
 		wg.Add(1)

@@ -210,6 +210,14 @@ func TestClusterLifecycle(t *testing.T) {
 			})
 		}},
 		{"http endpoints", func(t *testing.T) {
+			rpctest.Eventually(t, 20*time.Second, "every node serving (/v1/health)", func() error {
+				for _, cfg := range []node.Config{c1, c2, c3} {
+					if code, body := httpGet(t, "http://"+nodetest.HTTPAddr(cfg)+"/v1/health"); code != http.StatusOK || !strings.Contains(body, `"status":"serving"`) {
+						return fmt.Errorf("%s /v1/health: %d %s", cfg.NodeID, code, body)
+					}
+				}
+				return nil
+			})
 			code, body := httpGet(t, "http://"+nodetest.HTTPAddr(c2)+"/v1/status")
 			if code != http.StatusOK {
 				t.Fatalf("/v1/status: %d %s", code, body)
@@ -226,6 +234,14 @@ func TestClusterLifecycle(t *testing.T) {
 			if st["node_id"] != "n2" || st["group"] != node.DefaultAutoGroup || st["leader"] != leader.ID() {
 				t.Errorf("/v1/status: %s", body)
 			}
+			if st["status"] != "alive" {
+				t.Errorf("/v1/status: status %v, want alive", st["status"])
+			}
+			for _, cfg := range []node.Config{c1, c2, c3} {
+				if code, body := httpGet(t, "http://"+nodetest.HTTPAddr(cfg)+"/v1/health/live"); code != http.StatusOK || !strings.Contains(body, `"status":"live"`) {
+					t.Errorf("%s /v1/health/live: %d %s", cfg.NodeID, code, body)
+				}
+			}
 			code, body = httpGet(t, "http://"+nodetest.HTTPAddr(c1)+"/metrics")
 			if code != http.StatusOK {
 				t.Fatalf("/metrics: %d", code)
@@ -236,7 +252,7 @@ func TestClusterLifecycle(t *testing.T) {
 				`ghba_lookups_total{level="L1"}`, "ghba_filter_bytes ", `ghba_inodes{type="file"}`,
 				"ghba_replicas_held ", "go_goroutines ", "# TYPE ghba_lookups_total counter",
 				`ghba_txns_total{result="committed"}`, `ghba_filter_array_members{array="l1"}`,
-				"ghba_raft_term ", `ghba_serf_events_total{event="member-join"}`,
+				"ghba_raft_term ", `ghba_serf_events_total{event="member-join"}`, "ghba_serving 1",
 			} {
 				if !strings.Contains(body, want) {
 					t.Errorf("/metrics lacks %q", want)

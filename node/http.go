@@ -110,7 +110,7 @@ type nodeCollector struct {
 	lookupOutcomes, broadcasts, multicasts, txns, prepared, rekeyed                *prometheus.Desc
 	shardsLed, shardsHosted, shardLeaderships, repairs, replicaLag, replicaApplied *prometheus.Desc
 	filterPushes, filterPulls, filterMismatches, filterBytesSent                   *prometheus.Desc
-	arrayMembers, lruLen                                                           *prometheus.Desc
+	arrayMembers, lruLen, serving                                                  *prometheus.Desc
 }
 
 func newNodeCollector(n *Node) *nodeCollector {
@@ -156,6 +156,7 @@ func newNodeCollector(n *Node) *nodeCollector {
 		filterBytesSent:     d("ghba_filter_bytes_sent_total", "Filter bytes sent in pushes and pulls."),
 		arrayMembers:        d("ghba_filter_array_members", "Filters held in the L1 (LRU) and L2 (segment) arrays.", "array"),
 		lruLen:              d("ghba_lru_entries", "Paths in this node's LRU list."),
+		serving:             d("ghba_serving", "1 while the node serves every request it accepts (status alive), 0 while starting or leaving."),
 	}
 }
 
@@ -185,6 +186,11 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
 	gauge(c.info, 1, n.cfg.NodeID, n.group(), buildVersion())
+	if ok, _ := n.serving(); ok && !n.leaving.Load() {
+		gauge(c.serving, 1)
+	} else {
+		gauge(c.serving, 0)
+	}
 	if n.shards != nil {
 		reps := n.shards.replicaStatus(context.Background())
 		led := 0
@@ -359,8 +365,38 @@ func (n *Node) StatusJSON(ctx context.Context) *StatusJSON {
 	return s
 }
 
-// newHTTPServer returns the HTTP server of /metrics, /v1/status and the
-// status page.
+// healthJSON is the body of /v1/health and /v1/health/live.
+type healthJSON struct {
+	// Status is "serving", "starting" or "leaving" (/v1/health), or
+	// "live" (/v1/health/live).
+	Status string `json:"status"`
+	NodeID string `json:"node_id"`
+	// Reason says why the node does not serve.
+	Reason string `json:"reason,omitempty"`
+}
+
+// serveHealth is the readiness endpoint: 200 while the node serves every
+// request it accepts, 503 with the reason otherwise.
+func (n *Node) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	ok, reason := n.serving()
+	switch {
+	case n.leaving.Load():
+		writeHealth(w, http.StatusServiceUnavailable, healthJSON{Status: statusLeaving, NodeID: n.cfg.NodeID, Reason: "the node is leaving the cluster"})
+	case ok:
+		writeHealth(w, http.StatusOK, healthJSON{Status: "serving", NodeID: n.cfg.NodeID})
+	default:
+		writeHealth(w, http.StatusServiceUnavailable, healthJSON{Status: statusStarting, NodeID: n.cfg.NodeID, Reason: reason})
+	}
+}
+
+func writeHealth(w http.ResponseWriter, code int, h healthJSON) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(h)
+}
+
+// newHTTPServer returns the HTTP server of /metrics, /v1/status,
+// /v1/health (readiness), /v1/health/live (liveness) and the status page.
 func (n *Node) newHTTPServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{
@@ -373,6 +409,10 @@ func (n *Node) newHTTPServer() *http.Server {
 		if err := enc.Encode(n.StatusJSON(r.Context())); err != nil {
 			n.log.Debug("writing /v1/status", "err", err)
 		}
+	})
+	mux.HandleFunc("GET /v1/health", n.serveHealth)
+	mux.HandleFunc("GET /v1/health/live", func(w http.ResponseWriter, r *http.Request) {
+		writeHealth(w, http.StatusOK, healthJSON{Status: "live", NodeID: n.cfg.NodeID})
 	})
 	mux.HandleFunc("GET /{$}", n.serveStatusPage)
 	return &http.Server{
@@ -405,10 +445,10 @@ body{font-family:sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1.5em}
 th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}
 th{background:#f0f0f0}
-.alive{color:#070}.failed{color:#b00;font-weight:bold}.leaving,.left{color:#a60}
+.alive{color:#070}.failed{color:#b00;font-weight:bold}.leaving,.left,.starting{color:#a60}
 </style></head><body>
 <h1>ghba node {{.Self.NodeID}}</h1>
-<p>group <b>{{or .Self.Group "(none yet)"}}</b> · raft role <b>{{or .Self.RaftRole "-"}}</b> · leader <b>{{or .Self.Leader "-"}}</b>
+<p>status <b class="{{.Self.Status}}">{{.Self.Status}}</b>{{if .Self.NotServing}} ({{.Self.NotServing}}){{end}} · group <b>{{or .Self.Group "(none yet)"}}</b> · raft role <b>{{or .Self.RaftRole "-"}}</b> · leader <b>{{or .Self.Leader "-"}}</b>
 · root home <b>{{or .Root "-"}}</b> · up {{since .Self.StartedAt}}{{if .Self.Version}} · version {{.Self.Version}}{{end}}</p>
 <h2>This node</h2>
 <table>

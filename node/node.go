@@ -107,6 +107,8 @@ type Tuning struct {
 	OrphanTimeout time.Duration
 	// RefreshInterval is the period of the Directory refresh from Serf.
 	RefreshInterval time.Duration
+	// ReadyInterval is the period of the readiness check (readyLoop).
+	ReadyInterval time.Duration
 	// RetryJoinAttempts, RetryJoinMin and RetryJoinMax bound retry_join.
 	RetryJoinAttempts          int
 	RetryJoinMin, RetryJoinMax time.Duration
@@ -170,6 +172,7 @@ func DefaultTuning() Tuning {
 		MergeQuiet:              5 * time.Minute,
 		OrphanTimeout:           30 * time.Second,
 		RefreshInterval:         5 * time.Second,
+		ReadyInterval:           250 * time.Millisecond,
 		RetryJoinAttempts:       30,
 		RetryJoinMin:            time.Second,
 		RetryJoinMax:            30 * time.Second,
@@ -278,6 +281,7 @@ type Node struct {
 	deferBootstrap bool
 
 	leaving atomic.Bool
+	ready   readyState // readyLoop's verdict
 	// done is closed when the node stops serving for good: Leave has
 	// completed (doneErr nil) or a fatal error stopped it (doneErr).
 	done     chan struct{}
@@ -499,6 +503,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.bg.Go(n.refresher)
 	n.bg.Go(n.shards.loop)
 	n.bg.Go(n.groupJoinLoop)
+	n.bg.Go(n.readyLoop)
 	if len(n.cfg.RetryJoin) > 0 {
 		n.bg.Go(func() { n.retryJoin(n.bgCtx) })
 	}
@@ -831,6 +836,14 @@ func (n *Node) Status() *rpc.StatusResponse {
 		Leader:    n.leaderID(),
 		StartedAt: n.startedAt.UnixNano(),
 		Version:   buildVersion(),
+	}
+	if ok, why := n.serving(); ok {
+		st.Status = statusAlive
+	} else {
+		st.Status, st.NotServing = statusStarting, why
+	}
+	if n.leaving.Load() {
+		st.Status = statusLeaving
 	}
 	st.Replicas = n.shards.replicaStatus(context.Background())
 	for _, r := range st.Replicas {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -168,5 +170,45 @@ func TestUnknownCommandStopsNode(t *testing.T) {
 				t.Errorf("%s runs with its FSM at index %d, past the unknown entry %d", n.ID(), got, unknown)
 			}
 		}
+	}
+}
+
+// TestNotServingUntilJoined: a node that runs but is not a member of a
+// group does not say it serves: members shows it "starting", /v1/health
+// answers 503 with the reason, /v1/health/live 200, ghba_serving 0.
+func TestNotServingUntilJoined(t *testing.T) {
+	cfg := nodetest.Config(t, "n1") // neither bootstrap nor retry_join: it waits to be joined
+	n := nodetest.Start(t, cfg, rpctest.Logger(t, "node", "n1"))
+	ctx := context.Background()
+	// Long enough for several readiness checks.
+	rpctest.Eventually(t, 10*time.Second, "status starting with a reason", func() error {
+		if st := n.Status(); st.Status != "starting" || !strings.Contains(st.NotServing, "group") {
+			return fmt.Errorf("status %q (%q)", st.Status, st.NotServing)
+		}
+		return nil
+	})
+	for _, m := range n.Members(ctx) {
+		if m.ID == "n1" && m.Status != "starting" {
+			t.Errorf("members shows n1 %q, want starting", m.Status)
+		}
+	}
+	get := func(path string) (int, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+nodetest.HTTPAddr(cfg)+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get("/v1/health"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"status":"starting"`) || !strings.Contains(body, "group") {
+		t.Errorf("/v1/health: %d %s; want 503, starting, a reason", code, body)
+	}
+	if code, _ := get("/v1/health/live"); code != http.StatusOK {
+		t.Errorf("/v1/health/live: %d, want 200", code)
+	}
+	if _, body := get("/metrics"); !strings.Contains(body, "ghba_serving 0") {
+		t.Error("/metrics lacks ghba_serving 0")
 	}
 }

@@ -29,6 +29,7 @@ const (
 	tagHost    = "host"    // the shards this node hosts a replica of, comma-separated
 	tagLead    = "lead"    // the shards this node leads, comma-separated
 	tagInc     = "inc"     // the incarnation of the node's data directory (shard.ReplicaID)
+	tagServing = "serving" // "1" while the node serves every request it accepts (readyLoop)
 
 	roleGHBA = "ghba"
 
@@ -38,10 +39,11 @@ const (
 
 // Member statuses reported by Members and the status page.
 const (
-	statusAlive   = "alive"
-	statusFailed  = "failed"
-	statusLeaving = "leaving"
-	statusLeft    = "left"
+	statusAlive    = "alive"
+	statusStarting = "starting" // Serf-alive, not serving yet (readiness)
+	statusFailed   = "failed"
+	statusLeaving  = "leaving"
+	statusLeft     = "left"
 )
 
 // serfStatus names a Serf member status as ghba reports it.
@@ -155,6 +157,9 @@ func (n *Node) currentTags() map[string]string {
 	}
 	if n.leaving.Load() {
 		tags[tagLeaving] = "1"
+	}
+	if ok, _ := n.serving(); ok {
+		tags[tagServing] = "1"
 	}
 	if n.cfg.Group == GroupAuto {
 		tags[tagAuto] = "1"

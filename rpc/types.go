@@ -340,7 +340,8 @@ type Member struct {
 	ID string `json:"id"`
 	// Group is the node's group name.
 	Group string `json:"group"`
-	// Status is "alive", "failed", "leaving" or "left".
+	// Status is "alive" (serving every request it accepts), "starting"
+	// (up, not serving yet), "failed", "leaving" or "left".
 	Status string `json:"status"`
 	// RPCAddr is the node's RPC address (host:port).
 	RPCAddr string `json:"rpc_addr"`
@@ -447,6 +448,11 @@ type StatusResponse struct {
 	Group string `json:"group"`
 	// RaftRole is the node's role in its group's Raft.
 	RaftRole string `json:"raft_role"`
+	// Status is "alive" while the node serves every request it accepts,
+	// "starting" before (NotServing says why), "leaving" while it leaves.
+	Status string `json:"status"`
+	// NotServing is why the node does not serve yet ("" when it does).
+	NotServing string `json:"not_serving,omitempty"`
 	// Leader is the node id of its group's leader.
 	Leader string `json:"leader"`
 	// Files is the number of paths of the shards this node leads.

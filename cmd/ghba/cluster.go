@@ -119,23 +119,46 @@ The call may take long: --wait bounds it, not --timeout.`,
 	return cmd
 }
 
+// defaultMembersWait bounds "members --wait" when --timeout is not given.
+const defaultMembersWait = 2 * time.Minute
+
 // newMembersCmd returns "ghba members".
 func newMembersCmd(o *clientOptions) *cobra.Command {
-	return &cobra.Command{
+	var wait int
+	cmd := &cobra.Command{
 		Use:   "members",
 		Short: "List the cluster's nodes: group, status, Raft role, files, replicas and shards",
-		Long: `List every node as the node at --addr sees it: id, group, Serf status
-(alive, failed, leaving, left), RPC address, Raft role in its group, files
-of the shards it leads, segment-filter replicas held, and the shards it
-leads (LEADS) and hosts a replica of (HOSTS). With --json: an array of {id,
-group, status, rpc_addr, raft_role, files, replicas_held, shards_led,
-shards_hosted} (plus raft_addr, serf_addr, http_addr).`,
+		Long: `List every node as the node at --addr sees it: id, group, status, RPC
+address, Raft role in its group, files of the shards it leads,
+segment-filter replicas held, and the shards it leads (LEADS) and hosts a
+replica of (HOSTS). Status: alive (serving every request it accepts),
+starting (up, not serving yet: store, namespace, group or shard replicas
+not ready), failed, leaving or left. With --json: an array of {id, group,
+status, rpc_addr, raft_role, files, replicas_held, shards_led,
+shards_hosted} (plus raft_addr, serf_addr, http_addr).
+
+--wait N waits until at least N nodes are alive, then lists them; it gives
+up after --timeout (2m if not given) with exit code 5.`,
 		Example: `  ghba members
-  ghba --addr 127.0.0.1:7420 members --json | jq -r '.[] | select(.status == "alive") | .id'`,
+  ghba --addr 127.0.0.1:7420 members --json | jq -r '.[] | select(.status == "alive") | .id'
+  ghba members --wait 3 --timeout 60s`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if wait < 0 {
+				return usageErrorf("--wait %d: must be positive", wait)
+			}
 			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
-				r, err := c.Members(ctx)
+				var r *rpc.MembersResponse
+				var err error
+				if wait > 0 {
+					limit := defaultMembersWait
+					if cmd.Flags().Changed("timeout") {
+						limit = o.timeout
+					}
+					r, err = waitMembers(ctx, c, wait, limit)
+				} else {
+					r, err = c.Members(ctx)
+				}
 				if err != nil {
 					return fmt.Errorf("members: %w", err)
 				}
@@ -145,6 +168,43 @@ shards_hosted} (plus raft_addr, serf_addr, http_addr).`,
 				return printMembers(cmd.OutOrStdout(), r.Members)
 			})
 		},
+	}
+	cmd.Flags().IntVar(&wait, "wait", 0, "wait until at least N nodes are alive (serving)")
+	return cmd
+}
+
+// waitMembers asks for the members every half second until at least want
+// are alive, for at most limit.
+func waitMembers(ctx context.Context, c *rpc.Client, want int, limit time.Duration) (*rpc.MembersResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	var last string
+	for {
+		r, err := c.Members(ctx)
+		if err == nil {
+			alive, starting := 0, []string{}
+			for _, m := range r.Members {
+				switch m.Status {
+				case "alive":
+					alive++
+				case "starting":
+					starting = append(starting, m.ID)
+				}
+			}
+			if alive >= want {
+				return r, nil
+			}
+			last = fmt.Sprintf("%d of %d nodes alive (starting: %v)", alive, want, starting)
+		} else {
+			last = err.Error()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: waited %v: %s", rpc.ErrUnavailable, limit, last)
+		case <-t.C:
+		}
 	}
 }
 

@@ -1257,6 +1257,19 @@ func (c *procCluster) killRestartRound(m *procModel, v *procNode, round int) {
 	c.cliDownChecks(m, v, live, "after it was marked failed")
 
 	c.start(v)
+	// From the moment members (the CLI, asked at the restarted node)
+	// shows it alive, every path it homes answers OK through it, at once
+	// and without a retry.
+	if out, errOut, code := c.at(v, "members", "--wait", "3", "--timeout", procReadyTimeout.String()); code != 0 {
+		t.Fatalf("members --wait 3 via restarted %s: exit %d: %s %s", v.id, code, out, errOut)
+	}
+	var notServed procErrs
+	procParallel(onVictim, func(_ int, p string) {
+		if _, err := c.client(v).Stat(context.Background(), p); err != nil {
+			notServed.add("stat %s via %s once members showed it alive: %v", p, v.id, err)
+		}
+	})
+	notServed.report(t, "paths of the restarted node once alive")
 	c.waitReady(v.id+" restarted and the cluster whole", c.nodes...)
 	c.resolveUncertain(m, c.nodes)
 	c.verify("after the restart of "+v.id, m, c.nodes, nil)

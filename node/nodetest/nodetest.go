@@ -58,6 +58,7 @@ func Tuning() node.Tuning {
 	t.MergeQuiet = 1500 * time.Millisecond
 	t.OrphanTimeout = 2 * time.Second
 	t.RefreshInterval = 200 * time.Millisecond
+	t.ReadyInterval = 50 * time.Millisecond
 	t.RetryJoinAttempts = 50
 	t.RetryJoinMin = 100 * time.Millisecond
 	t.RetryJoinMax = 500 * time.Millisecond

@@ -469,15 +469,17 @@ func (r *Replica) TransferLeadership(ctx context.Context, id, addr string) error
 
 // Indexes are a replica's Raft indexes.
 type Indexes struct {
-	// Applied is the index of the last entry the store holds; Commit and
-	// Last raft's commit and last log indexes.
-	Applied, Commit, Last uint64
+	// Applied is the index of the last entry the store holds (a command;
+	// Raft's own entries, such as a new leader's no-op, do not reach the
+	// store); RaftApplied the last entry Raft applied, of any kind; Commit
+	// and Last raft's commit and last log indexes.
+	Applied, RaftApplied, Commit, Last uint64
 }
 
 // Indexes returns the replica's indexes.
 func (r *Replica) Indexes() Indexes {
 	applied, _ := r.st.AppliedIndex(r.ctx)
-	return Indexes{Applied: applied, Commit: r.raft.CommitIndex(), Last: r.raft.LastIndex()}
+	return Indexes{Applied: applied, RaftApplied: r.raft.AppliedIndex(), Commit: r.raft.CommitIndex(), Last: r.raft.LastIndex()}
 }
 
 // Stats returns raft's statistics of the replica (for status pages).
