@@ -283,33 +283,46 @@ func (h *shardHost) closeAll(ctx context.Context) {
 // until it loses leadership.
 func (h *shardHost) watch(ctx context.Context, s string, r *hosted) {
 	n := h.n
+	var retry <-chan time.Time // set while a won election is not served yet
+	wait := backoff.NewJitter(500*time.Millisecond, 10*time.Second)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case leader := <-r.rep.LeaderCh():
 			if !leader {
+				retry = nil
 				if r.leading.Swap(false) {
 					n.ns.Unlead(s)
 					h.publish()
 				}
 				continue
 			}
-			bctx, cancel := context.WithTimeout(ctx, n.tune.RaftApplyTimeout)
-			err := r.rep.Barrier(bctx)
-			if err == nil {
-				err = n.ns.Lead(bctx, r.rep)
-			}
-			cancel()
-			if err != nil {
-				n.log.Warn("not serving a shard after winning its election", "shard", s, "err", err)
+			wait.Reset()
+		case <-retry:
+			retry = nil
+			if r.leading.Load() || !r.rep.IsLeader() {
 				continue
 			}
-			r.leading.Store(true)
-			n.shardLeaderships.Add(1)
-			h.publish()
-			h.converge(s, r) // the placement may have waited for a leader
 		}
+		bctx, cancel := context.WithTimeout(ctx, n.tune.RaftApplyTimeout)
+		err := r.rep.Barrier(bctx)
+		if err == nil {
+			err = n.ns.Lead(bctx, r.rep)
+		}
+		cancel()
+		if err != nil {
+			// Still the shard's Raft leader: nobody else serves it, so
+			// try again (a leadership change ends the retries).
+			d := wait.Next()
+			n.log.Warn("not serving a shard after winning its election; trying again", "shard", s, "in", d, "err", err)
+			retry = time.After(d)
+			continue
+		}
+		r.leading.Store(true)
+		n.shardLeaderships.Add(1)
+		h.publish()
+		h.converge(s, r) // the placement may have waited for a leader
 	}
 }
 

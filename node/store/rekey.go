@@ -162,6 +162,28 @@ func rekeyStartCheck(w *wtxn, rk Rekey) (*PreconditionError, error) {
 	}
 	it.Close()
 
+	// A rekey with nothing to move is a no-op, whatever the destination
+	// holds: the same rekey applied again (a new leader finishing a
+	// committed directory rename whose rekey entry its predecessor had
+	// already committed finds the paths at the destination) must not
+	// fail.
+	has, err := w.exists(inodeKey(rk.Old))
+	if err != nil {
+		return nil, err
+	}
+	empty := !has
+	for _, p := range subtreePrefixes(rk.Old) {
+		if !empty {
+			break
+		}
+		it := w.txn.NewIterator(badger.IteratorOptions{Prefix: p})
+		it.Rewind()
+		empty = !it.Valid()
+		it.Close()
+	}
+	if empty {
+		return nil, nil
+	}
 	ok, err := w.exists(inodeKey(rk.New))
 	if err != nil {
 		return nil, err

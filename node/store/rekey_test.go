@@ -136,6 +136,14 @@ func TestRekeyPrefix(t *testing.T) {
 	if err := s.RekeyPrefix(ctx, "/nothing", "/still-nothing", nil); err != nil {
 		t.Errorf("empty rekey: %v", err)
 	}
+	// The same rekey again (a new leader finishing a directory rename
+	// whose rekey entry was already applied) has nothing to move: a no-op,
+	// though the destination is not empty.
+	again := dump(t, s)
+	if err := s.RekeyPrefix(ctx, "/src", "/dst/moved", nil); err != nil {
+		t.Errorf("the same rekey again: %v", err)
+	}
+	diffDumps(t, dump(t, s), again)
 	// Moving back restores the original state exactly.
 	if err := s.RekeyPrefix(ctx, "/dst/moved", "/src", nil); err != nil {
 		t.Fatal(err)
