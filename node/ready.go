@@ -29,8 +29,9 @@ func (n *Node) serving() (ok bool, reason string) {
 // readiness decides whether the node serves every request it accepts: it
 // has started (store open, namespace recovered), it is a member of its
 // group and is not leaving, and every shard replica its group places on
-// it is open, knows its shard's leader and has applied every entry it
-// knows committed. It returns the first reason it does not.
+// it is open, knows its shard's leader (serves the shard if it is that
+// leader) and has applied every entry it knows committed. It returns the
+// first reason it does not.
 func (n *Node) readiness() (bool, string) {
 	n.mu.Lock()
 	st := n.state
@@ -54,6 +55,9 @@ func (n *Node) readiness() (bool, string) {
 		}
 		if id, _ := h.rep.Leader(); id == "" {
 			return false, fmt.Sprintf("shard %s: no leader known", s)
+		}
+		if h.rep.IsLeader() && !h.leading.Load() {
+			return false, fmt.Sprintf("shard %s: elected, not serving it yet", s)
 		}
 		if ix := h.rep.Indexes(); ix.RaftApplied < ix.Commit {
 			return false, fmt.Sprintf("shard %s: catching up (applied %d of %d)", s, ix.RaftApplied, ix.Commit)
