@@ -64,11 +64,14 @@ start_testdata_agents() {
 }
 
 # wait_testdata_agents BIN SECONDS waits until the testdata cluster has 3
-# alive members in one group with a leader and every node answers "stat /".
+# alive (serving) members in one group with a leader, every node answers
+# "stat /", and each of the 3 shards is led by its owner with no replica
+# still catching up (leaderships move back to their owners after a start,
+# and a benchmark that began before would measure the moves).
 # Returns non-zero, saying why on stderr, if an agent in PIDS exits or the
 # cluster is not ready in time; prints the seconds it took.
 wait_testdata_agents() {
-	local bin=$1 wait=$2 start=$SECONDS alive grouped ready a pid
+	local bin=$1 wait=$2 start=$SECONDS alive grouped ready settled a pid
 	while :; do
 		for pid in "${PIDS[@]}"; do
 			if ! kill -0 "$pid" 2>/dev/null; then
@@ -82,12 +85,13 @@ wait_testdata_agents() {
 		for a in "${TESTDATA_ADDRS[@]}"; do
 			if "$bin" --timeout 5s --addr "$a" stat / >/dev/null 2>&1; then ready=$((ready + 1)); fi
 		done
-		if [[ "$alive" -eq 3 && "$grouped" -eq 3 && "$ready" -eq 3 ]]; then
+		settled=$("$bin" --timeout 5s --addr "${TESTDATA_ADDRS[0]}" shards 2>/dev/null | awk 'NR > 1 && $3 != "-" && $3 == $4 && $0 !~ / \+/' | wc -l || true)
+		if [[ "$alive" -eq 3 && "$grouped" -eq 3 && "$ready" -eq 3 && "$settled" -eq 3 ]]; then
 			echo "ready after $((SECONDS - start))s"
 			return 0
 		fi
 		if ((SECONDS - start >= wait)); then
-			echo "cluster not ready after ${wait}s: $alive alive, $grouped in a group with a leader, $ready nodes answer stat /" >&2
+			echo "cluster not ready after ${wait}s: $alive alive, $grouped in a group with a leader, $ready nodes answer stat /, $settled shards led by their owners" >&2
 			return 1
 		fi
 		sleep 0.5

@@ -78,7 +78,7 @@ func TestAgentRealNode(t *testing.T) {
 	if _, _, code := cli("create", "/a/g"); code != exitExists {
 		t.Errorf("create of existing path: exit %d, want %d", code, exitExists)
 	}
-	out, _, code = cli("--json", "members")
+	out, _, code = cli("--json", "members", "--wait", "1") // (alive once its readiness check saw it serve)
 	ms := array(t, "members", decodeJSON(t, out))
 	if code != 0 || len(ms) != 1 {
 		t.Fatalf("members: exit %d, %v", code, ms)
