@@ -190,14 +190,7 @@ func (in *Injector) converged(ctx context.Context, timeout time.Duration) error 
 	if err := in.c.WaitShardsSettled(ctx, timeout); err != nil {
 		return err
 	}
-	now := in.rec.now()
-	in.mu.Lock()
-	for _, o := range in.outages {
-		if o.Up != 0 && o.Back == 0 {
-			o.Back = now
-		}
-	}
-	in.mu.Unlock()
+	in.stampRunning(func(o *Outage) *int64 { return &o.Back })
 	return nil
 }
 
@@ -207,15 +200,21 @@ func (in *Injector) seen(ctx context.Context, timeout time.Duration) error {
 	if err := in.c.WaitConverged(ctx, timeout); err != nil {
 		return err
 	}
+	in.stampRunning(func(o *Outage) *int64 { return &o.Seen })
+	return nil
+}
+
+// stampRunning sets the time field of every outage whose node runs again,
+// if it is not set yet, to now.
+func (in *Injector) stampRunning(field func(*Outage) *int64) {
 	now := in.rec.now()
 	in.mu.Lock()
+	defer in.mu.Unlock()
 	for _, o := range in.outages {
-		if o.Up != 0 && o.Seen == 0 {
-			o.Seen = now
+		if f := field(o); o.Up != 0 && *f == 0 {
+			*f = now
 		}
 	}
-	in.mu.Unlock()
-	return nil
 }
 
 func (in *Injector) record(evs ...FaultEvent) {
