@@ -264,10 +264,20 @@ func TestClusterLifecycle(t *testing.T) {
 			}
 		}},
 		{"admin rpcs", func(t *testing.T) {
-			mr, err := client.Members(ctx)
-			if err != nil {
-				t.Fatalf("Members: %v", err)
-			}
+			// Every node serves (the step before); the node asked learns
+			// the others' readiness through their Serf tags.
+			var mr *rpc.MembersResponse
+			rpctest.Eventually(t, 20*time.Second, "members all alive", func() (err error) {
+				if mr, err = client.Members(ctx); err != nil {
+					return err
+				}
+				for _, m := range mr.Members {
+					if m.Status != "alive" {
+						return fmt.Errorf("member %s %s", m.ID, m.Status)
+					}
+				}
+				return nil
+			})
 			roles := map[string]int{}
 			for _, m := range mr.Members {
 				if m.Status != "alive" || m.Group != node.DefaultAutoGroup || m.RPCAddr == "" || m.SerfAddr == "" {
