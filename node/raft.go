@@ -48,6 +48,30 @@ var errRaftStuck = errors.New("the old group raft did not shut down")
 // groupLayerID is the raft multiplexer's id of the group Raft's traffic.
 const groupLayerID = "group"
 
+// groupScope is the scope (raftmux.Scope) the group Raft's connections
+// name: the node's group or, while it moves to another, the group it was
+// sent to ("" while it has neither: a new node in group auto).
+func (n *Node) groupScope() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return cmp.Or(n.groupName, n.hint.group)
+}
+
+// acceptsGroupScope reports whether a group Raft connection naming the
+// group s is for this node's group Raft: s is the node's group; or the
+// node has none (it joins one) and s is not the group it is leaving.
+// Traffic of a group the node left is refused, so that its leader's
+// heartbeats, until it removes the node, cannot make the node's new group
+// Raft step down and follow the old group (docs/design.md, "One port").
+func (n *Node) acceptsGroupScope(s string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.groupName != "" {
+		return s == n.groupName
+	}
+	return s != n.movingFrom
+}
+
 // startRaftMux binds the raft port and starts the multiplexer every Raft
 // group of the node (its group Raft, its shard replicas) talks through.
 func (n *Node) startRaftMux() error {
@@ -111,7 +135,7 @@ func (n *Node) openGroupRaft() (_ *groupRaft, err error) {
 	// AppendEntries, or answered with a newer term) can block the
 	// replication goroutine forever on its unbuffered channels, and
 	// raft.Shutdown then never returns.
-	layer, err := n.mux.Layer(groupLayerID)
+	layer, err := n.mux.ScopedLayer(groupLayerID, raftmux.Scope{Current: n.groupScope, Accepts: n.acceptsGroupScope})
 	if err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}

@@ -29,6 +29,13 @@
 //	...
 //	strans := raftmux.NewTransport(sl, hclogger)
 //
+// A group whose members can leave it and found or join another under the
+// same id (a node's group Raft, replaced by a group switch) registers a
+// scoped layer (Mux.ScopedLayer): its headers name the incarnation too
+// ("group@g2"), and the mux refuses a connection naming an incarnation the
+// node does not serve, so that the old group's leader cannot make the
+// node's new Raft follow it.
+//
 // Closing a transport closes its layer: its id can then be registered
 // again (a group Raft replaced by a group switch). Every peer of a group
 // dials the same address, the node's advertised raft address; the id in

@@ -21,6 +21,7 @@ type Layer struct {
 	m      *Mux
 	id     string
 	header []byte
+	scope  *Scope // nil: not scoped
 	// incoming is unbuffered: a connection changes hands only when Accept
 	// takes it, so none is left behind in a closed layer.
 	incoming chan net.Conn
@@ -36,12 +37,39 @@ type Layer struct {
 
 var _ raft.StreamLayer = (*Layer)(nil)
 
-// newLayer returns the layer of id on m.
-func newLayer(m *Mux, id string) *Layer {
+// ScopeSep separates a scoped layer's id from the scope in a header's id:
+// "group@g2".
+const ScopeSep = "@"
+
+// Scope ties the connections of a layer to one incarnation of its Raft
+// group, so that the traffic of another incarnation that reaches this
+// node's raft port is refused instead of being handed to this node's Raft:
+// a node that left a group and joined another keeps the layer's id, and
+// the old group's leader, until it notices, keeps sending it heartbeats
+// which would make the node's new Raft follow the old group (raft takes
+// any leader with a newer term).
+//
+// Dial names the scope Current returns ("id@scope"; "id" alone when it
+// is empty); the mux hands a connection naming a scope to the layer only
+// if Accepts returns true for it. A connection naming no scope is always
+// handed (a peer that has none yet).
+type Scope struct {
+	// Current returns the scope this node's connections name: the
+	// incarnation it belongs to, or "" if it does not know it yet. Called
+	// on every Dial.
+	Current func() string
+	// Accepts reports whether a connection naming scope s is for the
+	// incarnation this node serves now. Called for every such connection.
+	Accepts func(s string) bool
+}
+
+// newLayer returns the layer of id on m, scoped if scope is not nil.
+func newLayer(m *Mux, id string, scope *Scope) *Layer {
 	ctx, cancel := context.WithCancel(m.ctx)
 	return &Layer{
 		m:        m,
 		id:       id,
+		scope:    scope,
 		header:   appendHeader(nil, id),
 		incoming: make(chan net.Conn),
 		ctx:      ctx,
@@ -75,11 +103,22 @@ func (l *Layer) Accept() (net.Conn, error) {
 }
 
 // Dial connects to the mux at address and writes the header naming the
-// layer's id, within timeout (Options.DialTimeout if timeout is not
+// layer's id (and the scope's current value, if the layer is scoped),
+// within timeout (Options.DialTimeout if timeout is not
 // positive); closing the layer cancels it.
 func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	if timeout <= 0 {
 		timeout = l.m.opts.DialTimeout
+	}
+	header := l.header
+	if l.scope != nil {
+		if s := l.scope.Current(); s != "" {
+			id := l.id + ScopeSep + s
+			if err := validID(id); err != nil {
+				return nil, fmt.Errorf("raftmux: layer %q: scope %q: %w", l.id, s, err)
+			}
+			header = appendHeader(nil, id)
+		}
 	}
 	ctx, cancel := context.WithTimeout(l.ctx, timeout)
 	defer cancel()
@@ -93,7 +132,7 @@ func (l *Layer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Con
 	deadline, _ := ctx.Deadline()
 	err = c.SetWriteDeadline(deadline)
 	if err == nil {
-		_, err = c.Write(l.header)
+		_, err = c.Write(header)
 	}
 	if err == nil {
 		err = c.SetWriteDeadline(time.Time{})

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,7 +73,7 @@ func (o Options) withDefaults() Options {
 }
 
 // Stats are the counters of a Mux since New. Every rejected connection is
-// counted once, in BadHeader, TimedOut, UnknownID or Dropped; connections
+// counted once, in BadHeader, TimedOut, UnknownID, Refused or Dropped; connections
 // closed because the mux was closing are not counted.
 type Stats struct {
 	// Accepted counts, per id, the connections handed to that id's layer
@@ -86,6 +87,10 @@ type Stats struct {
 	TimedOut uint64
 	// UnknownID counts well-formed headers naming no registered layer.
 	UnknownID uint64
+	// Refused counts connections for a scoped layer whose scope the layer
+	// did not accept (see Scope): traffic of another incarnation of the
+	// Raft group, such as a group this node has left.
+	Refused uint64
 	// Dropped counts connections closed before any header was read
 	// (MaxPending reached) or after it (their layer was closed, or did not
 	// accept within HeaderTimeout).
@@ -126,6 +131,7 @@ type Mux struct {
 	badHdr  atomic.Uint64 // Stats.BadHeader
 	timeout atomic.Uint64 // Stats.TimedOut
 	unknown atomic.Uint64 // Stats.UnknownID
+	refused atomic.Uint64 // Stats.Refused
 	dropped atomic.Uint64 // Stats.Dropped
 }
 
@@ -261,11 +267,17 @@ func (m *Mux) route(c net.Conn) {
 	if err := c.SetReadDeadline(time.Time{}); err != nil {
 		return // closed meanwhile: the mux is closing
 	}
-	l := m.lookup(id)
+	l, scope := m.lookup(id)
 	if l == nil {
 		m.unknown.Add(1)
 		m.log.Debug("raftmux: connection for a raft group this node does not serve; closed",
 			"id", id, "remote", remote)
+		return
+	}
+	if scope != "" && !l.scope.Accepts(scope) {
+		m.refused.Add(1)
+		m.log.Debug("raftmux: connection for another incarnation of a raft group; closed",
+			"id", l.id, "scope", scope, "remote", remote)
 		return
 	}
 	t := time.NewTimer(time.Until(deadline))
@@ -305,11 +317,20 @@ func (m *Mux) rejected(remote string, err error) {
 	}
 }
 
-// lookup returns the layer registered under id, nil if none.
-func (m *Mux) lookup(id string) *Layer {
+// lookup returns the layer a header's id names, nil if none: the layer
+// registered under id, or for "base@scope" the scoped layer registered
+// under base, with the scope.
+func (m *Mux) lookup(id string) (*Layer, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.layers[id]
+	if l := m.layers[id]; l != nil {
+		return l, ""
+	}
+	base, scope, ok := strings.Cut(id, ScopeSep)
+	if l := m.layers[base]; ok && l != nil && l.scope != nil && scope != "" {
+		return l, scope
+	}
+	return nil, ""
 }
 
 // isClosed reports whether the mux is closed or closing.
@@ -325,6 +346,24 @@ func (m *Mux) isClosed() bool {
 // with this id is registered and not closed) or ErrClosed (the mux is
 // closed). A closed layer's id may be registered again.
 func (m *Mux) Layer(id string) (*Layer, error) {
+	return m.register(id, nil)
+}
+
+// ScopedLayer registers and returns the raft.StreamLayer of the Raft group
+// id whose connections name an incarnation of the group (see Scope). The
+// id must not contain ScopeSep; errors are those of Layer.
+func (m *Mux) ScopedLayer(id string, scope Scope) (*Layer, error) {
+	if strings.Contains(id, ScopeSep) {
+		return nil, fmt.Errorf("raftmux: layer %q: %w: a scoped layer's id holds no %q", id, ErrInvalidID, ScopeSep)
+	}
+	if scope.Current == nil || scope.Accepts == nil {
+		return nil, fmt.Errorf("raftmux: layer %q: a scope needs Current and Accepts", id)
+	}
+	return m.register(id, &scope)
+}
+
+// register registers the layer of id, scoped if scope is not nil.
+func (m *Mux) register(id string, scope *Scope) (*Layer, error) {
 	if err := validID(id); err != nil {
 		return nil, fmt.Errorf("raftmux: layer %q: %w", id, err)
 	}
@@ -336,7 +375,7 @@ func (m *Mux) Layer(id string) (*Layer, error) {
 	if _, ok := m.layers[id]; ok {
 		return nil, fmt.Errorf("raftmux: layer %q: %w", id, ErrDuplicateID)
 	}
-	l := newLayer(m, id)
+	l := newLayer(m, id, scope)
 	m.layers[id] = l
 	return l, nil
 }
@@ -367,6 +406,7 @@ func (m *Mux) Stats() Stats {
 		BadHeader: m.badHdr.Load(),
 		TimedOut:  m.timeout.Load(),
 		UnknownID: m.unknown.Load(),
+		Refused:   m.refused.Load(),
 		Dropped:   m.dropped.Load(),
 		Pending:   len(m.pending),
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -483,5 +484,96 @@ func TestAcceptErrors(t *testing.T) {
 	}
 	if err := m.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestScopedLayer: a scoped layer takes connections naming a scope it
+// accepts, or none; one naming another scope is closed and counted as
+// refused; a scope on an unscoped layer's id, or an empty scope, names no
+// layer. Its Dial names the scope current at the time of the dial.
+func TestScopedLayer(t *testing.T) {
+	noLeaks(t)
+	// start runs a mux with the layer "group" scoped to "g2" and the
+	// unscoped layer "shard/n1".
+	start := func(t *testing.T) (*Mux, string, *Layer) {
+		m, addr := startMux(t, Options{})
+		scoped, err := m.ScopedLayer("group", Scope{
+			Current: func() string { return "g2" },
+			Accepts: func(s string) bool { return s == "g2" },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustLayer(t, m, "shard/n1")
+		return m, addr, scoped
+	}
+	tests := []struct {
+		id     string
+		handed bool
+		count  func(Stats) uint64 // grows by one if not handed
+	}{
+		{"group@g2", true, nil},
+		{"group", true, nil},
+		{"group@g1", false, func(s Stats) uint64 { return s.Refused }},
+		{"group@", false, func(s Stats) uint64 { return s.UnknownID }},
+		{"shard/n1@g2", false, func(s Stats) uint64 { return s.UnknownID }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.id, func(t *testing.T) {
+			m, addr, scoped := start(t)
+			if tt.handed {
+				dialGood(t, addr, tt.id, "hello")
+				assertReceives(t, acceptWithin(t, scoped), "hello")
+				return
+			}
+			before := tt.count(m.Stats())
+			waitClosed(t, dialGood(t, addr, tt.id, "hello"))
+			statsEventually(t, m, "the connection counted", func(s Stats) error {
+				if got := tt.count(s); got != before+1 {
+					return fmt.Errorf("counter %d, want %d (%+v)", got, before+1, s)
+				}
+				return nil
+			})
+		})
+	}
+
+	// A peer's scoped layer dials with its current scope.
+	m, _, scoped := start(t)
+	peer, _ := startMux(t, Options{})
+	var peerScope atomic.Value
+	peerScope.Store("g2")
+	pl, err := peer.ScopedLayer("group", Scope{
+		Current: func() string { return peerScope.Load().(string) },
+		Accepts: func(string) bool { return true },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	c, err := pl.Dial(addrOf(m), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	acceptWithin(t, scoped)
+	peerScope.Store("g1")
+	refused := m.Stats().Refused
+	c, err = pl.Dial(addrOf(m), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitClosed(t, c)
+	if got := m.Stats().Refused; got != refused+1 {
+		t.Fatalf("refused %d, want %d", got, refused+1)
+	}
+
+	for _, bad := range []string{"gr@up", ""} {
+		if _, err := m.ScopedLayer(bad, Scope{Current: func() string { return "" }, Accepts: func(string) bool { return true }}); !errors.Is(err, ErrInvalidID) {
+			t.Errorf("ScopedLayer(%q): %v, want ErrInvalidID", bad, err)
+		}
+	}
+	if _, err := m.ScopedLayer("other", Scope{}); err == nil {
+		t.Error("ScopedLayer without Current and Accepts succeeded")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,13 +92,19 @@ type replica struct {
 // servers. It stops when t ends.
 func openReplica(t *testing.T, n *raftNode, id string, servers []raft.Server, old *replica) *replica {
 	t.Helper()
-	r := &replica{node: n, id: id, fsm: new(memFSM)}
+	return openReplicaOn(t, n, mustLayer(t, n.mux, id), servers, old)
+}
+
+// openReplicaOn is openReplica over the layer l, registered on n's mux.
+func openReplicaOn(t *testing.T, n *raftNode, l *Layer, servers []raft.Server, old *replica) *replica {
+	t.Helper()
+	id := l.ID()
+	r := &replica{node: n, id: id, fsm: new(memFSM), layer: l}
 	if old != nil {
 		r.logs, r.snaps = old.logs, old.snaps
 	} else {
 		r.logs, r.snaps = raft.NewInmemStore(), raft.NewInmemSnapshotStore()
 	}
-	r.layer = mustLayer(t, n.mux, id)
 	name := n.id + "/" + id
 	r.trans = NewTransport(r.layer, rpctest.HCLogger(t, name+"/transport"))
 	conf := raft.DefaultConfig()
@@ -276,4 +283,82 @@ func TestRaftGroupsOnOnePort(t *testing.T) {
 
 	// Everything stops: the replicas (cleanups), then the muxes; then
 	// noLeaks checks that no goroutine is left.
+}
+
+// TestScopeRefusesAnotherIncarnation runs a group of three nodes whose
+// layer is scoped by the group's incarnation. One follower leaves it the
+// way a node switching groups does (its Raft closed, a fresh one
+// bootstrapped as a new group under the same layer id), before the old
+// group removed it from its configuration: the old leader's heartbeats,
+// which would make the new Raft step down and follow the old group, are
+// refused, and both groups go on committing.
+func TestScopeRefusesAnotherIncarnation(t *testing.T) {
+	noLeaks(t)
+	type scoped struct {
+		node  *raftNode
+		scope atomic.Pointer[string] // the incarnation the node serves
+	}
+	nodes := make([]*scoped, 3)
+	servers := make([]raft.Server, len(nodes))
+	for i := range nodes {
+		m, _ := startMux(t, Options{})
+		s := &scoped{node: &raftNode{id: fmt.Sprintf("n%d", i+1), mux: m}}
+		old := "old"
+		s.scope.Store(&old)
+		nodes[i] = s
+		servers[i] = raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(s.node.id), Address: addrOf(m)}
+	}
+	open := func(s *scoped, servers []raft.Server) *replica {
+		l, err := s.node.mux.ScopedLayer("group", Scope{
+			Current: func() string { return *s.scope.Load() },
+			Accepts: func(sc string) bool { return sc == *s.scope.Load() },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return openReplicaOn(t, s.node, l, servers, nil)
+	}
+	var group []*replica
+	for _, s := range nodes {
+		group = append(group, open(s, servers))
+	}
+	leader := waitLeader(t, group)
+	commit(t, group, 0, 5)
+	waitApplied(t, group, 5)
+
+	// A follower switches: its Raft closes, its scope becomes the new
+	// incarnation's, a fresh Raft bootstraps a group of itself.
+	var mover *scoped
+	var rest []*replica
+	for i, r := range group {
+		if r != leader && mover == nil {
+			mover = nodes[i]
+			r.close()
+			continue
+		}
+		rest = append(rest, r)
+	}
+	next := "new"
+	mover.scope.Store(&next)
+	fresh := []*replica{open(mover, []raft.Server{{Suffrage: raft.Voter,
+		ID: raft.ServerID(mover.node.id), Address: addrOf(mover.node.mux)}})}
+	waitLeader(t, fresh)
+
+	// The old leader still counts the mover in and keeps dialing it.
+	statsEventually(t, mover.node.mux, "the old group's connections refused", func(s Stats) error {
+		if s.Refused < 2 {
+			return fmt.Errorf("refused %d, want 2 or more: %+v", s.Refused, s)
+		}
+		return nil
+	})
+	commit(t, fresh, 0, 5)
+	waitApplied(t, fresh, 5)
+	if l := waitLeader(t, fresh); l.raft.State() != raft.Leader {
+		t.Fatalf("the new group's only member is %s", l.raft.State())
+	}
+	if cfg := fresh[0].raft.GetConfiguration(); cfg.Error() != nil || len(cfg.Configuration().Servers) != 1 {
+		t.Fatalf("the new group's configuration: %+v, %v", cfg.Configuration(), cfg.Error())
+	}
+	commit(t, rest, 5, 5)
+	waitApplied(t, rest, 10)
 }
