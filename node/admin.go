@@ -23,7 +23,7 @@ func (n *Node) registerAdmin() {
 		return &rpc.MembersResponse{Members: n.Members(ctx)}, nil
 	})
 	rpc.Register(s, rpc.MethodGroups, func(ctx context.Context, _ *rpc.GroupsRequest) (*rpc.GroupsResponse, error) {
-		return &rpc.GroupsResponse{Groups: n.Groups(ctx, nil)}, nil
+		return n.Groups(ctx), nil
 	})
 	rpc.Register(s, rpc.MethodStatus, func(ctx context.Context, _ *rpc.StatusRequest) (*rpc.StatusResponse, error) {
 		return n.Status(), nil
@@ -166,13 +166,20 @@ func (n *Node) members(ctx context.Context, into *map[string]*rpc.StatusResponse
 	return out
 }
 
-// Groups returns the groups the members belong to (members as returned by
-// Members; nil fetches them), sorted by name, with each group's leader
-// (as the members report their roles) and the replicas each member holds.
-func (n *Node) Groups(ctx context.Context, members []rpc.Member) []rpc.GroupInfo {
-	if members == nil {
-		members = n.Members(ctx)
-	}
+// Groups returns the groups of the cluster, sorted by name, with each
+// group's leader (as the members report their roles), the replicas each
+// member holds and whether the group is settled; and whether the whole
+// cluster is (see groupsSettled).
+func (n *Node) Groups(ctx context.Context) *rpc.GroupsResponse {
+	var statuses map[string]*rpc.StatusResponse
+	members := n.members(ctx, &statuses)
+	r := &rpc.GroupsResponse{Groups: n.groupsOf(members)}
+	r.Settled, r.Unsettled = groupsSettled(r.Groups, members, statuses)
+	return r
+}
+
+// groupsOf returns the groups members belong to, sorted by name.
+func (n *Node) groupsOf(members []rpc.Member) []rpc.GroupInfo {
 	byName := map[string]*rpc.GroupInfo{}
 	for _, m := range members {
 		if m.Group == "" || m.Status == statusLeft {

@@ -295,6 +295,17 @@ func TestClusterLifecycle(t *testing.T) {
 			if len(gr.Groups) != 1 || gr.Groups[0].Leader != leader.ID() || len(gr.Groups[0].Members) != 3 {
 				t.Errorf("groups %+v", gr.Groups)
 			}
+			// One group of every node: no replica to load, nothing pending.
+			rpctest.Eventually(t, 20*time.Second, "groups settled", func() error {
+				gr, err := client.Groups(ctx)
+				switch {
+				case err != nil:
+					return err
+				case !gr.Settled || len(gr.Groups) != 1 || !gr.Groups[0].Settled:
+					return fmt.Errorf("not settled: %+v", gr)
+				}
+				return nil
+			})
 			sr, err := client.Status(ctx, nodetest.RPCAddr(c3))
 			if err != nil || sr.NodeID != "n3" || sr.RaftRole == "" {
 				t.Errorf("Status: %+v, %v", sr, err)
@@ -302,6 +313,9 @@ func TestClusterLifecycle(t *testing.T) {
 		}},
 		{"a fourth node joins at runtime", func(t *testing.T) {
 			n4 = nodetest.Start(top, c4, log)
+			if st := n4.Status(); st.Settled || !strings.Contains(st.Unsettled, "not a member of a group") {
+				t.Errorf("a node outside any group: settled %v (%q)", st.Settled, st.Unsettled)
+			}
 			if _, err := client.Join(ctx, nodetest.RPCAddr(c4), []string{nodetest.SerfAddr(c3)}); err != nil {
 				t.Fatalf("Join: %v", err)
 			}
@@ -494,7 +508,7 @@ func TestTwoGroups(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	groups := a1.Groups(ctx, nil)
+	groups := a1.Groups(ctx).Groups
 	if len(groups) != 2 || groups[0].Group != "ga" || groups[1].Group != "gb" ||
 		groups[0].Leader != "a1" && groups[0].Leader != "x" || groups[1].Leader == "" {
 		t.Errorf("groups %+v", groups)

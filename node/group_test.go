@@ -188,6 +188,32 @@ func makePaths(t *testing.T, client *rpc.Client, k int) []string {
 	return paths
 }
 
+// waitSettled waits until every node reports the cluster's groups settled
+// (Groups: every group settled, every node in one) and every node's own
+// status agrees.
+func waitSettled(t *testing.T, d time.Duration, nodes []*node.Node) {
+	t.Helper()
+	rpctest.Eventually(t, d, "groups settled", func() error {
+		for _, n := range nodes {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			r := n.Groups(ctx)
+			cancel()
+			if !r.Settled {
+				return fmt.Errorf("%s: not settled: %s", n.ID(), r.Unsettled)
+			}
+			for _, g := range r.Groups {
+				if !g.Settled {
+					return fmt.Errorf("%s: group %s not settled (%s), yet the cluster is", n.ID(), g.Group, g.Unsettled)
+				}
+			}
+			if st := n.Status(); !st.Settled {
+				return fmt.Errorf("%s: its own status: %s", n.ID(), st.Unsettled)
+			}
+		}
+		return nil
+	})
+}
+
 // shardsInGroups waits until every shard the nodes report has a leader
 // and every replica in its leader's group, and at least min(3, group
 // size) replicas: a split or merge moves replicas with their shards.
@@ -265,6 +291,7 @@ func TestGroupSplit(t *testing.T) {
 	statEverywhere(t, 30*time.Second, nodes, paths)
 	t.Logf("paths reachable at %v", time.Since(start).Round(time.Millisecond))
 	shardsInGroups(t, time.Minute, nodes)
+	waitSettled(t, time.Minute, nodes)
 	for _, n := range slices.Backward(nodes) {
 		nodetest.Shutdown(t, n)
 	}
@@ -309,6 +336,7 @@ func TestGroupMerge(t *testing.T) {
 		}
 	}
 
+	waitSettled(t, time.Minute, nodes)
 	// Lookups through the staying nodes while the merge runs.
 	stopWatch := watchMissing(t, nodetest.RPCAddr(rest[0].Config()), paths)
 
@@ -329,6 +357,7 @@ func TestGroupMerge(t *testing.T) {
 	}
 	statEverywhere(t, 20*time.Second, rest, paths)
 	shardsInGroups(t, time.Minute, rest)
+	waitSettled(t, time.Minute, rest)
 	missing, _ := stopWatch()
 	if len(missing) > 0 {
 		t.Errorf("paths reported missing during the merge: %v", missing)

@@ -110,7 +110,7 @@ type nodeCollector struct {
 	lookupOutcomes, broadcasts, multicasts, txns, prepared, rekeyed                *prometheus.Desc
 	shardsLed, shardsHosted, shardLeaderships, repairs, replicaLag, replicaApplied *prometheus.Desc
 	filterPushes, filterPulls, filterMismatches, filterBytesSent                   *prometheus.Desc
-	arrayMembers, lruLen, serving                                                  *prometheus.Desc
+	arrayMembers, lruLen, serving, settled                                         *prometheus.Desc
 }
 
 func newNodeCollector(n *Node) *nodeCollector {
@@ -157,6 +157,7 @@ func newNodeCollector(n *Node) *nodeCollector {
 		arrayMembers:        d("ghba_filter_array_members", "Filters held in the L1 (LRU) and L2 (segment) arrays.", "array"),
 		lruLen:              d("ghba_lru_entries", "Paths in this node's LRU list."),
 		serving:             d("ghba_serving", "1 while the node serves every request it accepts (status alive), 0 while starting or leaving."),
+		settled:             d("ghba_groups_settled", "1 while the node sees its groups settled (no split, merge or switch pending, its filter replicas loaded), else 0."),
 	}
 }
 
@@ -170,7 +171,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.lookupOutcomes, c.broadcasts, c.multicasts, c.txns, c.prepared, c.rekeyed,
 		c.shardsLed, c.shardsHosted, c.shardLeaderships, c.repairs, c.replicaLag, c.replicaApplied,
 		c.filterPushes, c.filterPulls, c.filterMismatches, c.filterBytesSent,
-		c.arrayMembers, c.lruLen,
+		c.arrayMembers, c.lruLen, c.serving, c.settled,
 	} {
 		ch <- d
 	}
@@ -186,6 +187,11 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
 	}
 	gauge(c.info, 1, n.cfg.NodeID, n.group(), buildVersion())
+	if ok, _ := n.settled(); ok {
+		gauge(c.settled, 1)
+	} else {
+		gauge(c.settled, 0)
+	}
 	if ok, _ := n.serving(); ok && !n.leaving.Load() {
 		gauge(c.serving, 1)
 	} else {
@@ -448,7 +454,7 @@ th{background:#f0f0f0}
 .alive{color:#070}.failed{color:#b00;font-weight:bold}.leaving,.left,.starting{color:#a60}
 </style></head><body>
 <h1>ghba node {{.Self.NodeID}}</h1>
-<p>status <b class="{{.Self.Status}}">{{.Self.Status}}</b>{{if .Self.NotServing}} ({{.Self.NotServing}}){{end}} · group <b>{{or .Self.Group "(none yet)"}}</b> · raft role <b>{{or .Self.RaftRole "-"}}</b> · leader <b>{{or .Self.Leader "-"}}</b>
+<p>status <b class="{{.Self.Status}}">{{.Self.Status}}</b>{{if .Self.NotServing}} ({{.Self.NotServing}}){{end}} · groups {{if .Self.Settled}}settled{{else}}not settled ({{.Self.Unsettled}}){{end}} · group <b>{{or .Self.Group "(none yet)"}}</b> · raft role <b>{{or .Self.RaftRole "-"}}</b> · leader <b>{{or .Self.Leader "-"}}</b>
 · root home <b>{{or .Root "-"}}</b> · up {{since .Self.StartedAt}}{{if .Self.Version}} · version {{.Self.Version}}{{end}}</p>
 <h2>This node</h2>
 <table>
@@ -464,10 +470,11 @@ th{background:#f0f0f0}
 <td>{{if .HTTPAddr}}<a href="http://{{.HTTPAddr}}/">{{.HTTPAddr}}</a>{{end}}</td></tr>
 {{end}}</table>
 <h2>Groups</h2>
+<p>{{if .Groups.Settled}}<b class="alive">settled</b>{{else}}<b class="starting">not settled</b>: {{.Groups.Unsettled}}{{end}}</p>
 <table>
-<tr><th>group</th><th>leader</th><th>members (replicas held)</th></tr>
-{{range .Groups}}{{$g := .}}<tr><td>{{.Group}}</td><td>{{or .Leader "-"}}</td>
-<td>{{range .Members}}{{.}} ({{index $g.Replicas .}}) {{end}}</td></tr>
+<tr><th>group</th><th>leader</th><th>members (replicas held)</th><th>settled</th></tr>
+{{range .Groups.Groups}}{{$g := .}}<tr><td>{{.Group}}</td><td>{{or .Leader "-"}}</td>
+<td>{{range .Members}}{{.}} ({{index $g.Replicas .}}) {{end}}</td><td>{{if .Settled}}yes{{else}}no: {{.Unsettled}}{{end}}</td></tr>
 {{end}}</table>
 <p><a href="/v1/status">/v1/status</a> · <a href="/metrics">/metrics</a></p>
 </body></html>
@@ -477,13 +484,16 @@ th{background:#f0f0f0}
 func (n *Node) serveStatusPage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), n.tune.StatusTimeout+time.Second)
 	defer cancel()
-	members := n.Members(ctx)
+	var statuses map[string]*rpc.StatusResponse
+	members := n.members(ctx, &statuses)
+	groups := &rpc.GroupsResponse{Groups: n.groupsOf(members)}
+	groups.Settled, groups.Unsettled = groupsSettled(groups.Groups, members, statuses)
 	data := struct {
 		Self    *rpc.StatusResponse
 		Root    string
 		Members []rpc.Member
-		Groups  []rpc.GroupInfo
-	}{n.Status(), n.dir.RootShard(), members, n.Groups(ctx, members)}
+		Groups  *rpc.GroupsResponse
+	}{n.Status(), n.dir.RootShard(), members, groups}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := statusPage.Execute(w, data); err != nil {
 		n.log.Debug("writing the status page", "err", err)

@@ -845,6 +845,7 @@ func (n *Node) Status() *rpc.StatusResponse {
 	if n.leaving.Load() {
 		st.Status = statusLeaving
 	}
+	st.Settled, st.Unsettled = n.settled()
 	st.Replicas = n.shards.replicaStatus(context.Background())
 	for _, r := range st.Replicas {
 		if r.Leading {

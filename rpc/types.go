@@ -383,12 +383,20 @@ type GroupInfo struct {
 	// Replicas is the number of replicas assigned to each member (the
 	// assignment balance).
 	Replicas map[string]int `json:"replicas,omitempty"`
+	// Settled reports that every member that is up sees its groups
+	// settled (StatusResponse.Settled); Unsettled says why not.
+	Settled   bool   `json:"settled"`
+	Unsettled string `json:"unsettled,omitempty"`
 }
 
 // GroupsResponse lists the groups.
 type GroupsResponse struct {
 	// Groups is sorted by name.
 	Groups []GroupInfo `json:"groups"`
+	// Settled reports that every group is settled and every node that is
+	// up is in one and answered; Unsettled says why not.
+	Settled   bool   `json:"settled"`
+	Unsettled string `json:"unsettled,omitempty"`
 }
 
 // JoinRequest asks the receiving node to join the Serf pool through the
@@ -453,6 +461,13 @@ type StatusResponse struct {
 	Status string `json:"status"`
 	// NotServing is why the node does not serve yet ("" when it does).
 	NotServing string `json:"not_serving,omitempty"`
+	// Settled reports that the node sees its groups settled: it is an
+	// active member of a group with a leader, no node is moving between
+	// groups or without one, no group is about to split or merge, and
+	// every filter replica its group assigns it is loaded. Unsettled says
+	// why not.
+	Settled   bool   `json:"settled"`
+	Unsettled string `json:"unsettled,omitempty"`
 	// Leader is the node id of its group's leader.
 	Leader string `json:"leader"`
 	// Files is the number of paths of the shards this node leads.

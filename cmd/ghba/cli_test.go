@@ -163,6 +163,7 @@ func TestExitCodesThroughServer(t *testing.T) {
 		{[]string{"chmod", "600", "/nope"}, exitNotFound},
 		{[]string{"--addr", dead, "stat", "/a"}, exitUnavail},
 		{[]string{"--addr", dead, "members"}, exitUnavail},
+		{[]string{"groups", "--wait", "--timeout", "1s"}, exitUnavail}, // g2 never settles
 		{[]string{"--addr", dead + "," + dead, "ls", "/"}, exitUnavail},
 	}
 	for _, tt := range tests {
@@ -287,11 +288,14 @@ func TestJSONContracts(t *testing.T) {
 	if len(gs) != 2 {
 		t.Fatalf("groups: %v", gs)
 	}
-	g0 := hasKeys(t, "group", gs[0], "group", "members", "leader")
-	if g0["group"] != "g1" || g0["leader"] != "node1" || len(array(t, "group members", g0["members"])) != 2 {
+	g0 := hasKeys(t, "group", gs[0], "group", "members", "leader", "settled")
+	if g0["group"] != "g1" || g0["leader"] != "node1" || len(array(t, "group members", g0["members"])) != 2 || g0["settled"] != true {
 		t.Errorf("groups --json = %v", gs)
 	}
-	g1 := hasKeys(t, "group", gs[1], "group", "members", "leader")
+	g1 := hasKeys(t, "group", gs[1], "group", "members", "leader", "settled", "unsettled")
+	if g1["settled"] != false || g1["unsettled"] == "" {
+		t.Errorf("unsettled group = %v", g1)
+	}
 	if mem := array(t, "empty group members", g1["members"]); len(mem) != 0 {
 		t.Errorf("empty group's members = %v, want []", mem)
 	}
@@ -328,7 +332,8 @@ func TestHumanOutput(t *testing.T) {
 		want []string
 	}{
 		{[]string{"members"}, []string{"ID", "RAFT ROLE", "REPLICAS", "node1", "leader", "failed"}},
-		{[]string{"groups"}, []string{"GROUP", "LEADER", "g1", "node1,node2", "node1=1 node2=2"}},
+		{[]string{"groups"}, []string{"GROUP", "LEADER", "SETTLED", "g1", "node1,node2", "node1=1 node2=2", "yes",
+			"no: node3: 0 of 2 filter replicas loaded", "cluster not settled: group g2: node3"}},
 		{[]string{"ls", "/d"}, []string{"NAME", "e/", "file"}},
 		{[]string{"stat", "/d/file"}, []string{"path", "/d/file", "0644 (-rw-r--r--)", "level", "L2"}},
 		{[]string{"lookup", "/d/file"}, []string{"HOME", "LEVEL", "node2", "L1"}},

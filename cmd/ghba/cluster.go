@@ -176,61 +176,116 @@ up after --timeout (2m if not given) with exit code 5.`,
 // waitMembers asks for the members every half second until at least want
 // are alive, for at most limit.
 func waitMembers(ctx context.Context, c *rpc.Client, want int, limit time.Duration) (*rpc.MembersResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	var last string
-	for {
+	return poll(ctx, limit, func(ctx context.Context) (*rpc.MembersResponse, string, error) {
 		r, err := c.Members(ctx)
-		if err == nil {
-			alive, starting := 0, []string{}
-			for _, m := range r.Members {
-				switch m.Status {
-				case "alive":
-					alive++
-				case "starting":
-					starting = append(starting, m.ID)
-				}
-			}
-			if alive >= want {
-				return r, nil
-			}
-			last = fmt.Sprintf("%d of %d nodes alive (starting: %v)", alive, want, starting)
-		} else {
-			last = err.Error()
+		if err != nil {
+			return nil, "", err
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%w: waited %v: %s", rpc.ErrUnavailable, limit, last)
-		case <-t.C:
+		alive, starting := 0, []string{}
+		for _, m := range r.Members {
+			switch m.Status {
+			case "alive":
+				alive++
+			case "starting":
+				starting = append(starting, m.ID)
+			}
 		}
-	}
+		if alive >= want {
+			return r, "", nil
+		}
+		return nil, fmt.Sprintf("%d of %d nodes alive (starting: %v)", alive, want, starting), nil
+	})
 }
+
+// defaultGroupsWait bounds "groups --wait" when --timeout is not given.
+const defaultGroupsWait = 5 * time.Minute
 
 // newGroupsCmd returns "ghba groups".
 func newGroupsCmd(o *clientOptions) *cobra.Command {
-	return &cobra.Command{
+	var wait bool
+	cmd := &cobra.Command{
 		Use:   "groups",
-		Short: "List the groups: members, Raft leader and replica assignment balance",
-		Long: `List every group: its members, its Raft leader and how many segment-filter
-replicas each member holds (the assignment balance). With --json: an array
-of {group, members: [ids], leader} (plus replicas: {id: count}).`,
+		Short: "List the groups: members, Raft leader, replica assignment balance, settled",
+		Long: `List every group: its members, its Raft leader, how many segment-filter
+replicas each member holds (the assignment balance) and whether it is
+settled. A group is settled when every member that is up sees nothing
+about to change: it is an active member with a leader, no node is moving
+between groups or without one, no group is about to split or merge (group
+auto), and every filter replica its group assigns it is loaded. The last
+line says whether the whole cluster is. With --json: an array of {group,
+members: [ids], leader, settled} (plus replicas: {id: count}, unsettled:
+why not).
+
+--wait waits until the cluster is settled, then lists the groups; it gives
+up after --timeout (5m if not given) with exit code 5.`,
 		Example: `  ghba groups
-  ghba groups --json | jq -r '.[] | "\(.group) \(.leader)"'`,
+  ghba groups --json | jq -r '.[] | "\(.group) \(.leader) \(.settled)"'
+  ghba groups --wait --timeout 2m`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
-				r, err := c.Groups(ctx)
+				var r *rpc.GroupsResponse
+				var err error
+				if wait {
+					limit := defaultGroupsWait
+					if cmd.Flags().Changed("timeout") {
+						limit = o.timeout
+					}
+					r, err = waitGroups(ctx, c, limit)
+				} else {
+					r, err = c.Groups(ctx)
+				}
 				if err != nil {
 					return fmt.Errorf("groups: %w", err)
 				}
 				if o.json {
 					return writeJSON(cmd.OutOrStdout(), groupsJSON(r.Groups))
 				}
-				return printGroups(cmd.OutOrStdout(), r.Groups)
+				return printGroups(cmd.OutOrStdout(), r)
 			})
 		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until the cluster's groups are settled")
+	return cmd
+}
+
+// waitGroups asks for the groups every half second until the cluster is
+// settled, for at most limit.
+func waitGroups(ctx context.Context, c *rpc.Client, limit time.Duration) (*rpc.GroupsResponse, error) {
+	return poll(ctx, limit, func(ctx context.Context) (*rpc.GroupsResponse, string, error) {
+		r, err := c.Groups(ctx)
+		if err != nil || r.Settled {
+			return r, "", err
+		}
+		return nil, "not settled: " + r.Unsettled, nil
+	})
+}
+
+// poll calls try every half second, for at most limit, until it returns a
+// result; an error of try is remembered, not returned. On giving up, the
+// error wraps rpc.ErrUnavailable (exit code 5) and says what try last
+// reported.
+func poll[T any](ctx context.Context, limit time.Duration, try func(context.Context) (*T, string, error)) (*T, error) {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	var last string
+	for {
+		r, why, err := try(ctx)
+		switch {
+		case err != nil:
+			last = err.Error()
+		case r != nil:
+			return r, nil
+		default:
+			last = why
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: waited %v: %s", rpc.ErrUnavailable, limit, last)
+		case <-t.C:
+		}
 	}
 }
 

@@ -13,7 +13,7 @@ import (
 // startFake starts a rpctest.FakeServer ("node1") answering as the CLI
 // tests expect: every path homed on node2, two members (node1 alive and
 // Raft leader with 10 files, node2 failed holding 2 replicas), groups g1
-// (node1 and node2) and g2 (empty), and a leave that moved 12 shard replicas and
+// (node1 and node2, settled) and g2 (empty, not settled), and a leave that moved 12 shard replicas and
 // handed over 3 replicas.
 func startFake(t *testing.T) *rpctest.FakeServer {
 	t.Helper()
@@ -25,8 +25,8 @@ func startFake(t *testing.T) *rpctest.FakeServer {
 			{ID: "node2", Group: "g1", Status: "failed", RPCAddr: "127.0.0.1:1", RaftRole: "follower", Files: 7, ReplicasHeld: 2},
 		},
 		Groups: []rpc.GroupInfo{
-			{Group: "g1", Members: []string{"node1", "node2"}, Leader: "node1", Replicas: map[string]int{"node1": 1, "node2": 2}},
-			{Group: "g2"},
+			{Group: "g1", Members: []string{"node1", "node2"}, Leader: "node1", Replicas: map[string]int{"node1": 1, "node2": 2}, Settled: true},
+			{Group: "g2", Unsettled: "node3: 0 of 2 filter replicas loaded"},
 		},
 		Leave: &rpc.LeaveResponse{MovedShardReplicas: 12, HandedShards: []string{"node1"}, HandedReplicas: 3},
 	})

@@ -601,6 +601,12 @@ func TestProcessGroupsAuto(t *testing.T) {
 	}
 	c.waitReady("9 nodes ready in their groups", c.nodes...)
 	c.waitAssignment("each group covers its 6 outside origins, 2 per member", c.nodes, outside)
+	// Settled, as every node sees it, within the wait's timeout.
+	for _, n := range c.nodes {
+		if out, errOut, code := c.at(n, "groups", "--wait", "--timeout", procReadyTimeout.String()); code != 0 || !strings.Contains(out, "cluster settled") {
+			t.Fatalf("groups --wait through %s: exit %d\n%s%s", n.id, code, out, errOut)
+		}
+	}
 	m := newProcModel()
 	c.recordRoot(m, c.nodes[0])
 	var tops []string

@@ -171,9 +171,9 @@ func shardsJSON(ss []rpc.ShardInfo) []rpc.ShardInfo {
 
 // printGroups prints the groups as a table; REPLICAS shows the segment
 // replicas assigned to each member (the assignment balance).
-func printGroups(w io.Writer, gs []rpc.GroupInfo) error {
-	t := newTable(w, "GROUP", "LEADER", "SIZE", "MEMBERS", "REPLICAS")
-	for _, g := range gs {
+func printGroups(w io.Writer, r *rpc.GroupsResponse) error {
+	t := newTable(w, "GROUP", "LEADER", "SIZE", "MEMBERS", "REPLICAS", "SETTLED")
+	for _, g := range r.Groups {
 		var reps []string
 		for _, id := range slices.Sorted(maps.Keys(g.Replicas)) {
 			reps = append(reps, id+"="+strconv.Itoa(g.Replicas[id]))
@@ -182,9 +182,21 @@ func printGroups(w io.Writer, gs []rpc.GroupInfo) error {
 		if len(reps) > 0 {
 			repl = strings.Join(reps, " ")
 		}
-		t.row(g.Group, dash(g.Leader), len(g.Members), dash(strings.Join(g.Members, ",")), repl)
+		settled := "yes"
+		if !g.Settled {
+			settled = "no: " + g.Unsettled
+		}
+		t.row(g.Group, dash(g.Leader), len(g.Members), dash(strings.Join(g.Members, ",")), repl, settled)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if r.Settled {
+		_, err := fmt.Fprintln(w, "cluster settled")
+		return err
+	}
+	_, err := fmt.Fprintf(w, "cluster not settled: %s\n", r.Unsettled)
+	return err
 }
 
 // dirEntryJSON is one element of "ls --json".

@@ -132,6 +132,27 @@ func (n *Namespace) wantsReplica(ps *peerSet, origin string) bool {
 	return !n.segmented()
 }
 
+// Segment returns how many local-filter replicas belong in this node's L2
+// array (its G-HBA segment, or with HBA every other shard's) and how many
+// of them have been loaded in full since they were added. While the node's
+// group has not assigned it a segment, both are 0 and known is false.
+func (n *Namespace) Segment() (assigned, loaded int, known bool) {
+	ps := n.peers.Load()
+	if ps == nil || (n.segmented() && !ps.seg) {
+		return 0, 0, false
+	}
+	for _, s := range ps.shards {
+		if !n.wantsReplica(ps, s.ID) {
+			continue
+		}
+		assigned++
+		if _, ok := n.prop.loaded.Load(s.ID); ok {
+			loaded++
+		}
+	}
+	return assigned, loaded, true
+}
+
 // holdsReplica reports whether this node keeps a replica of origin's local
 // filter in its L2 array (pushes of other origins are answered NotHolder:
 // a false IDBFA hit at the origin).

@@ -47,8 +47,9 @@ type FakeAnswers struct {
 	// of the cluster, in start order, alive in group "g1", the first one
 	// its Raft leader.
 	Members []rpc.Member
-	// Groups answers rpc.MethodGroups. Default: group "g1" of every server,
-	// led by the first.
+	// Groups answers rpc.MethodGroups; the cluster is settled when every
+	// group is. Default: group "g1" of every server, led by the first,
+	// settled.
 	Groups []rpc.GroupInfo
 	// Status answers rpc.MethodStatus. Default: the answering server's id,
 	// group "g1", its Raft role and the leader as in the default Members,
@@ -315,13 +316,19 @@ func (s *FakeServer) registerCluster(srv *rpc.Server) {
 	})
 	handle(s, srv, rpc.MethodGroups, func(*rpc.GroupsRequest) (*rpc.GroupsResponse, error) {
 		if gs := s.c.answers.Groups; gs != nil {
-			return &rpc.GroupsResponse{Groups: slices.Clone(gs)}, nil
+			r := &rpc.GroupsResponse{Groups: slices.Clone(gs), Settled: true}
+			for _, g := range gs {
+				if !g.Settled && r.Settled {
+					r.Settled, r.Unsettled = false, "group "+g.Group+": "+g.Unsettled
+				}
+			}
+			return r, nil
 		}
-		g := rpc.GroupInfo{Group: "g1", Leader: s.c.servers[0].id}
+		g := rpc.GroupInfo{Group: "g1", Leader: s.c.servers[0].id, Settled: true}
 		for _, srv := range s.c.servers {
 			g.Members = append(g.Members, srv.id)
 		}
-		return &rpc.GroupsResponse{Groups: []rpc.GroupInfo{g}}, nil
+		return &rpc.GroupsResponse{Groups: []rpc.GroupInfo{g}, Settled: true}, nil
 	})
 	handle(s, srv, rpc.MethodStatus, func(*rpc.StatusRequest) (*rpc.StatusResponse, error) {
 		if st := s.c.answers.Status; st != nil {
