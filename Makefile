@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 # Link only hashicorp/go-metrics (raft-boltdb's compat layer would pull in armon/go-metrics).
 TAGS      := -tags hashicorpmetrics
 
-.PHONY: all build test bench demo groups-bench compare-etcd sim-demo fuzz vet fmt clean chaos chaos-broken
+.PHONY: all build test bench demo groups-bench compare-etcd sim-demo fuzz vet fmt clean chaos chaos-broken formation
 
 all: build
 
@@ -47,6 +47,16 @@ BROKEN ?= stale
 chaos-broken:
 	GHBA_CHAOS_BROKEN=$(BROKEN) \
 		$(GO) test $(TAGS) -count=1 -run '^TestChaosBroken$$' -timeout 1h -v ./cmd/chaos/
+
+## formation: RUNS rounds (default 20) of 9 agent processes with group auto (max 3 per
+## group) started at once; each must settle into 3 groups of 3 with 2 filter replicas per
+## member while a reader looks the paths already created up through every serving node,
+## none failing; prints a table, settle p50/max and a "formation:" summary line. Not part
+## of make test. GHBA_FORMATION_BIN=PATH measures another ghba binary (e.g. an older build).
+RUNS ?= 20
+formation:
+	GHBA_FORMATION_RUNS=$(RUNS) \
+		$(GO) test $(TAGS) -race=false -count=1 -run '^TestProcessFormation$$' -timeout 90m -v ./cmd/ghba/
 
 ## bench: the tracked benchmarks (no -race)
 bench:
