@@ -462,24 +462,31 @@ func (d *directory) groupSizes() map[string]int {
 
 // pickGroup chooses the group an auto node joins: the one with the fewest
 // members below maxSize (ties: by name). With every group full it returns
-// the smallest one anyway: its leader then splits it and redirects the
-// joiner to the new group (see group.go). "" when no group is visible.
+// one of the smallest full groups at random, so that joiners arriving
+// together spread over the groups' leaders (a leader that has just split
+// lets its split finish before it splits again): that leader splits its
+// group and redirects the joiner to the new group (see reshape.go). ""
+// when no group is visible.
 func (d *directory) pickGroup(maxSize int) string {
 	best, bestN := "", 0
-	full, fullN := "", 0
+	var full []string
+	fullN := 0
 	for g, k := range d.groupSizes() {
-		if k < maxSize {
+		switch {
+		case k < maxSize:
 			if best == "" || k < bestN || k == bestN && g < best {
 				best, bestN = g, k
 			}
-		} else if full == "" || k < fullN || k == fullN && g < full {
-			full, fullN = g, k
+		case len(full) == 0 || k < fullN:
+			full, fullN = []string{g}, k
+		case k == fullN:
+			full = append(full, g)
 		}
 	}
-	if best != "" {
+	if best != "" || len(full) == 0 {
 		return best
 	}
-	return full
+	return full[rand.IntN(len(full))]
 }
 
 // refresher recomputes the Directory on signals (Serf events, FSM
@@ -524,18 +531,26 @@ func (n *Node) signalRefresh() {
 }
 
 // hintTarget returns the group h points at, if it is visible with room:
-// h.group, or the group h.via gossips (not h.from).
-func (d *directory) hintTarget(h joinHint, maxSize int) string {
+// h.group, or the group h.via gossips (not h.from). spent reports a hint
+// that can no longer be followed: the group it names is visible and full
+// (other joiners filled it first), so waiting for it is pointless.
+func (d *directory) hintTarget(h joinHint, maxSize int) (target string, spent bool) {
 	sizes := d.groupSizes()
-	if k, ok := sizes[h.group]; ok && k < maxSize && h.group != h.from {
-		return h.group
+	if k, ok := sizes[h.group]; ok && h.group != h.from {
+		if k < maxSize {
+			return h.group, false
+		}
+		return "", true
 	}
 	if h.via != "" && h.via != d.n.cfg.NodeID {
-		if p, ok := d.peer(h.via); ok && p.Group != "" && p.Group != h.from && p.Up && sizes[p.Group] < maxSize {
-			return p.Group
+		if p, ok := d.peer(h.via); ok && p.Group != "" && p.Group != h.from && p.Up {
+			if sizes[p.Group] < maxSize {
+				return p.Group, false
+			}
+			return "", true
 		}
 	}
-	return ""
+	return "", false
 }
 
 // peer returns node id from the peer list.

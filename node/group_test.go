@@ -297,6 +297,33 @@ func TestGroupSplit(t *testing.T) {
 	}
 }
 
+// TestGroupFormationAtOnce starts 7 auto nodes with max_group_size 3 one
+// right after the other, without waiting for any to join: the joiners
+// arrive together at full groups (splits, redirects, joins that wait for
+// a split to finish), and the cluster settles into groups of 2, 2 and 3
+// (7 = 3 + 2 + 2: two splits, no merge), every node in one.
+func TestGroupFormationAtOnce(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
+	log := rpctest.Logger(t)
+	const m = 3
+	start := time.Now()
+	var first *node.Config
+	var nodes []*node.Node
+	for i := 1; i <= 7; i++ {
+		c := autoConfig(t, i, m, first)
+		if first == nil {
+			first = &c
+		}
+		nodes = append(nodes, nodetest.Start(t, c, log))
+	}
+	groups := checkGroups(t, 2*time.Minute, nodes, m, 3)
+	waitSettled(t, time.Minute, nodes)
+	t.Logf("groups %v settled %v after the first start", groups, time.Since(start).Round(time.Millisecond))
+	for _, n := range slices.Backward(nodes) {
+		nodetest.Shutdown(t, n)
+	}
+}
+
 // TestGroupMerge makes 4 auto nodes with max_group_size 3 (2+2), then a
 // node of one group leaves: the group left with one member merges into
 // the other, and paths stay reachable throughout.

@@ -83,6 +83,7 @@ func (n *Node) callLeader(ctx context.Context, method string, req, resp any) err
 func (n *Node) groupJoinLoop() {
 	ctx := n.bgCtx
 	wait := backoff.New(n.tune.GroupJoinMin, n.tune.GroupJoinMax)
+	redirects := 0
 	for {
 		if n.isJoined() || n.leaving.Load() {
 			select {
@@ -95,11 +96,17 @@ func (n *Node) groupJoinLoop() {
 		err := n.joinGroupOnce(ctx)
 		if err == nil {
 			wait.Reset()
+			redirects = 0
 			continue
 		}
 		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, errRedirected) && redirects < maxRedirects {
+			redirects++
+			continue
+		}
+		redirects = 0
 		d := wait.Current()
 		n.log.Info("waiting to join a group", "reason", err, "retry_in", d)
 		t := time.NewTimer(d)
@@ -129,6 +136,15 @@ func (n *Node) triggerJoin() {
 // errNoGroup reports that no group to join is visible yet.
 var errNoGroup = errors.New("no group visible in serf yet")
 
+// errRedirected reports a join that the asked group's leader redirected to
+// another group (a new group a split founded, or a group with room): the
+// join loop tries that group at once.
+var errRedirected = fmt.Errorf("%w: redirected", errNoGroup)
+
+// maxRedirects bounds the redirects the join loop follows without its
+// back-off.
+const maxRedirects = 3
+
 // errSwitching reports a join attempt while the node replaces its Raft.
 var errSwitching = errors.New("switching groups")
 
@@ -144,11 +160,19 @@ func (n *Node) joinGroupOnce(ctx context.Context) error {
 	auto := target == GroupAuto
 	if auto {
 		target = ""
-		if h, ok := n.activeHint(); ok {
-			if target = n.dir.hintTarget(h, n.cfg.MaxGroupSize); target == "" {
+		h, ok := n.activeHint()
+		if ok {
+			var spent bool
+			switch target, spent = n.dir.hintTarget(h, n.cfg.MaxGroupSize); {
+			case spent:
+				n.log.Info("the group a split or switch named is full; choosing a group like any auto node", "group", h.group, "via", h.via)
+				n.setHint(joinHint{})
+				ok = false
+			case target == "":
 				return fmt.Errorf("%w: waiting for group %q (via %s)", errNoGroup, h.group, h.via)
 			}
-		} else {
+		}
+		if !ok {
 			target = n.dir.pickGroup(n.cfg.MaxGroupSize)
 		}
 		if target == "" {
@@ -178,9 +202,9 @@ func (n *Node) joinGroupOnce(ctx context.Context) error {
 			continue
 		}
 		if resp.Redirect != "" {
-			n.log.Info("the full group split; joining the new group", "group", resp.Redirect, "via", resp.Via, "leader", resp.Leader)
+			n.log.Info("the full group's leader redirected the join", "group", resp.Redirect, "via", resp.Via, "leader", resp.Leader)
 			n.setHint(joinHint{group: resp.Redirect, via: resp.Via, from: target, until: time.Now().Add(n.tune.SwitchHintTimeout)})
-			return fmt.Errorf("%w: redirected to the new group %q", errNoGroup, resp.Redirect)
+			return fmt.Errorf("%w: redirected to group %q", errRedirected, resp.Redirect)
 		}
 		if resp.Group == "" {
 			return fmt.Errorf("%w: empty answer", errNoGroup)

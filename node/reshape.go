@@ -80,6 +80,7 @@ type reshapeState struct {
 	sig         string               // the group's members as last seen
 	stableSince time.Time            // since when sig has not changed
 	last        time.Time            // last split or merge by this leader
+	lastMovers  []string             // the members the last split moved
 	merging     bool                 // a merge is being carried out
 }
 
@@ -396,6 +397,31 @@ func (n *Node) bootstrapNewGroup(ctx context.Context, gr *groupRaft, rec switchR
 func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, error) {
 	n.memberMu.Lock()
 	defer n.memberMu.Unlock()
+	// Joins that arrive while a split is still being carried out (this
+	// leader's or another's) wait here (a queue, in arrival order of
+	// memberMu) for it to finish, instead of being refused and retrying:
+	// once the movers show up in their new group, the join is decided
+	// again, by the group sizes Serf shows then (usually a redirect to the
+	// new group).
+	wctx, cancel := context.WithTimeout(ctx, n.tune.RPCTimeout/2)
+	defer cancel()
+	for n.splitInProgress(n.group()) {
+		n.memberMu.Unlock()
+		t := time.NewTimer(splitPoll)
+		select {
+		case <-wctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		n.memberMu.Lock()
+		if wctx.Err() != nil {
+			break
+		}
+	}
+	// Decide on the group sizes Serf shows now, not on the Directory's
+	// last snapshot (a mover that just arrived in its new group would be
+	// missed, and with it the room there).
+	n.dir.refresh()
 	if !n.isLeader() {
 		return nil, errNotLeader
 	}
@@ -414,13 +440,11 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 	if _, ok := f.Member(j.ID); ok {
 		return nil, fmt.Errorf("%w: %s is a member already", fs.ErrExist, j.ID)
 	}
-	if time.Since(n.reshape.last) < n.tune.MergeSettle/2 {
-		return nil, fmt.Errorf("%w: %w: group %q changed shape recently", rpc.ErrUnavailable, fsm.ErrGroupFull, myGroup)
+	if g, via := n.groupWithRoom(myGroup, m); g != "" {
+		return &groupJoinResp{Leader: n.cfg.NodeID, Redirect: g, Via: via}, nil
 	}
-	for g, k := range n.dir.groupSizes() {
-		if g != myGroup && k < m {
-			return nil, fmt.Errorf("%w: group %q has room (%d of %d)", fsm.ErrGroupFull, g, k, m)
-		}
+	if n.splitInProgress(myGroup) {
+		return nil, fmt.Errorf("%w: %w: group %q is full and a split is still being carried out", rpc.ErrUnavailable, fsm.ErrGroupFull, myGroup)
 	}
 	alive := n.serfAutoAlive()
 	var cand []string
@@ -449,7 +473,7 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 		n.reshape.movedAway = map[string]time.Time{}
 	}
 	now := time.Now()
-	n.reshape.last = now
+	n.reshape.last, n.reshape.lastMovers = now, nil
 	// Only a mover that has left this group's Raft may switch: one whose
 	// removal failed would stay a voter here while it founds or joins the
 	// new group. It stays, and reconcile adds it back to the FSM once the
@@ -466,6 +490,7 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 	if len(removed) == 0 {
 		return nil, fmt.Errorf("%w: split of group %q: no member could leave its raft", rpc.ErrUnavailable, myGroup)
 	}
+	n.reshape.lastMovers = removed
 	boot = removed[0]
 	// The movers are told in the background, with the node's context: the
 	// joiner's call may end first, and membership changes (memberMu) must
@@ -487,6 +512,64 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 	n.log.Info("group split", "group", myGroup, "new_group", name, "moved", removed, "joiner", j.ID, "remaining", f.Size())
 	n.signalRefresh()
 	return &groupJoinResp{Leader: n.cfg.NodeID, Redirect: name, Via: boot}, nil
+}
+
+// splitPoll is how often a join waiting for a split to finish checks.
+const splitPoll = 100 * time.Millisecond
+
+// splitInProgress reports whether a split is still being carried out:
+// Serf shows an alive node moving between groups (this leader's split or
+// another's: the new group it founds or joins will have room), or one of
+// the movers of this leader's last split (less than MergeSettle/2 ago)
+// does not show as a member of another group yet. A split decided before
+// then would not see the room the new groups have, and splits decided by
+// several leaders at once would found more groups than the cluster needs.
+// Called with memberMu held.
+func (n *Node) splitInProgress(myGroup string) bool {
+	s := n.serfAgent()
+	if s == nil {
+		return false
+	}
+	arrived := map[string]bool{}
+	for _, m := range s.Members() {
+		if m.Status != serf.StatusAlive || m.Tags[tagRole] != roleGHBA {
+			continue
+		}
+		if m.Tags[tagMoving] == "1" {
+			return true
+		}
+		if g := m.Tags[tagGroup]; g != "" && g != myGroup {
+			arrived[m.Name] = true
+		}
+	}
+	if time.Since(n.reshape.last) >= n.tune.MergeSettle/2 {
+		return false
+	}
+	for _, id := range n.reshape.lastMovers {
+		if !arrived[id] {
+			return true
+		}
+	}
+	return false
+}
+
+// groupWithRoom returns another group than myGroup that Serf shows below
+// maxSize (the smallest; ties by name) and one of its alive members to
+// reach it through, or "".
+func (n *Node) groupWithRoom(myGroup string, maxSize int) (group, via string) {
+	best := -1
+	for g, k := range n.dir.groupSizes() {
+		if g == myGroup || k >= maxSize || (best >= 0 && (k > best || k == best && g > group)) {
+			continue
+		}
+		for _, p := range n.dir.Peers() {
+			if p.Group == g && p.Up && !p.Leaving {
+				group, via, best = g, p.ID, k
+				break
+			}
+		}
+	}
+	return group, via
 }
 
 // tellSwitch sends req to node id, retrying briefly.
@@ -612,7 +695,7 @@ func (n *Node) maybeMerge(ctx context.Context, gr *groupRaft) {
 	if target == "" {
 		return
 	}
-	n.reshape.merging, n.reshape.last = true, now
+	n.reshape.merging, n.reshape.last, n.reshape.lastMovers = true, now, nil
 	var others []string
 	for _, m := range members {
 		if m.ID != n.cfg.NodeID {

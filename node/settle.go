@@ -12,8 +12,9 @@ import (
 
 // Settled groups (docs/design.md, "Groups settled"): a node's groups are
 // settled, as it sees them, when nothing about them is about to change and
-// its routing state is complete — no split, merge or switch pending, and
-// every filter replica its group assigns it loaded. The cluster is settled
+// its state is complete — no split, merge or switch pending, the node
+// serving (every shard replica its group places on it open and caught
+// up), and every filter replica its group assigns it loaded. The cluster is settled
 // when every node answers that it is (Groups, "ghba groups --wait").
 
 // settled reports whether the node sees its groups settled, and if not the
@@ -34,6 +35,9 @@ func (n *Node) settled() (bool, string) {
 	f := n.groupFSM()
 	if f == nil || !f.Bootstrapped() {
 		return false, "the group's state is not loaded yet"
+	}
+	if ok, why := n.serving(); !ok {
+		return false, "this node does not serve yet: " + why
 	}
 	if n.leaderID() == "" {
 		return false, fmt.Sprintf("group %s has no leader", g)
