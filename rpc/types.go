@@ -461,8 +461,8 @@ type StatusResponse struct {
 	Status string `json:"status"`
 	// NotServing is why the node does not serve yet ("" when it does).
 	NotServing string `json:"not_serving,omitempty"`
-	// Settled reports that the node sees its groups settled: it is an
-	// active member of a group with a leader, no node is moving between
+	// Settled reports that the node sees its groups settled: it serves,
+	// it is an active member of a group with a leader, no node is moving between
 	// groups or without one, no group is about to split or merge, and
 	// every filter replica its group assigns it is loaded. Unsettled says
 	// why not.
