@@ -81,6 +81,9 @@ type reshapeState struct {
 	stableSince time.Time            // since when sig has not changed
 	last        time.Time            // last split or merge by this leader
 	lastMovers  []string             // the members the last split moved
+	newGroup    string               // the group the last split founds
+	newVia      string               // its founder
+	newSize     int                  // its members and the joiners sent there
 	merging     bool                 // a merge is being carried out
 }
 
@@ -403,6 +406,10 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 	// once the movers show up in their new group, the join is decided
 	// again, by the group sizes Serf shows then (usually a redirect to the
 	// new group).
+	if r := n.takeIntoSplit(); r != nil {
+		n.log.Info("a join arrived while the split is carried out: sent to the new group", "joiner", j.ID, "group", r.Redirect)
+		return r, nil
+	}
 	wctx, cancel := context.WithTimeout(ctx, n.tune.RPCTimeout/2)
 	defer cancel()
 	for n.splitInProgress(n.group()) {
@@ -473,7 +480,7 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 		n.reshape.movedAway = map[string]time.Time{}
 	}
 	now := time.Now()
-	n.reshape.last, n.reshape.lastMovers = now, nil
+	n.reshape.last, n.reshape.lastMovers, n.reshape.newGroup = now, nil, ""
 	// Only a mover that has left this group's Raft may switch: one whose
 	// removal failed would stay a voter here while it founds or joins the
 	// new group. It stays, and reconcile adds it back to the FSM once the
@@ -491,6 +498,9 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 		return nil, fmt.Errorf("%w: split of group %q: no member could leave its raft", rpc.ErrUnavailable, myGroup)
 	}
 	n.reshape.lastMovers = removed
+	// The new group: its movers and the joiner, and room for the joiners
+	// that arrive while the split is carried out (takeIntoSplit).
+	n.reshape.newGroup, n.reshape.newVia, n.reshape.newSize = name, removed[0], len(removed)+1
 	boot = removed[0]
 	// The movers are told in the background, with the node's context: the
 	// joiner's call may end first, and membership changes (memberMu) must
@@ -512,6 +522,26 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 	n.log.Info("group split", "group", myGroup, "new_group", name, "moved", removed, "joiner", j.ID, "remaining", f.Size())
 	n.signalRefresh()
 	return &groupJoinResp{Leader: n.cfg.NodeID, Redirect: name, Via: boot}, nil
+}
+
+// takeIntoSplit returns a redirect to the group this leader's split in
+// progress founds, while that group has room for one more joiner, and
+// counts the joiner in: a split takes in the joiners that arrive while it
+// is carried out, up to max_group_size, without waiting for its movers to
+// show up there. nil when there is no such split or no room. Called with
+// memberMu held.
+func (n *Node) takeIntoSplit() *groupJoinResp {
+	rs := &n.reshape
+	f := n.groupFSM()
+	if rs.newGroup == "" || f == nil || !n.isLeader() || !n.splitInProgress(n.group()) {
+		return nil
+	}
+	c, ok := f.Config()
+	if !ok || rs.newSize >= c.MaxGroupSize {
+		return nil
+	}
+	rs.newSize++
+	return &groupJoinResp{Leader: n.cfg.NodeID, Redirect: rs.newGroup, Via: rs.newVia}
 }
 
 // splitPoll is how often a join waiting for a split to finish checks.
@@ -695,7 +725,7 @@ func (n *Node) maybeMerge(ctx context.Context, gr *groupRaft) {
 	if target == "" {
 		return
 	}
-	n.reshape.merging, n.reshape.last, n.reshape.lastMovers = true, now, nil
+	n.reshape.merging, n.reshape.last, n.reshape.lastMovers, n.reshape.newGroup = true, now, nil, ""
 	var others []string
 	for _, m := range members {
 		if m.ID != n.cfg.NodeID {

@@ -199,19 +199,64 @@ func (n *Namespace) shardUp(shard string) bool {
 
 // canFailOver reports whether shard may get a leader other than a dead
 // one soon: a node that is up, other than its last known leader, hosts a
-// replica of it. (With one replica per shard, a shard whose node is down
+// replica of it; or no host of it is known yet and a node that may know
+// its leader is up (askPeer). (With one replica per shard, a shard whose node is down
 // has no one to fail over to: requests for it answer at once.)
 func (n *Namespace) canFailOver(shard string) bool {
-	s := n.peers.Load().shard[shard]
-	if s == nil {
-		return false
+	if n.hostsUnknown(shard) {
+		return n.askPeer(shard) != "" // its leader may be learned from a peer soon
 	}
+	s := n.peers.Load().shard[shard]
 	for _, h := range s.Hosts {
 		if h != s.Leader && n.isUp(h) {
 			return true
 		}
 	}
 	return false
+}
+
+// hostsUnknown reports whether this node knows of no replica of shard on
+// another node: gossip has not brought the shard's hosts yet (a node that
+// has just started or joined a group), as opposed to hosts that are known
+// and down.
+func (n *Namespace) hostsUnknown(shard string) bool {
+	s := n.peers.Load().shard[shard]
+	if s == nil {
+		return true
+	}
+	for _, h := range s.Hosts {
+		if h != n.id {
+			return false
+		}
+	}
+	return true
+}
+
+// askPeer returns a node to ask for shard's leader when no host of it is
+// known (hostsUnknown): the node it is named after (which created it and
+// usually still hosts it), else a random member of its group; up, not
+// this one nor one of not; "" if there is none. The node asked serves the
+// request if it leads the shard, or answers "not the leader" naming the
+// leader it knows (its group's members know their shards from their FSM).
+func (n *Namespace) askPeer(shard string, not ...string) string {
+	ok := func(id string) bool { return id != n.id && !slices.Contains(not, id) && n.isUp(id) }
+	if ok(shard) {
+		return shard
+	}
+	s := n.peers.Load().shard[shard]
+	if s == nil || s.Group == "" {
+		return ""
+	}
+	var cands []string
+	for _, p := range n.peers.Load().list {
+		if p.Group == s.Group && ok(p.ID) {
+			cands = append(cands, p.ID)
+		}
+	}
+	if len(cands) == 0 {
+		return ""
+	}
+	return cands[rand.IntN(len(cands))]
 }
 
 // otherHost returns a random node that is up, is not this one nor one of

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
 )
@@ -134,5 +135,34 @@ func TestLookupFalsePositive(t *testing.T) {
 		if err := via(c, entry).create(tc.path); errKind(err) != tc.want {
 			t.Errorf("create %s with a lying filter: %v, want %s", tc.path, err, tc.want)
 		}
+	}
+}
+
+// TestShardHostsNotKnownYet: a node whose Directory knows a shard but
+// neither its leader nor any of its hosts (gossip has not brought them
+// yet: a node that has just started or joined a group) still reaches the
+// shard, through the node the shard is named after; it answers
+// "unavailable" only once no node that may know the leader is up.
+func TestShardHostsNotKnownYet(t *testing.T) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Placement: "parent"})
+	mustOK(t, via(c, "n1").mkdir("/known", false), "mkdir")
+	mustOK(t, via(c, "n1").create("/known/f"), "create")
+	home := homeOf(c, t, "/known/f")
+	entry := "n1"
+	if entry == home {
+		entry = "n2"
+	}
+	c.WaitFilters()
+	c.Dir.UpdateShard(home, func(s *namespace.ShardInfo) { s.Leader, s.Hosts = "", nil })
+	st, err := via(c, entry).stat("/known/f")
+	mustOK(t, err, "stat through %s with shard %s's hosts unknown", entry, home)
+	if st.Home != home {
+		t.Errorf("home %s, want %s", st.Home, home)
+	}
+	// With the shard's node down as well, nobody can tell the leader.
+	c.Dir.Update(home, func(p *namespace.Peer) { p.Up = false })
+	c.Dir.UpdateShard(home, func(s *namespace.ShardInfo) { s.Group = "elsewhere" })
+	if _, err := via(c, entry).stat("/known/f"); errKind(err) != "unavailable" {
+		t.Errorf("stat with the shard's node down and no host known: %v, want unavailable", err)
 	}
 }

@@ -117,7 +117,9 @@ func callShard[Req, Resp any, PR shardCall[Req]](ctx context.Context, n *Namespa
 // a live node that hosts a replica of the shard: that node serves the
 // request if it leads the shard now, or answers "not the leader" naming
 // the leader its replica knows, which gossip may not have told this node
-// yet.
+// yet. When it knows no host of the shard at all (gossip has not brought
+// them yet), it asks the node the shard is named after, or a member of
+// the shard's group (askPeer).
 func callShardOnce[Req, Resp any, PR shardCall[Req]](ctx context.Context, n *Namespace, shard, method string, req PR,
 	local func(*home, context.Context, *Req) (*Resp, error)) (*Resp, error) {
 	req.header().Shard = shard
@@ -130,7 +132,11 @@ func callShardOnce[Req, Resp any, PR shardCall[Req]](ctx context.Context, n *Nam
 		to := n.leaderOf(shard)
 		if to == "" || to == n.id || to == unreachable || !n.isUp(to) {
 			// (n.id: it led the shard, and lost it a moment ago)
-			if to = n.otherHost(shard, to, unreachable); to == "" {
+			prev := to
+			if to = n.otherHost(shard, prev, unreachable); to == "" && n.hostsUnknown(shard) {
+				to = n.askPeer(shard, prev, unreachable)
+			}
+			if to == "" {
 				return nil, errShardDown(shard)
 			}
 		}
