@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
@@ -145,6 +146,11 @@ var errRedirected = fmt.Errorf("%w: redirected", errNoGroup)
 // back-off.
 const maxRedirects = 3
 
+// spentHintPause is about how long a joiner whose hint is spent waits
+// before it chooses a group again (between half and one and a half times
+// it).
+const spentHintPause = 500 * time.Millisecond
+
 // errSwitching reports a join attempt while the node replaces its Raft.
 var errSwitching = errors.New("switching groups")
 
@@ -160,19 +166,30 @@ func (n *Node) joinGroupOnce(ctx context.Context) error {
 	auto := target == GroupAuto
 	if auto {
 		target = ""
-		h, ok := n.activeHint()
-		if ok {
+		if h, ok := n.activeHint(); ok {
 			var spent bool
 			switch target, spent = n.dir.hintTarget(h, n.cfg.MaxGroupSize); {
 			case spent:
+				// Choose again like any auto node, after a short pause
+				// with jitter: a split elsewhere may be founding a group
+				// with room that gossip shows only in a moment (choosing
+				// at once would make another leader split too, founding
+				// more groups than needed).
 				n.log.Info("the group a split or switch named is full; choosing a group like any auto node", "group", h.group, "via", h.via)
 				n.setHint(joinHint{})
-				ok = false
+				t := time.NewTimer(spentHintPause/2 + rand.N(spentHintPause))
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return ctx.Err()
+				case <-t.C:
+				}
+				n.dir.refresh()
+				target = n.dir.pickGroup(n.cfg.MaxGroupSize)
 			case target == "":
 				return fmt.Errorf("%w: waiting for group %q (via %s)", errNoGroup, h.group, h.via)
 			}
-		}
-		if !ok {
+		} else {
 			target = n.dir.pickGroup(n.cfg.MaxGroupSize)
 		}
 		if target == "" {
