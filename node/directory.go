@@ -462,31 +462,39 @@ func (d *directory) groupSizes() map[string]int {
 
 // pickGroup chooses the group an auto node joins: the one with the fewest
 // members below maxSize (ties: by name). With every group full it returns
-// one of the smallest full groups at random, so that joiners arriving
-// together spread over the groups' leaders (a leader that has just split
-// lets its split finish before it splits again): that leader splits its
-// group and redirects the joiner to the new group (see reshape.go). ""
-// when no group is visible.
+// splitterGroup's choice: that group's leader splits it and redirects the
+// joiner to the new group (see reshape.go). "" when no group is visible.
 func (d *directory) pickGroup(maxSize int) string {
 	best, bestN := "", 0
-	var full []string
-	fullN := 0
 	for g, k := range d.groupSizes() {
-		switch {
-		case k < maxSize:
-			if best == "" || k < bestN || k == bestN && g < best {
-				best, bestN = g, k
-			}
-		case len(full) == 0 || k < fullN:
-			full, fullN = []string{g}, k
-		case k == fullN:
-			full = append(full, g)
+		if k < maxSize && (best == "" || k < bestN || k == bestN && g < best) {
+			best, bestN = g, k
 		}
 	}
-	if best != "" || len(full) == 0 {
+	if best != "" {
 		return best
 	}
-	return full[rand.IntN(len(full))]
+	return d.splitterGroup()
+}
+
+// splitterGroup returns the group whose leader splits when every group is
+// full: the smallest one, ties by name; "" when no group is visible. All
+// joiners ask the same leader, so that splits happen one after another
+// (each waits for the one before to finish): two leaders splitting at
+// once would found more groups than needed, groups too large to merge
+// (9 nodes, max_group_size 3: 3+2+2+2).
+func (d *directory) splitterGroup() string {
+	sizes := d.groupSizes() // without this node: count it in its group
+	if g := d.n.group(); g != "" && d.n.isJoined() {
+		sizes[g]++
+	}
+	best, bestN := "", 0
+	for g, k := range sizes {
+		if best == "" || k < bestN || k == bestN && g < best {
+			best, bestN = g, k
+		}
+	}
+	return best
 }
 
 // refresher recomputes the Directory on signals (Serf events, FSM

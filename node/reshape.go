@@ -450,6 +450,12 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 	if g, via := n.groupWithRoom(myGroup, m); g != "" {
 		return &groupJoinResp{Leader: n.cfg.NodeID, Redirect: g, Via: via}, nil
 	}
+	if g := n.dir.splitterGroup(); g != "" && g != myGroup {
+		// Another leader splits (splitterGroup): send the joiner there.
+		if via := n.dir.memberOf(g); via != "" {
+			return &groupJoinResp{Leader: n.cfg.NodeID, Redirect: g, Via: via}, nil
+		}
+	}
 	if n.splitInProgress(myGroup) {
 		return nil, fmt.Errorf("%w: %w: group %q is full and a split is still being carried out", rpc.ErrUnavailable, fsm.ErrGroupFull, myGroup)
 	}
@@ -581,6 +587,16 @@ func (n *Node) splitInProgress(myGroup string) bool {
 		}
 	}
 	return false
+}
+
+// memberOf returns an alive member of group g that is not leaving, or "".
+func (d *directory) memberOf(g string) string {
+	for _, p := range d.Peers() {
+		if p.Group == g && p.Up && !p.Leaving {
+			return p.ID
+		}
+	}
+	return ""
 }
 
 // groupWithRoom returns another group than myGroup that Serf shows below

@@ -200,11 +200,14 @@ func (n *Namespace) shardUp(shard string) bool {
 // canFailOver reports whether shard may get a leader other than a dead
 // one soon: a node that is up, other than its last known leader, hosts a
 // replica of it; or no host of it is known yet and a node that may know
-// its leader is up (askPeer). (With one replica per shard, a shard whose node is down
+// its leader is up (askPeer), or the shard itself is not known yet. (With one replica per shard, a shard whose node is down
 // has no one to fail over to: requests for it answer at once.)
 func (n *Namespace) canFailOver(shard string) bool {
 	if n.hostsUnknown(shard) {
-		return n.askPeer(shard) != "" // its leader may be learned from a peer soon
+		// Not known at all yet (gossip brings a shard another node has
+		// just created or taken to a new group within moments), or its
+		// leader may be learned from a peer soon.
+		return n.peers.Load().shard[shard] == nil || n.askPeer(shard) != ""
 	}
 	s := n.peers.Load().shard[shard]
 	for _, h := range s.Hosts {
