@@ -173,6 +173,12 @@ func (n *Node) members(ctx context.Context, into *map[string]*rpc.StatusResponse
 func (n *Node) Groups(ctx context.Context) *rpc.GroupsResponse {
 	var statuses map[string]*rpc.StatusResponse
 	members := n.members(ctx, &statuses)
+	return n.groupsFrom(members, statuses)
+}
+
+// groupsFrom is Groups from the members and the statuses of those that
+// answered (members).
+func (n *Node) groupsFrom(members []rpc.Member, statuses map[string]*rpc.StatusResponse) *rpc.GroupsResponse {
 	r := &rpc.GroupsResponse{Groups: n.groupsOf(members)}
 	r.Settled, r.Unsettled = groupsSettled(r.Groups, members, statuses)
 	return r

@@ -486,8 +486,7 @@ func (n *Node) serveStatusPage(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	var statuses map[string]*rpc.StatusResponse
 	members := n.members(ctx, &statuses)
-	groups := &rpc.GroupsResponse{Groups: n.groupsOf(members)}
-	groups.Settled, groups.Unsettled = groupsSettled(groups.Groups, members, statuses)
+	groups := n.groupsFrom(members, statuses)
 	data := struct {
 		Self    *rpc.StatusResponse
 		Root    string

@@ -400,16 +400,17 @@ func (n *Node) bootstrapNewGroup(ctx context.Context, gr *groupRaft, rec switchR
 func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, error) {
 	n.memberMu.Lock()
 	defer n.memberMu.Unlock()
-	// Joins that arrive while a split is still being carried out (this
-	// leader's or another's) wait here (a queue, in arrival order of
-	// memberMu) for it to finish, instead of being refused and retrying:
-	// once the movers show up in their new group, the join is decided
-	// again, by the group sizes Serf shows then (usually a redirect to the
-	// new group).
+	// A join that arrives while this leader's split is carried out goes
+	// to the split's new group while it has room.
 	if r := n.takeIntoSplit(); r != nil {
 		n.log.Info("a join arrived while the split is carried out: sent to the new group", "joiner", j.ID, "group", r.Redirect)
 		return r, nil
 	}
+	// Other joins that arrive while a split is still being carried out
+	// (this leader's or another's) wait here (a queue, in arrival order of
+	// memberMu) for it to finish, instead of being refused and retrying:
+	// once the movers show up in their new group, the join is decided
+	// again, by the group sizes Serf shows then.
 	wctx, cancel := context.WithTimeout(ctx, n.tune.RPCTimeout/2)
 	defer cancel()
 	for n.splitInProgress(n.group()) {
@@ -608,11 +609,8 @@ func (n *Node) groupWithRoom(myGroup string, maxSize int) (group, via string) {
 		if g == myGroup || k >= maxSize || (best >= 0 && (k > best || k == best && g > group)) {
 			continue
 		}
-		for _, p := range n.dir.Peers() {
-			if p.Group == g && p.Up && !p.Leaving {
-				group, via, best = g, p.ID, k
-				break
-			}
+		if m := n.dir.memberOf(g); m != "" {
+			group, via, best = g, m, k
 		}
 	}
 	return group, via

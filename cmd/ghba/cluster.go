@@ -208,8 +208,8 @@ func newGroupsCmd(o *clientOptions) *cobra.Command {
 		Short: "List the groups: members, Raft leader, replica assignment balance, settled",
 		Long: `List every group: its members, its Raft leader, how many segment-filter
 replicas each member holds (the assignment balance) and whether it is
-settled. A group is settled when every member that is up sees nothing
-about to change: it is an active member with a leader, no node is moving
+settled. A group is settled when every member that is up serves and sees
+nothing about to change: it is an active member with a leader, no node is moving
 between groups or without one, no group is about to split or merge (group
 auto), and every filter replica its group assigns it is loaded. The last
 line says whether the whole cluster is. With --json: an array of {group,
