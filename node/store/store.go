@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,6 +161,9 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 		WithLogger(badgerLogger{l: log.With("badger", true)}).
 		WithMemTableSize(orDefault(opts.MemTableSize, DefaultMemTableSize)).
 		WithBlockCacheSize(orDefault(opts.BlockCacheSize, DefaultBlockCacheSize))
+	if err := removeEmptyMemtables(opts.Dir, log); err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
+	}
 	db, err := badger.Open(bopts)
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", opts.Dir, err)
@@ -182,6 +188,39 @@ func Open(ctx context.Context, opts Options) (*Store, error) {
 	}
 	go s.run()
 	return s, nil
+}
+
+// removeEmptyMemtables deletes the memtable files of length zero in dir.
+// Badger creates a memtable's write-ahead file and then sizes it; a process
+// killed between the two leaves a file of length zero, which holds no entry
+// and which badger.Open refuses ("while opening memtables ... Create a new
+// file", dgraph-io/badger#2207). Without this, a node killed at that moment
+// would not start again.
+func removeEmptyMemtables(dir string, log *slog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() || filepath.Ext(e.Name()) != ".mem" {
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		if info.Size() != 0 {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+			return err
+		}
+		log.Warn("removed an empty memtable file left by a crash", "file", e.Name())
+	}
+	return nil
 }
 
 func orDefault[T int | int64](v, def T) T {
