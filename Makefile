@@ -67,7 +67,7 @@ FUZZTIME ?= 30s
 fuzz:
 	@for f in $$($(GO) test $(TAGS) -list 'Fuzz.*' ./routing/ | grep ^Fuzz); do \
 		echo "== $$f"; $(GO) test -run=NONE -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) ./routing/ || exit 1; done
-	@for p in ./routing/workload/ ./rpc/ ./node/store/ ./node/raftmux/ ./fsm/; do \
+	@for p in ./routing/workload/ ./rpc/ ./node/store/ ./node/raftmux/ ./node/shard/ ./fsm/; do \
 		for f in $$($(GO) test $(TAGS) -list 'Fuzz.*' $$p | grep ^Fuzz); do \
 			echo "== $$p $$f"; $(GO) test $(TAGS) -run=NONE -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s $$p || exit 1; done; done
 
@@ -76,7 +76,7 @@ fuzz:
 demo: build
 	GHBA_BIN=$(BIN) scripts/demo.sh
 
-## groups-bench: G-HBA (groups of 3) against HBA on loopback clusters of
+## groups-bench: G-HBA (groups of 3), without and with a filter memory budget, against HBA on loopback clusters of
 ## 3, 6, 9 and 12 agent processes: lookup levels, hops, filter memory, replicas
 groups-bench: build
 	GHBA_BIN=$(BIN) scripts/groups-bench.sh

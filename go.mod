@@ -9,7 +9,7 @@ require (
 
 require (
 	github.com/anishathalye/porcupine v1.3.1
-	github.com/hashicorp/raft-wal v0.4.0
+	github.com/hashicorp/raft-wal v0.4.1
 )
 
 require (

@@ -43,14 +43,17 @@ func (t MsgType) Ignorable() bool { return t&IgnorableFlag != 0 }
 // Format versions (second byte of a log entry). Format 1 is every command
 // as first written. Format 2 adds fields to three commands: Config.Replication
 // in BootstrapCommand, AddMemberCommand.Shards and AbsorbCommand.Shards.
-// Encode writes the oldest format that carries the command: format 1 while
-// those fields have their zero values (so an older build applies the entry
-// exactly as this one does), format 2 otherwise (an older build, which
-// would silently drop the fields, halts instead). A format-1 entry read by
-// this build has the fields at their zero values, whatever its body says.
+// Format 3 adds AddMemberCommand.Incarnation. Encode writes the oldest
+// format that carries the command: format 1 while the newer fields have
+// their zero values (so an older build applies the entry exactly as this
+// one does), a newer format otherwise (an older build, which would
+// silently drop the fields, halts instead). An entry read by this build
+// has the fields newer than its format at their zero values, whatever its
+// body says.
 const (
 	FormatV1 uint8 = 1
 	FormatV2 uint8 = 2
+	FormatV3 uint8 = 3
 )
 
 // String names the message type.
@@ -87,9 +90,10 @@ type BootstrapCommand struct {
 // The shards the member owns become shards of the group, owned by it and
 // placed on it and the R−1 active members hosting the fewest replicas;
 // then the group is balanced (see the package documentation, "Shards"). A
-// shard already in the group is left as it is if the member owns it (a
-// retry), adopted if it has no owner, and refused with ErrShardConflict if
-// another member owns it.
+// shard new to the group records Incarnation as its Creator. A shard
+// already in the group is left as it is (its Creator too) if the member
+// owns it (a retry), adopted if it has no owner, and refused with
+// ErrShardConflict if another member owns it.
 type AddMemberCommand struct {
 	// Member is the joining node.
 	Member Member
@@ -100,6 +104,13 @@ type AddMemberCommand struct {
 	// member already present brings nothing. Non-nil lists them exactly,
 	// empty for none.
 	Shards []string
+	// Incarnation identifies the joining node's data directory (format 3;
+	// empty in older entries, and from joiners that do not send it). The
+	// shards this command adds to the group record it as their Creator,
+	// so that the leader can tell a joiner retrying after a lost answer
+	// that its earlier attempt created them. It comes from the command,
+	// never from a member's local state: every member applies it alike.
+	Incarnation string `codec:",omitempty"`
 }
 
 // RemoveMemberCommand removes a member (it leaves Raft); its replicas, if
@@ -222,21 +233,45 @@ func (*AbsorbCommand) MsgType() MsgType { return MsgAbsorb }
 // MsgType implements Command.
 func (*RepairMemberCommand) MsgType() MsgType { return MsgRepairMember }
 
-// versioned is a command that format 2 extended.
+// versioned is a command that a format after format 1 extended.
 type versioned interface {
 	Command
 	// version returns the oldest format that carries the command.
 	version() uint8
-	// dropV2 zeroes the fields format 2 added: a format-1 entry has none.
-	dropV2()
+	// dropAfter zeroes the fields that formats after v added: an entry of
+	// format v has none.
+	dropAfter(v uint8)
 }
 
 func (c *BootstrapCommand) version() uint8 { return v2If(c.Config.Replication != 0) }
-func (c *BootstrapCommand) dropV2()        { c.Config.Replication = 0 }
-func (c *AddMemberCommand) version() uint8 { return v2If(c.Shards != nil) }
-func (c *AddMemberCommand) dropV2()        { c.Shards = nil }
-func (c *AbsorbCommand) version() uint8    { return v2If(c.Shards != nil) }
-func (c *AbsorbCommand) dropV2()           { c.Shards = nil }
+func (c *BootstrapCommand) dropAfter(v uint8) {
+	if v < FormatV2 {
+		c.Config.Replication = 0
+	}
+}
+
+func (c *AddMemberCommand) version() uint8 {
+	if c.Incarnation != "" {
+		return FormatV3
+	}
+	return v2If(c.Shards != nil)
+}
+
+func (c *AddMemberCommand) dropAfter(v uint8) {
+	if v < FormatV3 {
+		c.Incarnation = ""
+	}
+	if v < FormatV2 {
+		c.Shards = nil
+	}
+}
+
+func (c *AbsorbCommand) version() uint8 { return v2If(c.Shards != nil) }
+func (c *AbsorbCommand) dropAfter(v uint8) {
+	if v < FormatV2 {
+		c.Shards = nil
+	}
+}
 
 // v2If returns FormatV2 if extended, FormatV1 otherwise.
 func v2If(extended bool) uint8 {
@@ -263,7 +298,7 @@ func specOf(t MsgType) (cmdSpec, bool) {
 	case MsgBootstrap:
 		return cmdSpec{"bootstrap", v2[BootstrapCommand], applyBootstrap}, true
 	case MsgAddMember:
-		return cmdSpec{"add-member", v2[AddMemberCommand], applyAddMember}, true
+		return cmdSpec{"add-member", v3[AddMemberCommand], applyAddMember}, true
 	case MsgRemoveMember:
 		return cmdSpec{"remove-member", v1[RemoveMemberCommand], applyRemoveMember}, true
 	case MsgSetStatus:
@@ -302,25 +337,35 @@ func v1[T any, P commandPtr[T]](version uint8, body []byte) (Command, error) {
 	return P(&v), nil
 }
 
-// versionedPtr is a pointer to a command struct that format 2 extended.
+// versionedPtr is a pointer to a command struct that a format after
+// format 1 extended.
 type versionedPtr[T any] interface {
 	*T
 	versioned
 }
 
-// v2 decodes a format-1 or format-2 msgpack body into a new T; a format-1
-// body has the format-2 fields zeroed.
+// v2 decodes a format-1 or format-2 msgpack body into a new T.
 func v2[T any, P versionedPtr[T]](version uint8, body []byte) (Command, error) {
-	if version != FormatV1 && version != FormatV2 {
+	return upTo[T, P](FormatV2, version, body)
+}
+
+// v3 decodes a msgpack body of formats 1 to 3 into a new T.
+func v3[T any, P versionedPtr[T]](version uint8, body []byte) (Command, error) {
+	return upTo[T, P](FormatV3, version, body)
+}
+
+// upTo decodes a msgpack body of format version, one of formats 1 to
+// latest, into a new T, with the fields of the formats after version
+// zeroed.
+func upTo[T any, P versionedPtr[T]](latest, version uint8, body []byte) (Command, error) {
+	if version < FormatV1 || version > latest {
 		return nil, fmt.Errorf("version %d: %w", version, ErrUnsupportedVersion)
 	}
 	var v T
 	if err := decodeBody(body, &v); err != nil {
 		return nil, err
 	}
-	if version == FormatV1 {
-		P(&v).dropV2()
-	}
+	P(&v).dropAfter(version)
 	return P(&v), nil
 }
 
@@ -413,6 +458,17 @@ func EncodeAddMemberShards(m Member, shards []string) []byte {
 		shards = []string{}
 	}
 	return Encode(&AddMemberCommand{Member: m, Shards: shards})
+}
+
+// EncodeAddMemberIncarnation builds an AddMember entry in which the member
+// owns exactly shards (none if empty) and the shards new to the group
+// record incarnation, the joiner's data directory, as their Creator. An
+// empty incarnation gives the entry of EncodeAddMemberShards.
+func EncodeAddMemberIncarnation(m Member, shards []string, incarnation string) []byte {
+	if shards == nil {
+		shards = []string{}
+	}
+	return Encode(&AddMemberCommand{Member: m, Shards: shards, Incarnation: incarnation})
 }
 
 // EncodeRepairMember builds a RepairMember entry.

@@ -47,6 +47,15 @@
 // back, a format-1 entry has the new fields zero: Replication 0 means one
 // copy, and an AddMember without Shards means the default shard.
 //
+// Format 3 extends AddMember with the incarnation of the joiner's data
+// directory (AddMemberCommand.Incarnation); it is written only when the
+// incarnation is set, and halts builds that know format 2 at most. The
+// shards the command adds to the group record it as their Creator, which
+// snapshots carry from snapshot format 2 on (written only while some shard
+// has a Creator, so older builds halt on it rather than drop the field).
+// Read back, an entry of format 1 or 2, or a snapshot of format 1, has no
+// incarnation and no Creator.
+//
 // # Shards
 //
 // A shard is the metadata of one home, its own Raft group with replicas on
@@ -57,7 +66,11 @@
 // A member brings the shards it owns when it joins (AddMemberCommand.Shards;
 // by default a new member owns the shard named after it). Each new shard is
 // owned by the joiner and placed on it and the R−1 active members hosting
-// the fewest replicas. Shards outlive members: a member that leaves
+// the fewest replicas, and records the incarnation of the joiner's data
+// directory as its Creator (Shard.Creator): the group's leader tells a
+// joiner it created a shard — it is the one to bootstrap the shard's Raft
+// group — when the shard is new or its Creator is the joiner's
+// incarnation, also when the joiner retries after an answer it lost. Shards outlive members: a member that leaves
 // (SetStatus leaving, RemoveMember) or that the leader repairs
 // (RepairMemberCommand, replica_repair_after after its node failed) is
 // taken out of every replica set, each replica replaced by the active

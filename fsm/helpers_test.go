@@ -91,7 +91,7 @@ func textDump(f *FSM) string {
 	}
 	fmt.Fprintf(&b, "origins=%v\n", f.Origins())
 	for _, sh := range f.Shards() {
-		fmt.Fprintf(&b, "shard %s owner=%s replicas=%v\n", sh.ID, sh.Owner, sh.Replicas)
+		fmt.Fprintf(&b, "shard %s owner=%s replicas=%v creator=%q\n", sh.ID, sh.Owner, sh.Replicas, sh.Creator)
 	}
 	return b.String()
 }

@@ -88,7 +88,12 @@ func genLog(t testing.TB, seed uint64, n, maxSize int) [][]byte {
 			add(EncodeAddMember(mem(pick(pool))))
 		case r < 20: // with shards: its own, another's (refused if owned), none
 			id := pick(pool)
-			add(EncodeAddMemberShards(mem(id), some(append([]string{id}, pool...)[:1+rng.IntN(3)], rng.IntN(3))))
+			shards := some(append([]string{id}, pool...)[:1+rng.IntN(3)], rng.IntN(3))
+			if inc := rng.IntN(3); inc > 0 { // with the incarnation of its data dir (one of two)
+				add(EncodeAddMemberIncarnation(mem(id), shards, fmt.Sprintf("%s@%d", id, inc)))
+			} else {
+				add(EncodeAddMemberShards(mem(id), shards))
+			}
 		case r < 27:
 			add(EncodeRemoveMember(pick(all)))
 		case r < 40:

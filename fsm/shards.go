@@ -131,10 +131,14 @@ func (p *placer) pickOwner(reps []string) string {
 }
 
 // addShard adds shard id, owned by the active member owner: the owner and
-// the R−1 active members hosting the fewest replicas. A shard that is in
-// the group without an owner (an orphan) is adopted.
-func (p *placer) addShard(id, owner string) {
-	sh := p.s.shards[id]
+// the R−1 active members hosting the fewest replicas. A new shard records
+// creator as its Creator; a shard that is in the group without an owner
+// (an orphan) is adopted and keeps its Creator.
+func (p *placer) addShard(id, owner, creator string) {
+	sh, ok := p.s.shards[id]
+	if !ok {
+		sh.Creator = creator
+	}
 	sh.ID, sh.Owner = id, owner
 	if !sh.hosts(owner) {
 		sh.Replicas = append(slices.Clone(sh.Replicas), owner)

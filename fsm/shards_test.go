@@ -642,9 +642,9 @@ func TestShardFormat(t *testing.T) {
 	// A format this build does not know halts it, as for any command.
 	a := shardGroup(t, 2)
 	e := EncodeAddMemberShards(mem("d"), []string{"d"})
-	e[1] = 3
+	e[1] = 4
 	if r := a.apply(e); !errors.Is(r.Err, ErrHalted) || !errors.Is(r.Err, ErrUnsupportedVersion) {
-		t.Fatalf("format 3: %v", r.Err)
+		t.Fatalf("format 4: %v", r.Err)
 	}
 	for _, k := range []uint8{recPlacement, recShard} {
 		if k&recIgnorable != 0 {

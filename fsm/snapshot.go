@@ -41,7 +41,26 @@ import (
 // shards halts on them instead. A bootstrapped snapshot without a placement
 // record was written by such a build: its shards are derived from its
 // members (see legacyShards).
-const snapshotFormat uint8 = 1
+//
+// Format 2 is format 1 whose shard records may carry a Creator. As for log
+// entries, the oldest format that carries the state is written: format 1
+// while no shard has a Creator (an older build restores it exactly), format
+// 2 otherwise (an older build, whose decoder would silently drop the field,
+// halts instead). A format-1 snapshot restores with every Creator empty.
+const (
+	snapshotFormatV1 uint8 = 1
+	snapshotFormatV2 uint8 = 2
+)
+
+// snapshotFormat returns the oldest snapshot format that carries s.
+func (s *state) snapshotFormat() uint8 {
+	for _, sh := range s.shards {
+		if sh.Creator != "" {
+			return snapshotFormatV2
+		}
+	}
+	return snapshotFormatV1
+}
 
 var snapshotMagic = [4]byte{'G', 'H', 'B', 'S'}
 
@@ -185,7 +204,7 @@ func writeRecord(w io.Writer, t uint8, v any) error {
 func writeSnapshot(w io.Writer, s *state, index uint64) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	cw := &crcWriter{w: bw, h: crc32.New(crc32.MakeTable(crc32.Castagnoli))}
-	if _, err := cw.Write(append(snapshotMagic[:], snapshotFormat)); err != nil {
+	if _, err := cw.Write(append(snapshotMagic[:], s.snapshotFormat())); err != nil {
 		return err
 	}
 	n := uint64(0)
@@ -208,7 +227,11 @@ func writeSnapshot(w io.Writer, s *state, index uint64) error {
 	}
 	active := s.asg.Members()
 	for _, m := range active {
-		if err := put(recHolding, snapHolding{Member: m, Origins: s.asg.Held(m)}); err != nil {
+		held := s.asg.Held(m)
+		if len(held) == 0 {
+			held = nil // canonical: a member that held origins and one that never did encode alike
+		}
+		if err := put(recHolding, snapHolding{Member: m, Origins: held}); err != nil {
 			return err
 		}
 	}
@@ -279,8 +302,9 @@ func readSnapshot(r io.Reader) (*state, uint64, []uint8, error) {
 	if [4]byte(magic[:4]) != snapshotMagic {
 		return nil, 0, nil, corrupt("bad magic %q", magic[:4])
 	}
-	if magic[4] != snapshotFormat {
-		return nil, 0, nil, unsupported("format %d (this build reads %d)", magic[4], snapshotFormat)
+	format := magic[4]
+	if format != snapshotFormatV1 && format != snapshotFormatV2 {
+		return nil, 0, nil, unsupported("format %d (this build reads %d to %d)", format, snapshotFormatV1, snapshotFormatV2)
 	}
 	var (
 		hdr       *snapHeader
@@ -376,6 +400,11 @@ func readSnapshot(r io.Reader) (*state, uint64, []uint8, error) {
 	st, err := buildState(hdr, cfg, members, holdings, idbData, haveIDBFA)
 	if err != nil {
 		return nil, 0, nil, err
+	}
+	if format == snapshotFormatV1 {
+		for i := range shards { // a field format 1 does not carry
+			shards[i].Creator = ""
+		}
 	}
 	if err := st.restoreShards(placement, shards); err != nil {
 		return nil, 0, nil, err
@@ -558,6 +587,11 @@ func (st *state) restoreShards(placement *snapPlacement, shards []Shard) error {
 	for i, sh := range shards {
 		if err := validID("shard id", sh.ID); err != nil {
 			return corrupt("shard: %v", err)
+		}
+		if sh.Creator != "" {
+			if err := validID("shard creator", sh.Creator); err != nil {
+				return corrupt("shard %q: %v", sh.ID, err)
+			}
 		}
 		if i > 0 && sh.ID <= shards[i-1].ID {
 			return corrupt("shard %q out of order", sh.ID)

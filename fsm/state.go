@@ -173,11 +173,14 @@ func (s *state) removeOrigin(o string) ([]routing.Move, error) {
 	return append(out, moves...), nil
 }
 
-// joiner is a member joining the group (AddMember, Absorb) and the shards
-// it owns: nil for the default (see AddMemberCommand.Shards).
+// joiner is a member joining the group (AddMember, Absorb), the shards it
+// owns (nil for the default: see AddMemberCommand.Shards) and the
+// incarnation of its data directory ("" if unknown), which the shards it
+// adds record as their Creator.
 type joiner struct {
 	m      Member
 	shards []string
+	inc    string
 }
 
 // joinerShards returns the shards j brings, sorted, validated, without
@@ -200,7 +203,7 @@ func (s *state) joinerShards(j joiner) ([]string, error) {
 // the body of AddMember and Absorb.
 func (s *state) addMembers(js []joiner, index uint64) (*state, []routing.Move, error) {
 	fresh, change := 0, false
-	type arrival struct{ shard, owner string }
+	type arrival struct{ shard, owner, creator string }
 	var arrivals []arrival
 	claimed := make(map[string]string) // shard → joiner claiming it
 	for _, j := range js {
@@ -225,7 +228,7 @@ func (s *state) addMembers(js []joiner, index uint64) (*state, []routing.Move, e
 			claimed[id] = j.m.ID
 			switch sh, ok := s.shards[id]; {
 			case !ok || sh.Owner == "":
-				arrivals = append(arrivals, arrival{id, j.m.ID})
+				arrivals = append(arrivals, arrival{id, j.m.ID, j.inc})
 			case sh.Owner != j.m.ID:
 				return nil, nil, fmt.Errorf("%q brings shard %q, owned by %q: %w", j.m.ID, id, sh.Owner, ErrShardConflict)
 			}
@@ -267,7 +270,7 @@ func (s *state) addMembers(js []joiner, index uint64) (*state, []routing.Move, e
 	}
 	p := n.placer()
 	for _, a := range arrivals {
-		p.addShard(a.shard, a.owner)
+		p.addShard(a.shard, a.owner, a.creator)
 	}
 	p.balance()
 	return n, moves, nil
@@ -399,7 +402,12 @@ func applyAddMember(s *state, cmd Command, index uint64) (*state, []routing.Move
 	if err := c.Member.validate(); err != nil {
 		return nil, nil, err
 	}
-	return s.addMembers([]joiner{{c.Member, c.Shards}}, index)
+	if c.Incarnation != "" {
+		if err := validID("incarnation", c.Incarnation); err != nil {
+			return nil, nil, err
+		}
+	}
+	return s.addMembers([]joiner{{c.Member, c.Shards, c.Incarnation}}, index)
 }
 
 func applyRemoveMember(s *state, cmd Command, _ uint64) (*state, []routing.Move, error) {

@@ -275,6 +275,15 @@ type Shard struct {
 	// them, n being the active members plus the failed members, not yet
 	// repaired, that already host it.
 	Replicas []string `json:"replicas"`
+	// Creator is the incarnation of the data directory of the joiner whose
+	// AddMember brought the shard into the group when the group did not
+	// have it (AddMemberCommand.Incarnation): that node bootstraps the
+	// shard's Raft group if the shard is new. It never changes while the
+	// shard stays in the group, and is not part of the placement. Empty
+	// when unknown: a shard added by a joiner that did not send its
+	// incarnation, by an Absorb, derived from an old snapshot, or
+	// restored from a format-1 snapshot.
+	Creator string `json:"creator,omitempty"`
 }
 
 // clone returns a copy of sh that shares nothing with it.
@@ -283,7 +292,8 @@ func (sh Shard) clone() Shard {
 	return sh
 }
 
-// equal reports whether sh and o are the same placement.
+// equal reports whether sh and o are the same placement (Creator, which
+// never changes, is not compared).
 func (sh Shard) equal(o Shard) bool {
 	return sh.ID == o.ID && sh.Owner == o.Owner && slices.Equal(sh.Replicas, o.Replicas)
 }

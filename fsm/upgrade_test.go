@@ -247,7 +247,7 @@ func TestUnknownSnapshotRecords(t *testing.T) {
 		{name: "ignorable unknown record", snap: withRecord(t, good, recIgnorable|7, body), skipped: []uint8{recIgnorable | 7}},
 		{name: "ignorable record kind 254", snap: withRecord(t, good, 254, body), skipped: []uint8{254}},
 		{name: "unknown record", snap: unknown, wantErr: []error{ErrHalted, ErrUnsupportedSnapshot, ErrCorruptSnapshot}, halts: true},
-		{name: "unknown format", snap: append(append([]byte("GHBS"), 2), good[5:]...), wantErr: []error{ErrHalted, ErrUnsupportedSnapshot, ErrCorruptSnapshot}, halts: true},
+		{name: "unknown format", snap: append(append([]byte("GHBS"), 3), good[5:]...), wantErr: []error{ErrHalted, ErrUnsupportedSnapshot, ErrCorruptSnapshot}, halts: true},
 		{name: "unknown record, damaged", snap: damaged, wantErr: []error{ErrCorruptSnapshot}},
 	}
 	for _, tc := range tests {

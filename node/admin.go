@@ -55,6 +55,9 @@ func (n *Node) registerAdmin() {
 		}
 		return n.Leave(ctx)
 	})
+	rpc.Register(s, rpc.MethodKeyring, func(ctx context.Context, req *rpc.KeyringRequest) (*rpc.KeyringResponse, error) {
+		return n.Keyring(ctx, req.Op, req.Key)
+	})
 	rpc.Register(s, methodGroupJoin, n.handleGroupJoin)
 	rpc.Register(s, methodGroupLeave, n.handleGroupLeave)
 	rpc.Register(s, methodGroupSwitch, n.handleGroupSwitch)

@@ -20,6 +20,7 @@
 package node
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -32,6 +33,7 @@ import (
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/routing"
+	"github.com/ghba/ghba/tlsutil"
 )
 
 // GroupAuto asks the cluster to choose the group (docs/design.md, "Groups").
@@ -66,12 +68,18 @@ type Config struct {
 	FilterCapacity     int           `mapstructure:"filter_capacity"`
 	LRUEntries         int           `mapstructure:"lru_entries"`
 	LRUBitsPerFile     float64       `mapstructure:"lru_bits_per_file"`
+	FilterMemoryMB     int           `mapstructure:"filter_memory_mb"`
 	PropagateThreshold float64       `mapstructure:"propagate_threshold"`
 	PropagateInterval  time.Duration `mapstructure:"propagate_interval"`
 	Placement          string        `mapstructure:"placement"`
 	PlacementSpread    int           `mapstructure:"placement_spread"`
 	Scheme             string        `mapstructure:"scheme"`
 	LogLevel           string        `mapstructure:"log_level"`
+	// TLS secures the RPC, Raft and HTTP ports (all or none).
+	TLS tlsutil.Config `mapstructure:"tls"`
+	// Encrypt is the Serf gossip encryption key: base64 of 16, 24 or 32
+	// bytes (ghba keygen); every node of a cluster needs the same.
+	Encrypt string `mapstructure:"encrypt"`
 }
 
 // DefaultConfig returns the defaults documented in the README.
@@ -84,11 +92,12 @@ func DefaultConfig() Config {
 		MaxGroupSize:       7,
 		Replication:        3,
 		ReplicaRepairAfter: 10 * time.Minute,
-		ShardLogStore:      shard.LogStoreBoltDB,
+		ShardLogStore:      shard.LogStoreWAL,
 		BitsPerFile:        rt.BitsPerFile,
 		FilterCapacity:     rt.FilterCapacity,
 		LRUEntries:         rt.LRUEntries,
 		LRUBitsPerFile:     rt.LRUBitsPerFile,
+		FilterMemoryMB:     DefaultFilterMemoryMB(),
 		PropagateThreshold: rt.PropagateThreshold,
 		PropagateInterval:  rt.PropagateInterval,
 		Placement:          namespace.PlacementColocate,
@@ -96,6 +105,18 @@ func DefaultConfig() Config {
 		Scheme:             namespace.SchemeGHBA,
 		LogLevel:           "info",
 	}
+}
+
+// DefaultFilterMemoryMB is the default filter_memory_mb: 1/32 of the
+// machine's memory (at least 64 MiB; 256 MiB where it cannot be read),
+// enough on a machine of a few GiB for a few hundred replicas of the
+// default 1 MB filters, so that clusters of up to that size route like HBA.
+func DefaultFilterMemoryMB() int {
+	total := machineMemory()
+	if total == 0 {
+		return 256
+	}
+	return max(int(total>>20)/32, 64)
 }
 
 // Routing returns the filter configuration the namespace and the group's
@@ -173,6 +194,8 @@ func (c *Config) Validate() error {
 		return bad("lru_entries", "%d must be 0-16777216", c.LRUEntries)
 	case !(c.LRUBitsPerFile >= 1 && c.LRUBitsPerFile <= 64):
 		return bad("lru_bits_per_file", "%v must be 1-64", c.LRUBitsPerFile)
+	case c.FilterMemoryMB < 0 || c.FilterMemoryMB > 1<<20:
+		return bad("filter_memory_mb", "%d must be 0-1048576 (MiB of filter replicas; 0 holds the G-HBA segment alone)", c.FilterMemoryMB)
 	case !(c.PropagateThreshold > 0 && c.PropagateThreshold <= 1):
 		return bad("propagate_threshold", "%v must be a fraction in (0, 1]", c.PropagateThreshold)
 	case c.PropagateInterval <= 0:
@@ -197,6 +220,12 @@ func (c *Config) Validate() error {
 	default:
 		return bad("log_level", "%q must be debug, info, warn or error", c.LogLevel)
 	}
+	if err := c.TLS.Validate(true); err != nil {
+		return bad("tls", "%v", err)
+	}
+	if _, err := c.GossipKey(); err != nil {
+		return bad("encrypt", "%v", err)
+	}
 	if !filepath.IsAbs(c.DataDir) {
 		abs, err := filepath.Abs(c.DataDir)
 		if err != nil {
@@ -205,6 +234,22 @@ func (c *Config) Validate() error {
 		c.DataDir = abs
 	}
 	return nil
+}
+
+// GossipKey returns the decoded Encrypt key, nil when none is set.
+func (c *Config) GossipKey() ([]byte, error) {
+	if c.Encrypt == "" {
+		return nil, nil
+	}
+	key, err := base64.StdEncoding.DecodeString(c.Encrypt)
+	if err != nil {
+		return nil, fmt.Errorf("not base64 (make a key with ghba keygen): %w", err)
+	}
+	switch len(key) {
+	case 16, 24, 32:
+		return key, nil
+	}
+	return nil, fmt.Errorf("a key of %d bytes; it must have 16, 24 or 32 (ghba keygen)", len(key))
 }
 
 // Advertise returns the address other nodes use to reach this one.

@@ -87,24 +87,28 @@ func (d *directory) Shards() []namespace.ShardInfo {
 	return nil
 }
 
+// shard returns what the Directory knows of shard s; false when no node
+// is known to host or lead it.
+func (d *directory) shard(s string) (namespace.ShardInfo, bool) {
+	if p := d.shards.Load(); p != nil {
+		if i, ok := slices.BinarySearchFunc(*p, s, func(a namespace.ShardInfo, id string) int { return strings.Compare(a.ID, id) }); ok {
+			return (*p)[i], true
+		}
+	}
+	return namespace.ShardInfo{}, false
+}
+
 // shardLeader returns the node leading shard s as the Directory knows it,
 // "" when unknown.
 func (d *directory) shardLeader(s string) string {
-	if p := d.shards.Load(); p != nil {
-		if i, ok := slices.BinarySearchFunc(*p, s, func(a namespace.ShardInfo, id string) int { return strings.Compare(a.ID, id) }); ok {
-			return (*p)[i].Leader
-		}
-	}
-	return ""
+	info, _ := d.shard(s)
+	return info.Leader
 }
 
 // shardKnown reports whether any node is known to host or lead shard s.
 func (d *directory) shardKnown(s string) bool {
-	if p := d.shards.Load(); p != nil {
-		_, ok := slices.BinarySearchFunc(*p, s, func(a namespace.ShardInfo, id string) int { return strings.Compare(a.ID, id) })
-		return ok
-	}
-	return false
+	_, ok := d.shard(s)
+	return ok
 }
 
 // nodeUp reports whether node id is known and up.
@@ -478,20 +482,25 @@ func (d *directory) pickGroup(maxSize int) string {
 }
 
 // splitterGroup returns the group whose leader splits when every group is
-// full: the smallest one, ties by name; "" when no group is visible. All
-// joiners ask the same leader, so that splits happen one after another
-// (each waits for the one before to finish): two leaders splitting at
-// once would found more groups than needed, groups too large to merge
-// (9 nodes, max_group_size 3: 3+2+2+2).
+// full: the first by name; "" when no group is visible. All joiners ask
+// the same leader, so that splits happen one after another (each waits for
+// the one before to finish): two leaders splitting at once would found
+// more groups than needed, groups too large to merge (9 nodes,
+// max_group_size 3: 3+2+2+2).
+//
+// Not the smallest full group: a group that is being split, and has taken
+// in a joiner meanwhile, shows more than max_group_size members until
+// gossip tells that its movers left (they keep its tag for a moment), and
+// the smallest group would then be another one, whose leader would split
+// too. The group sizes are only asked whether every group is full.
 func (d *directory) splitterGroup() string {
-	sizes := d.groupSizes() // without this node: count it in its group
-	if g := d.n.group(); g != "" && d.n.isJoined() {
-		sizes[g]++
+	best := d.n.group()
+	if best == "" || !d.n.isJoined() {
+		best = ""
 	}
-	best, bestN := "", 0
-	for g, k := range sizes {
-		if best == "" || k < bestN || k == bestN && g < best {
-			best, bestN = g, k
+	for g := range d.groupSizes() {
+		if best == "" || g < best {
+			best = g
 		}
 	}
 	return best

@@ -10,8 +10,9 @@ import (
 )
 
 // TestPickGroup checks the auto group choice: fewest members below the
-// maximum, ties by name, the smallest full group (ties by name) when all
-// are full.
+// maximum, ties by name, the first full group by name when all are full
+// (also when one shows more members than the maximum: a group being split,
+// whose movers gossip their new group late).
 func TestPickGroup(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.DataDir = "x", t.TempDir()
@@ -37,6 +38,8 @@ func TestPickGroup(t *testing.T) {
 		{[]string{"a", "a", "a", "b", "b", "b", "c", "c"}, 3, "c"},
 		{[]string{"a", "a", "b", "b", "b"}, 2, "a"},
 		{[]string{"a", "a", "b", "b", "c", "c", "c"}, 2, "a"},
+		{[]string{"a", "a", "a", "a", "b", "b", "b"}, 3, "a"},
+		{[]string{"b", "b", "b", "c", "c", "c", "c"}, 3, "b"},
 	} {
 		set(tc.groups...)
 		seen := map[string]bool{}

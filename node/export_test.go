@@ -73,3 +73,40 @@ func (n *Node) NS() *namespace.Namespace { return n.ns }
 
 // RemoveMember removes id from the group (leader only), as a leave would.
 func (n *Node) RemoveMember(ctx context.Context, id string) error { return n.removeMember(ctx, id) }
+
+// Views of the join protocol for the external tests of joins
+// (join_shard_test.go).
+
+// JoinRequest is the request of one attempt of the group join loop
+// (Cluster.GroupJoin).
+type JoinRequest = groupJoinReq
+
+// Incarnation returns the incarnation of the node's data directory.
+func (n *Node) Incarnation() string { return n.incarnation }
+
+// PrepareJoin returns the request the node's group join loop sends to group
+// g, recording the node's intent to create its shard as the loop does.
+func (n *Node) PrepareJoin(ctx context.Context, g string) (*JoinRequest, error) {
+	return n.joinRequest(ctx, g, false)
+}
+
+// HandleGroupJoin serves req as Cluster.GroupJoin does on this node and
+// returns the shards its answer lists as created.
+func (n *Node) HandleGroupJoin(ctx context.Context, req *JoinRequest) ([]string, error) {
+	resp, err := n.handleGroupJoin(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Created, nil
+}
+
+// HandleGroupJoinRedirect serves req as Cluster.GroupJoin does on this
+// node and returns the group (and the member to ask) its answer redirects
+// the joiner to, if any.
+func (n *Node) HandleGroupJoinRedirect(ctx context.Context, req *JoinRequest) (group, via string, err error) {
+	resp, err := n.handleGroupJoin(ctx, req)
+	if err != nil {
+		return "", "", err
+	}
+	return resp.Redirect, resp.Via, nil
+}

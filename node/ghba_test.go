@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"maps"
 	"slices"
 	"testing"
@@ -28,24 +29,15 @@ import (
 // resolve; restarted, it serves its paths again.
 func TestGHBAGroups(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
-	log := rpctest.Logger(t)
-	type spec struct{ id, group string }
-	specs := []spec{{"a1", "ga"}, {"a2", "ga"}, {"a3", "ga"}, {"b1", "gb"}, {"b2", "gb"}, {"c1", "gc"}, {"c2", "gc"}}
+	specs := []groupSpec{{"a1", "ga"}, {"a2", "ga"}, {"a3", "ga"}, {"b1", "gb"}, {"b2", "gb"}, {"c1", "gc"}, {"c2", "gc"}}
 	groups := map[string][]string{}
-	var cfgs []node.Config
-	var nodes []*node.Node
-	for i, s := range specs {
-		c := nodetest.Config(t, s.id)
-		c.Group, c.MaxGroupSize = s.group, 3
-		c.LRUEntries = 0                        // no L1: exercise the segments and the multicast
-		c.Bootstrap = len(groups[s.group]) == 0 // the first node of a group creates it
+	for _, s := range specs {
 		groups[s.group] = append(groups[s.group], s.id)
-		if i > 0 {
-			c.RetryJoin = []string{nodetest.SerfAddr(cfgs[0])}
-		}
-		cfgs = append(cfgs, c)
-		nodes = append(nodes, nodetest.Start(t, c, log))
 	}
+	log := rpctest.Logger(t)
+	nodes := startGroups(t, log, specs, func(_ int, c *node.Config) {
+		c.LRUEntries = 0 // no L1: exercise the segments and the multicast
+	})
 	byID := map[string]*node.Node{}
 	for _, n := range nodes {
 		byID[n.ID()] = n
@@ -226,4 +218,93 @@ func TestGHBAGroups(t *testing.T) {
 	for _, n := range slices.Backward(nodes) {
 		nodetest.Shutdown(t, n)
 	}
+}
+
+// groupSpec is a node of a fixed group.
+type groupSpec struct{ id, group string }
+
+// startGroups starts a node per spec in its fixed group (max_group_size
+// 3): the first node of a group bootstraps it, every node after the first
+// joins through the first one's Serf. tweak, if not nil, adjusts the i-th
+// node's configuration before it starts.
+func startGroups(t *testing.T, log *slog.Logger, specs []groupSpec, tweak func(i int, c *node.Config)) []*node.Node {
+	t.Helper()
+	founded := map[string]bool{}
+	var first node.Config
+	var nodes []*node.Node
+	for i, s := range specs {
+		c := nodetest.Config(t, s.id)
+		c.Group, c.MaxGroupSize = s.group, 3
+		c.Bootstrap = !founded[s.group] // the first node of a group creates it
+		founded[s.group] = true
+		if i == 0 {
+			first = c
+		} else {
+			c.RetryJoin = []string{nodetest.SerfAddr(first)}
+		}
+		if tweak != nil {
+			tweak(i, &c)
+		}
+		nodes = append(nodes, nodetest.Start(t, c, log))
+	}
+	return nodes
+}
+
+// nodeAddrs returns the RPC addresses of nodes.
+func nodeAddrs(nodes []*node.Node) []string {
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = nodetest.RPCAddr(n.Config())
+	}
+	return addrs
+}
+
+// createSpread creates count files /d/fNN through client (balanced
+// placement spreads them), fails unless they landed on at least minShards
+// shards, and waits until every create has reached its child's shard (a
+// create across shards is acknowledged when the parent's shard committed
+// it). It returns the paths.
+func createSpread(t *testing.T, ctx context.Context, client *rpc.Client, nodes []*node.Node, count, minShards int) []string {
+	t.Helper()
+	// Every node's shard led by its owner first: a create placed on a
+	// shard whose first leader is still being elected would fail.
+	rpctest.Eventually(t, 30*time.Second, "every shard led by its owner", func() error {
+		ss := nodes[0].Shards(ctx)
+		if len(ss) != len(nodes) {
+			return fmt.Errorf("%d shards: %+v", len(ss), ss)
+		}
+		for _, s := range ss {
+			if s.Leader == "" || s.Leader != s.Owner {
+				return fmt.Errorf("shard %s: leader %q, owner %q", s.Shard, s.Leader, s.Owner)
+			}
+		}
+		return nil
+	})
+	rpctest.Eventually(t, 20*time.Second, "mkdir /d", func() error {
+		_, err := client.Mkdir(ctx, &rpc.MkdirRequest{Path: "/d", Mode: 0o755, Parents: true})
+		return err
+	})
+	var paths []string
+	homes := map[string]int{}
+	for i := range count {
+		p := fmt.Sprintf("/d/f%02d", i)
+		r, err := client.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644})
+		if err != nil {
+			t.Fatalf("create %s: %v", p, err)
+		}
+		homes[r.Inode.Home]++
+		paths = append(paths, p)
+	}
+	if len(homes) < minShards {
+		t.Fatalf("balanced placement used %d shards (%v), want at least %d", len(homes), homes, minShards)
+	}
+	rpctest.Eventually(t, 30*time.Second, "every create delivered", func() error {
+		for _, n := range nodes {
+			if s := n.NS().Stats(); s.Prepared != 0 || s.Marks != 0 {
+				return fmt.Errorf("%s: %d prepared parts, %d paths in flux", n.ID(), s.Prepared, s.Marks)
+			}
+		}
+		return nil
+	})
+	return paths
 }

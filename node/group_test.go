@@ -326,11 +326,15 @@ func TestGroupFormationAtOnce(t *testing.T) {
 
 // TestGroupMerge makes 4 auto nodes with max_group_size 3 (2+2), then a
 // node of one group leaves: the group left with one member merges into
-// the other, and paths stay reachable throughout.
+// the other, and paths stay reachable throughout. The merged group would
+// be full, which waits MergeQuiet (an hour here) — but a group of one is
+// below R = 3 (its shards have one copy), so it merges after MergeSettle.
 func TestGroupMerge(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
 	log := rpctest.Logger(t)
 	const m = 3
+	tun := nodetest.Tuning()
+	tun.MergeQuiet = time.Hour
 	var first *node.Config
 	var nodes []*node.Node
 	for i := 1; i <= 4; i++ {
@@ -338,7 +342,7 @@ func TestGroupMerge(t *testing.T) {
 		if first == nil {
 			first = &c
 		}
-		nodes = append(nodes, nodetest.Start(t, c, log))
+		nodes = append(nodes, nodetest.Start(t, c, log, node.WithTuning(tun)))
 		checkGroups(t, 60*time.Second, nodes, m, []int{1, 1, 1, 2}[i-1])
 	}
 	groups := checkGroups(t, 60*time.Second, nodes, m, 2)

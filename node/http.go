@@ -154,7 +154,7 @@ func newNodeCollector(n *Node) *nodeCollector {
 		filterPulls:         d("ghba_filter_pulls_total", "Full filter pulls, sent and served.", "kind"),
 		filterMismatches:    d("ghba_filter_version_mismatches_total", "Filter deltas refused for a version mismatch."),
 		filterBytesSent:     d("ghba_filter_bytes_sent_total", "Filter bytes sent in pushes and pulls."),
-		arrayMembers:        d("ghba_filter_array_members", "Filters held in the L1 (LRU) and L2 (segment) arrays.", "array"),
+		arrayMembers:        d("ghba_filter_array_members", "Filters held in the L1 (LRU) and L2 (segment and memory budget) arrays.", "array"),
 		lruLen:              d("ghba_lru_entries", "Paths in this node's LRU list."),
 		serving:             d("ghba_serving", "1 while the node serves every request it accepts (status alive), 0 while starting or leaving."),
 		settled:             d("ghba_groups_settled", "1 while the node sees its groups settled (no split, merge or switch pending, its filter replicas loaded), else 0."),
@@ -458,8 +458,8 @@ th{background:#f0f0f0}
 · root home <b>{{or .Root "-"}}</b> · up {{since .Self.StartedAt}}{{if .Self.Version}} · version {{.Self.Version}}{{end}}</p>
 <h2>This node</h2>
 <table>
-<tr><th>files homed</th><th>replicas held</th><th>filter memory</th><th>L1</th><th>L2</th><th>L3</th><th>L4</th><th>hops</th></tr>
-<tr><td>{{.Self.Files}}</td><td>{{.Self.ReplicasHeld}}</td><td>{{bytes .Self.FilterBytes}}</td>
+<tr><th>files homed</th><th>replicas held (+ by budget)</th><th>filter memory (budget)</th><th>L1</th><th>L2</th><th>L3</th><th>L4</th><th>hops</th></tr>
+<tr><td>{{.Self.Files}}</td><td>{{.Self.ReplicasHeld}} (+{{.Self.ExtraReplicas}})</td><td>{{bytes .Self.FilterBytes}} ({{bytes .Self.FilterMemoryBudget}})</td>
 <td>{{.Self.Levels.L1}}</td><td>{{.Self.Levels.L2}}</td><td>{{.Self.Levels.L3}}</td><td>{{.Self.Levels.L4}}</td><td>{{.Self.Hops}}</td></tr>
 </table>
 <h2>Members</h2>

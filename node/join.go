@@ -200,11 +200,10 @@ func (n *Node) joinGroupOnce(ctx context.Context) error {
 	if len(addrs) == 0 {
 		return fmt.Errorf("%w: no alive member of group %q", errNoGroup, target)
 	}
-	shards, err := n.joinShards(ctx)
+	req, err := n.joinRequest(ctx, target, auto)
 	if err != nil {
 		return err
 	}
-	req := &groupJoinReq{leaderOnly: leaderOnly{Group: target}, Auto: auto, Member: n.selfMember(), Shards: shards}
 	var errs []error
 	for _, addr := range addrs {
 		cctx, cancel := context.WithTimeout(ctx, n.tune.RPCTimeout)
@@ -240,6 +239,19 @@ func (n *Node) joinGroupOnce(ctx context.Context) error {
 		return nil
 	}
 	return fmt.Errorf("joining group %q: %w", target, errors.Join(errs...))
+}
+
+// joinRequest builds the request of a join attempt to group target: this
+// node, the shards it brings (recording its intent to create its own, see
+// joinShards) and the incarnation of its data directory, which tells the
+// leader whether an earlier attempt, whose answer was lost, created them.
+func (n *Node) joinRequest(ctx context.Context, target string, auto bool) (*groupJoinReq, error) {
+	shards, creates, err := n.joinShards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &groupJoinReq{leaderOnly: leaderOnly{Group: target}, Auto: auto, Member: n.selfMember(),
+		Shards: shards, Creates: creates, Incarnation: n.incarnation}, nil
 }
 
 // Join joins the Serf pool through the given Serf addresses (host:port) and
@@ -357,7 +369,18 @@ func (n *Node) handleGroupJoin(ctx context.Context, req *groupJoinReq) (*groupJo
 	if shards == nil { // a joiner of a build before replicated shards
 		shards = []string{req.Member.ID}
 	}
-	created, err := n.addMember(ctx, req.Member, shards)
+	if g, via, s := n.shardElsewhere(shards); req.Creates && g != "" {
+		// A node whose data directory was wiped brings the shard named
+		// after it, which lives on in another group (an auto node may
+		// pick another group with room): it must rejoin that shard's
+		// Raft group there, never found a second one here.
+		if !req.Auto {
+			return nil, fmt.Errorf("%w: join: shard %s of %s belongs to group %q", fs.ErrExist, s, req.Member.ID, g)
+		}
+		n.log.Info("join redirected to the group of the joiner's shard", "joiner", req.Member.ID, "shard", s, "group", g, "via", via)
+		return &groupJoinResp{Leader: n.cfg.NodeID, Redirect: g, Via: via}, nil
+	}
+	created, err := n.addMember(ctx, req.Member, shards, req.Incarnation)
 	if err != nil {
 		if req.Auto && n.cfg.Group == GroupAuto && errors.Is(err, fsm.ErrGroupFull) {
 			resp, serr := n.splitForJoin(ctx, req.Member)
@@ -368,9 +391,35 @@ func (n *Node) handleGroupJoin(ctx context.Context, req *groupJoinReq) (*groupJo
 		}
 		return nil, err
 	}
-	n.log.Info("node joined the group", "member", req.Member.ID, "group", n.group(), "auto", req.Auto, "shards", shards, "created", created)
+	n.log.Info("node joined the group", "member", req.Member.ID, "group", n.group(), "auto", req.Auto, "shards", shards,
+		"created", created, "incarnation", req.Incarnation)
 	n.signalRefresh()
 	return &groupJoinResp{Group: n.group(), Leader: n.cfg.NodeID, Created: created}, nil
+}
+
+// shardElsewhere returns the group (and a member of it to ask) of the
+// first of shards that this group's FSM does not know but the Directory
+// places in another group; "" when none is.
+func (n *Node) shardElsewhere(shards []string) (group, via, shard string) {
+	f := n.groupFSM()
+	if f == nil {
+		return "", "", ""
+	}
+	for _, s := range shards {
+		if _, ok := f.Shard(s); ok {
+			continue
+		}
+		info, ok := n.dir.shard(s)
+		if !ok || info.Group == "" || info.Group == n.group() {
+			continue
+		}
+		via = info.Leader
+		if via == "" && len(info.Hosts) > 0 {
+			via = info.Hosts[0]
+		}
+		return info.Group, via, s
+	}
+	return "", "", ""
 }
 
 // handleGroupLeave removes the requester from this node's group.
@@ -396,42 +445,43 @@ func (n *Node) handleGroupLeave(ctx context.Context, req *groupLeaveReq) (*group
 
 // joinShards returns the shards this node brings to the group it joins:
 // the shards it owns after a split or merge (its switch record), or, on
-// its very first join, the shard it creates, named after it. A node
-// creates its shard only if no node hosts a shard of that name: a node
-// whose data dir was wiped rejoins its old shard instead of creating a
-// second one.
-func (n *Node) joinShards(ctx context.Context) ([]string, error) {
+// its very first join, the shard it creates, named after it (creates is
+// then true). A node creates its shard only if no node hosts a shard of
+// that name: a node whose data dir was wiped rejoins its old shard instead
+// of creating a second one (and the leader checks it too, see
+// shardElsewhere: gossip may not have told the joiner yet).
+func (n *Node) joinShards(ctx context.Context) (shards []string, creates bool, err error) {
 	n.mu.Lock()
 	carry := n.carry
 	n.mu.Unlock()
 	if carry != nil {
-		return carry, nil
+		return carry, false, nil
 	}
 	switch c, err := n.getMeta(ctx, metaShardCarry); {
 	case err != nil:
-		return nil, err
+		return nil, false, err
 	case c != "":
-		return strings.Split(c, ","), nil
+		return strings.Split(c, ","), false, nil
 	}
 	create, err := n.getMeta(ctx, metaShardCreate)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if create != "" {
-		return []string{create}, nil
+		return []string{create}, true, nil
 	}
 	created, err := n.getMeta(ctx, metaShardCreated)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	own := n.cfg.NodeID
 	if created != "" || n.shards.get(own) != nil || n.dir.shardKnown(own) {
-		return []string{}, nil
+		return []string{}, false, nil
 	}
 	if err := n.store.SetMeta(ctx, metaShardCreate, []byte(own)); err != nil {
-		return nil, fmt.Errorf("node: recording the shard to create: %w", err)
+		return nil, false, fmt.Errorf("node: recording the shard to create: %w", err)
 	}
-	return []string{own}, nil
+	return []string{own}, true, nil
 }
 
 // dropCarry forgets the shards a group switch carried, once the new
@@ -449,9 +499,12 @@ func (n *Node) dropCarry(ctx context.Context) error {
 }
 
 // settleOwnShard ends this node's intent to create its shard once it
-// joined: the shard host loop bootstraps it if the join created it;
-// otherwise (it existed already) the intent is dropped, so that this node
-// never bootstraps a second Raft group for an existing shard.
+// joined: the shard host loop bootstraps it if the join created it (the
+// leader reports a shard as created also when an earlier attempt of this
+// data directory, whose answer was lost, added it: see createdBy);
+// otherwise (another data directory created it) the intent is dropped, so
+// that this node never bootstraps a second Raft group for an existing
+// shard.
 func (n *Node) settleOwnShard(ctx context.Context, created []string) error {
 	create, err := n.getMeta(ctx, metaShardCreate)
 	if err != nil || create == "" || slices.Contains(created, create) {

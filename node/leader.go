@@ -132,11 +132,11 @@ func (n *Node) establish(ctx context.Context, gr *groupRaft) error {
 		// Adds the first member (with the shard it creates), or
 		// reactivates this one (a restart after a failure) and updates its
 		// addresses.
-		shards, err := n.joinShards(ctx)
+		shards, _, err := n.joinShards(ctx)
 		if err != nil {
 			return err
 		}
-		if _, err := n.applyOn(ctx, gr, fsm.EncodeAddMemberShards(self, shards)); err != nil {
+		if _, err := n.applyOn(ctx, gr, fsm.EncodeAddMemberIncarnation(self, shards, n.incarnation)); err != nil {
 			return fmt.Errorf("adding self: %w", err)
 		}
 		if err := n.dropCarry(ctx); err != nil { // the group's FSM has them now
@@ -164,13 +164,18 @@ func (n *Node) isLeader() bool {
 	return gr != nil && gr.raft.State() == raft.Leader && gr.ready.Load()
 }
 
-// addMember adds m to the group (leader only): the FSM AddMember command
-// (which refuses a full group and performs the light-weight migration),
-// then Raft: an entry with the same id or address but not both is removed
-// first, so a node that comes back with a new address, or a new node at
-// an old address, joins cleanly; then AddVoter. Both steps are idempotent,
-// so a joiner retries the whole call after any error.
-func (n *Node) addMember(ctx context.Context, m fsm.Member, shards []string) (created []string, err error) {
+// addMember adds m, whose data directory is incarnation inc ("" from a
+// joiner that does not send it), to the group (leader only): the FSM
+// AddMember command (which refuses a full group and performs the
+// light-weight migration), then Raft: an entry with the same id or address
+// but not both is removed first, so a node that comes back with a new
+// address, or a new node at an old address, joins cleanly; then AddVoter.
+// Both steps are idempotent, so a joiner retries the whole call after any
+// error.
+//
+// It returns the shards the joiner created (see createdBy), which the
+// joiner bootstraps.
+func (n *Node) addMember(ctx context.Context, m fsm.Member, shards []string, inc string) (created []string, err error) {
 	n.memberMu.Lock()
 	defer n.memberMu.Unlock()
 	if !n.isLeader() {
@@ -179,16 +184,32 @@ func (n *Node) addMember(ctx context.Context, m fsm.Member, shards []string) (cr
 	if m.ID == n.cfg.NodeID {
 		return nil, fmt.Errorf("%w: node id %q is this leader's", fs.ErrExist, m.ID)
 	}
-	f := n.groupFSM()
-	for _, s := range shards {
-		if _, ok := f.Shard(s); !ok {
-			created = append(created, s)
-		}
-	}
-	if _, err := n.apply(ctx, fsm.EncodeAddMemberShards(m, shards)); err != nil {
+	created = createdBy(n.groupFSM(), shards, inc)
+	if _, err := n.apply(ctx, fsm.EncodeAddMemberIncarnation(m, shards, inc)); err != nil {
 		return nil, fmt.Errorf("adding %s to the group's FSM: %w", m.ID, err)
 	}
 	return created, n.ensureVoter(ctx, m.ID, m.RaftAddr)
+}
+
+// createdBy returns the shards, of those a joiner whose data directory is
+// incarnation inc brings, that the joiner creates: those f does not know
+// (the AddMember about to be applied adds them, recording inc as their
+// Creator), and those an earlier AddMember of the same incarnation added —
+// an attempt whose answer the joiner lost (its apply reported an error
+// after the entry was committed, the leader changed, the RPC timed out).
+// A shard another incarnation created, or one whose creator is not known,
+// exists already: a node whose data directory was wiped must join it, not
+// bootstrap a second Raft group for it. The leader has applied every
+// committed entry (its Barrier), and memberMu orders joins, so f is
+// up to date.
+func createdBy(f *fsm.FSM, shards []string, inc string) []string {
+	var created []string
+	for _, s := range shards {
+		if sh, ok := f.Shard(s); !ok || inc != "" && sh.Creator == inc {
+			created = append(created, s)
+		}
+	}
+	return created
 }
 
 // ensureVoter makes id at addr a voter of the group's Raft.

@@ -23,6 +23,7 @@ import (
 	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/tlsutil"
 	"github.com/hashicorp/serf/serf"
 )
 
@@ -245,8 +246,9 @@ type Node struct {
 	shards  *shardHost
 	metrics *nodeMetrics
 
-	raftLn net.Listener // the raft port
-	mux    *raftmux.Mux // every Raft group of the node on it
+	raftLn net.Listener          // the raft port
+	tls    *tlsutil.Configurator // nil without TLS (tls.go)
+	mux    *raftmux.Mux          // every Raft group of the node on it
 
 	bgCtx    context.Context // canceled by Shutdown: stops background work
 	bgCancel context.CancelFunc
@@ -440,11 +442,14 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 
+	if n.tls, err = tlsutil.New(n.cfg.TLS, true); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 	// Bind the TCP listeners first so that a port conflict fails fast.
-	if n.rpcLn, err = net.Listen("tcp", net.JoinHostPort(n.cfg.BindAddr, strconv.Itoa(n.cfg.Ports.RPC))); err != nil {
+	if n.rpcLn, err = n.listen(n.cfg.Ports.RPC); err != nil {
 		return fmt.Errorf("node: ports.rpc: %w", err)
 	}
-	if n.httpLn, err = net.Listen("tcp", net.JoinHostPort(n.cfg.BindAddr, strconv.Itoa(n.cfg.Ports.HTTP))); err != nil {
+	if n.httpLn, err = n.listen(n.cfg.Ports.HTTP); err != nil {
 		return fmt.Errorf("node: ports.http: %w", err)
 	}
 	if err := n.startRaftMux(); err != nil {
@@ -455,7 +460,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 
-	n.client = rpc.NewClient(rpc.Options{Logger: n.log.With("component", "rpc-client"), HomeCacheSize: -1, Timeout: n.tune.RPCTimeout})
+	n.client = rpc.NewClient(rpc.Options{Logger: n.log.With("component", "rpc-client"), HomeCacheSize: -1, Timeout: n.tune.RPCTimeout,
+		Dial: n.dialer()})
 	n.rpcSrv = rpc.NewServer(rpc.ServerOptions{Logger: n.log.With("component", "rpc")})
 	n.registerAdmin()
 	if n.ns, err = n.newNamespace(); err != nil {
@@ -863,7 +869,9 @@ func (n *Node) Status() *rpc.StatusResponse {
 		s := n.ns.Stats()
 		st.FilterBytes, st.Levels, st.Hops = s.FilterBytes, s.Levels, s.Hops
 		st.L2Members, st.Multicasts, st.Broadcasts = s.L2Members, s.Multicasts, s.Broadcasts
+		st.ExtraReplicas = s.ExtraReplicas
 	}
+	st.FilterMemoryBudget = int64(n.cfg.FilterMemoryMB) << 20
 	return st
 }
 
@@ -879,15 +887,16 @@ func buildVersion() string {
 // and RPC server (it registers its methods there).
 func (n *Node) newNamespace() (*namespace.Namespace, error) {
 	ns, err := namespace.New(namespace.Options{
-		NodeID:      n.cfg.NodeID,
-		Client:      n.client,
-		Directory:   n.dir,
-		Routing:     n.cfg.Routing(),
-		Placement:   n.cfg.Placement,
-		SpreadAfter: n.cfg.PlacementSpread,
-		Scheme:      n.cfg.Scheme,
-		Logger:      n.log,
-		Tuning:      n.tune.Namespace,
+		NodeID:       n.cfg.NodeID,
+		Client:       n.client,
+		Directory:    n.dir,
+		Routing:      n.cfg.Routing(),
+		Placement:    n.cfg.Placement,
+		SpreadAfter:  n.cfg.PlacementSpread,
+		Scheme:       n.cfg.Scheme,
+		FilterMemory: int64(n.cfg.FilterMemoryMB) << 20,
+		Logger:       n.log,
+		Tuning:       n.tune.Namespace,
 	})
 	if err != nil {
 		return nil, err

@@ -75,7 +75,7 @@ func (n *Node) acceptsGroupScope(s string) bool {
 // startRaftMux binds the raft port and starts the multiplexer every Raft
 // group of the node (its group Raft, its shard replicas) talks through.
 func (n *Node) startRaftMux() error {
-	ln, err := net.Listen("tcp", joinHostPort(n.cfg.BindAddr, n.cfg.Ports.Raft))
+	ln, err := n.listen(n.cfg.Ports.Raft)
 	if err != nil {
 		return fmt.Errorf("node: ports.raft: %w", err)
 	}
@@ -84,7 +84,7 @@ func (n *Node) startRaftMux() error {
 	if err != nil {
 		return fmt.Errorf("node: raft advertise address: %w", err)
 	}
-	n.mux = raftmux.New(ln, adv, raftmux.Options{Logger: n.log.With("component", "raftmux")})
+	n.mux = raftmux.New(ln, adv, raftmux.Options{Logger: n.log.With("component", "raftmux"), Dial: n.dialer()})
 	n.bg.Go(func() {
 		if err := n.mux.Serve(n.bgCtx); err != nil && n.bgCtx.Err() == nil {
 			n.log.Error("raft port stopped", "err", err)

@@ -662,7 +662,9 @@ func (n *Node) serfAutoAlive() map[string]bool {
 //     side acts;
 //   - anti-flap: this group's members have not changed for mergeSettle
 //     (total ≤ M−1) or for mergeQuiet (total == M: one join would split it
-//     again), and this leader did not split or merge within mergeSettle.
+//     again; but only mergeSettle when either group has fewer members
+//     than R, whose shards then lack copies), and this leader did not
+//     split or merge within mergeSettle.
 //     A split leaves M+1 members in the two halves, which never merge
 //     back unless a node leaves.
 func (n *Node) maybeMerge(ctx context.Context, gr *groupRaft) {
@@ -729,7 +731,12 @@ func (n *Node) maybeMerge(ctx context.Context, gr *groupRaft) {
 		if !healthy[g] || mine+k > maxSize || mine > k || (mine == k && myGroup < g) {
 			continue
 		}
-		if mine+k == maxSize && now.Sub(n.reshape.stableSince) < n.tune.MergeQuiet {
+		// A group with fewer members than R keeps its shards with fewer
+		// copies than asked (a single member: one copy, lost with its
+		// disk): it merges without the long quiet period, durability
+		// before anti-flap.
+		under := mine < c.ReplicationFactor() || k < c.ReplicationFactor()
+		if mine+k == maxSize && !under && now.Sub(n.reshape.stableSince) < n.tune.MergeQuiet {
 			continue
 		}
 		if target == "" || k > sizes[target] || (k == sizes[target] && g < target) {

@@ -115,6 +115,17 @@ func (n *Node) serfConfig(tags map[string]string) (*serf.Config, error) {
 		ml.TCPTimeout = time.Second
 		ml.DeadNodeReclaimTime = 100 * time.Millisecond
 	}
+	// With a keyring, memberlist encrypts and authenticates every gossip
+	// message and refuses those it cannot decrypt: a node without one of
+	// the keys cannot join (keyring.go).
+	kr, err := n.gossipKeyring()
+	if err != nil {
+		return nil, fmt.Errorf("serf: %w", err)
+	}
+	if kr != nil {
+		ml.Keyring = kr
+		conf.KeyringFile = n.keyringPath()
+	}
 	conf.MemberlistConfig = ml
 	return conf, nil
 }

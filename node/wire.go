@@ -46,6 +46,16 @@ type groupJoinReq struct {
 	// Shards are the shards the joiner owns and brings (a new node: the
 	// shard it creates, named after it). Absent (nil) means its own.
 	Shards []string `json:"shards"`
+	// Creates reports that Shards is the shard the joiner means to create
+	// on its first join (not shards it carries from a split or merge): the
+	// leader refuses, or redirects, when that shard lives in another group.
+	Creates bool `json:"creates,omitempty"`
+	// Incarnation is the incarnation of the joiner's data directory. The
+	// shards the join adds to the group record it (fsm.Shard.Creator), so
+	// that a retry from the same data directory learns that it created
+	// them even if it lost the answer to the attempt that did. Empty from
+	// joiners of older builds.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // groupJoinResp tells the joiner its group, or where to go instead.
@@ -60,10 +70,13 @@ type groupJoinResp struct {
 	Redirect string `json:"redirect,omitempty"`
 	// Via: see Redirect.
 	Via string `json:"via,omitempty"`
-	// Created are the shards of the request that the join created (new
-	// in the group): the joiner bootstraps their Raft groups. A shard that
-	// already existed is not created again (a node whose data dir was
-	// wiped rejoins its shards' existing Raft groups).
+	// Created are the shards of the request that the joiner's data
+	// directory created: new in the group's FSM with this join, or added
+	// by an earlier attempt of the same incarnation whose answer was lost
+	// (fsm.Shard.Creator). The joiner bootstraps their Raft groups. A
+	// shard that another incarnation created (or an unknown one) is not
+	// created again: a node whose data dir was wiped rejoins its shards'
+	// existing Raft groups.
 	Created []string `json:"created,omitempty"`
 }
 

@@ -113,6 +113,26 @@ func (a *FilterArray) SizeBytes() int {
 	return len(a.bits)*8 + len(a.used)*(16+1+8)
 }
 
+// ArrayBytes returns the memory of the bits of a FilterArray of geometry g
+// with n members (each position holds widthFor(n) bits: see the layout
+// above), the figure a memory budget for filter replicas is measured in.
+func ArrayBytes(g Geometry, n int) int64 {
+	if n <= 0 {
+		return 0
+	}
+	return int64(g.M * widthFor(n) / 8)
+}
+
+// ArrayMembers returns the largest number of members whose FilterArray of
+// geometry g fits in budget bytes (ArrayBytes), at most limit.
+func ArrayMembers(g Geometry, budget int64, limit int) int {
+	n := 0
+	for n < limit && ArrayBytes(g, n+1) <= budget {
+		n++
+	}
+	return n
+}
+
 // widthFor returns the bits per position for at least n slots: a power of
 // two up to 64, then 64·strideFor(n).
 func widthFor(n int) uint64 {

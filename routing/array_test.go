@@ -929,3 +929,41 @@ func TestArrayNarrowMemory(t *testing.T) {
 		checkArray(t, a, owners, queries)
 	}
 }
+
+// TestArrayBytes checks that ArrayBytes is the memory of the bits an array
+// of n members really holds, and that ArrayMembers is the largest n within
+// a budget.
+func TestArrayBytes(t *testing.T) {
+	g := arrayGeometry(t, 1000, 8, 0, HashXX)
+	a := NewFilterArray(g)
+	for n := 1; n <= 200; n++ {
+		if err := a.Add(strconv.Itoa(n), NewFilter(g)); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := ArrayBytes(g, n), int64(len(a.bits)*8); got != want {
+			t.Fatalf("ArrayBytes(%d) = %d, the array holds %d bytes of bits", n, got, want)
+		}
+	}
+	one := ArrayBytes(g, 1)
+	tests := []struct {
+		budget int64
+		limit  int
+		want   int
+	}{
+		{0, 100, 0},
+		{one - 1, 100, 0},
+		{one, 100, 1},
+		{2 * one, 100, 2},
+		{3 * one, 100, 2}, // 3 members take 4 bits per position
+		{4 * one, 100, 4},
+		{64 * one, 100, 64},
+		{65 * one, 100, 64}, // 65 members take 128 bits per position
+		{1 << 40, 100, 100}, // the limit
+		{1 << 40, 0, 0},
+	}
+	for _, tc := range tests {
+		if got := ArrayMembers(g, tc.budget, tc.limit); got != tc.want {
+			t.Errorf("ArrayMembers(budget %d, limit %d) = %d, want %d", tc.budget, tc.limit, got, tc.want)
+		}
+	}
+}

@@ -49,6 +49,14 @@ type Options struct {
 	// HomeCacheSize bounds the path → home address cache (default 8192;
 	// negative: no cache).
 	HomeCacheSize int
+	// RouteRefresh, when positive, makes the client route a path it has no
+	// cached home for by the shards' Bloom filters, which it fetches from
+	// the nodes that lead them and refreshes this often (1s is a sensible
+	// value; each refresh asks every address, and only changed filters
+	// travel). It costs the client the shards' filters in memory (about
+	// filter_capacity × bits_per_file bits each) and saves the entry
+	// node's forward for paths outside the home cache. Default 0: off.
+	RouteRefresh time.Duration
 }
 
 func (o *Options) withDefaults() Options {
@@ -103,6 +111,8 @@ type Client struct {
 	bufs  bufPool
 	calls sync.Pool
 	homes *homeCache
+	// router routes by the shards' filters (nil: off).
+	router *filterRouter
 
 	mu     sync.Mutex
 	addrs  []string
@@ -130,6 +140,10 @@ func NewClient(opts Options) *Client {
 	c.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
 	c.janitor.Add(1)
 	go c.sweepIdle()
+	if c.router = newFilterRouter(c, o.RouteRefresh); c.router != nil {
+		c.janitor.Add(1)
+		go c.router.loop()
+	}
 	return c
 }
 

@@ -62,3 +62,7 @@ func (s *Server) OpenConns() int {
 	defer s.mu.Unlock()
 	return len(s.conns)
 }
+
+// RouteOf returns the address the client's filter routing names for p ("":
+// none).
+func RouteOf(c *Client, p string) string { return c.router.route(p) }

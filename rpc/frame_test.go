@@ -171,7 +171,9 @@ func FuzzFrameDecoder(f *testing.F) {
 func FuzzBodyDecoder(f *testing.F) {
 	bc := newBodyCodec()
 	for _, v := range []any{&StatResponse{Inode: Inode{Path: "/a"}}, &BatchStatRequest{Paths: []string{"/a", "/b"}},
-		&MembersResponse{Members: []Member{{ID: "n1"}}}, &GroupsResponse{Groups: []GroupInfo{{Replicas: map[string]int{"a": 1}}}}} {
+		&MembersResponse{Members: []Member{{ID: "n1"}}}, &GroupsResponse{Groups: []GroupInfo{{Replicas: map[string]int{"a": 1}}}},
+		&FiltersResponse{Filters: []ShardFilter{{FilterVersion: FilterVersion{Shard: "n1", Term: 2}, Data: []byte{1, 2}}}},
+		&KeyringResponse{Keys: map[string]int{"k": 3}, Messages: map[string]string{"n1": "ok"}}} {
 		b, _ := bc.getEncoder().encode(v)
 		f.Add(append([]byte(nil), b...))
 	}
@@ -179,7 +181,8 @@ func FuzzBodyDecoder(f *testing.F) {
 	f.Add([]byte{0xdf, 0x7f, 0xff, 0xff, 0xff}) // map32 of 2^31 entries
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, v := range []any{&StatResponse{}, &BatchStatRequest{}, &BatchStatResponse{}, &MembersResponse{},
-			&GroupsResponse{}, &ReadDirResponse{}, &SetAttrRequest{}} {
+			&GroupsResponse{}, &ReadDirResponse{}, &SetAttrRequest{}, &FiltersRequest{}, &FiltersResponse{},
+			&KeyringRequest{}, &KeyringResponse{}} {
 			_ = bc.unmarshal(data, v)
 		}
 	})

@@ -17,11 +17,30 @@ import (
 // Any node answers correctly; the cached home just saves hops. Homes are
 // learned from replies (StatResponse.HomeAddr, LookupResponse.HomeAddr, and
 // node ids resolved through addresses seen in Members and earlier replies).
+// With Options.RouteRefresh, a path with no cached home goes to the node
+// the shards' filters name (router.go).
+
+// homeOf returns the node to send a request about p to: its cached home,
+// else the one the shards' filters name, else "" (a random node).
+func (c *Client) homeOf(p string) string {
+	if a := c.homes.get(p); a != "" {
+		return a
+	}
+	return c.router.route(p)
+}
+
+// dirHomeOf is homeOf for a change of directory dir's entries.
+func (c *Client) dirHomeOf(dir string) string {
+	if a := c.homes.getDir(dir); a != "" {
+		return a
+	}
+	return c.router.route(dir)
+}
 
 // Stat returns the inode of p and the level and hops that resolved it.
 func (c *Client) Stat(ctx context.Context, p string) (*StatResponse, error) {
 	resp := new(StatResponse)
-	if err := c.callAny(ctx, c.homes.get(p), MethodStat, true, &StatRequest{Path: p}, resp); err != nil {
+	if err := c.callAny(ctx, c.homeOf(p), MethodStat, true, &StatRequest{Path: p}, resp); err != nil {
 		c.homes.forget(p)
 		return nil, err
 	}
@@ -32,7 +51,7 @@ func (c *Client) Stat(ctx context.Context, p string) (*StatResponse, error) {
 // Lookup returns the home of p and the level and hops that resolved it.
 func (c *Client) Lookup(ctx context.Context, p string) (*LookupResponse, error) {
 	resp := new(LookupResponse)
-	if err := c.callAny(ctx, c.homes.get(p), MethodLookup, true, &LookupRequest{Path: p}, resp); err != nil {
+	if err := c.callAny(ctx, c.homeOf(p), MethodLookup, true, &LookupRequest{Path: p}, resp); err != nil {
 		c.homes.forget(p)
 		return nil, err
 	}
@@ -51,7 +70,7 @@ func (c *Client) BatchStat(ctx context.Context, paths []string) (*BatchStatRespo
 	}
 	groups := make(map[string][]int)
 	for i, p := range paths {
-		h := c.homes.get(p)
+		h := c.homeOf(p)
 		groups[h] = append(groups[h], i)
 	}
 	var (
@@ -104,7 +123,7 @@ func (c *Client) BatchStat(ctx context.Context, paths []string) (*BatchStatRespo
 // Create creates a file.
 func (c *Client) Create(ctx context.Context, req *CreateRequest) (*CreateResponse, error) {
 	resp := new(CreateResponse)
-	if err := c.callAny(ctx, c.homes.getDir(parent(req.Path)), MethodCreate, false, req, resp); err != nil {
+	if err := c.callAny(ctx, c.dirHomeOf(parent(req.Path)), MethodCreate, false, req, resp); err != nil {
 		return nil, err
 	}
 	c.learn(req.Path, resp.Inode.Home, "")
@@ -115,7 +134,7 @@ func (c *Client) Create(ctx context.Context, req *CreateRequest) (*CreateRespons
 // makes the call idempotent and so retryable after a broken connection).
 func (c *Client) Mkdir(ctx context.Context, req *MkdirRequest) (*MkdirResponse, error) {
 	resp := new(MkdirResponse)
-	if err := c.callAny(ctx, c.homes.getDir(parent(req.Path)), MethodMkdir, req.Parents, req, resp); err != nil {
+	if err := c.callAny(ctx, c.dirHomeOf(parent(req.Path)), MethodMkdir, req.Parents, req, resp); err != nil {
 		return nil, err
 	}
 	c.learn(req.Path, resp.Inode.Home, "")
@@ -125,7 +144,7 @@ func (c *Client) Mkdir(ctx context.Context, req *MkdirRequest) (*MkdirResponse, 
 // ReadDir returns one page of a directory listing (see ReadDirRequest).
 func (c *Client) ReadDir(ctx context.Context, req *ReadDirRequest) (*ReadDirResponse, error) {
 	resp := new(ReadDirResponse)
-	if err := c.callAny(ctx, c.homes.get(req.Path), MethodReadDir, true, req, resp); err != nil {
+	if err := c.callAny(ctx, c.homeOf(req.Path), MethodReadDir, true, req, resp); err != nil {
 		c.homes.forget(req.Path)
 		return nil, err
 	}
@@ -156,7 +175,7 @@ func (c *Client) ReadDirAll(ctx context.Context, dir string, pageSize int) ([]Di
 // SetAttr changes attributes (nil fields of req are left alone).
 func (c *Client) SetAttr(ctx context.Context, req *SetAttrRequest) (*SetAttrResponse, error) {
 	resp := new(SetAttrResponse)
-	if err := c.callAny(ctx, c.homes.get(req.Path), MethodSetAttr, false, req, resp); err != nil {
+	if err := c.callAny(ctx, c.homeOf(req.Path), MethodSetAttr, false, req, resp); err != nil {
 		return nil, err
 	}
 	c.learn(req.Path, resp.Inode.Home, "")
@@ -166,20 +185,20 @@ func (c *Client) SetAttr(ctx context.Context, req *SetAttrRequest) (*SetAttrResp
 // Unlink removes a file.
 func (c *Client) Unlink(ctx context.Context, p string) error {
 	defer c.homes.forget(p)
-	return c.callAny(ctx, c.homes.getDir(parent(p)), MethodUnlink, false, &UnlinkRequest{Path: p}, &UnlinkResponse{})
+	return c.callAny(ctx, c.dirHomeOf(parent(p)), MethodUnlink, false, &UnlinkRequest{Path: p}, &UnlinkResponse{})
 }
 
 // Rmdir removes an empty directory.
 func (c *Client) Rmdir(ctx context.Context, p string) error {
 	defer c.homes.forget(p)
-	return c.callAny(ctx, c.homes.getDir(parent(p)), MethodRmdir, false, &RmdirRequest{Path: p}, &RmdirResponse{})
+	return c.callAny(ctx, c.dirHomeOf(parent(p)), MethodRmdir, false, &RmdirRequest{Path: p}, &RmdirResponse{})
 }
 
 // Rename renames src to dst.
 func (c *Client) Rename(ctx context.Context, src, dst string) (*RenameResponse, error) {
 	defer c.homes.forget(src)
 	resp := new(RenameResponse)
-	if err := c.callAny(ctx, c.homes.getDir(parent(src)), MethodRename, false, &RenameRequest{Src: src, Dst: dst}, resp); err != nil {
+	if err := c.callAny(ctx, c.dirHomeOf(parent(src)), MethodRename, false, &RenameRequest{Src: src, Dst: dst}, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil
@@ -237,6 +256,17 @@ func (c *Client) Groups(ctx context.Context) (*GroupsResponse, error) {
 func (c *Client) Shards(ctx context.Context) (*ShardsResponse, error) {
 	resp := new(ShardsResponse)
 	if err := c.callAny(ctx, "", MethodShards, true, &ShardsRequest{}, resp); err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+// Keyring runs a gossip keyring operation (KeyringList, KeyringInstall,
+// KeyringUse, KeyringRemove) on every member, through any node. Only a
+// list is retried on another node.
+func (c *Client) Keyring(ctx context.Context, op, key string) (*KeyringResponse, error) {
+	resp := new(KeyringResponse)
+	if err := c.callAny(ctx, "", MethodKeyring, op == KeyringList, &KeyringRequest{Op: op, Key: key}, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil

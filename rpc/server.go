@@ -27,6 +27,21 @@ type ServerOptions struct {
 	// connections (default 256). When it is reached, connections stop
 	// reading new requests until a handler finishes (back-pressure).
 	MaxConcurrent int
+	// MaxConcurrentPerConn bounds the handlers running at once for one
+	// connection (default 64, at most MaxConcurrent): a client that
+	// floods requests, or does not read its answers, holds that many
+	// slots and its own connection stops being read; the others are
+	// still served.
+	MaxConcurrentPerConn int
+	// MaxConns bounds the open connections (default 4096), and
+	// MaxConnsPerClient those from one IP address (default 100, as
+	// Consul's rpc_max_conns_per_client): a connection accepted beyond
+	// either is closed at once (the client sees it closed before any
+	// answer and tries another node). With the handshake and idle
+	// timeouts this keeps one client that opens connections and leaves
+	// them idle from using up the node.
+	MaxConns          int
+	MaxConnsPerClient int
 	// HandshakeTimeout bounds the wait for a new connection's preface
 	// (default 10s).
 	HandshakeTimeout time.Duration
@@ -48,6 +63,16 @@ func (o *ServerOptions) withDefaults() ServerOptions {
 	r.MaxFrameSize = max(r.MaxFrameSize, MinMaxFrameSize)
 	if r.MaxConcurrent <= 0 {
 		r.MaxConcurrent = 256
+	}
+	if r.MaxConcurrentPerConn <= 0 {
+		r.MaxConcurrentPerConn = 64
+	}
+	r.MaxConcurrentPerConn = min(r.MaxConcurrentPerConn, r.MaxConcurrent)
+	if r.MaxConns <= 0 {
+		r.MaxConns = 4096
+	}
+	if r.MaxConnsPerClient <= 0 {
+		r.MaxConnsPerClient = 100
 	}
 	if r.HandshakeTimeout <= 0 {
 		r.HandshakeTimeout = 10 * time.Second
@@ -89,10 +114,13 @@ type Server struct {
 	stopping atomic.Bool  // set by Shutdown; finishing calls signal idle
 	idle     chan struct{}
 
+	refused atomic.Uint64 // connections closed at once: MaxConns reached
+
 	mu        sync.Mutex
 	state     serverState
 	listeners map[net.Listener]struct{}
 	conns     map[*serverConn]struct{}
+	perIP     map[string]int // open connections by remote IP
 	connWG    sync.WaitGroup // connection readers
 }
 
@@ -119,6 +147,7 @@ func NewServer(opts ServerOptions) *Server {
 		idle:       make(chan struct{}, 1),
 		listeners:  make(map[net.Listener]struct{}),
 		conns:      make(map[*serverConn]struct{}),
+		perIP:      make(map[string]int),
 	}
 	empty := map[string]*handler{}
 	s.handlers.Store(&empty)
@@ -223,6 +252,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 }
 
+// remoteIP returns the IP address of nc's peer (its whole address if it
+// has no port).
+func remoteIP(nc net.Conn) string {
+	a := nc.RemoteAddr().String()
+	if host, _, err := net.SplitHostPort(a); err == nil {
+		return host
+	}
+	return a
+}
+
 func temporaryAcceptError(err error) bool {
 	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		return true
@@ -239,6 +278,18 @@ func (s *Server) startConn(nc net.Conn) {
 		nc.Close()
 		return
 	}
+	ip := remoteIP(nc)
+	if len(s.conns) >= s.opts.MaxConns || s.perIP[ip] >= s.opts.MaxConnsPerClient {
+		open, fromIP := len(s.conns), s.perIP[ip]
+		s.mu.Unlock()
+		nc.Close()
+		if n := s.refused.Add(1); n&(n-1) == 0 { // the 1st, 2nd, 4th, 8th…: no log flood
+			s.log.Warn("rpc: too many connections: closed a new one at once", "remote", ip, "from_remote", fromIP,
+				"open", open, "max_conns", s.opts.MaxConns, "max_conns_per_client", s.opts.MaxConnsPerClient, "refused", n)
+		}
+		return
+	}
+	s.perIP[ip]++
 	ctx, cancel := context.WithCancel(s.baseCtx)
 	c := &serverConn{
 		s:      s,
@@ -248,7 +299,9 @@ func (s *Server) startConn(nc net.Conn) {
 		ctx:    ctx,
 		cancel: cancel,
 		calls:  make(map[uint64]context.CancelFunc),
+		slots:  make(chan struct{}, s.opts.MaxConcurrentPerConn),
 		remote: nc.RemoteAddr().String(),
+		ip:     ip,
 	}
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
@@ -335,6 +388,8 @@ type serverConn struct {
 	remote string
 	hdr    [frameLenSize]byte
 	frames atomic.Uint64 // frames read, for idle detection
+	slots  chan struct{} // this connection's running handlers (MaxConcurrentPerConn)
+	ip     string        // the remote IP (MaxConnsPerClient)
 
 	mu       sync.Mutex
 	calls    map[uint64]context.CancelFunc // running calls by seq
@@ -357,6 +412,9 @@ func (c *serverConn) serve() {
 		c.nc.Close()
 		c.s.mu.Lock()
 		delete(c.s.conns, c)
+		if c.s.perIP[c.ip]--; c.s.perIP[c.ip] <= 0 {
+			delete(c.s.perIP, c.ip)
+		}
 		c.s.mu.Unlock()
 		c.s.connWG.Done()
 	}()
@@ -464,9 +522,18 @@ func (c *serverConn) dispatch(b *[]byte) error {
 		c.respond(h.seq, CodeUnknownMethod, msg, nil)
 		return nil
 	}
-	select { // back-pressure: stop reading this connection until a slot is free
+	// Back-pressure: stop reading this connection until it has a slot of
+	// its own and the server one.
+	select {
+	case c.slots <- struct{}{}:
+	case <-c.ctx.Done():
+		s.bufs.put(b)
+		return c.ctx.Err()
+	}
+	select {
 	case s.sem <- struct{}{}:
 	case <-c.ctx.Done():
+		<-c.slots
 		s.bufs.put(b)
 		return c.ctx.Err()
 	}
@@ -482,6 +549,7 @@ func (c *serverConn) dispatch(b *[]byte) error {
 	if c.draining || c.closed {
 		c.mu.Unlock()
 		<-s.sem
+		<-c.slots
 		cancel()
 		s.bufs.put(b)
 		c.respond(h.seq, CodeShuttingDown, ErrShuttingDown.Error(), nil)
@@ -510,6 +578,7 @@ func (c *serverConn) run(ctx context.Context, cancel context.CancelFunc, hd *han
 	delete(c.calls, seq)
 	c.mu.Unlock()
 	<-s.sem
+	<-c.slots
 	if s.inflight.Add(-1) == 0 && s.stopping.Load() {
 		select {
 		case s.idle <- struct{}{}:

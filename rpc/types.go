@@ -19,6 +19,7 @@ const (
 	MethodUnlink    = "Namespace.Unlink"    // UnlinkRequest → UnlinkResponse
 	MethodRmdir     = "Namespace.Rmdir"     // RmdirRequest → RmdirResponse
 	MethodRename    = "Namespace.Rename"    // RenameRequest → RenameResponse
+	MethodFilters   = "Namespace.Filters"   // FiltersRequest → FiltersResponse
 
 	MethodMembers = "Cluster.Members" // MembersRequest → MembersResponse
 	MethodGroups  = "Cluster.Groups"  // GroupsRequest → GroupsResponse
@@ -27,6 +28,7 @@ const (
 	MethodStatus  = "Cluster.Status"  // StatusRequest → StatusResponse
 	MethodPing    = "Cluster.Ping"    // PingRequest → PingResponse
 	MethodShards  = "Cluster.Shards"  // ShardsRequest → ShardsResponse
+	MethodKeyring = "Cluster.Keyring" // KeyringRequest → KeyringResponse
 )
 
 // Idempotent reports whether executing method twice has the same effect as
@@ -36,7 +38,7 @@ const (
 // executed (dial failure, refused by a shutting-down server).
 func Idempotent(method string) bool {
 	switch method {
-	case MethodStat, MethodLookup, MethodBatchStat, MethodReadDir,
+	case MethodStat, MethodLookup, MethodBatchStat, MethodReadDir, MethodFilters,
 		MethodMembers, MethodGroups, MethodStatus, MethodPing, MethodShards:
 		return true
 	}
@@ -133,6 +135,44 @@ type StatResponse struct {
 	Level string `json:"level"`
 	// Hops is the number of server-to-server RPCs the lookup took.
 	Hops int `json:"hops"`
+}
+
+// FiltersRequest asks a node for the local Bloom filters of the shards it
+// leads, for a client that routes by them (Options.RouteRefresh).
+type FiltersRequest struct {
+	// Have lists the filters the client holds: a shard whose filter is
+	// still at that term and version is answered Unchanged, without its
+	// bits.
+	Have []FilterVersion `json:"have,omitempty"`
+}
+
+// FilterVersion names one version of a shard's filter: versions count
+// afresh with each leadership, so the Raft term of the leadership is part
+// of it.
+type FilterVersion struct {
+	Shard   string `json:"shard"`
+	Term    uint64 `json:"term"`
+	Version uint64 `json:"version"`
+}
+
+// FiltersResponse carries the filters of the shards the answering node
+// leads, sorted by shard.
+type FiltersResponse struct {
+	// NodeID is the answering node.
+	NodeID  string        `json:"node_id"`
+	Filters []ShardFilter `json:"filters"`
+}
+
+// ShardFilter is a shard's local filter (the paths it homes, HBA §3) as
+// its leader holds it.
+type ShardFilter struct {
+	FilterVersion
+	// Unchanged: the client's copy, named in the request, is current;
+	// Data is empty.
+	Unchanged bool `json:"unchanged,omitempty"`
+	// Data is the filter in the routing package's full encoding
+	// (routing.DecodeFilter).
+	Data []byte `json:"data,omitempty"`
 }
 
 // LookupRequest asks which node is the home of Path.
@@ -487,8 +527,13 @@ type StatusResponse struct {
 	ReplicasMigrated uint64 `json:"replicas_migrated"`
 	// Scheme is the routing scheme: "ghba" or "hba".
 	Scheme string `json:"scheme,omitempty"`
-	// L2Members is the number of filter replicas loaded in the L2 array.
-	L2Members int `json:"l2_members"`
+	// L2Members is the number of filter replicas loaded in the L2 array;
+	// ExtraReplicas of them are held beyond the G-HBA segment because the
+	// memory budget FilterMemoryBudget (bytes, config filter_memory_mb)
+	// leaves room for them.
+	L2Members          int   `json:"l2_members"`
+	ExtraReplicas      int   `json:"extra_replicas"`
+	FilterMemoryBudget int64 `json:"filter_memory_budget"`
 	// Multicasts and Broadcasts count the L3 multicasts and L4
 	// broadcasts this node started.
 	Multicasts uint64 `json:"multicasts"`
@@ -570,6 +615,39 @@ type ShardInfo struct {
 // ShardsResponse lists the shards, sorted by id.
 type ShardsResponse struct {
 	Shards []ShardInfo `json:"shards"`
+}
+
+// Keyring operations (KeyringRequest.Op).
+const (
+	KeyringList    = "list"
+	KeyringInstall = "install"
+	KeyringUse     = "use"
+	KeyringRemove  = "remove"
+)
+
+// KeyringRequest asks a node to run a gossip keyring operation on every
+// member (Serf's key manager): list the keys, install a key, make one the
+// primary (the one messages are encrypted with) or remove one.
+type KeyringRequest struct {
+	// Op is KeyringList, KeyringInstall, KeyringUse or KeyringRemove.
+	Op string `json:"op"`
+	// Key is the base64 key (ghba keygen) of install, use and remove.
+	Key string `json:"key,omitempty"`
+}
+
+// KeyringResponse is what the members answered.
+type KeyringResponse struct {
+	// Keys maps each key to the number of members that hold it, and
+	// PrimaryKeys to the number that use it as primary (list).
+	Keys        map[string]int `json:"keys,omitempty"`
+	PrimaryKeys map[string]int `json:"primary_keys,omitempty"`
+	// Members is the number of members asked, Answered of answers,
+	// Failed of members that could not do it (Messages says why, by
+	// member).
+	Members  int               `json:"members"`
+	Answered int               `json:"answered"`
+	Failed   int               `json:"failed"`
+	Messages map[string]string `json:"messages,omitempty"`
 }
 
 // PingRequest is an empty request used to check that a node answers.

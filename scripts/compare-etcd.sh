@@ -11,6 +11,10 @@
 #   ghba: start the 3 agents of testdata/node{1,2,3}.yaml (scripts/agents.sh),
 #         wait until they form one group, run
 #         "ghba bench --phases mkdir,create,stat" with the same -c and --paths,
+#         then, once the filter replicas hold the new paths (5 s: twice the
+#         default propagate_interval), "--phases stat-uncached,stat-routed":
+#         every stat through a client without the home cache, routed by the
+#         cluster, then through one that routes by the shards' filters,
 #         stop the agents.
 # Then it prints one table (operation, etcd ops/s p50 p99, ghba ops/s p50 p99,
 # ratio ghba/etcd), the machine (nproc, load averages before and after each
@@ -33,7 +37,9 @@
 #                         ghba clusters to run in each round, one after the
 #                         other: space-separated, each a comma-separated list
 #                         of config keys (key=value) set on all 3 agents over
-#                         testdata/'s (as GHBA_KEY environment variables)
+#                         testdata/'s (as GHBA_KEY environment variables);
+#                         tls=on adds TLS on every port and gossip
+#                         encryption (files made with ghba tls and keygen)
 #   CMP_ETCD_PORT=22379   first etcd client port
 #   CMP_WAIT=60           seconds to wait for a cluster to be ready
 #   CMP_KEEP=1            keep the temporary directory (data, logs, JSON)
@@ -228,12 +234,31 @@ run_etcd() {
 	stop_all "0 143" || fail "round $r: an etcd member did not stop cleanly"
 }
 
+# make_pki makes, once, a CA, a server and a client certificate and a
+# gossip key in $TMP/pki with the binary (ghba tls, ghba keygen), for the
+# configs with tls=on.
+make_pki() {
+	[[ -f $TMP/pki/gossip.key ]] && return 0
+	"$BIN" tls ca create --dir "$TMP/pki" >/dev/null &&
+		"$BIN" tls cert create --server --dir "$TMP/pki" >/dev/null &&
+		"$BIN" tls cert create --client --dir "$TMP/pki" >/dev/null &&
+		"$BIN" keygen >"$TMP/pki/gossip.key"
+}
+
 # config_env CONFIG prints config CONFIG ("k1=v1,k2=v2") as GHBA_K1=v1 GHBA_K2=v2.
+# The pseudo-key tls=on stands for TLS on every port (verify_incoming,
+# verify_server_hostname) and gossip encryption, with make_pki's files.
 config_env() {
 	local kv out=()
 	IFS=, read -r -a kvs <<<"$1"
 	for kv in "${kvs[@]}"; do
 		[[ $kv == *=* ]] || fail "CMP_GHBA_CONFIGS: $kv is not key=value"
+		if [[ $kv == tls=on ]]; then
+			out+=("GHBA_TLS_CA_FILE=$TMP/pki/ghba-agent-ca.pem" "GHBA_TLS_CERT_FILE=$TMP/pki/server-ghba-0.pem"
+				"GHBA_TLS_KEY_FILE=$TMP/pki/server-ghba-0-key.pem" GHBA_TLS_VERIFY_INCOMING=true
+				GHBA_TLS_VERIFY_SERVER_HOSTNAME=true "GHBA_ENCRYPT=$(cat "$TMP/pki/gossip.key")")
+			continue
+		fi
 		out+=("GHBA_$(echo "${kv%%=*}" | tr 'a-z' 'A-Z')=${kv#*=}")
 	done
 	echo "${out[*]}"
@@ -245,6 +270,11 @@ run_ghba() {
 	local r=$1 v=$2 dir="$TMP/ghba-$1-$2" all
 	mkdir -p "$dir"
 	check_ports ghba
+	if [[ ,${CONFIGS[$v]}, == *,tls=on,* ]]; then
+		make_pki || fail "making the TLS files with $BIN tls"
+		# The CLI (readiness checks, bench) talks TLS with the client certificate.
+		export GHBA_CACERT=$TMP/pki/ghba-agent-ca.pem GHBA_CLIENT_CERT=$TMP/pki/client-ghba-0.pem GHBA_CLIENT_KEY=$TMP/pki/client-ghba-0-key.pem
+	fi
 	read -r -a AGENT_ENV <<<"$(config_env "${CONFIGS[$v]}")"
 	say "round $r: ghba ${CONFIGS[$v]}, 3 agents from testdata/ ($dir)"
 	LOGS+=("$dir/node1.log" "$dir/node2.log" "$dir/node3.log")
@@ -257,9 +287,15 @@ run_ghba() {
 	say "round $r: ghba ready; load $(loadavg); ghba bench -c $CONC --paths $PATHS"
 	run "$BIN" --timeout 30s --addr "$all" --json bench --phases mkdir,create,stat \
 		-c "$CONC" --paths "$PATHS" --prefix /cmp >"$dir.json" || fail "round $r: ghba bench failed (${CONFIGS[$v]})"
+	# A sweep of an existing tree: the replicas have had the propagation
+	# interval to take the paths just created.
+	sleep 5
+	run "$BIN" --timeout 30s --addr "$all" --json bench --phases stat-uncached,stat-routed \
+		-c "$CONC" --paths "$PATHS" --prefix /cmp >"$dir-uncached.json" || fail "round $r: ghba bench stat-uncached failed (${CONFIGS[$v]})"
 	LOAD_GHBA[r]+="${LOAD_GHBA[r]:+, }ghba ${CONFIGS[$v]} bench $before -> $(loadavg)"
 	stop_all || fail "round $r: an agent did not stop cleanly"
 	AGENT_ENV=()
+	unset GHBA_CACERT GHBA_CLIENT_CERT GHBA_CLIENT_KEY
 }
 
 declare -a LOAD_BEFORE_ETCD LOAD_AFTER_ETCD LOAD_GHBA
@@ -278,7 +314,7 @@ LOAD_END=$(loadavg)
 	printf 'round\tghba config\toperation\tetcd ops/s\tetcd p50\tetcd p99\tghba ops/s\tghba p50\tghba p99\tghba hops\tghba/etcd\n'
 	for ((r = 1; r <= ROUNDS; r++)); do
 		for v in "${!CONFIGS[@]}"; do
-			jq -n -r --argjson r "$r" --arg c "${CONFIGS[$v]}" --slurpfile e "$TMP/etcd-$r.json" --slurpfile g "$TMP/ghba-$r-$v.json" '
+			jq -n -r --argjson r "$r" --arg c "${CONFIGS[$v]}" --slurpfile e "$TMP/etcd-$r.json" --slurpfile g "$TMP/ghba-$r-$v.json" --slurpfile u "$TMP/ghba-$r-$v-uncached.json" '
 				def ph(x; n): x[0].phases | map(select(.phase == n)) | .[0];
 				def f2(x): (x * 100 | round) as $n | "\($n / 100 | floor).\($n % 100 | tostring | if length < 2 then "0" + . else . end)";
 				def ms(x): "\(f2(x))ms";
@@ -290,6 +326,8 @@ LOAD_END=$(loadavg)
 				row("create / put"; ph($e; "put"); ph($g; "create")),
 				row("stat / serializable get"; ph($e; "get-serializable"); ph($g; "stat")),
 				row("stat / linearizable get"; ph($e; "get-linearizable"); ph($g; "stat")),
+				row("stat, no client cache / serializable get"; ph($e; "get-serializable"); ph($u; "stat-uncached")),
+				row("stat, no client cache, routed by filters / serializable get"; ph($e; "get-serializable"); ph($u; "stat-routed")),
 				row("mkdir (ghba only)"; null; ph($g; "mkdir"))
 				| @tsv'
 		done

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # groups-bench.sh — measure G-HBA against HBA on real loopback clusters.
 #
-# For each N in GB_NODES (default "3 6 9 12") it runs two clusters of N agent
-# processes, one after the other:
-#   ghba: scheme ghba, fixed groups of 3 (g1 = node1-3, g2 = node4-6, ...),
-#         max_group_size 3;
-#   hba:  scheme hba, one group g1 of all N nodes, max_group_size N.
+# For each N in GB_NODES (default "3 6 9 12") it runs three clusters of N
+# agent processes, one after the other:
+#   ghba:        scheme ghba, fixed groups of 3 (g1 = node1-3, g2 = node4-6,
+#                ...), max_group_size 3, filter_memory_mb 0: each node holds
+#                its G-HBA segment alone, as in the paper;
+#   ghba-budget: the same with filter_memory_mb GB_FILTER_MEMORY_MB: each node
+#                also holds its group-mates' and then other nodes' filters as
+#                far as that memory goes (docs/design.md, "Filters");
+#   hba:         scheme hba, one group g1 of all N nodes, max_group_size N.
 # Each cluster: start the agents, wait until every node is alive in its
 # group, every group has a leader and every node answers "stat /"; run
 # "ghba bench --each-node --json" (create GB_PATHS paths, stat them, look
@@ -34,6 +38,7 @@
 #   GB_PATHS=3000            paths per run
 #   GB_LRU=100               lru_entries of every node (both schemes)
 #   GB_FILTER_CAPACITY=100000  filter_capacity of every node (both schemes)
+#   GB_FILTER_MEMORY_MB=256  filter_memory_mb of the ghba-budget clusters
 #   GB_CONCURRENCY=16        bench client goroutines
 #   GB_BASE_PORT=7500        node i uses ports BASE+4(i-1) .. BASE+4(i-1)+3
 #   GB_WAIT=120              seconds to wait for a cluster to form
@@ -47,6 +52,7 @@ NODES=${GB_NODES:-"3 6 9 12"}
 PATHS=${GB_PATHS:-3000}
 LRU=${GB_LRU:-100}
 FCAP=${GB_FILTER_CAPACITY:-100000}
+FMEM=${GB_FILTER_MEMORY_MB:-256}
 CONC=${GB_CONCURRENCY:-16}
 BASE=${GB_BASE_PORT:-7500}
 WAIT=${GB_WAIT:-120}
@@ -120,10 +126,11 @@ founder() {
 
 # write_config DIR SCHEME N I writes node I's config to DIR/nodeI.yaml.
 write_config() {
-	local dir=$1 scheme=$2 n=$3 i=$4 boot=false join="" maxg=$GROUP_SIZE
-	founder "$scheme" "$i" && boot=true
+	local dir=$1 run=$2 n=$3 i=$4 boot=false join="" maxg=$GROUP_SIZE scheme=ghba fmem=0
+	founder "$run" "$i" && boot=true
 	((i > 1)) && join="\"127.0.0.1:$(port 1 2)\""
-	[[ $scheme == hba ]] && maxg=$n
+	[[ $run == hba ]] && maxg=$n scheme=hba
+	[[ $run == ghba-budget ]] && fmem=$FMEM
 	cat >"$dir/node$i.yaml" <<EOF
 node_id: node$i
 data_dir: $dir/node$i
@@ -133,13 +140,14 @@ ports:
   raft: $(port "$i" 1)
   serf: $(port "$i" 2)
   http: $(port "$i" 3)
-group: $(group_of "$scheme" "$n" "$i")
+group: $(group_of "$run" "$n" "$i")
 bootstrap: $boot
 retry_join: [$join]
 max_group_size: $maxg
 scheme: $scheme
 bits_per_file: 8
 filter_capacity: $FCAP
+filter_memory_mb: $fmem
 lru_entries: $LRU
 lru_bits_per_file: 20
 propagate_threshold: 0.01
@@ -246,7 +254,7 @@ say "paths $PATHS, lru_entries $LRU, filter_capacity $FCAP, bench concurrency $C
 ROWS="$TMP/rows.tsv"
 : >"$ROWS"
 for n in $NODES; do
-	for scheme in ghba hba; do
+	for scheme in ghba ghba-budget hba; do
 		run_cluster "$scheme" "$n" >>"$ROWS" # not in a pipeline: it must run in this shell
 		tail -n 1 "$ROWS" >&2
 	done

@@ -28,7 +28,8 @@ const (
 	// of the split showing, then restarted; once the cluster converged the
 	// extra node leaves gracefully.
 	FaultSplitKill = "split-kill"
-	// FaultWipe: a random node is killed -9; once the shards it led have
+	// FaultWipe: a random node of a group of at least 3 (whose shards keep
+	// a majority of their replicas without it) is killed -9; once the shards it led have
 	// new leaders and it has been down degradedHold, its data volume is
 	// replaced by an empty one and it starts again with the same id, address and group (joining, not
 	// bootstrapping); the fault ends when every shard is back to all its
@@ -249,6 +250,17 @@ func (in *Injector) claim(ok func(*Node) bool) (*Node, error) {
 	return n, nil
 }
 
+// groupSize returns the number of nodes in group g (in.mu held).
+func (in *Injector) groupSize(g string) int {
+	k := 0
+	for _, n := range in.c.Nodes {
+		if n.Group == g {
+			k++
+		}
+	}
+	return k
+}
+
 func (in *Injector) release(ns ...*Node) {
 	in.mu.Lock()
 	for _, n := range ns {
@@ -339,7 +351,15 @@ func (in *Injector) do(ctx context.Context, kind string) (string, error) {
 	case FaultShardLeaderKills:
 		return in.shardLeaderKills(ctx)
 	case FaultKillRandom, FaultPause, FaultPartitionNode, FaultWipe:
-		n, err := in.claim(nil)
+		var ok func(*Node) bool
+		if kind == FaultWipe {
+			// A wipe deletes the node's copies: only where its group
+			// keeps a majority of every shard's replicas without it (a
+			// group of 3 or more; a smaller one, left by a split and a
+			// leave until it merges, holds fewer copies).
+			ok = func(n *Node) bool { return in.groupSize(n.Group) >= 3 }
+		}
+		n, err := in.claim(ok)
 		if err != nil {
 			return "", err
 		}
@@ -428,6 +448,13 @@ func (in *Injector) kill(ctx context.Context, fault string, n *Node) error {
 	// point before it returns.
 	o := in.down(fault, n)
 	if _, err := in.d.Run(ctx, "kill", "-s", "KILL", n.Container); err != nil {
+		if strings.Contains(err.Error(), "is not running") {
+			// A rolling restart under way (a double fault) has it
+			// stopped at this moment, and starts it again itself.
+			in.up(o)
+			in.log.Info("kill -9: the node is down already (a restart under way brings it back)", "node", n.ID)
+			return nil
+		}
 		return err
 	}
 	if err := sleep(ctx, killHold); err != nil {

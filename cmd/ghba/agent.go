@@ -28,6 +28,8 @@ type agentNode interface {
 	// cluster, or a fatal error stopped it (Err).
 	Done() <-chan struct{}
 	Err() error
+	// ReloadTLS reads the TLS files again (SIGHUP).
+	ReloadTLS() error
 }
 
 // newAgentNode creates the node the agent runs.
@@ -60,9 +62,12 @@ GHBA_RETRY_JOIN=10.0.0.1:7402,10.0.0.2:7402) and the flags below. Keys:
 
   node_id, data_dir, bind_addr, advertise_addr,
   ports: {rpc, raft, serf, http}, group, bootstrap, retry_join,
+  tls: {ca_file, cert_file, key_file, verify_incoming, verify_server_hostname}
+  (TLS on the RPC, Raft and HTTP ports; SIGHUP reloads the files), encrypt
+  (Serf gossip key from ghba keygen),
   max_group_size, replication, replica_repair_after, shard_log_store,
   bits_per_file, filter_capacity, lru_entries, lru_bits_per_file,
-  propagate_threshold, propagate_interval, placement, placement_spread,
+  filter_memory_mb, propagate_threshold, propagate_interval, placement, placement_spread,
   scheme, log_level, log_format
 
 An unknown key or a bad value stops the agent with exit code 2 and a message
@@ -140,15 +145,28 @@ func runAgent(ctx context.Context, cfg agentConfig, logw io.Writer, shutdownTime
 		"serf", net.JoinHostPort(cfg.Advertise(), strconv.Itoa(cfg.Ports.Serf)),
 		"http", net.JoinHostPort(cfg.Advertise(), strconv.Itoa(cfg.Ports.HTTP)),
 		"data_dir", cfg.DataDir)
+	// SIGHUP reloads the TLS certificates (config tls).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var fatal error
-	select {
-	case <-ctx.Done():
-		logger.Info("signal received: shutting down", "timeout", shutdownTimeout)
-	case <-n.Done():
-		if fatal = n.Err(); fatal != nil {
-			logger.Error("node stopped on a fatal error: shutting down", "err", fatal, "timeout", shutdownTimeout)
-		} else {
-			logger.Info("node left the cluster: shutting down", "timeout", shutdownTimeout)
+wait:
+	for {
+		select {
+		case <-hup:
+			if err := n.ReloadTLS(); err != nil {
+				logger.Error("SIGHUP: reloading the TLS certificates failed; the ones loaded before stay in use", "err", err)
+			}
+		case <-ctx.Done():
+			logger.Info("signal received: shutting down", "timeout", shutdownTimeout)
+			break wait
+		case <-n.Done():
+			if fatal = n.Err(); fatal != nil {
+				logger.Error("node stopped on a fatal error: shutting down", "err", fatal, "timeout", shutdownTimeout)
+			} else {
+				logger.Info("node left the cluster: shutting down", "timeout", shutdownTimeout)
+			}
+			break wait
 		}
 	}
 

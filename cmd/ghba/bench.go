@@ -24,10 +24,21 @@ const (
 	phaseMkdir  = "mkdir"
 	phaseCreate = "create"
 	phaseStat   = "stat"
-	phaseLookup = "lookup"
+	// phaseStatUncached stats every path through a client without the
+	// home cache: every stat enters at one of the --addr nodes and is
+	// routed by the cluster, as in a sweep larger than any client cache.
+	phaseStatUncached = "stat-uncached"
+	// phaseStatRouted stats every path through a client without the home
+	// cache that routes by the shards' filters (rpc.Options.RouteRefresh):
+	// every stat goes to the node the filters name.
+	phaseStatRouted = "stat-routed"
+	phaseLookup     = "lookup"
 )
 
-var allPhases = []string{phaseMkdir, phaseCreate, phaseStat, phaseLookup}
+var allPhases = []string{phaseMkdir, phaseCreate, phaseStat, phaseStatUncached, phaseStatRouted, phaseLookup}
+
+// defaultPhases are the phases bench runs unless --phases says otherwise.
+var defaultPhases = []string{phaseMkdir, phaseCreate, phaseStat, phaseLookup}
 
 // benchOptions are the flags of "ghba bench".
 type benchOptions struct {
@@ -125,6 +136,14 @@ and the cluster routes it). Prints, per phase and node, operations per
 second, p50/p99 latency, the lookups resolved per level (L1..L4) and the
 mean hops. --json prints one object instead.
 
+The stat-uncached phase (not run by default) stats every path again
+through a client without the home cache: each stat enters at a random --addr
+node and is routed by the cluster, as in a sweep larger than any client
+cache. The stat-routed phase (not run by default) does the same through a
+client that holds no home cache but fetches the shards' Bloom filters from
+their leaders and sends each stat to the node whose filter alone has the
+path (each filter is bits_per_file × filter_capacity bits).
+
 With --each-node (the default) the lookup phase runs once per alive member
 (from "members"), else once through --addr. --phases selects phases: run
 "--phases stat,lookup" again with the same --prefix and --paths to measure
@@ -132,7 +151,8 @@ reads of an existing tree. Exits 1 if more than --max-errors operations
 fail (default 0).`,
 		Example: `  ghba --addr 127.0.0.1:7410,127.0.0.1:7420,127.0.0.1:7430 bench --paths 3000
   ghba bench --paths 100000 --concurrency 16 --prefix /bench1 --json
-  ghba --addr 127.0.0.1:7410 bench --paths 100000 --prefix /bench1 --phases stat,lookup`,
+  ghba --addr 127.0.0.1:7410 bench --paths 100000 --prefix /bench1 --phases stat,lookup
+  ghba bench --paths 20000 --phases mkdir,create,stat,stat-uncached,stat-routed`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if bo.paths < 1 || bo.filesPerDir < 1 || bo.concurrency < 1 {
@@ -163,7 +183,7 @@ fail (default 0).`,
 	f.IntVar(&bo.filesPerDir, "files-per-dir", 20, "files per directory")
 	f.IntVarP(&bo.concurrency, "concurrency", "c", 16, "client goroutines")
 	f.StringVar(&bo.prefix, "prefix", "", "directory the tree is created in (default /bench-<time>)")
-	f.StringSliceVar(&bo.phases, "phases", allPhases, "phases to run: mkdir, create, stat, lookup")
+	f.StringSliceVar(&bo.phases, "phases", defaultPhases, "phases to run: mkdir, create, stat, stat-uncached, stat-routed, lookup")
 	f.BoolVar(&bo.eachNode, "each-node", true, "run the lookup phase through every alive member")
 	f.IntVar(&bo.maxErrors, "max-errors", 0, "failed operations tolerated before the exit code is 1")
 	return cmd
@@ -234,11 +254,12 @@ func runBench(ctx context.Context, cmd *cobra.Command, o *clientOptions, bo *ben
 		rep.Phases = append(rep.Phases, res)
 	}
 	paths := tree.all()
-	if run(phaseStat) {
-		res := &phaseResult{Phase: phaseStat, Node: entry}
+	// statPhase stats every path through client sc.
+	statPhase := func(phase string, sc *rpc.Client) {
+		res := &phaseResult{Phase: phase, Node: entry}
 		start := time.Now()
 		runOps(ctx, res, paths, bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
-			r, err := c.Stat(ctx, p)
+			r, err := sc.Stat(ctx, p)
 			if err != nil {
 				return "", 0, err
 			}
@@ -247,9 +268,25 @@ func runBench(ctx context.Context, cmd *cobra.Command, o *clientOptions, bo *ben
 		res.finish(time.Since(start))
 		rep.Phases = append(rep.Phases, res)
 	}
+	if run(phaseStat) {
+		statPhase(phaseStat, c)
+	}
+	if run(phaseStatUncached) {
+		nc := rpc.NewClient(rpc.Options{Addrs: c.Addrs(), Timeout: o.timeout, Dial: o.dial, HomeCacheSize: -1})
+		statPhase(phaseStatUncached, nc)
+		nc.Close()
+	}
+	if run(phaseStatRouted) {
+		nc := rpc.NewClient(rpc.Options{Addrs: c.Addrs(), Timeout: o.timeout, Dial: o.dial, HomeCacheSize: -1, RouteRefresh: time.Second})
+		if err := nc.RefreshFilters(ctx); err != nil { // route from the first stat on
+			fmt.Fprintf(cmd.ErrOrStderr(), "bench: fetching the shards' filters: %v\n", err)
+		}
+		statPhase(phaseStatRouted, nc)
+		nc.Close()
+	}
 	if run(phaseLookup) {
 		for _, addr := range nodes {
-			nc := rpc.NewClient(rpc.Options{Addrs: []string{addr}, Timeout: o.timeout, HomeCacheSize: -1, MaxAttempts: 1})
+			nc := rpc.NewClient(rpc.Options{Addrs: []string{addr}, Timeout: o.timeout, Dial: o.dial, HomeCacheSize: -1, MaxAttempts: 1})
 			res := &phaseResult{Phase: phaseLookup, Node: addr}
 			start := time.Now()
 			runOps(ctx, res, paths, bo.concurrency, func(ctx context.Context, p string) (string, int, error) {

@@ -46,7 +46,7 @@ func TestBenchAgainstFake(t *testing.T) {
 		if m["errors"] != float64(0) {
 			t.Errorf("phase %v had errors", m)
 		}
-		if ph := m["phase"]; ph == "stat" || ph == "lookup" {
+		if ph := m["phase"]; ph == "stat" || ph == "stat-uncached" || ph == "stat-routed" || ph == "lookup" {
 			if m["ops"] != float64(120) {
 				t.Errorf("%s ops = %v, want 120", ph, m["ops"])
 			}
@@ -68,12 +68,13 @@ func TestBenchAgainstFake(t *testing.T) {
 		t.Errorf("fake holds %d paths, want 122", got)
 	}
 
-	// Reads of the existing tree only; the human table.
-	out, errOut, code = runCLI(t, "--addr", f.Addr(), "bench", "--paths", "120", "--files-per-dir", "9", "--prefix", "/bench", "--phases", "stat,lookup")
+	// Reads of the existing tree only, with and without the home cache;
+	// the human table.
+	out, errOut, code = runCLI(t, "--addr", f.Addr(), "bench", "--paths", "120", "--files-per-dir", "9", "--prefix", "/bench", "--phases", "stat,stat-uncached,stat-routed,lookup")
 	if code != 0 {
-		t.Fatalf("bench stat,lookup: exit %d: %s", code, errOut)
+		t.Fatalf("bench stat,stat-uncached,stat-routed,lookup: exit %d: %s", code, errOut)
 	}
-	for _, w := range []string{"PHASE", "HOPS/OP", "stat", "lookup", "120 (100%)"} {
+	for _, w := range []string{"PHASE", "HOPS/OP", "stat", "stat-uncached", "stat-routed", "lookup", "120 (100%)"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("bench table lacks %q:\n%s", w, out)
 		}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/tlsutil"
 )
 
 // Client defaults.
@@ -29,13 +32,44 @@ type clientOptions struct {
 	addr    string
 	json    bool
 	timeout time.Duration
+	tls     tlsutil.Config
+	// dial is how the clients of the command connect (TLS or not); set
+	// by client.
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
+
+// Environment variables of the client's TLS flags (Consul's names, with
+// GHBA_ for CONSUL_).
+const (
+	envCACert     = "GHBA_CACERT"
+	envClientCert = "GHBA_CLIENT_CERT"
+	envClientKey  = "GHBA_CLIENT_KEY"
+)
 
 // addClientFlags defines the global client flags on fs.
 func (o *clientOptions) addClientFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.addr, "addr", defaultAddr, "RPC address(es) host:port of the node(s) to talk to, comma-separated (env "+envAddr+")")
 	fs.BoolVar(&o.json, "json", false, "print machine-readable JSON instead of a table")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "deadline of each RPC")
+	fs.StringVar(&o.tls.CAFile, "ca-file", "", "CA certificate (PEM) of a cluster with TLS: talk TLS and verify the nodes against it (env "+envCACert+")")
+	fs.StringVar(&o.tls.CertFile, "cert-file", "", "client certificate (PEM) for nodes with tls.verify_incoming (env "+envClientCert+")")
+	fs.StringVar(&o.tls.KeyFile, "key-file", "", "key (PEM) of --cert-file (env "+envClientKey+")")
+	fs.BoolVar(&o.tls.VerifyServerHostname, "tls-verify-server-hostname", false, "also require the node's certificate to name "+tlsutil.ServerName)
+}
+
+// tlsConfig returns the TLS flags, each taken from its environment
+// variable when the flag was not given.
+func (o *clientOptions) tlsConfig(cmd *cobra.Command) tlsutil.Config {
+	c := o.tls
+	for _, f := range []struct {
+		flag, env string
+		dst       *string
+	}{{"ca-file", envCACert, &c.CAFile}, {"cert-file", envClientCert, &c.CertFile}, {"key-file", envClientKey, &c.KeyFile}} {
+		if fl := cmd.Flags().Lookup(f.flag); (fl == nil || !fl.Changed) && os.Getenv(f.env) != "" {
+			*f.dst = os.Getenv(f.env)
+		}
+	}
+	return c
 }
 
 // addrs returns the addresses from --addr, or from GHBA_ADDR when the flag
@@ -72,7 +106,15 @@ func (o *clientOptions) client(cmd *cobra.Command) (*rpc.Client, error) {
 	if o.timeout <= 0 {
 		return nil, usageErrorf("--timeout %v: must be positive", o.timeout)
 	}
-	return rpc.NewClient(rpc.Options{Addrs: addrs, Timeout: o.timeout}), nil
+	tc, err := tlsutil.New(o.tlsConfig(cmd), false)
+	if err != nil {
+		return nil, usageErrorf("%v (--ca-file, --cert-file, --key-file)", err)
+	}
+	if tc != nil {
+		d := &net.Dialer{KeepAlive: 15 * time.Second}
+		o.dial = tc.Dialer(d.DialContext)
+	}
+	return rpc.NewClient(rpc.Options{Addrs: addrs, Timeout: o.timeout, Dial: o.dial}), nil
 }
 
 // noArgs, exactArgs, minArgs and rangeArgs are cobra argument validators

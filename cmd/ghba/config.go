@@ -106,8 +106,11 @@ func walkConfig(v reflect.Value, prefix string, leaf func(name string, v reflect
 	}
 }
 
+// secretKeys are the config keys whose values are never printed.
+var secretKeys = map[string]bool{"encrypt": true}
+
 // configMap returns c as nested maps keyed by config key (for printing the
-// effective configuration).
+// effective configuration); secrets show as "(redacted)".
 func configMap(c agentConfig) map[string]any {
 	out := map[string]any{}
 	walkConfig(reflect.ValueOf(c), "", func(name string, v reflect.Value) {
@@ -124,6 +127,9 @@ func configMap(c agentConfig) map[string]any {
 		val := v.Interface()
 		if d, ok := val.(time.Duration); ok {
 			val = d.String()
+		}
+		if secretKeys[name] && val != "" {
+			val = "(redacted)"
 		}
 		m[parts[len(parts)-1]] = val
 	})
@@ -152,7 +158,7 @@ var agentFlags = []agentFlag{
 	{"retry-join", "retry_join", "Serf address (host:port) of an existing member to join; repeatable"},
 	{"max-group-size", "max_group_size", "maximum number of nodes per group (M)"},
 	{"replication", "replication", "copies of each shard, on members of its group (1: a single home)"},
-	{"shard-log-store", "shard_log_store", "Raft log store of new shard replicas: boltdb (raft-boltdb) or wal (raft-wal, one fsync per append; experimental upstream)"},
+	{"shard-log-store", "shard_log_store", "Raft log store of new shard replicas: wal (raft-wal, one fsync per append) or boltdb (raft-boltdb, two)"},
 	{"bits-per-file", "bits_per_file", "bits per file of the local and segment Bloom filters"},
 	{"lru-entries", "lru_entries", "entries of the LRU list behind the L1 filter"},
 	{"placement", "placement", "home placement policy for new paths: colocate (files with their directory), balanced, random or parent"},

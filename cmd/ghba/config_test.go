@@ -211,7 +211,8 @@ func TestConfigBadValues(t *testing.T) {
 	}{
 		// Unknown keys and type errors.
 		{"unknown top-level", map[string]any{"nodeid": "x"}, `"nodeid"`},
-		{"unknown map", map[string]any{"tls": map[string]any{"cert": "x"}}, `"tls"`},
+		{"unknown map", map[string]any{"acl": map[string]any{"enabled": true}}, `"acl"`},
+		{"unknown key of a known map", map[string]any{"tls": map[string]any{"cert": "x"}}, `"tls.cert"`},
 		{"unknown nested", map[string]any{"ports": ports("admin", 1)}, `"ports.admin"`},
 		{"ports not a map", map[string]any{"ports": 7410}, "ports"},
 		{"port not a number", map[string]any{"ports": ports("raft", "x")}, "ports.raft"},
@@ -248,6 +249,11 @@ func TestConfigBadValues(t *testing.T) {
 		{"shard_log_store", map[string]any{"shard_log_store": "rocksdb"}, "shard_log_store"},
 		{"log_level", map[string]any{"log_level": "loud"}, "log_level"},
 		{"log_format", map[string]any{"log_format": "xml"}, "log_format"},
+		{"tls without ca_file", map[string]any{"tls": map[string]any{"cert_file": "a.pem", "key_file": "a-key.pem"}}, "tls"},
+		{"tls cert without key", map[string]any{"tls": map[string]any{"ca_file": "ca.pem", "cert_file": "a.pem"}}, "tls"},
+		{"tls without a certificate", map[string]any{"tls": map[string]any{"ca_file": "ca.pem"}}, "tls"},
+		{"encrypt not base64", map[string]any{"encrypt": "not base64!"}, "encrypt"},
+		{"encrypt length", map[string]any{"encrypt": "AAAA"}, "encrypt"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -265,6 +271,25 @@ func TestConfigBadValues(t *testing.T) {
 	// The base configuration itself is fine.
 	if _, code, errOut := checkConfig(t, "--config", writeConfig(t, goodConfig(dir))); code != 0 {
 		t.Fatalf("good config refused: %s", errOut)
+	}
+}
+
+// TestConfigRedactsSecrets: --check shows that a gossip key is set, never
+// the key.
+func TestConfigRedactsSecrets(t *testing.T) {
+	clearEnv(t)
+	const key = "cg8StVXbQJ0gPvMd9o7yrg1r1FUH69kyKPvNCr3fCZM="
+	cfg := goodConfig(t.TempDir())
+	cfg["encrypt"] = key
+	got, code, errOut := checkConfig(t, "--config", writeConfig(t, cfg))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if got["encrypt"] != "(redacted)" {
+		t.Errorf("encrypt shown as %v", got["encrypt"])
+	}
+	if b, _ := json.Marshal(got); strings.Contains(string(b), key) {
+		t.Errorf("--check prints the key: %s", b)
 	}
 }
 
@@ -329,6 +354,8 @@ type fakeNode struct {
 func (n *fakeNode) Done() <-chan struct{} { return n.left }
 
 func (n *fakeNode) Err() error { return n.fatal }
+
+func (n *fakeNode) ReloadTLS() error { return nil }
 
 func (n *fakeNode) Start(ctx context.Context) error {
 	n.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -35,7 +36,13 @@ func withClient(cmd *cobra.Command, o *clientOptions, fn func(ctx context.Contex
 		return err
 	}
 	defer c.Close()
-	return fn(cmd.Context(), c)
+	err = fn(cmd.Context(), c)
+	if err != nil && o.dial == nil && errors.Is(err, io.EOF) {
+		// A node with TLS closes a plain connection without a word.
+		err = fmt.Errorf("%w\n(a node closed the connection before answering: if the cluster uses TLS, "+
+			"give --ca-file, and with tls.verify_incoming --cert-file and --key-file)", err)
+	}
+	return err
 }
 
 // newStatCmd returns "ghba stat".

@@ -115,8 +115,8 @@ func (c *procCluster) waitAssignment(what string, live []*procNode, outside map[
 				if math.Abs(float64(st.ReplicasHeld)-want) > 1 {
 					return false, fmt.Sprintf("group %s: %s holds %d replicas, want %.2f ± 1 (%s)", g, n.id, st.ReplicasHeld, want, strings.Join(held, " "))
 				}
-				if st.L2Members != st.ReplicasHeld {
-					return false, fmt.Sprintf("group %s: %s holds %d replicas but its L2 array has %d", g, n.id, st.ReplicasHeld, st.L2Members)
+				if st.L2Members != st.ReplicasHeld+st.ExtraReplicas {
+					return false, fmt.Sprintf("group %s: %s holds %d replicas and %d by its memory budget, but its L2 array has %d", g, n.id, st.ReplicasHeld, st.ExtraReplicas, st.L2Members)
 				}
 			}
 			if sum != outside[g] {
@@ -250,7 +250,9 @@ func (c *procCluster) lookupPass(what string, m *procModel, via []*procNode, dow
 
 // TestProcessGroups: 9 agents in 3 fixed groups of 3 (g1: node1–3, g2:
 // node4–6, g3: node7–9; max_group_size 4 so that g1 can take a 10th node
-// in the same cluster; tiny LRUs, see procGroupsLRU). Subtests, in order, on the same cluster:
+// in the same cluster; tiny LRUs, see procGroupsLRU; filter_memory_mb 0, so
+// that each node holds its segment alone and lookups take the group
+// multicast as in the paper). Subtests, in order, on the same cluster:
 //
 //   - formed: every group's FSM assigns each of the 6 nodes outside it to
 //     exactly one member, 2 per member (replicas_held in /v1/status); ~300
@@ -270,7 +272,7 @@ func TestProcessGroups(t *testing.T) {
 	c := newProcCluster(t, 0)
 	for i := range 9 {
 		g := fmt.Sprintf("g%d", i/3+1)
-		c.addNodeWith(procNodeOpts{Group: g, Bootstrap: i%3 == 0, MaxGroupSize: 4, LRUEntries: procGroupsLRU})
+		c.addNodeWith(procNodeOpts{Group: g, Bootstrap: i%3 == 0, MaxGroupSize: 4, LRUEntries: procGroupsLRU, SegmentOnly: true})
 	}
 	start := time.Now()
 	c.startGroups()
@@ -392,7 +394,7 @@ func groupsJoin(c *procCluster, m *procModel) {
 		return done.Load() >= int64(len(paths)), fmt.Sprintf("%d lookups", done.Load())
 	})
 
-	n10 := c.addNodeWith(procNodeOpts{Group: "g1", MaxGroupSize: 4, LRUEntries: procGroupsLRU})
+	n10 := c.addNodeWith(procNodeOpts{Group: "g1", MaxGroupSize: 4, LRUEntries: procGroupsLRU, SegmentOnly: true})
 	c.start(n10)
 	c.waitReady("node10 joined g1", c.nodes...)
 	// N = 10: g1 (4 members) still has 6 outside origins; g2 and g3 have

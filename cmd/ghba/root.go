@@ -47,6 +47,7 @@ node(s) given by --addr (or $GHBA_ADDR). Exit codes: 0 ok, 1 error, 2 usage,
 		&cobra.Group{ID: "server", Title: "Server:"},
 		&cobra.Group{ID: "cluster", Title: "Cluster:"},
 		&cobra.Group{ID: "namespace", Title: "Namespace:"},
+		&cobra.Group{ID: "security", Title: "Security:"},
 		&cobra.Group{ID: "tools", Title: "Benchmarks and simulation:"},
 	)
 	add := func(group string, cmds ...*cobra.Command) {
@@ -57,6 +58,7 @@ node(s) given by --addr (or $GHBA_ADDR). Exit codes: 0 ok, 1 error, 2 usage,
 	}
 	add("server", newAgentCmd())
 	add("cluster", newClusterCmds(co)...)
+	add("security", newTLSCmd(), newKeygenCmd(), newKeyringCmd(co))
 	add("namespace", newFSCmds(co)...)
 	add("tools", newBenchCmd(co), newSimCmd())
 	return root

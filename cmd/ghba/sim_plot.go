@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -29,6 +30,10 @@ type simChart struct {
 	logX                  bool
 	// legend is the legend's corner: "tl", "tr", "bl" or "br" (default "tl").
 	legend string
+	// yPrec, when positive, labels the y ticks with that many decimals (on
+	// a range of a few hundredths the default labels 1.05, 1.1 and 1.15
+	// all "1.1").
+	yPrec  int
 	series []*simSeries
 }
 
@@ -62,6 +67,17 @@ func (c *simChart) save(dir, name string) error {
 	if c.logX {
 		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+	}
+	if c.yPrec > 0 {
+		p.Y.Tick.Marker = plot.TickerFunc(func(min, max float64) []plot.Tick {
+			ts := plot.DefaultTicks{}.Ticks(min, max)
+			for i := range ts {
+				if ts[i].Label != "" {
+					ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', c.yPrec, 64)
+				}
+			}
+			return ts
+		})
 	}
 	var args []any
 	for _, s := range c.series {

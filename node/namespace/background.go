@@ -12,8 +12,9 @@ import (
 //     the shards this node leads (syncPeers) and pushes the filter changes
 //     of the shards it leads (propagate);
 //   - maintainLoop, started by filterLoop, polls the loads of the other
-//     nodes' shards (balanced placement) and refreshes the other groups'
-//     IDBFAs, in its own goroutine so that a slow peer never delays
+//     nodes' shards (balanced placement), refreshes the other groups'
+//     IDBFAs and renews the extra replicas of the memory budget
+//     (budget.go), in its own goroutine so that a slow peer never delays
 //     propagation.
 //
 // Each home runs its own: resolving the shard's transactions and deleting
@@ -68,6 +69,8 @@ func (n *Namespace) maintainLoop() {
 	defer loads.Stop()
 	idb := time.NewTicker(min(n.rt.PropagateInterval, n.tune.PeerCheckInterval))
 	defer idb.Stop()
+	renew := time.NewTicker(n.renewEvery())
+	defer renew.Stop()
 	n.syncHolders()
 	for {
 		select {
@@ -77,6 +80,8 @@ func (n *Namespace) maintainLoop() {
 			n.pollLoads(n.ctx)
 		case <-idb.C:
 			n.syncHolders()
+		case <-renew.C:
+			n.renewExtras(n.ctx)
 		}
 	}
 }
@@ -117,6 +122,7 @@ func (n *Namespace) syncPeers(first bool) {
 			if n.l2.Has(s.ID) {
 				_ = n.l2.Replace(s.ID, routing.NewFilter(n.l2.Geometry()))
 				n.prop.loaded.Delete(s.ID)
+				n.prop.terms.Delete(s.ID)
 				want[kindLocal] = true
 			}
 		}
@@ -139,6 +145,7 @@ func (n *Namespace) syncPeers(first bool) {
 		if !n.wantsReplica(ps, id) {
 			_ = n.l2.Remove(id)
 			n.prop.loaded.Delete(id)
+			n.prop.terms.Delete(id)
 		}
 	}
 	for id := range n.prop.lastLeader {

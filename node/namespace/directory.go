@@ -82,10 +82,12 @@ type peerSet struct {
 	shard  map[string]*ShardInfo
 	root   string
 	// seg is set when this node routes with G-HBA segments and knows its
-	// assignment; held is then its segment (the origins it holds).
+	// assignment; held is then its segment (the origins it holds), and
+	// extra the replicas its memory budget adds (budget.go).
 	seg     bool
 	held    map[string]bool
 	heldKey string
+	extra   map[string]bool
 }
 
 // groupGone reports whether no known node is in group g.
@@ -115,6 +117,9 @@ func (n *Namespace) refreshPeers() *peerSet {
 		ps.held = make(map[string]bool, len(held))
 		for _, id := range held {
 			ps.held[id] = true
+		}
+		if ok {
+			ps.extra = n.extraReplicas(ps)
 		}
 	}
 	n.peers.Store(ps)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +43,7 @@ type propState struct {
 	lastLeader map[string]string // shard → its leader at the last sync
 	pulling    map[string]bool   // origin/kind pulls in flight
 	loaded     sync.Map          // origin → its local filter was loaded since it was added to L2
+	terms      sync.Map          // origin → leadership term its pulled local filter came from
 	snapshot   *peerSet          // peer set of the last sync
 	sendMu     sync.Mutex        // one propagate at a time: pushes to a peer stay in order
 	wake       chan struct{}     // wakes filterLoop for a sync (Lead, Unlead)
@@ -56,13 +59,15 @@ func (s *propState) init() {
 // pushState is a home's side of propagation: what it sent.
 type pushState struct {
 	mu       sync.Mutex
-	lastPush [2]time.Time       // by kind index
-	needFull map[string][2]bool // node → kinds to send in full next time
-	fresh    bool               // a new leadership: send everything in full
+	lastPush [2]time.Time         // by kind index
+	needFull map[string][2]bool   // node → kinds to send in full next time
+	fresh    bool                 // a new leadership: send everything in full
+	subs     map[string]time.Time // node → last pull of the local filter (budget.go)
 }
 
 func (s *pushState) init() {
 	s.needFull = make(map[string][2]bool)
+	s.subs = make(map[string]time.Time)
 	s.fresh = true
 }
 
@@ -118,11 +123,19 @@ func (h *home) withFilter(k int, fn func(f *routing.Filter)) {
 
 // wantsReplica reports whether origin's local filter belongs in this
 // node's L2 array: never for a shard it leads (it has the real filter);
-// with G-HBA, when its group's FSM assigns origin to it (none while the
-// assignment is not known: before the node joins a group, while it
-// switches groups, while its group counts it failed; its lookups then go
-// to L3 and L4); with HBA every other shard's does.
+// with G-HBA, when its group's FSM assigns origin to it or its memory
+// budget makes room for it (budget.go; none while the assignment is not
+// known: before the node joins a group, while it switches groups, while
+// its group counts it failed; its lookups then go to L3 and L4); with HBA
+// every other shard's does.
 func (n *Namespace) wantsReplica(ps *peerSet, origin string) bool {
+	return n.inSegment(ps, origin) || ps.extra[origin] && !n.leads(origin)
+}
+
+// inSegment reports whether origin's local filter is in this node's
+// segment: with G-HBA assigned to it by its group's FSM, with HBA every
+// other shard's (wantsReplica without the budget's extras).
+func (n *Namespace) inSegment(ps *peerSet, origin string) bool {
 	if ps.shard[origin] == nil || n.leads(origin) {
 		return false
 	}
@@ -132,17 +145,19 @@ func (n *Namespace) wantsReplica(ps *peerSet, origin string) bool {
 	return !n.segmented()
 }
 
-// Segment returns how many local-filter replicas belong in this node's L2
-// array (its G-HBA segment, or with HBA every other shard's) and how many
-// of them have been loaded in full since they were added. While the node's
-// group has not assigned it a segment, both are 0 and known is false.
+// Segment returns how many local-filter replicas belong in this node's
+// segment (its G-HBA segment, or with HBA every other shard's) and how
+// many of them have been loaded in full since they were added. While the
+// node's group has not assigned it a segment, both are 0 and known is
+// false. The extra replicas of the memory budget are not counted: routing
+// is complete without them.
 func (n *Namespace) Segment() (assigned, loaded int, known bool) {
 	ps := n.peers.Load()
 	if ps == nil || (n.segmented() && !ps.seg) {
 		return 0, 0, false
 	}
 	for _, s := range ps.shards {
-		if !n.wantsReplica(ps, s.ID) {
+		if !n.inSegment(ps, s.ID) {
 			continue
 		}
 		assigned++
@@ -208,9 +223,46 @@ func (h *home) handleFilterPull(ctx context.Context, r *filterPullReq) (*filterP
 	if !ok {
 		return nil, fmt.Errorf("%w: unknown filter kind %q", rpc.ErrBadRequest, r.Kind)
 	}
-	resp := &filterPullResp{Origin: h.id, Kind: r.Kind}
-	h.withFilter(k, func(f *routing.Filter) { resp.Data, resp.Version = f.AppendBinary(nil), f.Version() })
-	h.r.counters.pullsServed.Add(1)
+	if k == kindLocal && r.Holder != "" && r.Holder != h.r.id {
+		h.subscribe(r.Holder)
+	}
+	resp := &filterPullResp{Origin: h.id, Kind: r.Kind, Term: h.term}
+	h.withFilter(k, func(f *routing.Filter) {
+		if r.Renew && r.HaveTerm == h.term && r.HaveVersion == f.Version() {
+			resp.Unchanged = true
+			return
+		}
+		resp.Data, resp.Version = f.AppendBinary(nil), f.Version()
+	})
+	if !resp.Unchanged {
+		h.r.counters.pullsServed.Add(1)
+	}
+	return resp, nil
+}
+
+// handleFilters serves rpc.MethodFilters: the local filters of the shards
+// this node leads, for a client that routes by them (rpc's filterRouter);
+// the ones the client holds at the current term and version are answered
+// unchanged.
+func (n *Namespace) handleFilters(ctx context.Context, r *rpc.FiltersRequest) (*rpc.FiltersResponse, error) {
+	have := make(map[string]rpc.FilterVersion, len(r.Have))
+	for _, v := range r.Have {
+		have[v.Shard] = v
+	}
+	resp := &rpc.FiltersResponse{NodeID: n.id}
+	for _, h := range n.ledHomes() {
+		sf := rpc.ShardFilter{FilterVersion: rpc.FilterVersion{Shard: h.id, Term: h.term}}
+		h.withFilter(kindLocal, func(f *routing.Filter) {
+			sf.Version = f.Version()
+			if have[h.id] == sf.FilterVersion {
+				sf.Unchanged = true
+				return
+			}
+			sf.Data = f.AppendBinary(nil)
+		})
+		resp.Filters = append(resp.Filters, sf)
+	}
+	slices.SortFunc(resp.Filters, func(a, b rpc.ShardFilter) int { return strings.Compare(a.Shard, b.Shard) })
 	return resp, nil
 }
 
@@ -299,10 +351,20 @@ func (n *Namespace) pullAsync(origin string, k int) {
 func (n *Namespace) pull(ctx context.Context, origin string, k int) error {
 	n.counters.pullsSent.Add(1)
 	req := &filterPullReq{shardReq: to(origin), Kind: kindNames[k]}
+	if k == kindLocal {
+		req.Holder = n.id
+	}
 	resp, err := callShard(ctx, n, origin, methodFilterPull, req, (*home).handleFilterPull)
 	if err != nil {
 		return err
 	}
+	return n.storePulled(origin, k, resp)
+}
+
+// storePulled puts a pulled filter of origin, of kind k, into its array
+// (unless this node no longer keeps it, or a push of the same leadership
+// has already brought a newer version).
+func (n *Namespace) storePulled(origin string, k int, resp *filterPullResp) error {
 	arr := n.array(k)
 	n.arrMu.Lock()
 	defer n.arrMu.Unlock()
@@ -315,7 +377,14 @@ func (n *Namespace) pull(ctx context.Context, origin string, k int) error {
 			return err
 		}
 	}
-	if cur, _ := arr.Version(origin); resp.Version < cur {
+	// Versions compare only within one leadership; a replica whose
+	// leadership is not known yet (filled by pushes alone) counts as the
+	// answer's.
+	sameTerm := true
+	if t, ok := n.prop.terms.Load(origin); ok && k == kindLocal {
+		sameTerm = t.(uint64) == resp.Term
+	}
+	if cur, _ := arr.Version(origin); sameTerm && resp.Version < cur {
 		// A push overtook the pull: the replica is newer than the answer.
 		// (A new leader's versions start afresh, but the reset when the
 		// leader changes empties the replica first.)
@@ -324,6 +393,9 @@ func (n *Namespace) pull(ctx context.Context, origin string, k int) error {
 	}
 	if err := arr.ReplaceEncoded(origin, resp.Data); err != nil {
 		return err
+	}
+	if k == kindLocal {
+		n.prop.terms.Store(origin, resp.Term)
 	}
 	n.markLoaded(origin, k)
 	return nil
@@ -357,7 +429,7 @@ func (h *home) propagate(ps *peerSet, force bool) {
 	for k := range 2 {
 		var holders []Peer
 		if k == kindLocal {
-			holders = n.l2Holders(ps, h.id)
+			holders = h.withSubscribers(ps, n.l2Holders(ps, h.id))
 		} else {
 			holders = n.l1Holders(ps)
 		}
@@ -404,6 +476,9 @@ func (h *home) propagate(ps *peerSet, force bool) {
 				n.counters.pushesSent.Add(1)
 				n.counters.bytesSent.Add(uint64(len(req.Data)))
 				err := n.cl.Call(ctx, p.RPCAddr, methodFilterPush, req, &resp)
+				if err == nil && resp.NotHolder && k == kindLocal {
+					h.unsubscribe(p.ID)
+				}
 				if err != nil || resp.NeedFull {
 					// Send the full filter next time (the holder also
 					// pulls it after a version mismatch).

@@ -262,6 +262,12 @@ type Options struct {
 	SpreadAfter int
 	// Scheme is SchemeGHBA (default) or SchemeHBA.
 	Scheme string
+	// FilterMemory is the memory, in bytes, this node's L2 array of
+	// local-filter replicas may take with G-HBA (budget.go): beyond its
+	// segment it holds its group-mates' filters, then other shards', as
+	// far as the budget goes. 0 holds the segment alone (the paper's
+	// G-HBA); with SchemeHBA every replica is held whatever the budget.
+	FilterMemory int64
 	// Logger carries the node id; nil discards.
 	Logger *slog.Logger
 	// Tuning holds the timers; zero fields take DefaultTuning's.
@@ -289,6 +295,8 @@ type Namespace struct {
 	spread    int // PlacementColocate's SpreadAfter
 	scheme    string
 	tune      Tuning
+	// filterMemory is Options.FilterMemory.
+	filterMemory int64
 
 	localGeo, lruGeo routing.Geometry
 
@@ -364,21 +372,22 @@ func New(opts Options) (*Namespace, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	n := &Namespace{
-		id:        opts.NodeID,
-		cl:        opts.Client,
-		dir:       opts.Directory,
-		log:       log.With("component", "namespace"),
-		rt:        rt,
-		placement: placement,
-		spread:    cmp.Or(opts.SpreadAfter, DefaultSpreadAfter),
-		scheme:    scheme,
-		tune:      opts.Tuning.withDefaults(),
-		localGeo:  localGeo,
-		lruGeo:    lruGeo,
-		homes:     make(map[string]*home),
-		l1:        routing.NewFilterArray(lruGeo),
-		l2:        routing.NewFilterArray(localGeo),
-		ready:     make(chan struct{}),
+		id:           opts.NodeID,
+		cl:           opts.Client,
+		dir:          opts.Directory,
+		log:          log.With("component", "namespace"),
+		rt:           rt,
+		placement:    placement,
+		spread:       cmp.Or(opts.SpreadAfter, DefaultSpreadAfter),
+		scheme:       scheme,
+		tune:         opts.Tuning.withDefaults(),
+		filterMemory: max(opts.FilterMemory, 0),
+		localGeo:     localGeo,
+		lruGeo:       lruGeo,
+		homes:        make(map[string]*home),
+		l1:           routing.NewFilterArray(lruGeo),
+		l2:           routing.NewFilterArray(localGeo),
+		ready:        make(chan struct{}),
 	}
 	n.prop.init()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -392,7 +401,7 @@ func (n *Namespace) Geometry() routing.Geometry { return n.localGeo }
 
 // RegisterRPC installs the namespace's client-facing handlers
 // (rpc.MethodStat, Lookup, BatchStat, Create, Mkdir, ReadDir, SetAttr,
-// Unlink, Rmdir, Rename) and its server-to-server handlers (wire.go) on s.
+// Unlink, Rmdir, Rename, Filters) and its server-to-server handlers (wire.go) on s.
 func (n *Namespace) RegisterRPC(s *rpc.Server) {
 	rpc.Register(s, rpc.MethodStat, gate(n, func(ctx context.Context, r *rpc.StatRequest) (*rpc.StatResponse, error) {
 		return n.Stat(ctx, r.Path)
@@ -416,6 +425,7 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 	rpc.Register(s, rpc.MethodRename, gate(n, func(ctx context.Context, r *rpc.RenameRequest) (*rpc.RenameResponse, error) {
 		return n.Rename(ctx, r.Src, r.Dst)
 	}))
+	rpc.Register(s, rpc.MethodFilters, gate(n, n.handleFilters))
 
 	rpc.Register(s, methodL3Query, gate(n, n.handleL3Query))
 	rpc.Register(s, methodIDBFA, gate(n, n.handleIDBFA))
@@ -605,8 +615,10 @@ type Stats struct {
 	PushesSent, PushFailures, PushesReceived  uint64
 	PullsSent, PullsServed, VersionMismatches uint64
 	FilterBytesSent                           uint64
-	// L1Members and L2Members count the filter replicas held.
+	// L1Members and L2Members count the filter replicas held;
+	// ExtraReplicas those of L2 beyond the segment (budget.go).
 	L1Members, L2Members int
+	ExtraReplicas        int
 	LRULen               int
 }
 
@@ -642,6 +654,12 @@ func (n *Namespace) Stats() Stats {
 	n.arrMu.RLock()
 	s.FilterBytes += int64(n.l1.SizeBytes() + n.l2.SizeBytes())
 	s.L1Members, s.L2Members = n.l1.Len(), n.l2.Len()
+	ps := n.peers.Load()
+	for _, id := range n.l2.IDs() {
+		if !n.inSegment(ps, id) {
+			s.ExtraReplicas++
+		}
+	}
 	n.arrMu.RUnlock()
 	return s
 }

@@ -73,6 +73,15 @@ type filterPullReq struct {
 	shardReq
 	// Kind is filterLocal or filterLRU.
 	Kind string `json:"kind"`
+	// Holder, for a local filter, is the node that keeps the replica: the
+	// leader pushes the filter's changes to it from now on (budget.go),
+	// as long as it renews the pull.
+	Holder string `json:"holder,omitempty"`
+	// Renew asks for the filter only if the holder's replica, at
+	// HaveVersion of the leadership HaveTerm, is not current.
+	Renew       bool   `json:"renew,omitempty"`
+	HaveTerm    uint64 `json:"have_term,omitempty"`
+	HaveVersion uint64 `json:"have_version,omitempty"`
 }
 
 // filterPullResp carries a full filter encoding.
@@ -81,6 +90,11 @@ type filterPullResp struct {
 	Kind    string `json:"kind"`
 	Version uint64 `json:"version"` // the filter version of Data
 	Data    []byte `json:"data"`    // routing's full encoding of the filter
+	// Term is the Raft term of the leadership that answers (the versions
+	// of a shard's filters start afresh with each leadership).
+	Term uint64 `json:"term,omitempty"`
+	// Unchanged answers a renewal whose replica is current: no Data.
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 // filterPushReq sends a filter change of shard Origin, from the shard's

@@ -159,6 +159,9 @@ func Config(t testing.TB, id string) node.Config {
 	cfg.Ports = node.Ports{RPC: p[0], Raft: p[1], Serf: p[2], HTTP: p[3]}
 	cfg.FilterCapacity = 10_000
 	cfg.LRUEntries = 100
+	// The G-HBA segment alone, as the papers have it; tests of the memory
+	// budget's extra replicas set their own.
+	cfg.FilterMemoryMB = 0
 	return cfg
 }
 

@@ -53,6 +53,9 @@ type Options struct {
 	// layer (waiting for their header or for their layer); a connection
 	// accepted beyond it is closed at once. Default DefaultMaxPending.
 	MaxPending int
+	// Dial connects a Layer to a peer's raft port (for example with TLS).
+	// Default: a net.Dialer's DialContext.
+	Dial func(ctx context.Context, network, address string) (net.Conn, error)
 }
 
 // withDefaults returns o with its zero fields set to their defaults.
@@ -68,6 +71,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxPending <= 0 {
 		o.MaxPending = DefaultMaxPending
+	}
+	if o.Dial == nil {
+		o.Dial = new(net.Dialer).DialContext
 	}
 	return o
 }
@@ -151,7 +157,7 @@ func New(ln net.Listener, advertise net.Addr, opts Options) *Mux {
 		adv:     advertise,
 		opts:    opts,
 		log:     opts.Logger,
-		dial:    new(net.Dialer).DialContext,
+		dial:    opts.Dial,
 		ctx:     ctx,
 		cancel:  cancel,
 		layers:  make(map[string]*Layer),

@@ -28,4 +28,7 @@
 //   - A replica array is probed with the unique-hit rule; the entry
 //     server's own filters are always live (it never waits for its own
 //     update), everything else is as stale as the threshold makes it.
+//   - With G-HBA, GHBAConfig.MemoryBudget adds replicas beyond a server's
+//     segment (group-mates first, then others; budget.go), as the server's
+//     filter_memory_mb does.
 package sim

@@ -24,6 +24,11 @@ type GHBAConfig struct {
 	// Threshold is the propagation threshold (share of bits) of the LRU
 	// filters and of the local filters; 0 propagates every change.
 	Threshold float64
+	// MemoryBudget is the memory per server, in bytes, for L2 replicas
+	// (segment included). The segment is always held; a budget buys extra
+	// replicas of group-mates, then of other servers, while the replicas'
+	// bytes stay within it (budget.go). 0 holds the segment alone: G-HBA.
+	MemoryBudget int64
 }
 
 // Levels of the G-HBA query path.
@@ -43,7 +48,7 @@ type GHBAResult struct {
 	BitsPerFile      float64 `json:"bits_per_file"`
 	ThresholdPercent float64 `json:"threshold_percent"`
 	// Levels is the share of lookups resolved at L1 (LRU array), L2 (the
-	// entry server's segment array), L3 (group multicast) and L4
+	// entry server's segment array and its budget's extra replicas), L3 (group multicast) and L4
 	// (system-wide multicast); they sum to 1.
 	Levels map[string]float64 `json:"levels"`
 	// L1L2 is Levels L1+L2; WithinGroup is L1+L2+L3 (G-HBA §3.3: >80% and
@@ -74,7 +79,8 @@ type GHBAResult struct {
 	// G-HBA §2.2 for θ = replicas + own filter (routing.SegmentFalsePositive).
 	L2FalsePositiveRate   float64 `json:"l2_false_positive_rate"`
 	TheoryL2FalsePositive float64 `json:"theory_l2_false_positive"`
-	// Replicas of other servers' local filters held per server.
+	// Replicas of other servers' local filters held per server: the
+	// segment, plus the extras of a MemoryBudget.
 	ReplicasMean float64 `json:"replicas_per_server"`
 	ReplicasMin  int     `json:"replicas_min"`
 	ReplicasMax  int     `json:"replicas_max"`
@@ -107,6 +113,14 @@ type GHBAResult struct {
 	SegmentUpdates        int64   `json:"segment_updates"`
 	SegmentUpdateMessages int64   `json:"segment_update_messages"`
 	MessagesPerSecond     float64 `json:"update_messages_per_second"`
+	// Memory budget (budget.go): the configured budget, one replica's bit
+	// array in bytes, the mean bytes of replicas per server (segment and
+	// extras; the own local filter and L1 are not counted) and the mean
+	// extra replicas per server (included in ReplicasMean).
+	MemoryBudget      int64   `json:"memory_budget_bytes"`
+	ReplicaBytes      int64   `json:"replica_bytes"`
+	ReplicaMemoryMean float64 `json:"replica_memory_bytes"`
+	ExtraReplicasMean float64 `json:"extra_replicas_per_server"`
 }
 
 type ghbaModel struct {
@@ -119,11 +133,24 @@ type ghbaModel struct {
 	l1      *sharedL1
 	local   []*routing.CountingFilter
 	rep     []*replicated
-	seg     []*routing.FilterArray // per server: replicas of the origins it holds
-	held    []int                  // replicas held per server
-	updMsgs []int64                // per origin: messages per propagation (IDBFA positives over other groups)
-	p       prober
-	segGeo  routing.Geometry
+	// Every holder of origin o's replica receives the same deltas at the
+	// same moments (replicated.changed), so all copies of o are bit for
+	// bit identical: one column per held origin in replicas stands for all
+	// of them (as one shared array does in hbaModel), and per-server sets
+	// record who holds what. Propagation costs one Apply, not one per holder.
+	replicas *routing.FilterArray
+	index    map[string]int // server id -> server
+	seg      []serverSet    // per server: the origins of its segment (L2 and L3)
+	l2       []serverSet    // per server: seg plus its extra replicas (L2)
+	extras   []int          // per server: extra replicas (MemoryBudget)
+	held     []int          // per server: replicas held (segment and extras)
+	updMsgs  []int64        // per origin: messages per propagation (IDBFA positives over other groups, extra holders)
+	pos      serverSet      // scratch: the origins whose replica is positive for the key probed
+	posBuf   []string
+	p        prober
+	segGeo   routing.Geometry
+
+	replicaBytes int64
 
 	lookups  int64
 	resolved [4]int64
@@ -148,6 +175,9 @@ func newGHBAModel(cfg GHBAConfig) (*ghbaModel, error) {
 	}
 	if cfg.Threshold < 0 {
 		return nil, fmt.Errorf("sim: threshold %v: %w", cfg.Threshold, ErrConfig)
+	}
+	if cfg.MemoryBudget < 0 {
+		return nil, fmt.Errorf("sim: memory budget %d bytes: %w", cfg.MemoryBudget, ErrConfig)
 	}
 	if !(cfg.LRUBitsPerEntry > 0) || !(cfg.BitsPerFile > 0) || math.IsInf(cfg.LRUBitsPerEntry+cfg.BitsPerFile, 0) {
 		return nil, fmt.Errorf("sim: bits per entry %v / per file %v: %w", cfg.LRUBitsPerEntry, cfg.BitsPerFile, ErrConfig)
@@ -186,14 +216,15 @@ func (m *ghbaModel) setup(c *cluster) error {
 	}
 	m.local = buildLocal(c, m.segGeo)
 	m.rep = make([]*replicated, c.n)
-	m.seg = make([]*routing.FilterArray, c.n)
+	m.seg = make([]serverSet, c.n)
 	m.held = make([]int, c.n)
 	m.updMsgs = make([]int64, c.n)
-	index := make(map[string]int, c.n)
+	m.pos = newServerSet(c.n)
+	m.index = make(map[string]int, c.n)
 	for i, id := range c.ids {
-		index[id] = i
+		m.index[id] = i
 		m.rep[i] = newReplicated(id, m.local[i].Filter(), m.cfg.Threshold)
-		m.seg[i] = routing.NewFilterArray(m.segGeo)
+		m.seg[i] = newServerSet(c.n)
 	}
 	// Each group assigns every outside server's filter to one member
 	// (routing.Assignment, G-HBA §2.3) and records it in its IDBFA.
@@ -221,10 +252,7 @@ func (m *ghbaModel) setup(c *cluster) error {
 				if err := x.Assign(c.ids[s], o); err != nil {
 					return fmt.Errorf("sim: IDBFA: %w", err)
 				}
-				oi := index[o]
-				if err := m.rep[oi].addSink(m.seg[s]); err != nil {
-					return err
-				}
+				m.seg[s].add(m.index[o])
 				m.held[s]++
 			}
 		}
@@ -236,13 +264,44 @@ func (m *ghbaModel) setup(c *cluster) error {
 			}
 		}
 	}
+	if err := m.setupExtras(c); err != nil {
+		return err
+	}
+	// One replica of every origin someone holds, taken now: the state the
+	// holders start from.
+	m.replicas = routing.NewFilterArray(m.segGeo)
+	heldBy := newServerSet(c.n)
+	for s := range c.n {
+		heldBy.union(m.l2[s])
+	}
+	for o := range c.n {
+		if heldBy.has(o) {
+			if err := m.rep[o].addSink(m.replicas); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
 }
 
-// segProbe is server s's segment array query: its replicas plus its own
-// live local filter.
-func (m *ghbaModel) segProbe(s int, k routing.Key) routing.Result {
-	r := m.seg[s].QueryKey(k)
+// probePositives records in m.pos the origins whose replica is positive
+// for k; segProbe and l2Probe then read it.
+func (m *ghbaModel) probePositives(k routing.Key) {
+	clear(m.pos)
+	m.posBuf = m.replicas.Positives(k, m.posBuf[:0])
+	for _, id := range m.posBuf {
+		m.pos.add(m.index[id])
+	}
+}
+
+// arrayProbe applies the unique-hit rule to server s's replicas in set
+// (as probePositives left them) plus its own live local filter.
+func (m *ghbaModel) arrayProbe(s int, set serverSet, k routing.Key) routing.Result {
+	n, o := m.pos.intersect(set)
+	r := routing.Result{Positives: n}
+	if n == 1 {
+		r.ID = m.ids[o]
+	}
 	if m.local[s].TestKey(k) {
 		r.Positives++
 		r.ID = m.ids[s]
@@ -251,6 +310,12 @@ func (m *ghbaModel) segProbe(s int, k routing.Key) routing.Result {
 		r.ID = ""
 	}
 	return r
+}
+
+// segProbe is server s's segment array query (G-HBA §2.2): the replicas of
+// its segment plus its own live local filter. It answers the group's L3.
+func (m *ghbaModel) segProbe(s int, k routing.Key) routing.Result {
+	return m.arrayProbe(s, m.seg[s], k)
 }
 
 func (m *ghbaModel) lookup(e *event) error {
@@ -272,8 +337,10 @@ func (m *ghbaModel) lookup(e *event) error {
 		if r1.Hit() {
 			m.fp[0]++
 		}
-		// L2: the entry server's segment array.
-		r2 := m.segProbe(x, e.key)
+		// L2: the entry server's segment array, with the extra replicas
+		// of its memory budget.
+		m.probePositives(e.key)
+		r2 := m.l2Probe(x, e.key)
 		if r2.Hit() {
 			hops++
 			m.msgs++
@@ -412,6 +479,7 @@ func (m *ghbaModel) finish(c *cluster) error {
 	if c.stats.TraceSeconds > 0 {
 		r.MessagesPerSecond = float64(r.LRUUpdateMessages+r.SegmentUpdateMessages) / c.stats.TraceSeconds
 	}
+	m.extraStats(&r)
 	m.res = r
 	return nil
 }
