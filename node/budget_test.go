@@ -67,7 +67,7 @@ func TestFilterMemoryBudget(t *testing.T) {
 		slices.Sort(out)
 		return out, nil
 	}
-	rpctest.Eventually(t, 30*time.Second, "L2 arrays hold the segment and the budget's replicas", func() error {
+	rpctest.Eventually(t, 60*time.Second, "L2 arrays hold the segment and the budget's replicas", func() error {
 		for _, n := range nodes {
 			want, err := wantL2(n)
 			if err != nil {
@@ -79,7 +79,7 @@ func TestFilterMemoryBudget(t *testing.T) {
 		}
 		return nil
 	})
-	rpctest.Eventually(t, 30*time.Second, "replicas loaded", func() error {
+	rpctest.Eventually(t, 60*time.Second, "replicas loaded", func() error {
 		for _, n := range nodes {
 			n.NS().SyncFilters()
 		}
@@ -102,12 +102,12 @@ func TestFilterMemoryBudget(t *testing.T) {
 	// pushed (SyncFilters waits for its pushes), every replica is at its
 	// origin's version, with no renewal.
 	paths := createSpread(t, ctx, client, nodes, 60, 4)
-	for _, n := range nodes {
-		n.NS().SyncFilters()
-	}
-	if err := replicasCurrent(nodes); err != nil {
-		t.Fatal(err)
-	}
+	rpctest.Eventually(t, 60*time.Second, "replicas at their origins' versions after the creates", func() error {
+		for _, n := range nodes {
+			n.NS().SyncFilters()
+		}
+		return replicasCurrent(nodes)
+	})
 	for _, n := range nodes[3:] {
 		before := n.NS().Stats().Multicasts
 		for _, p := range paths {

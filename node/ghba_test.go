@@ -57,7 +57,7 @@ func TestGHBAGroups(t *testing.T) {
 	// replicas.
 	checkSegments := func(live []*node.Node) {
 		t.Helper()
-		rpctest.Eventually(t, 30*time.Second, "segments assigned and loaded", func() error {
+		rpctest.Eventually(t, 60*time.Second, "segments assigned and loaded", func() error {
 			cover := map[string]map[string]int{} // group → origin → holders
 			for _, n := range live {
 				held, ok := n.Directory().(namespace.Segments).Held()
@@ -133,7 +133,7 @@ func TestGHBAGroups(t *testing.T) {
 	// Filters travel by push within propagate_interval; wait until every
 	// node resolves every path below L4 at least once, counting levels
 	// on the final pass.
-	rpctest.Eventually(t, 30*time.Second, "every path found through every node without L4", func() error {
+	rpctest.Eventually(t, 60*time.Second, "every path found through every node without L4", func() error {
 		clear(levels)
 		for _, n := range nodes {
 			n.NS().SyncFilters()
@@ -173,7 +173,9 @@ func TestGHBAGroups(t *testing.T) {
 			r, err := lookupAt(n, p)
 			switch {
 			case homes[p] == "a3" && err != nil:
-				if errors.Is(err, fs.ErrNotExist) || !errors.Is(err, rpc.ErrUnavailable) {
+				// Unavailable, or no answer in time while the shard fails
+				// over; never not-found.
+				if errors.Is(err, fs.ErrNotExist) || !errors.Is(err, rpc.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
 					t.Errorf("lookup %s (homed on killed a3) at %s: %v, want its shard or unavailable", p, n.ID(), err)
 				}
 			case err != nil:
@@ -185,7 +187,7 @@ func TestGHBAGroups(t *testing.T) {
 	}
 	// With 3 replicas in a3's group its shard fails over: every one of its
 	// paths is served again, through every live node, before a3 returns.
-	rpctest.Eventually(t, 30*time.Second, "a3's paths served by its shard's new leader", func() error {
+	rpctest.Eventually(t, 60*time.Second, "a3's paths served by its shard's new leader", func() error {
 		for _, n := range live {
 			for _, p := range paths {
 				if homes[p] != "a3" {
@@ -204,7 +206,7 @@ func TestGHBAGroups(t *testing.T) {
 	nodes[slices.Index(nodes, victim)] = restarted
 	byID["a3"] = restarted
 	checkSegments(nodes)
-	rpctest.Eventually(t, 30*time.Second, "a3's paths served again", func() error {
+	rpctest.Eventually(t, 60*time.Second, "a3's paths served again", func() error {
 		for _, n := range nodes {
 			for _, p := range paths {
 				if _, err := lookupAt(n, p); err != nil {
