@@ -57,6 +57,12 @@ type Options struct {
 	// filter_capacity × bits_per_file bits each) and saves the entry
 	// node's forward for paths outside the home cache. Default 0: off.
 	RouteRefresh time.Duration
+	// Token is a bearer token sent once on every new connection, right
+	// after the preface, so that every call on it carries the identity
+	// (checked by the server's ServerOptions.Authenticate). At most
+	// MaxTokenLen bytes: a server closes a connection that presents a
+	// longer one. Empty: none.
+	Token string
 }
 
 func (o *Options) withDefaults() Options {

@@ -74,8 +74,12 @@ func newClientConn(cl *Client, p *addrPool, addr string, nc net.Conn) *clientCon
 		pending: make(map[uint64]*call),
 		done:    make(chan struct{}),
 	}
-	c.w.buf = append(c.w.buf, preface...) // sent with the first request
-	c.w.appended = uint64(len(preface))
+	// Sent with the first request, ahead of it.
+	c.w.buf = append(c.w.buf, preface...)
+	if cl.opts.Token != "" {
+		c.w.buf = appendAuth(c.w.buf, cl.opts.Token)
+	}
+	c.w.appended = uint64(len(c.w.buf))
 	return c
 }
 

@@ -14,7 +14,8 @@
 // many may be outstanding on one connection and responses come back in any
 // order. A cancel frame asks the server to cancel a call's context; a
 // goaway frame, sent by a server that begins shutting down, tells the
-// client the last request it accepted. Frames are limited in size
+// client the last request it accepted; an auth frame carries the client's
+// bearer token for the requests that follow it. Frames are limited in size
 // (DefaultMaxFrameSize); a bad preface, an oversized or malformed frame, or
 // an unknown frame kind closes the connection and nothing else. The layout
 // is specified in frame.go.
@@ -24,14 +25,27 @@
 // names in their json tags, so the same types print as the CLI's --json
 // output and fields can be added compatibly.
 //
+// # Authentication
+//
+// A client with Options.Token presents it once per connection, in an auth
+// frame sent right after the preface (so it precedes the first request);
+// the server keeps the token the connection last presented. If
+// ServerOptions.Authenticate is set, the server calls it before every
+// handler with the method name and that token: it returns the context the
+// handler runs with (carrying what the token proves, for permission checks
+// in the handlers) or an error sent back instead, typically wrapping
+// ErrUnauthenticated (no, unknown, revoked or expired token) or
+// fs.ErrPermission (a known identity not allowed the operation).
+//
 // # Errors
 //
 // Handlers return ordinary Go errors. The server maps them to a Code with
 // ErrorCode (errors.Is against fs.ErrNotExist, fs.ErrExist,
 // fs.ErrPermission, fs.ErrInvalid, ErrNotDir, ErrIsDir, ErrNotEmpty,
-// ErrUnavailable, ErrInvalidPath, context errors, ...; anything else is
-// CodeInternal) and sends err.Error() as the message. The client returns a
-// *RemoteError whose Is method matches the same sentinels, so
+// ErrUnavailable, ErrInvalidPath, ErrUnauthenticated, context errors,
+// ...; anything else is CodeInternal) and sends err.Error() as the
+// message. The client returns a *RemoteError whose Is method matches the
+// same sentinels, so
 //
 //	_, err := client.Stat(ctx, "/a/b")
 //	if errors.Is(err, fs.ErrNotExist) { ... }

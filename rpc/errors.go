@@ -58,6 +58,11 @@ var (
 	// does not lead (any more). It also matches ErrUnavailable;
 	// NotLeaderHint returns the leader the receiver knows, if any.
 	ErrNotLeader = errors.New("not the leader")
+	// ErrUnauthenticated reports a request that carried no token, or one
+	// that is unknown, revoked or expired, where one is required (see
+	// ServerOptions.Authenticate). A token that is valid but does not allow
+	// the operation is refused with fs.ErrPermission instead.
+	ErrUnauthenticated = errors.New("unauthenticated")
 )
 
 // Code is the error code carried in a response frame. CodeOK means success;
@@ -85,6 +90,7 @@ const (
 	CodeShuttingDown     Code = 14 // ErrShuttingDown (also matches ErrUnavailable); not executed
 	CodeInvalid          Code = 15 // fs.ErrInvalid (invalid argument other than a path)
 	CodeNotLeader        Code = 16 // ErrNotLeader (also matches ErrUnavailable); message names the leader
+	CodeUnauthenticated  Code = 17 // ErrUnauthenticated
 )
 
 var codeNames = [...]string{
@@ -105,6 +111,7 @@ var codeNames = [...]string{
 	CodeShuttingDown:     "shutting_down",
 	CodeInvalid:          "invalid",
 	CodeNotLeader:        "not_leader",
+	CodeUnauthenticated:  "unauthenticated",
 }
 
 // String returns the code's short name, e.g. "not_exist".
@@ -149,6 +156,8 @@ func (c Code) sentinel() error {
 		return fs.ErrInvalid
 	case CodeNotLeader:
 		return ErrNotLeader
+	case CodeUnauthenticated:
+		return ErrUnauthenticated
 	}
 	return nil
 }
@@ -203,7 +212,8 @@ func (e *RemoteError) Is(target error) bool {
 // code of a *RemoteError found in the chain (so codes survive server-to-
 // server hops), then the first sentinel that errors.Is matches, and
 // CodeInternal otherwise. Unavailability is tested before non-existence, so
-// an error that says both is reported as unavailable.
+// an error that says both is reported as unavailable; ErrUnauthenticated is
+// tested before fs.ErrPermission.
 //
 // ErrorCode never returns CodeShuttingDown: that code promises the request
 // was not executed, which only the transport itself can know. A handler's
@@ -235,6 +245,8 @@ func ErrorCode(err error) Code {
 		return CodeNotExist
 	case errors.Is(err, fs.ErrExist):
 		return CodeExist
+	case errors.Is(err, ErrUnauthenticated):
+		return CodeUnauthenticated
 	case errors.Is(err, fs.ErrPermission):
 		return CodePermission
 	case errors.Is(err, ErrNotDir):

@@ -9,7 +9,11 @@ import (
 )
 
 func TestCodeMapping(t *testing.T) {
-	for code := CodeOK; code <= CodeInvalid; code++ {
+	last := Code(len(codeNames) - 1)
+	if last != CodeUnauthenticated {
+		t.Errorf("last named code = %v, want %v", last, CodeUnauthenticated)
+	}
+	for code := CodeOK; code <= last; code++ {
 		if code == CodeOK {
 			if code.Err("x") != nil {
 				t.Error("CodeOK.Err != nil")
@@ -46,6 +50,20 @@ func TestCodeMapping(t *testing.T) {
 	// Unavailable wins over not-exist: a down home must never read as absent.
 	if ErrorCode(errors.Join(fs.ErrNotExist, ErrUnavailable)) != CodeUnavailable {
 		t.Error("unavailable+notexist is not CodeUnavailable")
+	}
+	// Unauthenticated is its own class, not a permission refusal, and is
+	// reported first when an error says both.
+	if ErrorCode(errors.Join(fs.ErrPermission, ErrUnauthenticated)) != CodeUnauthenticated {
+		t.Error("permission+unauthenticated is not CodeUnauthenticated")
+	}
+	if err := CodeUnauthenticated.Err("no token"); errors.Is(err, fs.ErrPermission) || !errors.Is(err, ErrUnauthenticated) || !errors.Is(err, ErrRemote) {
+		t.Errorf("CodeUnauthenticated.Err matches wrongly: %v", err)
+	}
+	if errors.Is(CodePermission.Err("denied"), ErrUnauthenticated) {
+		t.Error("CodePermission matches ErrUnauthenticated")
+	}
+	if s := CodeUnauthenticated.String(); s != "unauthenticated" {
+		t.Errorf("CodeUnauthenticated.String() = %q", s)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 //	response = kind=2 seq:uint64 code:uint16 msglen:uint16 msg[msglen] body
 //	cancel   = kind=3 seq:uint64                     (client → server)
 //	goaway   = kind=4 lastseq:uint64                 (server → client)
+//	auth     = kind=5 token[rest of frame]           (client → server)
 //
 // seq is chosen by the client, strictly increasing in the order requests are
 // written on a connection; the response to a request carries the same seq,
@@ -32,6 +33,15 @@ import (
 // context of a call the client gave up on. goaway says the server is
 // shutting down: requests with seq <= lastseq were accepted and will be
 // answered; later ones were not and will not be executed.
+//
+// auth presents a bearer token (1..MaxTokenLen bytes; an empty or longer one
+// is a protocol error that closes the connection). A client may send it at
+// any time, and a later one replaces an earlier one; it applies to the
+// requests the server reads after it, not to those already read. The
+// server sends no answer: a token it does not accept shows in the responses
+// to the requests that follow (CodeUnauthenticated, or whatever the
+// server's check returns). Clients send it right after the preface, before
+// their first request.
 const (
 	preface = "GHB\x01"
 
@@ -39,6 +49,7 @@ const (
 	kindResponse byte = 2
 	kindCancel   byte = 3
 	kindGoAway   byte = 4
+	kindAuth     byte = 5
 
 	frameLenSize      = 4
 	requestFixedLen   = 1 + 8 + 8 + 1 // kind, seq, timeout, method length
@@ -50,6 +61,9 @@ const (
 
 	// MaxMethodLen is the longest method name the protocol carries.
 	MaxMethodLen = math.MaxUint8
+	// MaxTokenLen is the longest bearer token an auth frame carries
+	// (Options.Token); a server closes a connection that sends a longer one.
+	MaxTokenLen = 512
 	// DefaultMaxFrameSize is the default limit on a frame's length (64 MiB,
 	// room for a full filter encoding). Frames are read incrementally, so a
 	// peer that announces a large frame only costs memory for the bytes it
@@ -227,4 +241,25 @@ func appendControl(dst []byte, kind byte, seq uint64) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, controlFrameLen)
 	dst = append(dst, kind)
 	return binary.BigEndian.AppendUint64(dst, seq)
+}
+
+// parseAuth parses an auth payload (kind byte included) and returns the
+// token, which aliases p.
+func parseAuth(p []byte) ([]byte, error) {
+	if len(p) < 2 || p[0] != kindAuth {
+		return nil, fmt.Errorf("%w: empty or mislabelled auth frame", ErrProtocol)
+	}
+	if n := len(p) - 1; n > MaxTokenLen {
+		return nil, fmt.Errorf("%w: token of %d bytes, limit %d", ErrProtocol, n, MaxTokenLen)
+	}
+	return p[1:], nil
+}
+
+// appendAuth appends a complete auth frame carrying token. The caller has
+// checked that token is not empty; its length is not checked here (the
+// server refuses a token over MaxTokenLen).
+func appendAuth(dst []byte, token string) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(1+len(token)))
+	dst = append(dst, kindAuth)
+	return append(dst, token...)
 }

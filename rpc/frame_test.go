@@ -36,6 +36,21 @@ func TestFrameHeadersRoundTrip(t *testing.T) {
 		t.Fatalf("response seq=%d code=%v msglen=%d %v", r.seq, r.code, len(r.msg), err)
 	}
 
+	for _, tok := range []string{"t", "bearer-token", string(bytes.Repeat([]byte{'x'}, MaxTokenLen))} {
+		p, err = readFrame(bytes.NewReader(appendAuth(nil, tok)), &hdr, 1<<20, &pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := parseAuth(*p); err != nil || string(got) != tok {
+			t.Errorf("auth %q: %q %v", tok, got, err)
+		}
+	}
+	for _, bad := range [][]byte{{kindAuth}, append([]byte{kindAuth}, make([]byte, MaxTokenLen+1)...), {kindCancel, 'x'}, nil} {
+		if _, err := parseAuth(bad); !errors.Is(err, ErrProtocol) {
+			t.Errorf("auth frame of %d bytes: %v, want ErrProtocol", len(bad), err)
+		}
+	}
+
 	for _, kind := range []byte{kindCancel, kindGoAway} {
 		b = appendControl(nil, kind, 99)
 		p, err = readFrame(bytes.NewReader(b), &hdr, 1<<20, &pool)
@@ -112,6 +127,9 @@ func FuzzFrameDecoder(f *testing.F) {
 	f.Add(appendResponseHeader(nil, 0, 1, CodeExist, "exists"))
 	f.Add(appendControl(nil, kindCancel, 5))
 	f.Add(appendControl(nil, kindGoAway, 5))
+	f.Add(appendAuth(nil, "token"))
+	f.Add(appendAuth(nil, string(bytes.Repeat([]byte{'t'}, MaxTokenLen+1))))
+	f.Add([]byte{0, 0, 0, 1, kindAuth})
 	f.Add([]byte{0, 0, 0, 1, 0xff})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Add([]byte("GHB\x01garbage"))
@@ -160,6 +178,17 @@ func FuzzFrameDecoder(f *testing.F) {
 				_ = bc.unmarshal(h.body, &resp)
 			case kindCancel, kindGoAway:
 				_, _ = parseControl(*p, (*p)[0])
+			case kindAuth:
+				tok, err := parseAuth(*p)
+				if err != nil {
+					break
+				}
+				if len(tok) == 0 || len(tok) > MaxTokenLen {
+					t.Fatalf("token of %d bytes accepted", len(tok))
+				}
+				if again := appendAuth(nil, string(tok)); !bytes.Equal(again[frameLenSize:], *p) {
+					t.Fatalf("auth does not re-encode")
+				}
 			}
 			pool.put(p)
 		}

@@ -50,6 +50,16 @@ type ServerOptions struct {
 	IdleTimeout time.Duration
 	// WriteTimeout bounds each socket write of responses (default 30s).
 	WriteTimeout time.Duration
+	// Authenticate, if set, runs before every handler, in the call's
+	// goroutine (it may block), with the method name and the token the
+	// connection last presented ("" if none; see Options.Token). It returns
+	// the context the handler runs with, derived from ctx (it may carry what
+	// the token proves, for the handler's permission checks; nil keeps
+	// ctx), or an error that is sent back instead of running the handler,
+	// mapped to a wire code like handler errors (wrap ErrUnauthenticated or
+	// fs.ErrPermission). It decides which methods need a token. A panic in
+	// it is reported like a handler panic. Nil: no check.
+	Authenticate func(ctx context.Context, method, token string) (context.Context, error)
 }
 
 func (o *ServerOptions) withDefaults() ServerOptions {
@@ -397,6 +407,10 @@ type serverConn struct {
 	draining bool
 	lastSeq  uint64 // highest seq accepted for execution
 	maxSeen  uint64 // highest seq read (seqs must increase)
+
+	// token is the one the last auth frame carried ("": none). Only the
+	// reader (serve, dispatch) uses it; calls get a copy.
+	token string
 }
 
 func (c *serverConn) serve() {
@@ -453,6 +467,13 @@ func (c *serverConn) serve() {
 		switch (*b)[0] {
 		case kindRequest:
 			err = c.dispatch(b)
+		case kindAuth:
+			var tok []byte
+			tok, err = parseAuth(*b)
+			if err == nil && string(tok) != c.token { // no copy when unchanged
+				c.token = string(tok)
+			}
+			c.s.bufs.put(b)
 		case kindCancel:
 			var seq uint64
 			seq, err = parseControl(*b, kindCancel)
@@ -560,14 +581,15 @@ func (c *serverConn) dispatch(b *[]byte) error {
 	s.inflight.Add(1)
 	c.mu.Unlock()
 
-	go c.run(ctx, cancel, hd, h.seq, b, h.body)
+	go c.run(ctx, cancel, hd, c.token, h.seq, b, h.body)
 	return nil
 }
 
-// run executes one call and answers it.
-func (c *serverConn) run(ctx context.Context, cancel context.CancelFunc, hd *handler, seq uint64, b *[]byte, body []byte) {
+// run executes one call and answers it. token is the one the connection
+// had presented when the request was read.
+func (c *serverConn) run(ctx context.Context, cancel context.CancelFunc, hd *handler, token string, seq uint64, b *[]byte, body []byte) {
 	s := c.s
-	resp, err := c.invoke(ctx, hd, body, b)
+	resp, err := c.invoke(ctx, hd, token, body, b)
 	if err != nil {
 		c.respond(seq, ErrorCode(err), err.Error(), nil)
 	} else {
@@ -587,9 +609,10 @@ func (c *serverConn) run(ctx context.Context, cancel context.CancelFunc, hd *han
 	}
 }
 
-// invoke runs the handler, turning a panic into an error. The frame buffer
-// b is recycled as soon as the handler returns.
-func (c *serverConn) invoke(ctx context.Context, hd *handler, body []byte, b *[]byte) (resp any, err error) {
+// invoke runs ServerOptions.Authenticate, if set, then the handler unless
+// it refused, turning a panic of either into an error. The frame buffer b
+// is recycled as soon as they return.
+func (c *serverConn) invoke(ctx context.Context, hd *handler, token string, body []byte, b *[]byte) (resp any, err error) {
 	defer func() {
 		c.s.bufs.put(b)
 		if r := recover(); r != nil {
@@ -597,6 +620,15 @@ func (c *serverConn) invoke(ctx context.Context, hd *handler, body []byte, b *[]
 			resp, err = nil, fmt.Errorf("rpc: %s: internal error (handler panic)", hd.name)
 		}
 	}()
+	if auth := c.s.opts.Authenticate; auth != nil {
+		actx, aerr := auth(ctx, hd.name, token)
+		if aerr != nil {
+			return nil, aerr
+		}
+		if actx != nil {
+			ctx = actx
+		}
+	}
 	return hd.call(ctx, c.s.codec, body)
 }
 
