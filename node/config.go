@@ -30,6 +30,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ghba/ghba/acl"
+
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/routing"
@@ -80,6 +82,8 @@ type Config struct {
 	// Encrypt is the Serf gossip encryption key: base64 of 16, 24 or 32
 	// bytes (ghba keygen); every node of a cluster needs the same.
 	Encrypt string `mapstructure:"encrypt"`
+	// ACL turns on users, tokens and permission checks (acl.Config).
+	ACL acl.Config `mapstructure:"acl"`
 }
 
 // DefaultConfig returns the defaults documented in the README.
@@ -98,6 +102,7 @@ func DefaultConfig() Config {
 		LRUEntries:         rt.LRUEntries,
 		LRUBitsPerFile:     rt.LRUBitsPerFile,
 		FilterMemoryMB:     DefaultFilterMemoryMB(),
+		ACL:                acl.Config{}.WithDefaults(),
 		PropagateThreshold: rt.PropagateThreshold,
 		PropagateInterval:  rt.PropagateInterval,
 		Placement:          namespace.PlacementColocate,
@@ -225,6 +230,9 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.GossipKey(); err != nil {
 		return bad("encrypt", "%v", err)
+	}
+	if err := c.ACL.Validate(); err != nil {
+		return bad("acl", "%v", err)
 	}
 	if !filepath.IsAbs(c.DataDir) {
 		abs, err := filepath.Abs(c.DataDir)

@@ -248,6 +248,7 @@ type Node struct {
 
 	raftLn net.Listener          // the raft port
 	tls    *tlsutil.Configurator // nil without TLS (tls.go)
+	acl    *aclService           // users, tokens, authentication (acl.go)
 	mux    *raftmux.Mux          // every Raft group of the node on it
 
 	bgCtx    context.Context // canceled by Shutdown: stops background work
@@ -460,10 +461,18 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 
+	n.acl = newACLService(n.cfg.ACL, func() *namespace.Namespace { return n.ns }, n.log.With("component", "acl"))
+	switch {
+	case !n.cfg.ACL.Enabled:
+		n.log.Warn("ACLs are off: every client may read and change everything (config acl.enabled)")
+	case n.cfg.ACL.ServerToken == "":
+		n.log.Warn("acl.server_token is not set: the node-to-node methods are not authenticated")
+	}
 	n.client = rpc.NewClient(rpc.Options{Logger: n.log.With("component", "rpc-client"), HomeCacheSize: -1, Timeout: n.tune.RPCTimeout,
-		Dial: n.dialer()})
-	n.rpcSrv = rpc.NewServer(rpc.ServerOptions{Logger: n.log.With("component", "rpc")})
+		Dial: n.dialer(), Token: n.cfg.ACL.ServerToken})
+	n.rpcSrv = rpc.NewServer(rpc.ServerOptions{Logger: n.log.With("component", "rpc"), Authenticate: n.acl.authenticate})
 	n.registerAdmin()
+	n.acl.register(n.rpcSrv)
 	if n.ns, err = n.newNamespace(); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}

@@ -404,25 +404,69 @@ func (n *Namespace) Geometry() routing.Geometry { return n.localGeo }
 // Unlink, Rmdir, Rename, Filters) and its server-to-server handlers (wire.go) on s.
 func (n *Namespace) RegisterRPC(s *rpc.Server) {
 	rpc.Register(s, rpc.MethodStat, gate(n, func(ctx context.Context, r *rpc.StatRequest) (*rpc.StatResponse, error) {
+		if err := guard(ctx, r.Path); err != nil {
+			return nil, err
+		}
 		return n.Stat(ctx, r.Path)
 	}))
 	rpc.Register(s, rpc.MethodLookup, gate(n, func(ctx context.Context, r *rpc.LookupRequest) (*rpc.LookupResponse, error) {
+		if err := guard(ctx, r.Path); err != nil {
+			return nil, err
+		}
 		return n.Lookup(ctx, r.Path)
 	}))
 	rpc.Register(s, rpc.MethodBatchStat, gate(n, func(ctx context.Context, r *rpc.BatchStatRequest) (*rpc.BatchStatResponse, error) {
+		if err := guard(ctx, r.Paths...); err != nil {
+			return nil, err
+		}
 		return n.BatchStat(ctx, r.Paths)
 	}))
-	rpc.Register(s, rpc.MethodCreate, gate(n, n.Create))
-	rpc.Register(s, rpc.MethodMkdir, gate(n, n.Mkdir))
-	rpc.Register(s, rpc.MethodReadDir, gate(n, n.ReadDir))
-	rpc.Register(s, rpc.MethodSetAttr, gate(n, n.SetAttr))
+	rpc.Register(s, rpc.MethodCreate, gate(n, func(ctx context.Context, r *rpc.CreateRequest) (*rpc.CreateResponse, error) {
+		if err := guard(ctx, r.Path); err != nil {
+			return nil, err
+		}
+		stampOwner(ctx, &r.UID, &r.GID)
+		return n.Create(ctx, r)
+	}))
+	rpc.Register(s, rpc.MethodMkdir, gate(n, func(ctx context.Context, r *rpc.MkdirRequest) (*rpc.MkdirResponse, error) {
+		if err := guard(ctx, r.Path); err != nil {
+			return nil, err
+		}
+		stampOwner(ctx, &r.UID, &r.GID)
+		return n.Mkdir(ctx, r)
+	}))
+	rpc.Register(s, rpc.MethodReadDir, gate(n, func(ctx context.Context, r *rpc.ReadDirRequest) (*rpc.ReadDirResponse, error) {
+		if err := guard(ctx, r.Path); err != nil {
+			return nil, err
+		}
+		resp, err := n.ReadDir(ctx, r)
+		if err == nil {
+			hideReserved(ctx, r.Path, resp)
+		}
+		return resp, err
+	}))
+	rpc.Register(s, rpc.MethodSetAttr, gate(n, func(ctx context.Context, r *rpc.SetAttrRequest) (*rpc.SetAttrResponse, error) {
+		if err := guard(ctx, r.Path); err != nil {
+			return nil, err
+		}
+		return n.SetAttr(ctx, r)
+	}))
 	rpc.Register(s, rpc.MethodUnlink, gate(n, func(ctx context.Context, r *rpc.UnlinkRequest) (*rpc.UnlinkResponse, error) {
+		if err := guard(ctx, r.Path); err != nil {
+			return nil, err
+		}
 		return &rpc.UnlinkResponse{}, n.Unlink(ctx, r.Path)
 	}))
 	rpc.Register(s, rpc.MethodRmdir, gate(n, func(ctx context.Context, r *rpc.RmdirRequest) (*rpc.RmdirResponse, error) {
+		if err := guard(ctx, r.Path); err != nil {
+			return nil, err
+		}
 		return &rpc.RmdirResponse{}, n.Rmdir(ctx, r.Path)
 	}))
 	rpc.Register(s, rpc.MethodRename, gate(n, func(ctx context.Context, r *rpc.RenameRequest) (*rpc.RenameResponse, error) {
+		if err := guard(ctx, r.Src, r.Dst); err != nil {
+			return nil, err
+		}
 		return n.Rename(ctx, r.Src, r.Dst)
 	}))
 	rpc.Register(s, rpc.MethodFilters, gate(n, n.handleFilters))

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/ghba/ghba/acl"
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
@@ -175,7 +176,7 @@ func (n *Namespace) create(ctx context.Context, path, typ string, mode, uid, gid
 	if len(layout) > store.MaxBlobLen {
 		return rpc.Inode{}, 0, fmt.Errorf("%w: layout of %d bytes (limit %d)", fs.ErrInvalid, len(layout), store.MaxBlobLen)
 	}
-	req := &homeCreateReq{Path: p, Type: typ, Mode: mode, UID: uid, GID: gid, Layout: layout}
+	req := &homeCreateReq{Path: p, Type: typ, Mode: mode, UID: uid, GID: gid, Layout: layout, Caller: caller(ctx)}
 	dir, _ := splitPath(p)
 	resp, hops, err := atHome(ctx, n, target{path: dir, child: p, dir: true, checked: true}, methodHomeCreate, req, (*home).coordCreate)
 	if err != nil {
@@ -212,6 +213,9 @@ func (h *home) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*homeCrea
 		return &homeCreateResp{homeStatus: notHomeHere}, nil
 	}
 	defer op.end()
+	if err := op.allow(r.Caller, acl.Write|acl.Execute); err != nil {
+		return nil, err
+	}
 	if _, err := h.st.GetEntry(ctx, dir, name); err == nil {
 		return nil, fmt.Errorf("%s: %w", p, fs.ErrExist)
 	} else if !errors.Is(err, store.ErrNotFound) {
@@ -288,6 +292,8 @@ type parentOp struct {
 	unlock func()
 	reg    *opReg
 	h      *home
+	dir    string      // the directory
+	dino   store.Inode // its inode, read under the locks
 }
 
 // beginParentOp starts a change of an entry of dir (for child, which error
@@ -305,7 +311,7 @@ func (h *home) beginParentOp(ctx context.Context, dir, child string, names, pare
 	if err != nil {
 		return nil, err
 	}
-	op := &parentOp{txn: h.newTxnID(), unlock: unlock, h: h}
+	op := &parentOp{txn: h.newTxnID(), unlock: unlock, h: h, dir: dir}
 	if op.reg, err = h.beginOp(ctx, op.txn, parents, targets, removes); err != nil {
 		unlock()
 		return nil, err
@@ -322,6 +328,7 @@ func (h *home) beginParentOp(ctx context.Context, dir, child string, names, pare
 		op.end()
 		return nil, fmt.Errorf("%s: %s: %w", child, dir, rpc.ErrNotDir)
 	}
+	op.dino = dino
 	return op, nil
 }
 
@@ -349,7 +356,7 @@ func (n *Namespace) remove(ctx context.Context, path string, isDir bool) error {
 		return fmt.Errorf("%w: the root cannot be removed", rpc.ErrInvalidPath)
 	}
 	dir, _ := splitPath(p)
-	req := &homeRemoveReq{Path: p, Dir: isDir}
+	req := &homeRemoveReq{Path: p, Dir: isDir, Caller: caller(ctx)}
 	_, _, err = atHome(ctx, n, target{path: dir, child: p, dir: true}, methodHomeRemove, req, (*home).coordRemove)
 	return err
 }
@@ -382,6 +389,9 @@ func (h *home) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (*homeRemo
 		return &homeRemoveResp{homeStatus: notHomeHere}, nil
 	}
 	defer op.end()
+	if err := op.allow(r.Caller, acl.Write|acl.Execute); err != nil {
+		return nil, err
+	}
 	e, err := h.entry(ctx, dir, name)
 	if err != nil {
 		return nil, err
@@ -437,7 +447,7 @@ func (n *Namespace) ReadDir(ctx context.Context, r *rpc.ReadDirRequest) (*rpc.Re
 	if r.After != "" && (len(r.After) > MaxNameLen || containsSlashOrNUL(r.After)) {
 		return nil, fmt.Errorf("%w: bad page start %q", fs.ErrInvalid, r.After)
 	}
-	req := &homeReadDirReq{Path: p, After: r.After, Limit: limit}
+	req := &homeReadDirReq{Path: p, After: r.After, Limit: limit, Caller: caller(ctx)}
 	resp, _, err := atHome(ctx, n, target{path: p, dir: true}, methodHomeReadDir, req, (*home).readDirHere)
 	if err != nil {
 		return nil, err
@@ -474,6 +484,9 @@ func (h *home) readDirHere(ctx context.Context, r *homeReadDirReq) (*homeReadDir
 	if ino.Type != store.TypeDir {
 		return nil, fmt.Errorf("%s: %w", r.Path, rpc.ErrNotDir)
 	}
+	if err := allowDir(r.Caller, r.Path, &ino, acl.Read); err != nil {
+		return nil, err
+	}
 	ents, more, err := h.st.ReadDir(ctx, r.Path, r.After, r.Limit)
 	if err != nil {
 		return nil, err
@@ -498,7 +511,7 @@ func (n *Namespace) SetAttr(ctx context.Context, r *rpc.SetAttrRequest) (*rpc.Se
 	if err := checkSetAttr(r); err != nil {
 		return nil, err
 	}
-	req := &homeSetAttrReq{Req: *r}
+	req := &homeSetAttrReq{Req: *r, Caller: caller(ctx)}
 	req.Req.Path = p
 	resp, _, err := atHome(ctx, n, target{path: p}, methodHomeSetAttr, req, (*home).setAttrHere)
 	if err != nil {
@@ -551,6 +564,9 @@ func (h *home) setAttrHere(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 	}
 	if r.Size != nil && ino.Type == store.TypeDir {
 		return nil, fmt.Errorf("%s: cannot set the size of a directory: %w", p, rpc.ErrIsDir)
+	}
+	if err := checkSetAttrBy(req.Caller, p, &ino, r); err != nil {
+		return nil, err
 	}
 	old := ino.Version
 	now := time.Now().UnixNano()

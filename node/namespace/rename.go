@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ghba/ghba/acl"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )
@@ -46,7 +47,7 @@ func (n *Namespace) Rename(ctx context.Context, src, dst string) (*rpc.RenameRes
 		return &rpc.RenameResponse{}, nil
 	}
 	sdir, _ := splitPath(s)
-	req := &homeRenameReq{Src: s, Dst: d}
+	req := &homeRenameReq{Src: s, Dst: d, Caller: caller(ctx)}
 	resp, _, err := atHome(ctx, n, target{path: sdir, child: s, dir: true}, methodHomeRename, req, (*home).coordRename)
 	if err != nil {
 		return nil, err
@@ -87,6 +88,21 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 		return &homeRenameResp{homeStatus: notHomeHere}, nil
 	}
 	defer op.end()
+	if err := op.allow(r.Caller, acl.Write|acl.Execute); err != nil {
+		return nil, err
+	}
+	if r.Caller != nil && ddir != sdir {
+		// The destination's directory is another's: its mode as a stat
+		// reads it (not under this operation's locks).
+		st, err := h.r.Stat(ctx, ddir)
+		if err != nil {
+			return nil, err
+		}
+		dino := storeInode(&st.Inode)
+		if err := allowDir(r.Caller, ddir, &dino, acl.Write|acl.Execute); err != nil {
+			return nil, err
+		}
+	}
 	se, err := h.entry(ctx, sdir, sname)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package namespace
 
 import (
+	"github.com/ghba/ghba/acl"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )
@@ -186,6 +187,8 @@ type homeCreateReq struct {
 	UID    uint32 `json:"uid"`
 	GID    uint32 `json:"gid"`
 	Layout []byte `json:"layout,omitempty"`
+	// Caller is the client's identity when ACLs are on (access.go).
+	Caller *acl.Identity `json:"caller,omitempty"`
 }
 
 type homeCreateResp struct {
@@ -198,8 +201,9 @@ type homeCreateResp struct {
 // false) or remove an empty directory (Dir true).
 type homeRemoveReq struct {
 	shardReq
-	Path string `json:"path"`
-	Dir  bool   `json:"dir"`
+	Path   string        `json:"path"`
+	Dir    bool          `json:"dir"`
+	Caller *acl.Identity `json:"caller,omitempty"`
 }
 
 type homeRemoveResp struct {
@@ -210,8 +214,9 @@ type homeRemoveResp struct {
 // homeRenameReq asks the source parent's home to coordinate a rename.
 type homeRenameReq struct {
 	shardReq
-	Src string `json:"src"`
-	Dst string `json:"dst"`
+	Src    string        `json:"src"`
+	Dst    string        `json:"dst"`
+	Caller *acl.Identity `json:"caller,omitempty"`
 }
 
 type homeRenameResp struct {
@@ -223,9 +228,10 @@ type homeRenameResp struct {
 // homeReadDirReq reads one page of a directory at its home.
 type homeReadDirReq struct {
 	shardReq
-	Path  string `json:"path"`
-	After string `json:"after,omitempty"`
-	Limit int    `json:"limit,omitempty"`
+	Path   string        `json:"path"`
+	After  string        `json:"after,omitempty"`
+	Limit  int           `json:"limit,omitempty"`
+	Caller *acl.Identity `json:"caller,omitempty"`
 }
 
 type homeReadDirResp struct {
@@ -238,6 +244,9 @@ type homeReadDirResp struct {
 type homeSetAttrReq struct {
 	shardReq
 	Req rpc.SetAttrRequest `json:"req"`
+	// Caller is the client's identity when ACLs are on (the home checks
+	// the owner rules of chmod and chown against the inode).
+	Caller *acl.Identity `json:"caller,omitempty"`
 }
 
 type homeSetAttrResp struct {

@@ -1,0 +1,124 @@
+package namespace
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/node/store"
+	"github.com/ghba/ghba/rpc"
+)
+
+// Access control of client requests (docs/design.md, "Security"). With
+// ACLs on, the RPC server puts the identity of the request's token in its
+// context (acl.FromContext); a request from inside the node, from another
+// node, or to a node with ACLs off has none, and is not checked.
+
+// caller returns the identity of a client's request, nil when there is
+// none to check.
+func caller(ctx context.Context) *acl.Identity {
+	id, ok := acl.FromContext(ctx)
+	if !ok || id.Server {
+		return nil
+	}
+	return id
+}
+
+// guard refuses a client's request that names the reserved directory
+// (acl.ReservedDir), where the cluster keeps its users and tokens.
+func guard(ctx context.Context, paths ...string) error {
+	if caller(ctx) == nil {
+		return nil
+	}
+	for _, p := range paths {
+		if c, err := CleanPath(p); err == nil && acl.Reserved(c) {
+			return fmt.Errorf("%s: %w: reserved for the cluster's own records", p, fs.ErrPermission)
+		}
+	}
+	return nil
+}
+
+// stampOwner sets the owner of a new file or directory to the caller's
+// uid and primary gid: with ACLs on the owner comes from the token, never
+// from the request.
+func stampOwner(ctx context.Context, uid, gid *uint32) {
+	if id := caller(ctx); id != nil {
+		*uid, *gid = id.UID, id.GID
+	}
+}
+
+// hideReserved drops the reserved directory from a client's listing of
+// the root.
+func hideReserved(ctx context.Context, dir string, r *rpc.ReadDirResponse) {
+	if caller(ctx) == nil || dir != "/" {
+		return
+	}
+	name := acl.ReservedDir[1:]
+	for i, e := range r.Entries {
+		if e.Name == name {
+			r.Entries = append(r.Entries[:i:i], r.Entries[i+1:]...)
+			return
+		}
+	}
+}
+
+// checkSetAttrBy applies POSIX's rules for a change of attributes by id to
+// the inode ino of path p: only the owner or root may chmod; only root may
+// change the owner; the owner may change the group to one of its own;
+// the size and times need the owner or write permission.
+func checkSetAttrBy(id *acl.Identity, p string, ino *store.Inode, r *rpc.SetAttrRequest) error {
+	if id == nil || id.UID == 0 {
+		return nil
+	}
+	owner := id.UID == ino.UID
+	deny := func(what string) error {
+		return fmt.Errorf("%s: %w: %s (uid %d, owner %d)", p, fs.ErrPermission, what, id.UID, ino.UID)
+	}
+	if r.Mode != nil && !owner {
+		return deny("only the owner or root may chmod")
+	}
+	if r.UID != nil && *r.UID != ino.UID {
+		return deny("only root may change the owner")
+	}
+	if r.GID != nil && *r.GID != ino.GID && (!owner || !id.InGroup(*r.GID)) {
+		return deny(fmt.Sprintf("only the owner, to one of its groups, or root may change the group to %d", *r.GID))
+	}
+	if (r.Size != nil || r.Atime != nil || r.Mtime != nil) && !owner && !id.Allowed(ino.Mode, ino.UID, ino.GID, acl.Write) {
+		return deny("changing the size or times needs the owner or write permission")
+	}
+	return nil
+}
+
+// allowDir refuses, with fs.ErrPermission, an access by id to the
+// directory dir (inode ino) that its mode does not grant every bit of
+// want to. POSIX: writing or searching a directory is what creating,
+// removing and renaming an entry in it need, reading it what listing
+// needs.
+func allowDir(id *acl.Identity, dir string, ino *store.Inode, want uint32) error {
+	if id == nil || id.Allowed(ino.Mode, ino.UID, ino.GID, want) {
+		return nil
+	}
+	return fmt.Errorf("%s: %w: %s needs %s permission (uid %d; mode %#o, owner %d:%d)",
+		dir, fs.ErrPermission, id.User, permNames(want), id.UID, ino.Mode&0o7777, ino.UID, ino.GID)
+}
+
+// allow applies allowDir to the directory of a change of entries.
+func (o *parentOp) allow(id *acl.Identity, want uint32) error {
+	return allowDir(id, o.dir, &o.dino, want)
+}
+
+// permNames spells a want of Read, Write and Execute ("write and search").
+func permNames(want uint32) string {
+	var out []string
+	for _, p := range []struct {
+		bit  uint32
+		name string
+	}{{acl.Read, "read"}, {acl.Write, "write"}, {acl.Execute, "search"}} {
+		if want&p.bit != 0 {
+			out = append(out, p.name)
+		}
+	}
+	return strings.Join(out, " and ")
+}

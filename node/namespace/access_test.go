@@ -1,0 +1,105 @@
+package namespace
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"testing"
+
+	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/node/store"
+	"github.com/ghba/ghba/rpc"
+)
+
+func TestCheckSetAttrBy(t *testing.T) {
+	alice := &acl.Identity{User: "alice", UID: 1000, GID: 1000, Groups: []uint32{50}}
+	bob := &acl.Identity{User: "bob", UID: 1001, GID: 1001}
+	root := &acl.Identity{User: "root"}
+	u := func(v uint32) *uint32 { return &v }
+	size := int64(7)
+	file := store.Inode{Mode: 0o664, UID: 1000, GID: 1000}
+	tests := []struct {
+		name string
+		id   *acl.Identity
+		req  rpc.SetAttrRequest
+		ok   bool
+	}{
+		{"owner chmod", alice, rpc.SetAttrRequest{Mode: u(0o600)}, true},
+		{"other chmod", bob, rpc.SetAttrRequest{Mode: u(0o777)}, false},
+		{"root chmod", root, rpc.SetAttrRequest{Mode: u(0o777)}, true},
+		{"owner chown to another user", alice, rpc.SetAttrRequest{UID: u(1001)}, false},
+		{"owner chown to itself", alice, rpc.SetAttrRequest{UID: u(1000)}, true},
+		{"root chown", root, rpc.SetAttrRequest{UID: u(1001), GID: u(1001)}, true},
+		{"owner chgrp to its group", alice, rpc.SetAttrRequest{GID: u(50)}, true},
+		{"owner chgrp to a foreign group", alice, rpc.SetAttrRequest{GID: u(1001)}, false},
+		{"other truncates without write", bob, rpc.SetAttrRequest{Size: &size}, false},
+		{"no identity: not checked", nil, rpc.SetAttrRequest{UID: u(5)}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ino := file
+			err := checkSetAttrBy(tt.id, "/f", &ino, &tt.req)
+			if tt.ok && err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+			if !tt.ok && !errors.Is(err, fs.ErrPermission) {
+				t.Fatalf("err %v, want fs.ErrPermission", err)
+			}
+		})
+	}
+}
+
+func TestGuardAndStamp(t *testing.T) {
+	alice := acl.WithIdentity(context.Background(), &acl.Identity{UID: 1000, GID: 100})
+	node := acl.WithIdentity(context.Background(), &acl.Identity{Server: true})
+	if err := guard(alice, "/a", "//.ghba/acl"); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("guard of the reserved tree: %v", err)
+	}
+	if err := guard(alice, "/a/.ghba"); err != nil {
+		t.Errorf("guard of an ordinary path: %v", err)
+	}
+	if err := guard(node, "/.ghba/acl"); err != nil {
+		t.Errorf("a node is not guarded: %v", err)
+	}
+	uid, gid := uint32(0), uint32(0)
+	stampOwner(alice, &uid, &gid)
+	if uid != 1000 || gid != 100 {
+		t.Errorf("stamped %d:%d, want 1000:100", uid, gid)
+	}
+	r := &rpc.ReadDirResponse{Entries: []rpc.DirEntry{{Name: ".ghba"}, {Name: "a"}}}
+	hideReserved(alice, "/", r)
+	if len(r.Entries) != 1 || r.Entries[0].Name != "a" {
+		t.Errorf("listing of / %+v", r.Entries)
+	}
+}
+
+func TestAllowDir(t *testing.T) {
+	alice := &acl.Identity{User: "alice", UID: 1000, GID: 1000}
+	bob := &acl.Identity{User: "bob", UID: 1001, GID: 1001}
+	private := store.Inode{Type: store.TypeDir, Mode: 0o700, UID: 1000, GID: 1000}
+	shared := store.Inode{Type: store.TypeDir, Mode: 0o775, UID: 1000, GID: 1001}
+	for _, tt := range []struct {
+		name string
+		id   *acl.Identity
+		ino  store.Inode
+		want uint32
+		ok   bool
+	}{
+		{"owner writes its 0700 dir", alice, private, acl.Write | acl.Execute, true},
+		{"other cannot write a 0700 dir", bob, private, acl.Write | acl.Execute, false},
+		{"other cannot list a 0700 dir", bob, private, acl.Read, false},
+		{"group member writes a 0775 dir", bob, shared, acl.Write | acl.Execute, true},
+		{"root", &acl.Identity{}, private, acl.Read | acl.Write | acl.Execute, true},
+		{"no identity", nil, private, acl.Write, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := allowDir(tt.id, "/d", &tt.ino, tt.want)
+			if tt.ok != (err == nil) || (err != nil && !errors.Is(err, fs.ErrPermission)) {
+				t.Fatalf("allowDir = %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+	if got := permNames(acl.Write | acl.Execute); got != "write and search" {
+		t.Errorf("permNames = %q", got)
+	}
+}
