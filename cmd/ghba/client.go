@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -33,6 +36,7 @@ type clientOptions struct {
 	json    bool
 	timeout time.Duration
 	tls     tlsutil.Config
+	token   string
 	// dial is how the clients of the command connect (TLS or not); set
 	// by client.
 	dial func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -54,6 +58,7 @@ func (o *clientOptions) addClientFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.tls.CAFile, "ca-file", "", "CA certificate (PEM) of a cluster with TLS: talk TLS and verify the nodes against it (env "+envCACert+")")
 	fs.StringVar(&o.tls.CertFile, "cert-file", "", "client certificate (PEM) for nodes with tls.verify_incoming (env "+envClientCert+")")
 	fs.StringVar(&o.tls.KeyFile, "key-file", "", "key (PEM) of --cert-file (env "+envClientKey+")")
+	fs.StringVar(&o.token, "token", "", "ACL token to present (env "+envToken+"; default: the one ghba login saved)")
 	fs.BoolVar(&o.tls.VerifyServerHostname, "tls-verify-server-hostname", false, "also require the node's certificate to name "+tlsutil.ServerName)
 }
 
@@ -114,7 +119,46 @@ func (o *clientOptions) client(cmd *cobra.Command) (*rpc.Client, error) {
 		d := &net.Dialer{KeepAlive: 15 * time.Second}
 		o.dial = tc.Dialer(d.DialContext)
 	}
-	return rpc.NewClient(rpc.Options{Addrs: addrs, Timeout: o.timeout, Dial: o.dial}), nil
+	token, err := o.tokenToUse(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return rpc.NewClient(rpc.Options{Addrs: addrs, Timeout: o.timeout, Dial: o.dial, Token: token}), nil
+}
+
+// envToken names the environment variable of the ACL token.
+const envToken = "GHBA_TOKEN"
+
+// tokenFile returns where ghba login saves the token: ghba/token in the
+// user's configuration directory ($XDG_CONFIG_HOME or ~/.config).
+func tokenFile() (string, error) {
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("finding the user's config directory: %w", err)
+	}
+	return filepath.Join(dir, "ghba", "token"), nil
+}
+
+// tokenToUse returns the ACL token of the command: --token, else
+// GHBA_TOKEN, else the one ghba login saved, else none.
+func (o *clientOptions) tokenToUse(cmd *cobra.Command) (string, error) {
+	if f := cmd.Flags().Lookup("token"); f != nil && f.Changed {
+		return strings.TrimSpace(o.token), nil
+	}
+	if t := strings.TrimSpace(os.Getenv(envToken)); t != "" {
+		return t, nil
+	}
+	path, err := tokenFile()
+	if err != nil {
+		return "", nil // no home: no saved token
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("reading the saved token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // noArgs, exactArgs, minArgs and rangeArgs are cobra argument validators

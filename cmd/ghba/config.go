@@ -107,7 +107,7 @@ func walkConfig(v reflect.Value, prefix string, leaf func(name string, v reflect
 }
 
 // secretKeys are the config keys whose values are never printed.
-var secretKeys = map[string]bool{"encrypt": true}
+var secretKeys = map[string]bool{"encrypt": true, "acl.server_token": true}
 
 // configMap returns c as nested maps keyed by config key (for printing the
 // effective configuration); secrets show as "(redacted)".

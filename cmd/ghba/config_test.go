@@ -211,7 +211,7 @@ func TestConfigBadValues(t *testing.T) {
 	}{
 		// Unknown keys and type errors.
 		{"unknown top-level", map[string]any{"nodeid": "x"}, `"nodeid"`},
-		{"unknown map", map[string]any{"acl": map[string]any{"enabled": true}}, `"acl"`},
+		{"unknown map", map[string]any{"vault": map[string]any{"enabled": true}}, `"vault"`},
 		{"unknown key of a known map", map[string]any{"tls": map[string]any{"cert": "x"}}, `"tls.cert"`},
 		{"unknown nested", map[string]any{"ports": ports("admin", 1)}, `"ports.admin"`},
 		{"ports not a map", map[string]any{"ports": 7410}, "ports"},

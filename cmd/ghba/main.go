@@ -32,6 +32,8 @@ const (
 	exitNotFound = 3
 	exitExists   = 4
 	exitUnavail  = 5
+	exitDenied   = 6 // a permission refusal
+	exitAuth     = 7 // a missing, wrong or expired credential
 )
 
 // usageError marks errors caused by bad command-line input (exit code 2).
@@ -44,7 +46,8 @@ func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(f
 
 // exitCode maps an error to the exit code: usage errors and invalid paths
 // 2, not found 3, already exists 4, unavailable (including a node that did
-// not answer before the deadline) 5, anything else 1. Unavailability is
+// not answer before the deadline) 5, permission refused 6, a missing, wrong
+// or expired credential 7, anything else 1. Unavailability is
 // tested before non-existence: a path whose home is down is never reported
 // as not found.
 func exitCode(err error) int {
@@ -54,6 +57,10 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &u), errors.Is(err, rpc.ErrInvalidPath):
 		return exitUsage
+	case errors.Is(err, rpc.ErrUnauthenticated):
+		return exitAuth
+	case errors.Is(err, fs.ErrPermission):
+		return exitDenied
 	case errors.Is(err, rpc.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return exitUnavail
 	case errors.Is(err, fs.ErrNotExist):

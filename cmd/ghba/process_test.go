@@ -169,6 +169,12 @@ type procCluster struct {
 	// tls, when set (useTLS), secures every node added after it, and the
 	// harness's CLI runs, RPC clients and status requests.
 	tls *procTLS
+	// aclConfig, when set, is appended to the config of every node added
+	// after it (the acl section, see TestProcessACL).
+	aclConfig string
+	// token, when set, is the ACL token the harness's CLI runs and RPC
+	// clients present (set it before the first client call).
+	token string
 
 	mu      sync.Mutex
 	clients map[string]*rpc.Client
@@ -250,6 +256,7 @@ func (c *procCluster) addNodeWith(o procNodeOpts) *procNode {
 	if c.tls != nil {
 		scheme += c.tls.agentConfig(c.t, n.id, o.Encrypt)
 	}
+	scheme += c.aclConfig
 	n.dataDir = filepath.Join(c.dir, n.id, "data")
 	n.cfg = filepath.Join(c.dir, n.id, "agent.yaml")
 	n.log = filepath.Join(c.dir, n.id, "agent.log")
@@ -487,6 +494,9 @@ func (c *procCluster) cli(args ...string) (string, string, int) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.bin, args...)
 	cmd.Env = append(procEnv(), c.tls.cliEnv()...)
+	if c.token != "" {
+		cmd.Env = append(cmd.Env, envToken+"="+c.token)
+	}
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -543,7 +553,7 @@ func (c *procCluster) client(n *procNode) *rpc.Client {
 	defer c.mu.Unlock()
 	cl := c.clients[n.id]
 	if cl == nil {
-		cl = rpc.NewClient(rpc.Options{Addrs: []string{n.rpcAddr()}, Timeout: procRPCTimeout, HomeCacheSize: -1, Dial: c.tls.dialer(c.t)})
+		cl = rpc.NewClient(rpc.Options{Addrs: []string{n.rpcAddr()}, Timeout: procRPCTimeout, HomeCacheSize: -1, Dial: c.tls.dialer(c.t), Token: c.token})
 		c.clients[n.id] = cl
 	}
 	return cl

@@ -20,7 +20,8 @@ server in one hop most of the time.
 
 "ghba agent" runs a server; the other commands are clients that talk to the
 node(s) given by --addr (or $GHBA_ADDR). Exit codes: 0 ok, 1 error, 2 usage,
-3 not found, 4 already exists, 5 unavailable.`,
+3 not found, 4 already exists, 5 unavailable, 6 permission refused, 7 a missing,
+wrong, revoked or expired token.`,
 		Example: `  ghba agent --config testdata/node1.yaml
   ghba --addr 127.0.0.1:7410 members
   ghba mkdir -p /home/alice && ghba create /home/alice/notes.txt && ghba stat /home/alice/notes.txt
@@ -59,6 +60,7 @@ node(s) given by --addr (or $GHBA_ADDR). Exit codes: 0 ok, 1 error, 2 usage,
 	add("server", newAgentCmd())
 	add("cluster", newClusterCmds(co)...)
 	add("security", newTLSCmd(), newKeygenCmd(), newKeyringCmd(co))
+	add("security", newACLCmds(co)...)
 	add("namespace", newFSCmds(co)...)
 	add("tools", newBenchCmd(co), newSimCmd())
 	return root
