@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/rpc"
 
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/shard"
@@ -84,6 +85,60 @@ type Config struct {
 	Encrypt string `mapstructure:"encrypt"`
 	// ACL turns on users, tokens and permission checks (acl.Config).
 	ACL acl.Config `mapstructure:"acl"`
+	// Limits bound what clients may hold of the node's RPC port.
+	Limits Limits `mapstructure:"limits"`
+}
+
+// Limits are the bounds of the node's RPC port (config limits; see
+// rpc.ServerOptions for each): a client that floods requests, holds
+// connections or does not read its answers cannot exhaust the node.
+type Limits struct {
+	MaxFrameSize         int           `mapstructure:"max_frame_size"`
+	MaxConns             int           `mapstructure:"max_conns"`
+	MaxConnsPerClient    int           `mapstructure:"max_conns_per_client"`
+	MaxConcurrent        int           `mapstructure:"max_concurrent"`
+	MaxConcurrentPerConn int           `mapstructure:"max_concurrent_per_conn"`
+	HandshakeTimeout     time.Duration `mapstructure:"handshake_timeout"`
+	IdleTimeout          time.Duration `mapstructure:"idle_timeout"`
+	WriteTimeout         time.Duration `mapstructure:"write_timeout"`
+}
+
+// defaultLimits are rpc.ServerOptions' defaults.
+func defaultLimits() Limits {
+	d := rpc.DefaultServerOptions()
+	return Limits{MaxFrameSize: d.MaxFrameSize, MaxConns: d.MaxConns, MaxConnsPerClient: d.MaxConnsPerClient,
+		MaxConcurrent: d.MaxConcurrent, MaxConcurrentPerConn: d.MaxConcurrentPerConn,
+		HandshakeTimeout: d.HandshakeTimeout, IdleTimeout: d.IdleTimeout, WriteTimeout: d.WriteTimeout}
+}
+
+// validate checks the limits; the error names the key.
+func (l Limits) validate() error {
+	for _, f := range []struct {
+		key string
+		v   int64
+	}{{"max_conns", int64(l.MaxConns)}, {"max_conns_per_client", int64(l.MaxConnsPerClient)},
+		{"max_concurrent", int64(l.MaxConcurrent)}, {"max_concurrent_per_conn", int64(l.MaxConcurrentPerConn)},
+		{"handshake_timeout", int64(l.HandshakeTimeout)}, {"write_timeout", int64(l.WriteTimeout)}} {
+		if f.v <= 0 {
+			return fmt.Errorf("%s must be positive", f.key)
+		}
+	}
+	switch {
+	case l.MaxFrameSize < rpc.MinMaxFrameSize:
+		return fmt.Errorf("max_frame_size %d must be at least %d bytes", l.MaxFrameSize, rpc.MinMaxFrameSize)
+	case l.MaxConcurrentPerConn > l.MaxConcurrent:
+		return fmt.Errorf("max_concurrent_per_conn %d must not exceed max_concurrent %d", l.MaxConcurrentPerConn, l.MaxConcurrent)
+	case l.IdleTimeout == 0:
+		return fmt.Errorf("idle_timeout must not be 0 (a negative value: never close idle connections)")
+	}
+	return nil
+}
+
+// serverOptions returns the RPC server options of the limits.
+func (l Limits) serverOptions() rpc.ServerOptions {
+	return rpc.ServerOptions{MaxFrameSize: l.MaxFrameSize, MaxConns: l.MaxConns, MaxConnsPerClient: l.MaxConnsPerClient,
+		MaxConcurrent: l.MaxConcurrent, MaxConcurrentPerConn: l.MaxConcurrentPerConn,
+		HandshakeTimeout: l.HandshakeTimeout, IdleTimeout: l.IdleTimeout, WriteTimeout: l.WriteTimeout}
 }
 
 // DefaultConfig returns the defaults documented in the README.
@@ -103,6 +158,7 @@ func DefaultConfig() Config {
 		LRUBitsPerFile:     rt.LRUBitsPerFile,
 		FilterMemoryMB:     DefaultFilterMemoryMB(),
 		ACL:                acl.Config{}.WithDefaults(),
+		Limits:             defaultLimits(),
 		PropagateThreshold: rt.PropagateThreshold,
 		PropagateInterval:  rt.PropagateInterval,
 		Placement:          namespace.PlacementColocate,
@@ -233,6 +289,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.ACL.Validate(); err != nil {
 		return bad("acl", "%v", err)
+	}
+	if err := c.Limits.validate(); err != nil {
+		return bad("limits", "%v", err)
 	}
 	if !filepath.IsAbs(c.DataDir) {
 		abs, err := filepath.Abs(c.DataDir)

@@ -470,7 +470,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.client = rpc.NewClient(rpc.Options{Logger: n.log.With("component", "rpc-client"), HomeCacheSize: -1, Timeout: n.tune.RPCTimeout,
 		Dial: n.dialer(), Token: n.cfg.ACL.ServerToken})
-	n.rpcSrv = rpc.NewServer(rpc.ServerOptions{Logger: n.log.With("component", "rpc"), Authenticate: n.acl.authenticate})
+	so := n.cfg.Limits.serverOptions()
+	so.Logger, so.Authenticate = n.log.With("component", "rpc"), n.acl.authenticate
+	n.rpcSrv = rpc.NewServer(so)
 	n.registerAdmin()
 	n.acl.register(n.rpcSrv)
 	if n.ns, err = n.newNamespace(); err != nil {

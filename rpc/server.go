@@ -62,6 +62,12 @@ type ServerOptions struct {
 	Authenticate func(ctx context.Context, method, token string) (context.Context, error)
 }
 
+// DefaultServerOptions returns the options a zero ServerOptions stands
+// for: every limit at its default.
+func DefaultServerOptions() ServerOptions {
+	return (&ServerOptions{}).withDefaults()
+}
+
 func (o *ServerOptions) withDefaults() ServerOptions {
 	r := *o
 	if r.Logger == nil {

@@ -213,6 +213,10 @@ func TestConfigBadValues(t *testing.T) {
 		{"unknown top-level", map[string]any{"nodeid": "x"}, `"nodeid"`},
 		{"unknown map", map[string]any{"vault": map[string]any{"enabled": true}}, `"vault"`},
 		{"unknown key of a known map", map[string]any{"tls": map[string]any{"cert": "x"}}, `"tls.cert"`},
+		{"limit zero", map[string]any{"limits": map[string]any{"max_conns": 0}}, "max_conns"},
+		{"per-connection limit over the node's", map[string]any{"limits": map[string]any{"max_concurrent": 8, "max_concurrent_per_conn": 9}}, "max_concurrent_per_conn"},
+		{"acl policy", map[string]any{"acl": map[string]any{"enabled": true, "default_policy": "maybe"}}, "default_policy"},
+		{"acl short server token", map[string]any{"acl": map[string]any{"server_token": "short"}}, "server_token"},
 		{"unknown nested", map[string]any{"ports": ports("admin", 1)}, `"ports.admin"`},
 		{"ports not a map", map[string]any{"ports": 7410}, "ports"},
 		{"port not a number", map[string]any{"ports": ports("raft", "x")}, "ports.raft"},
@@ -274,13 +278,15 @@ func TestConfigBadValues(t *testing.T) {
 	}
 }
 
-// TestConfigRedactsSecrets: --check shows that a gossip key is set, never
-// the key.
+// TestConfigRedactsSecrets: --check shows that a gossip key and a server
+// token are set, never their values.
 func TestConfigRedactsSecrets(t *testing.T) {
 	clearEnv(t)
 	const key = "cg8StVXbQJ0gPvMd9o7yrg1r1FUH69kyKPvNCr3fCZM="
 	cfg := goodConfig(t.TempDir())
+	const serverToken = "s3rv3r-t0k3n-n0t-t0-b3-pr1nt3d"
 	cfg["encrypt"] = key
+	cfg["acl"] = map[string]any{"enabled": true, "server_token": serverToken}
 	got, code, errOut := checkConfig(t, "--config", writeConfig(t, cfg))
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -288,8 +294,11 @@ func TestConfigRedactsSecrets(t *testing.T) {
 	if got["encrypt"] != "(redacted)" {
 		t.Errorf("encrypt shown as %v", got["encrypt"])
 	}
-	if b, _ := json.Marshal(got); strings.Contains(string(b), key) {
-		t.Errorf("--check prints the key: %s", b)
+	if a, _ := got["acl"].(map[string]any); a["server_token"] != "(redacted)" || a["enabled"] != true {
+		t.Errorf("acl shown as %v", got["acl"])
+	}
+	if b, _ := json.Marshal(got); strings.Contains(string(b), key) || strings.Contains(string(b), serverToken) {
+		t.Errorf("--check prints a secret: %s", b)
 	}
 }
 
