@@ -297,6 +297,21 @@ func TestProcessACL(t *testing.T) {
 	root.expect(0, n3, "", "mv", "/home/p/secret", "/home/p/kept")
 	alice.expect(0, n1, "", "rm", "/home/p/kept")
 
+	// ---- a sticky directory (as /tmp): only an entry's owner removes
+	// or renames it ----
+	root.expect(0, n1, "", "mkdir", "--mode", "1777", "/tmp")
+	alice.expect(0, n2, "", "create", "/tmp/af")
+	alice.expect(0, n3, "", "mkdir", "/tmp/ad")
+	bob.expect(exitDenied, n1, "", "rm", "/tmp/af")
+	bob.expect(exitDenied, n2, "", "mv", "/tmp/af", "/tmp/bf")
+	bob.expect(exitDenied, n3, "", "mv", "/tmp/ad", "/tmp/bd")
+	bob.expect(0, n1, "", "create", "/tmp/bf")
+	bob.expect(exitDenied, n2, "", "mv", "/tmp/bf", "/tmp/af") // over alice's file
+	bob.expect(0, n3, "", "rm", "/tmp/bf")
+	alice.expect(0, n1, "", "mv", "/tmp/af", "/tmp/af2")
+	alice.expect(0, n2, "", "rm", "/tmp/af2")
+	root.expect(0, n3, "", "rm", "-r", "/tmp/ad")
+
 	// ---- what a user without the management role cannot do ----
 	alice.expect(exitDenied, n3, "", "leave")
 	alice.expect(exitDenied, n1, "", "token", "list")
@@ -369,4 +384,47 @@ func TestProcessACL(t *testing.T) {
 	}
 	c.checkRunning(all...)
 	t.Logf("TestProcessACL: %v in all", time.Since(start).Round(time.Millisecond))
+}
+
+// TestProcessACLTokenExpiry: with token_ttl 3s a login token works, then,
+// once expired, is refused (exit 7, "expired") within a second or two of
+// its expiry; a new login works again.
+func TestProcessACLTokenExpiry(t *testing.T) {
+	const ttl = 3 * time.Second
+	c := newProcCluster(t, 0)
+	c.aclConfig = fmt.Sprintf("acl:\n  enabled: true\n  token_ttl: %s\n  server_token: %q\n", ttl, procACLServerToken)
+	n := c.addNode()
+	c.start(n)
+	c.waitServing(n)
+	anon := c.shell("anonymous", "")
+	root := c.shell("root", strings.TrimSpace(anon.expect(0, n, "", "acl", "bootstrap")))
+	root.expect(0, n, "carol-password\n", "user", "add", "carol", "--uid", "1002", "--gid", "1002", "--password-stdin")
+	carol := c.shell("carol", "")
+	loggedIn := time.Now()
+	carol.expect(0, n, "carol-password\n", "login", "--user", "carol", "--password-stdin")
+	if w := carol.expect(0, n, "", "whoami"); !strings.Contains(w, "carol") {
+		t.Fatalf("whoami right after login:\n%s", w)
+	}
+	deadline := loggedIn.Add(ttl + procACLRevokeWithin)
+	for {
+		_, errOut, code := carol.run(n, "", "whoami")
+		if code == exitAuth {
+			if !strings.Contains(errOut, "expired") {
+				t.Errorf("refused token: %q does not say it expired", errOut)
+			}
+			if since := time.Since(loggedIn); since < ttl {
+				t.Errorf("token refused %v after the login, before its ttl %v", since, ttl)
+			}
+			break
+		}
+		if code != 0 {
+			t.Fatalf("whoami: exit %d: %s", code, errOut)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("token still accepted %v after the login (ttl %v)", time.Since(loggedIn).Round(time.Millisecond), ttl)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	carol.expect(0, n, "carol-password\n", "login", "--user", "carol", "--password-stdin")
+	carol.expect(0, n, "", "whoami")
 }

@@ -122,3 +122,25 @@ func permNames(want uint32) string {
 	}
 	return strings.Join(out, " and ")
 }
+
+// stickyOwner returns the owner an entry of directory dir must have for id
+// to remove or rename it: in a sticky directory (mode 01000, as /tmp) only
+// the entry's owner, the directory's owner or root may. Nil when any owner
+// will do.
+func stickyOwner(id *acl.Identity, dir *store.Inode) *uint32 {
+	if id == nil || id.UID == 0 || dir.Mode&0o1000 == 0 || dir.UID == id.UID {
+		return nil
+	}
+	uid := id.UID
+	return &uid
+}
+
+// checkOwner refuses, with fs.ErrPermission, a removal or rename of ino
+// (at path p) in a sticky directory unless it is owned by *owner.
+func checkOwner(p string, ino *store.Inode, owner *uint32) error {
+	if owner == nil || ino.UID == *owner {
+		return nil
+	}
+	return fmt.Errorf("%s: %w: the directory is sticky: only the entry's owner (%d), the directory's owner or root may remove or rename it (uid %d)",
+		p, fs.ErrPermission, ino.UID, *owner)
+}

@@ -103,3 +103,28 @@ func TestAllowDir(t *testing.T) {
 		t.Errorf("permNames = %q", got)
 	}
 }
+
+func TestStickyOwner(t *testing.T) {
+	alice := &acl.Identity{UID: 1000}
+	sticky := store.Inode{Type: store.TypeDir, Mode: 0o1777}
+	plain := store.Inode{Type: store.TypeDir, Mode: 0o777}
+	own := store.Inode{Type: store.TypeDir, Mode: 0o1777, UID: 1000}
+	if o := stickyOwner(alice, &sticky); o == nil || *o != 1000 {
+		t.Errorf("sticky dir of root: %v, want alice's uid", o)
+	}
+	for name, o := range map[string]*uint32{
+		"plain dir": stickyOwner(alice, &plain), "alice's sticky dir": stickyOwner(alice, &own),
+		"root": stickyOwner(&acl.Identity{}, &sticky), "no identity": stickyOwner(nil, &sticky),
+	} {
+		if o != nil {
+			t.Errorf("%s: owner %d required, want none", name, *o)
+		}
+	}
+	bobs := store.Inode{UID: 1001}
+	if err := checkOwner("/tmp/f", &bobs, stickyOwner(alice, &sticky)); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("alice removing bob's file from /tmp: %v", err)
+	}
+	if err := checkOwner("/tmp/f", &bobs, nil); err != nil {
+		t.Errorf("no owner required: %v", err)
+	}
+}

@@ -402,6 +402,16 @@ func (h *home) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (*homeRemo
 	case !r.Dir && e.Type == store.TypeDir:
 		return nil, fmt.Errorf("%s: %w", p, rpc.ErrIsDir)
 	}
+	owner := stickyOwner(r.Caller, &op.dino)
+	if e.Home == h.id && owner != nil {
+		ino, err := h.st.GetInode(ctx, p)
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		if err := checkOwner(p, &ino, owner); err != nil {
+			return nil, err
+		}
+	}
 	if e.Home == h.id {
 		var b store.Batch
 		b.RequireEntryExists(dir, name)
@@ -417,7 +427,7 @@ func (h *home) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (*homeRemo
 		return &homeRemoveResp{}, nil
 	}
 	plan := h.newPlan(op.txn)
-	plan.add(e.Home, h.id, []string{p}, txnOp{Kind: opDelInode, Path: p, Type: typeString(e.Type), EmptyDir: r.Dir})
+	plan.add(e.Home, h.id, []string{p}, txnOp{Kind: opDelInode, Path: p, Type: typeString(e.Type), EmptyDir: r.Dir, RequireOwner: owner})
 	plan.local = func(b *store.Batch) {
 		b.RequireEntryExists(dir, name)
 		b.DeleteEntry(dir, name)

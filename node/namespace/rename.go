@@ -91,6 +91,7 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 	if err := op.allow(r.Caller, acl.Write|acl.Execute); err != nil {
 		return nil, err
 	}
+	ddino := op.dino // the destination's directory, for the checks
 	if r.Caller != nil && ddir != sdir {
 		// The destination's directory is another's: its mode as a stat
 		// reads it (not under this operation's locks).
@@ -98,8 +99,8 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 		if err != nil {
 			return nil, err
 		}
-		dino := storeInode(&st.Inode)
-		if err := allowDir(r.Caller, ddir, &dino, acl.Write|acl.Execute); err != nil {
+		ddino = storeInode(&st.Inode)
+		if err := allowDir(r.Caller, ddir, &ddino, acl.Write|acl.Execute); err != nil {
 			return nil, err
 		}
 	}
@@ -108,6 +109,19 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 		return nil, err
 	}
 	srcType := typeString(se.Type)
+	srcOwner := stickyOwner(r.Caller, &op.dino)
+	if srcOwner != nil && srcType == rpc.TypeDir {
+		// A directory's inode is re-keyed by every shard: its owner as a
+		// stat reads it (not under this operation's locks).
+		st, err := h.r.Stat(ctx, src)
+		if err != nil {
+			return nil, err
+		}
+		sino := storeInode(&st.Inode)
+		if err := checkOwner(src, &sino, srcOwner); err != nil {
+			return nil, err
+		}
+	}
 	// The destination's parent and entry.
 	dhome := h.id
 	if ddir != sdir {
@@ -174,11 +188,13 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 	if de.Exists {
 		plan.add(de.Entry.Home, h.id, []string{dst}, txnOp{
 			Kind: opDelInode, Path: dst, Type: de.Entry.Type, EmptyDir: de.Entry.Type == rpc.TypeDir,
+			RequireOwner: stickyOwner(r.Caller, &ddino),
 		})
 	}
 	if srcType == rpc.TypeFile {
 		plan.add(se.Home, h.id, []string{src, dst}, txnOp{
 			Kind: opMoveInode, Path: src, New: dst, Type: rpc.TypeFile, Ctime: time.Now().UnixNano(),
+			RequireOwner: srcOwner,
 		})
 	} else {
 		for _, s := range h.r.peers.Load().shards {

@@ -255,6 +255,9 @@ func (h *home) checkOps(ctx context.Context, p *partTxn) (busy bool, err error) 
 			if err := typeMismatch(op.Path, op.Type, ino.Type); err != nil {
 				return false, err
 			}
+			if err := checkOwner(op.Path, &ino, op.RequireOwner); err != nil {
+				return false, err
+			}
 			if op.EmptyDir && ino.Type == store.TypeDir {
 				ents, _, err := h.st.ReadDir(ctx, op.Path, "", 1)
 				if err != nil {

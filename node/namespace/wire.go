@@ -317,6 +317,10 @@ type txnOp struct {
 	ExpectType string `json:"expect_type,omitempty"`
 	// Ctime is the change time set on a moved inode.
 	Ctime int64 `json:"ctime,omitempty"`
+	// RequireOwner, on a del or move of an inode in a sticky directory,
+	// refuses it (fs.ErrPermission) unless the inode has this owner
+	// (access.go).
+	RequireOwner *uint32 `json:"require_owner,omitempty"`
 }
 
 // txnPrepareReq stages a participant shard's part of transaction TxnID,
