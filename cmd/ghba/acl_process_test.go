@@ -2,13 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -54,30 +52,8 @@ func (s *procShell) run(n *procNode, stdin string, args ...string) (string, stri
 	t := s.c.t
 	t.Helper()
 	args = append([]string{"--addr", n.rpcAddr(), "--timeout", "10s"}, args...)
-	ctx, cancel := context.WithTimeout(context.Background(), procCLITimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, s.c.bin, args...)
-	cmd.Env = append(procEnv(), s.c.tls.cliEnv()...)
-	cmd.Env = append(cmd.Env, "HOME="+s.home, "XDG_CONFIG_HOME="+filepath.Join(s.home, ".config"))
-	if s.token != "" {
-		cmd.Env = append(cmd.Env, envToken+"="+s.token)
-	}
-	cmd.Stdin = strings.NewReader(stdin)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("%s: ghba %s: no exit within %v", s.name, strings.Join(args, " "), procCLITimeout)
-	}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return out.String(), errOut.String(), 0
-	case errors.As(err, &ee) && ee.Exited():
-		return out.String(), errOut.String(), ee.ExitCode()
-	}
-	t.Fatalf("%s: ghba %s: %v", s.name, strings.Join(args, " "), err)
-	return "", "", -1
+	env := []string{"HOME=" + s.home, "XDG_CONFIG_HOME=" + filepath.Join(s.home, ".config")}
+	return s.c.runCLI(s.name+": ", env, stdin, s.token, args...)
 }
 
 // expect runs args and fails the test unless the exit code is want; it

@@ -490,18 +490,28 @@ func (c *procCluster) checkRunning(nodes ...*procNode) {
 // exit code.
 func (c *procCluster) cli(args ...string) (string, string, int) {
 	c.t.Helper()
+	return c.runCLI("", nil, "", c.token, args...)
+}
+
+// runCLI runs the ghba binary with args, stdin, the cluster's TLS
+// settings, the extra environment env and token (if not empty) as
+// GHBA_TOKEN, and returns its stdout, stderr and exit code; who names the
+// caller in failure messages.
+func (c *procCluster) runCLI(who string, env []string, stdin, token string, args ...string) (string, string, int) {
+	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), procCLITimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.bin, args...)
-	cmd.Env = append(procEnv(), c.tls.cliEnv()...)
-	if c.token != "" {
-		cmd.Env = append(cmd.Env, envToken+"="+c.token)
+	cmd.Env = append(append(procEnv(), c.tls.cliEnv()...), env...)
+	if token != "" {
+		cmd.Env = append(cmd.Env, envToken+"="+token)
 	}
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		c.t.Fatalf("ghba %s: no exit within %v", strings.Join(args, " "), procCLITimeout)
+		c.t.Fatalf("%sghba %s: no exit within %v", who, strings.Join(args, " "), procCLITimeout)
 	}
 	var ee *exec.ExitError
 	switch {
@@ -510,7 +520,7 @@ func (c *procCluster) cli(args ...string) (string, string, int) {
 	case errors.As(err, &ee) && ee.Exited():
 		return out.String(), errOut.String(), ee.ExitCode()
 	}
-	c.t.Fatalf("ghba %s: %v", strings.Join(args, " "), err)
+	c.t.Fatalf("%sghba %s: %v", who, strings.Join(args, " "), err)
 	return "", "", -1
 }
 
