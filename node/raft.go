@@ -27,7 +27,7 @@ import (
 type groupRaft struct {
 	raft    *raft.Raft
 	fsm     *fsm.FSM
-	trans   *raft.NetworkTransport
+	trans   *raftmux.Transport
 	bolt    *raftboltdb.BoltStore
 	notify  chan bool     // raft's NotifyCh, read by the leader loop
 	stopped chan struct{} // closed after raft.Shutdown: stops the leader loop

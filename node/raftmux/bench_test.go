@@ -21,8 +21,8 @@ func benchTransports(b *testing.B, kind string) (client, server *raft.NetworkTra
 	case "mux":
 		ma, _ := startMux(b, Options{})
 		mb, _ := startMux(b, Options{})
-		client = NewTransport(mustLayer(b, ma, "shard/n1"), quiet)
-		server = NewTransport(mustLayer(b, mb, "shard/n1"), quiet)
+		client = NewTransport(mustLayer(b, ma, "shard/n1"), quiet).NetworkTransport
+		server = NewTransport(mustLayer(b, mb, "shard/n1"), quiet).NetworkTransport
 	case "tcp":
 		var err error
 		for _, tr := range []**raft.NetworkTransport{&client, &server} {

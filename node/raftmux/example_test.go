@@ -57,7 +57,7 @@ func Example() {
 }
 
 // startRaft bootstraps and starts a Raft of one voter, n1, over trans.
-func startRaft(trans *raft.NetworkTransport) (*raft.Raft, error) {
+func startRaft(trans raft.Transport) (*raft.Raft, error) {
 	conf := raft.DefaultConfig()
 	conf.LocalID = "n1"
 	conf.Logger = hclog.NewNullLogger()

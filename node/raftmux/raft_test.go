@@ -79,7 +79,7 @@ type replica struct {
 	node   *raftNode
 	id     string // the group's id
 	layer  *Layer
-	trans  *raft.NetworkTransport
+	trans  *Transport
 	raft   *raft.Raft
 	fsm    *memFSM
 	logs   *raft.InmemStore // kept across a reopen
