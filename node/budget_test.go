@@ -102,12 +102,12 @@ func TestFilterMemoryBudget(t *testing.T) {
 	// pushed (SyncFilters waits for its pushes), every replica is at its
 	// origin's version, with no renewal.
 	paths := createSpread(t, ctx, client, nodes, 60, 4)
-	rpctest.Eventually(t, 60*time.Second, "replicas at their origins' versions after the creates", func() error {
-		for _, n := range nodes {
-			n.NS().SyncFilters()
-		}
-		return replicasCurrent(nodes)
-	})
+	for _, n := range nodes {
+		n.NS().SyncFilters()
+	}
+	if err := replicasCurrent(nodes); err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range nodes[3:] {
 		before := n.NS().Stats().Multicasts
 		for _, p := range paths {
