@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -18,22 +17,6 @@ import (
 	"github.com/ghba/ghba/rpc"
 	"github.com/ghba/ghba/rpc/rpctest"
 )
-
-// runCLIIn is runCLI with stdin.
-func runCLIIn(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	root := newRootCmd()
-	root.SetIn(strings.NewReader(stdin))
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	err := root.ExecuteContext(context.Background())
-	if err != nil {
-		fmt.Fprintln(&errOut, "ghba:", err)
-	}
-	return out.String(), errOut.String(), exitCode(err)
-}
 
 // aclHome points the user's configuration directory (where ghba login
 // saves the token) at a temporary directory, clears GHBA_TOKEN and

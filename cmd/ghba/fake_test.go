@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/ghba/ghba/rpc"
@@ -37,8 +38,15 @@ func startFake(t *testing.T) *rpctest.FakeServer {
 // exit code main would use.
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return runCLIIn(t, "", args...)
+}
+
+// runCLIIn is runCLI with stdin.
+func runCLIIn(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	root := newRootCmd()
+	root.SetIn(strings.NewReader(stdin))
 	root.SetOut(&out)
 	root.SetErr(&errOut)
 	root.SetArgs(args)
