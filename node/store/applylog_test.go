@@ -321,7 +321,7 @@ func TestRekeyPrefixAt(t *testing.T) {
 	buildFixture(t, s)
 	before := dump(t, s)
 	moved := map[string]string{}
-	res, err := s.RekeyPrefixAt(ctx, 5, "/src", "/dst/moved", func(o, n string) { moved[o] = n })
+	res, err := s.RekeyPrefixAt(ctx, 5, "/src", "/dst/moved", nil, func(o, n string) { moved[o] = n })
 	if err != nil || res.Err != nil || res.Skipped || res.Index != 5 {
 		t.Fatalf("RekeyPrefixAt = %+v, %v", res, err)
 	}
@@ -336,7 +336,7 @@ func TestRekeyPrefixAt(t *testing.T) {
 
 	// Replayed: skipped, whatever it says.
 	for _, idx := range []uint64{5, 4} {
-		res, err := s.RekeyPrefixAt(ctx, idx, "/dst/moved", "/elsewhere", nil)
+		res, err := s.RekeyPrefixAt(ctx, idx, "/dst/moved", "/elsewhere", nil, nil)
 		if err != nil || !res.Skipped || res.Err != nil {
 			t.Errorf("replayed rekey at %d: %+v, %v", idx, res, err)
 		}
@@ -352,7 +352,7 @@ func TestRekeyPrefixAt(t *testing.T) {
 		}
 		return nil
 	}
-	if _, err := s.RekeyPrefixAt(ctx, 8, "/dst/moved", "/m2", nil); !errors.Is(err, crash) {
+	if _, err := s.RekeyPrefixAt(ctx, 8, "/dst/moved", "/m2", nil, nil); !errors.Is(err, crash) {
 		t.Fatalf("interrupted rekey: %v", err)
 	}
 	s.rekeyHook = nil
@@ -373,7 +373,7 @@ func TestRekeyPrefixAt(t *testing.T) {
 	}
 	for _, r := range refusals {
 		snap := dump(t, s)
-		res, err := s.RekeyPrefixAt(ctx, r.index, r.old, r.new, nil)
+		res, err := s.RekeyPrefixAt(ctx, r.index, r.old, r.new, nil, nil)
 		if err != nil || res.Skipped || !errors.Is(res.Err, r.want) {
 			t.Errorf("rekey %s -> %s: %+v, %v; want result %v", r.old, r.new, res, err, r.want)
 		}
@@ -383,7 +383,7 @@ func TestRekeyPrefixAt(t *testing.T) {
 		delete(after, string(sysAppliedKey))
 		diffDumps(t, after, snap)
 	}
-	if _, err := s.RekeyPrefixAt(ctx, 0, "/a", "/b", nil); !errors.Is(err, ErrInvalid) {
+	if _, err := s.RekeyPrefixAt(ctx, 0, "/a", "/b", nil, nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("index 0: %v", err)
 	}
 

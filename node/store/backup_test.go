@@ -131,7 +131,7 @@ func TestRestoreOverNonEmpty(t *testing.T) {
 		}
 		return nil
 	}
-	if _, err := dst.RekeyPrefixAt(ctx, 400, "/src", "/dst/x", nil); err == nil {
+	if _, err := dst.RekeyPrefixAt(ctx, 400, "/src", "/dst/x", nil, nil); err == nil {
 		t.Fatal("rekey not interrupted")
 	}
 	dst.rekeyHook = nil

@@ -20,6 +20,7 @@ import (
 //	system  0x06 name                     schema version ("schema"), inode
 //	                                      counts ("counts"), applied log
 //	                                      index ("applied", ApplyLog)
+//	recode  0x07 rootPath                 a subtree recode in progress
 //
 // Paths and names never contain NUL, so "dir 0x00" is a unique prefix for
 // the entries of dir: the entries of "/a" ("/a" 0x00 ...) sort before, and
@@ -32,6 +33,7 @@ const (
 	pfxMeta   byte = 0x04
 	pfxRekey  byte = 0x05
 	pfxSys    byte = 0x06
+	pfxRecode byte = 0x07
 )
 
 // Value encoding. Every value starts with a format version byte (currently
@@ -41,9 +43,13 @@ const (
 //	inode   v=1 type:u8 mode:uvarint uid:uvarint gid:uvarint size:varint
 //	        atime:varint mtime:varint ctime:varint nlink:uvarint
 //	        version:uvarint len:uvarint layout[len]
+//	        [n:uvarint n×(depth mode uid gid: uvarint each)]
+//	                                                   (ancestor codes; absent: none)
 //	entry   v=1 type:u8 len:uvarint home[len]          (name is in the key)
 //	intent  v=1 created:varint len:uvarint payload[len] (id is in the key)
 //	rekey   v=1 started:varint len:uvarint new[len]     (old is in the key)
+//	        [n:uvarint n×code]                          (the new chain; absent: none)
+//	recode  v=1 has:u8 [code] len:uvarint cursor[len]   (root is in the key)
 //	counts  v=1 files:uvarint dirs:uvarint
 //	applied v=1 index:uvarint                           (absent: 0)
 //	schema  v=1 schema:u8
@@ -102,6 +108,9 @@ func entryDirPrefix(dir string) []byte {
 func intentKey(id string) []byte { return append([]byte{pfxIntent}, id...) }
 func metaKey(key string) []byte  { return append([]byte{pfxMeta}, key...) }
 func rekeyKey(old string) []byte { return append([]byte{pfxRekey}, old...) }
+func recodeKey(root string) []byte {
+	return append([]byte{pfxRecode}, root...)
+}
 
 // parseEntryKey splits an entry key into directory and name.
 func parseEntryKey(k []byte) (dir, name string, ok bool) {
@@ -305,7 +314,78 @@ func encodeInode(ino *Inode) []byte {
 	b = binary.AppendUvarint(b, uint64(ino.Nlink))
 	b = binary.AppendUvarint(b, ino.Version)
 	b = binary.AppendUvarint(b, uint64(len(ino.Layout)))
-	return append(b, ino.Layout...)
+	b = append(b, ino.Layout...)
+	return appendCodes(b, ino.Ancestors)
+}
+
+// MaxAncestorCodes bounds the ancestor codes of an inode (a path has at
+// most MaxPathLen/2 components).
+const MaxAncestorCodes = MaxPathLen / 2
+
+// AppendCodes appends the binary form of ancestor codes, as an inode's
+// value ends with them, to b (nothing when there are none).
+func AppendCodes(b []byte, codes []AncestorCode) []byte { return appendCodes(b, codes) }
+
+// DecodeCodes decodes the whole of b as ancestor codes written by
+// AppendCodes (empty b: none); damage is ErrCorrupt.
+func DecodeCodes(b []byte) ([]AncestorCode, error) {
+	r := reader{b: b}
+	codes := r.codes("command")
+	return codes, r.end("ancestor codes")
+}
+
+// appendCodes appends ancestor codes, nothing when there are none (so an
+// inode without codes encodes as before they existed).
+func appendCodes(b []byte, codes []AncestorCode) []byte {
+	if len(codes) == 0 {
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(len(codes)))
+	for _, c := range codes {
+		b = appendCode(b, c)
+	}
+	return b
+}
+
+func appendCode(b []byte, c AncestorCode) []byte {
+	b = binary.AppendUvarint(b, uint64(c.Depth))
+	b = binary.AppendUvarint(b, uint64(c.Mode))
+	b = binary.AppendUvarint(b, uint64(c.UID))
+	return binary.AppendUvarint(b, uint64(c.GID))
+}
+
+// codes reads the optional ancestor codes at the end of a value.
+func (r *reader) codes(kind string) []AncestorCode {
+	if r.err != nil || len(r.b) == 0 {
+		return nil
+	}
+	n := r.count(kind+" ancestor codes", 4)
+	if r.err == nil && n > MaxAncestorCodes {
+		r.fail(kind + " ancestor codes: too many")
+	}
+	if r.err == nil && n == 0 {
+		r.fail(kind + " ancestor codes: an empty list is written as none")
+	}
+	if r.err != nil {
+		return nil
+	}
+	out := make([]AncestorCode, n)
+	for i := range out {
+		out[i] = r.code(kind)
+		if r.err == nil && i > 0 && out[i].Depth <= out[i-1].Depth {
+			r.fail(kind + " ancestor codes out of order")
+		}
+	}
+	return out
+}
+
+func (r *reader) code(kind string) AncestorCode {
+	return AncestorCode{
+		Depth: r.uint32(kind + " code depth"),
+		Mode:  r.uint32(kind + " code mode"),
+		UID:   r.uint32(kind + " code uid"),
+		GID:   r.uint32(kind + " code gid"),
+	}
 }
 
 func decodeInode(b []byte) (Inode, error) {
@@ -323,6 +403,7 @@ func decodeInode(b []byte) (Inode, error) {
 	ino.Nlink = r.uint32("nlink")
 	ino.Version = r.uvarint("version")
 	ino.Layout = r.bytes("layout", MaxBlobLen)
+	ino.Ancestors = r.codes("inode")
 	if err := r.end("inode"); err != nil {
 		return Inode{}, err
 	}
@@ -382,7 +463,8 @@ func encodeRekey(rk *Rekey) []byte {
 	b = append(b, formatV1)
 	b = binary.AppendVarint(b, rk.Started)
 	b = binary.AppendUvarint(b, uint64(len(rk.New)))
-	return append(b, rk.New...)
+	b = append(b, rk.New...)
+	return appendCodes(b, rk.Chain)
 }
 
 // decodeRekey decodes a rekey record; old comes from the key. Both paths
@@ -392,14 +474,48 @@ func decodeRekey(old string, b []byte) (Rekey, error) {
 	r.version("rekey")
 	started := r.varint("started")
 	nw := r.bytes("new path", MaxPathLen)
+	chain := r.codes("rekey")
 	if err := r.end("rekey"); err != nil {
 		return Rekey{}, err
 	}
-	rk := Rekey{Old: old, New: string(nw), Started: started}
+	rk := Rekey{Old: old, New: string(nw), Started: started, Chain: chain}
 	if checkPath(rk.Old) != nil || checkPath(rk.New) != nil {
 		return Rekey{}, corruptf("rekey record with invalid path (%q -> %q)", rk.Old, rk.New)
 	}
 	return rk, nil
+}
+
+func encodeRecode(rc *Recode) []byte {
+	b := []byte{formatV1, 0}
+	if rc.Code != nil {
+		b[1] = 1
+		b = appendCode(b, *rc.Code)
+	}
+	b = binary.AppendUvarint(b, uint64(len(rc.Cursor)))
+	return append(b, rc.Cursor...)
+}
+
+// decodeRecode decodes a recode record; root comes from the key.
+func decodeRecode(root string, b []byte) (Recode, error) {
+	r := reader{b: b}
+	r.version("recode")
+	rc := Recode{Root: root}
+	switch r.byte("recode code flag") {
+	case 0:
+	case 1:
+		c := r.code("recode")
+		rc.Code = &c
+	default:
+		r.fail("recode code flag invalid")
+	}
+	rc.Cursor = string(r.bytes("recode cursor", MaxPathLen))
+	if err := r.end("recode"); err != nil {
+		return Recode{}, err
+	}
+	if checkPath(rc.Root) != nil || (rc.Cursor != "" && checkPath(rc.Cursor) != nil) {
+		return Recode{}, corruptf("recode record with invalid path (%q, cursor %q)", rc.Root, rc.Cursor)
+	}
+	return rc, nil
 }
 
 func encodeCounts(c InodeCounts) []byte {

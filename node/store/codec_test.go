@@ -15,6 +15,7 @@ var inodeCases = []Inode{
 	{Type: TypeFile, Mode: 0o4644, UID: 1000, GID: 100, Size: 1 << 40, Atime: 1, Mtime: -1, Ctime: math.MaxInt64, Nlink: 1, Layout: []byte{0, 1, 2, 255}, Version: 7},
 	{Type: TypeFile, Mode: math.MaxUint32, UID: math.MaxUint32, GID: math.MaxUint32, Size: math.MinInt64, Atime: math.MinInt64, Mtime: math.MaxInt64, Ctime: 0, Nlink: math.MaxUint32, Version: math.MaxUint64},
 	{Type: TypeDir, Layout: bytes.Repeat([]byte("L"), 4096)},
+	{Type: TypeFile, Mode: 0o644, Ancestors: []AncestorCode{{Depth: 0, Mode: 0o100}, {Depth: 3, Mode: 0o110, UID: 1000, GID: math.MaxUint32}}},
 }
 
 func TestInodeRoundTrip(t *testing.T) {
@@ -45,10 +46,16 @@ func TestEntryIntentRekeyCountsRoundTrip(t *testing.T) {
 			t.Errorf("intent %+v: got %+v, %v", in, got, err)
 		}
 	}
-	for _, rk := range []Rekey{{Old: "/a", New: "/b/c", Started: 42}} {
+	for _, rk := range []Rekey{{Old: "/a", New: "/b/c", Started: 42}, {Old: "/a", New: "/b/c", Chain: []AncestorCode{{Depth: 1, Mode: 0o100, UID: 7, GID: 8}}}} {
 		got, err := decodeRekey(rk.Old, encodeRekey(&rk))
-		if err != nil || got != rk {
+		if err != nil || !reflect.DeepEqual(got, rk) {
 			t.Errorf("rekey %+v: got %+v, %v", rk, got, err)
+		}
+	}
+	for _, rc := range []Recode{{Root: "/"}, {Root: "/a/b", Code: &AncestorCode{Depth: 2, Mode: 0o1}, Cursor: "/a/b/c"}} {
+		got, err := decodeRecode(rc.Root, encodeRecode(&rc))
+		if err != nil || !reflect.DeepEqual(got, rc) {
+			t.Errorf("recode %+v: got %+v, %v", rc, got, err)
 		}
 	}
 	for _, c := range []InodeCounts{{}, {Files: 1, Dirs: 2}, {Files: math.MaxInt64, Dirs: math.MaxInt64}} {
@@ -75,6 +82,7 @@ func TestDecodersRejectDamage(t *testing.T) {
 		"entry":   {encodeEntry(&Entry{Name: "n", Type: TypeDir, Home: "node-1"}), func(b []byte) error { _, err := decodeEntry("n", b); return err }},
 		"intent":  {encodeIntent(&Intent{ID: "i", Created: 99, Payload: []byte("abc")}), func(b []byte) error { _, err := decodeIntent("i", b); return err }},
 		"rekey":   {encodeRekey(&Rekey{Old: "/a", New: "/b", Started: 1}), func(b []byte) error { _, err := decodeRekey("/a", b); return err }},
+		"recode":  {encodeRecode(&Recode{Root: "/a", Code: &AncestorCode{Depth: 1, UID: 300}, Cursor: "/a/b"}), func(b []byte) error { _, err := decodeRecode("/a", b); return err }},
 		"counts":  {encodeCounts(InodeCounts{Files: 300, Dirs: 2}), func(b []byte) error { _, err := decodeCounts(b); return err }},
 		"applied": {encodeApplied(1 << 40), func(b []byte) error { _, err := decodeApplied(b); return err }},
 		"schema":  {encodeSchema(), func(b []byte) error { _, err := decodeSchema(b); return err }},
@@ -281,7 +289,7 @@ func FuzzDecodeRekey(f *testing.F) {
 			return
 		}
 		again, err := decodeRekey(old, encodeRekey(&rk))
-		if err != nil || again != rk {
+		if err != nil || !reflect.DeepEqual(again, rk) {
 			t.Fatalf("re-encode: %+v vs %+v (%v)", again, rk, err)
 		}
 	})

@@ -72,7 +72,7 @@ func TestCrashChild(t *testing.T) {
 			}
 			return nil
 		}
-		err := s.RekeyPrefix(context.Background(), "/src", "/dst/moved", nil)
+		err := s.RekeyPrefix(context.Background(), "/src", "/dst/moved", nil, nil)
 		say("ERR rekey returned %v", err)
 	case "applylog", "applylog-free":
 		// Groups of crashGroup entries, each split over transactions;

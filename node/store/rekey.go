@@ -44,7 +44,12 @@ type MovedFunc func(oldPath, newPath string)
 //
 // Neither path may be "/", and neither may be inside the other
 // (ErrInvalid). The subtree need not have anything stored here.
-func (s *Store) RekeyPrefix(ctx context.Context, oldPrefix, newPrefix string, onMoved MovedFunc) error {
+//
+// chain is the ancestor codes of newPrefix (Inode.Ancestors of a child of
+// its new parent, ChildAncestors): each moved inode's codes of ancestors
+// above the subtree are replaced by chain, and its codes from the subtree
+// (oldPrefix and below) are shifted to their new depths.
+func (s *Store) RekeyPrefix(ctx context.Context, oldPrefix, newPrefix string, chain []AncestorCode, onMoved MovedFunc) error {
 	if err := checkRekey(oldPrefix, newPrefix); err != nil {
 		return err
 	}
@@ -52,7 +57,7 @@ func (s *Store) RekeyPrefix(ctx context.Context, oldPrefix, newPrefix string, on
 		return err
 	}
 	defer s.leave()
-	rk, _, err := s.startRekey(ctx, 0, oldPrefix, newPrefix)
+	rk, _, err := s.startRekey(ctx, 0, oldPrefix, newPrefix, chain)
 	if err != nil {
 		return err
 	}
@@ -76,7 +81,7 @@ func (s *Store) RekeyPrefix(ctx context.Context, oldPrefix, newPrefix string, on
 // record's Started time is the replica's own clock: the only part of a
 // log-applied store that may differ between replicas, and only while the
 // rekey is pending.
-func (s *Store) RekeyPrefixAt(ctx context.Context, index uint64, oldPrefix, newPrefix string, onMoved MovedFunc) (ApplyResult, error) {
+func (s *Store) RekeyPrefixAt(ctx context.Context, index uint64, oldPrefix, newPrefix string, chain []AncestorCode, onMoved MovedFunc) (ApplyResult, error) {
 	res := ApplyResult{Index: index}
 	if index == 0 {
 		return res, invalidf("rekey at log index 0")
@@ -85,7 +90,7 @@ func (s *Store) RekeyPrefixAt(ctx context.Context, index uint64, oldPrefix, newP
 		return res, err
 	}
 	defer s.leave()
-	rk, start, err := s.startRekey(ctx, index, oldPrefix, newPrefix)
+	rk, start, err := s.startRekey(ctx, index, oldPrefix, newPrefix, chain)
 	switch {
 	case start.skipped:
 		res.Skipped = true
@@ -97,6 +102,17 @@ func (s *Store) RekeyPrefixAt(ctx context.Context, index uint64, oldPrefix, newP
 		return res, err
 	}
 	return res, s.finishRekey(ctx, rk, onMoved)
+}
+
+// checkChain validates the ancestor codes of a path at depth depth:
+// increasing depths, all above it.
+func checkChain(chain []AncestorCode, depth int) error {
+	for i, c := range chain {
+		if int(c.Depth) >= depth || (i > 0 && c.Depth <= chain[i-1].Depth) {
+			return invalidf("ancestor codes %v do not fit a path at depth %d", chain, depth)
+		}
+	}
+	return nil
 }
 
 // checkRekey validates the paths of a rekey.
@@ -118,10 +134,12 @@ func checkRekey(oldPrefix, newPrefix string) error {
 // startRekey runs step 1 of a rekey, as log entry index if not 0: invalid
 // paths are then the entry's result rather than a refusal to apply it. The
 // returned request tells whether the start was skipped or committed.
-func (s *Store) startRekey(ctx context.Context, index uint64, oldPrefix, newPrefix string) (Rekey, *request, error) {
-	rk := Rekey{Old: oldPrefix, New: newPrefix, Started: time.Now().UnixNano()}
+func (s *Store) startRekey(ctx context.Context, index uint64, oldPrefix, newPrefix string, chain []AncestorCode) (Rekey, *request, error) {
+	rk := Rekey{Old: oldPrefix, New: newPrefix, Started: time.Now().UnixNano(), Chain: chain}
 	start := &request{index: index}
 	if err := checkRekey(oldPrefix, newPrefix); err != nil {
+		start.fail = err
+	} else if err := checkChain(chain, PathDepth(newPrefix)); err != nil {
 		start.fail = err
 	} else {
 		start.check = func(w *wtxn) (*PreconditionError, error) { return rekeyStartCheck(w, rk) }
@@ -297,10 +315,16 @@ func rekeyStep(w *wtxn, rk Rekey, maxKeys, maxBytes int) (moved [][2]string, don
 		it.Close()
 	}
 	more := full()
+	oldDepth, newDepth := uint32(PathDepth(rk.Old)), uint32(PathDepth(rk.New))
 	for _, e := range kvs {
 		nk := rekeyed(e.key, rk.Old, rk.New)
 		if e.key[0] == pfxInode {
-			if err := w.setInode(nk, e.val); err != nil {
+			ino, err := decodeInode(e.val)
+			if err != nil {
+				return nil, false, fmt.Errorf("store: inode %q: %w", e.key[1:], err)
+			}
+			ino.Ancestors = movedCodes(ino.Ancestors, rk.Chain, oldDepth, newDepth)
+			if err := w.setInode(nk, encodeInode(&ino)); err != nil {
 				return nil, false, err
 			}
 			if err := w.txn.Delete(e.key); err != nil {
@@ -346,10 +370,11 @@ func (s *Store) PendingRekeys(ctx context.Context) ([]Rekey, error) {
 	return out, err
 }
 
-// ResumeRekey completes every pending rekey (see RekeyPrefix); the node
-// calls it at start, before serving and before rebuilding its filters with
-// ScanInodes. onMoved, if not nil, is told about the inodes moved now
-// (not those moved before the interruption).
+// ResumeRekey completes every pending rekey (see RekeyPrefix) and recode
+// (see RecodeSubtreeAt); the node calls it at start, before serving and
+// before rebuilding its filters with ScanInodes. onMoved, if not nil, is
+// told about the inodes moved now (not those moved before the
+// interruption).
 func (s *Store) ResumeRekey(ctx context.Context, onMoved MovedFunc) error {
 	if err := s.enter(ctx); err != nil {
 		return err
@@ -363,6 +388,16 @@ func (s *Store) ResumeRekey(ctx context.Context, onMoved MovedFunc) error {
 	for _, rk := range pending {
 		s.log.Info("resuming rekey", "old", rk.Old, "new", rk.New, "started", time.Unix(0, rk.Started))
 		if err := s.runRekey(ctx, rk, onMoved); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	recodes, err := s.PendingRecodes(ctx)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	for _, rc := range recodes {
+		s.log.Info("resuming recode", "root", rc.Root, "cursor", rc.Cursor)
+		if err := s.runRecode(ctx, rc); err != nil {
 			errs = append(errs, err)
 		}
 	}

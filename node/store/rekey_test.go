@@ -102,7 +102,7 @@ func TestRekeyPrefix(t *testing.T) {
 	counts := checkCounts(t, s)
 
 	moved := map[string]string{}
-	err := s.RekeyPrefix(ctx, "/src", "/dst/moved", func(o, n string) {
+	err := s.RekeyPrefix(ctx, "/src", "/dst/moved", nil, func(o, n string) {
 		if _, dup := moved[o]; dup {
 			t.Errorf("%s reported twice", o)
 		}
@@ -133,19 +133,19 @@ func TestRekeyPrefix(t *testing.T) {
 		t.Errorf("moved inode: %+v, %v", ino, err)
 	}
 	// An empty subtree (nothing homed here) is fine and leaves nothing pending.
-	if err := s.RekeyPrefix(ctx, "/nothing", "/still-nothing", nil); err != nil {
+	if err := s.RekeyPrefix(ctx, "/nothing", "/still-nothing", nil, nil); err != nil {
 		t.Errorf("empty rekey: %v", err)
 	}
 	// The same rekey again (a new leader finishing a directory rename
 	// whose rekey entry was already applied) has nothing to move: a no-op,
 	// though the destination is not empty.
 	again := dump(t, s)
-	if err := s.RekeyPrefix(ctx, "/src", "/dst/moved", nil); err != nil {
+	if err := s.RekeyPrefix(ctx, "/src", "/dst/moved", nil, nil); err != nil {
 		t.Errorf("the same rekey again: %v", err)
 	}
 	diffDumps(t, dump(t, s), again)
 	// Moving back restores the original state exactly.
-	if err := s.RekeyPrefix(ctx, "/dst/moved", "/src", nil); err != nil {
+	if err := s.RekeyPrefix(ctx, "/dst/moved", "/src", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	diffDumps(t, dump(t, s), before)
@@ -169,7 +169,7 @@ func TestRekeyRefusals(t *testing.T) {
 		{"/src/d00", "/srcx/keep", ErrExists}, // inode at destination
 	}
 	for _, c := range cases {
-		if err := s.RekeyPrefix(ctx, c.old, c.nw, nil); !errors.Is(err, c.want) {
+		if err := s.RekeyPrefix(ctx, c.old, c.nw, nil, nil); !errors.Is(err, c.want) {
 			t.Errorf("RekeyPrefix(%q, %q) = %v, want %v", c.old, c.nw, err, c.want)
 		}
 	}
@@ -181,16 +181,16 @@ func TestRekeyRefusals(t *testing.T) {
 		}
 		return nil
 	}
-	if err := s.RekeyPrefix(ctx, "/src", "/dst/a", nil); !errors.Is(err, crash) {
+	if err := s.RekeyPrefix(ctx, "/src", "/dst/a", nil, nil); !errors.Is(err, crash) {
 		t.Fatalf("hooked rekey: %v", err)
 	}
 	s.rekeyHook = nil
 	for _, c := range [][2]string{{"/src/d01", "/elsewhere"}, {"/dst", "/y"}, {"/z", "/dst/a/b"}, {"/src", "/dst/b"}} {
-		if err := s.RekeyPrefix(ctx, c[0], c[1], nil); !errors.Is(err, ErrConflict) {
+		if err := s.RekeyPrefix(ctx, c[0], c[1], nil, nil); !errors.Is(err, ErrConflict) {
 			t.Errorf("overlapping RekeyPrefix(%q, %q) = %v, want ErrConflict", c[0], c[1], err)
 		}
 	}
-	if err := s.RekeyPrefix(ctx, "/srcx", "/srcy", nil); err != nil {
+	if err := s.RekeyPrefix(ctx, "/srcx", "/srcy", nil, nil); err != nil {
 		t.Errorf("disjoint rekey during a pending one: %v", err)
 	}
 	if err := s.ResumeRekey(ctx, nil); err != nil {
@@ -226,7 +226,7 @@ func TestRekeyCrashResume(t *testing.T) {
 				return nil
 			}
 			movedBefore := 0
-			err = s.RekeyPrefix(ctx, "/src", "/dst/moved", func(string, string) { movedBefore++ })
+			err = s.RekeyPrefix(ctx, "/src", "/dst/moved", nil, func(string, string) { movedBefore++ })
 			if !errors.Is(err, crash) {
 				t.Fatalf("RekeyPrefix = %v after %d steps", err, steps)
 			}
@@ -278,7 +278,7 @@ func TestRekeyLargeValues(t *testing.T) {
 		mustCommit(t, s, &b)
 	}
 	want := expectRekey(dump(t, s), "/big", "/moved")
-	if err := s.RekeyPrefix(ctx, "/big", "/moved", nil); err != nil {
+	if err := s.RekeyPrefix(ctx, "/big", "/moved", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	diffDumps(t, dump(t, s), want)

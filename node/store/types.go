@@ -3,6 +3,8 @@ package store
 import (
 	"fmt"
 	"io/fs"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -48,8 +50,110 @@ type Inode struct {
 	// Layout is an opaque blob (data placement); nil when empty.
 	Layout []byte
 	// Version is maintained by the caller and can be checked by
-	// Batch.RequireInodeVersion for optimistic concurrency.
+	// Batch.RequireInodeVersion for optimistic concurrency. A recode
+	// (RecodeSubtreeAt) increments it too.
 	Version uint64
+	// Ancestors are the ancestor permission codes of HBA §4.2.2: the
+	// search permission of every ancestor directory that does not grant
+	// search to everyone, by increasing depth (see AncestorCode). An
+	// ancestor with search for user, group and other refuses no one and
+	// is left out, so most inodes carry none.
+	Ancestors []AncestorCode
+}
+
+// AncestorCode is the search permission one ancestor directory gives its
+// descendants: the directory's execute bits and owner, and its depth (the
+// number of components of its path: 0 for "/", 1 for "/a"). A descendant
+// is reachable by a user only if every code of its inode grants that user
+// search (HBA §4.2.2: "the intersection of access permissions of all
+// parent directories", kept per ancestor so that owner and group classes
+// stay exact).
+type AncestorCode struct {
+	// Depth is the ancestor's depth.
+	Depth uint32
+	// Mode holds the ancestor's execute bits (mode & 0o111).
+	Mode uint32
+	// UID and GID are the ancestor's owner.
+	UID, GID uint32
+}
+
+// searchAll is the execute bit of user, group and other.
+const searchAll = 0o111
+
+// SearchCode returns the code directory dir (an inode at depth depth)
+// gives its descendants, and false when it grants search to everyone (no
+// code needed).
+func SearchCode(depth int, dir *Inode) (AncestorCode, bool) {
+	x := dir.Mode & searchAll
+	if x == searchAll {
+		return AncestorCode{}, false
+	}
+	return AncestorCode{Depth: uint32(depth), Mode: x, UID: dir.UID, GID: dir.GID}, true
+}
+
+// ChildAncestors returns the ancestor codes of a child of directory dir
+// at depth depth: dir's own codes and, if it restricts search, its code.
+func ChildAncestors(depth int, dir *Inode) []AncestorCode {
+	c, ok := SearchCode(depth, dir)
+	if !ok {
+		return slices.Clone(dir.Ancestors)
+	}
+	out := make([]AncestorCode, 0, len(dir.Ancestors)+1)
+	out = append(out, dir.Ancestors...)
+	return append(out, c)
+}
+
+// PathDepth returns the number of components of a normalized path: 0 for
+// "/", 1 for "/a", 2 for "/a/b".
+func PathDepth(p string) int {
+	if p == "/" {
+		return 0
+	}
+	return strings.Count(p, "/")
+}
+
+// withCode returns codes with the code at depth replaced by c, or removed
+// when c is nil, keeping the order by depth.
+func withCode(codes []AncestorCode, depth uint32, c *AncestorCode) []AncestorCode {
+	out := make([]AncestorCode, 0, len(codes)+1)
+	placed := c == nil
+	for _, x := range codes {
+		if x.Depth == depth {
+			continue
+		}
+		if !placed && x.Depth > depth {
+			out = append(out, *c)
+			placed = true
+		}
+		out = append(out, x)
+	}
+	if !placed {
+		out = append(out, *c)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// movedCodes returns the codes of an inode of a subtree moved from
+// oldRoot (at depth oldDepth) to a place whose root has the codes chain
+// (at depth newDepth): the new root's chain, then the codes the inode had
+// from inside the subtree (the old root and below), shifted to their new
+// depths.
+func movedCodes(codes, chain []AncestorCode, oldDepth, newDepth uint32) []AncestorCode {
+	out := make([]AncestorCode, 0, len(chain)+len(codes))
+	out = append(out, chain...)
+	for _, c := range codes {
+		if c.Depth >= oldDepth {
+			c.Depth = c.Depth - oldDepth + newDepth
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // FileMode returns the inode's mode as an fs.FileMode, with fs.ModeDir set
@@ -96,6 +200,23 @@ type Rekey struct {
 	Old, New string
 	// Started is the Unix time in nanoseconds at which the rekey started.
 	Started int64
+	// Chain is the ancestor codes of New (its new parent's codes and the
+	// parent's own code): every moved inode's codes from above the
+	// subtree are replaced by Chain (see Inode.Ancestors).
+	Chain []AncestorCode
+}
+
+// Recode describes a subtree recode (RecodeSubtreeAt) that has started
+// and not yet finished; see ResumeRekey.
+type Recode struct {
+	// Root is the directory whose code changed.
+	Root string
+	// Code is Root's new code; nil when Root now grants search to
+	// everyone.
+	Code *AncestorCode
+	// Cursor is the path of the last inode recoded ("" before the first
+	// step).
+	Cursor string
 }
 
 // InodeCounts is the number of inodes homed in the store, by type.
