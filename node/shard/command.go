@@ -15,13 +15,18 @@ import (
 // any other unknown type or version halts the replica.
 const (
 	cmdBatch uint8 = 1 // body: store.Batch binary encoding
-	cmdRekey uint8 = 2 // body: old prefix, new prefix (uvarint length + bytes each)
+	cmdRekey uint8 = 2 // body: old prefix, new prefix (uvarint length + bytes each); v2: then the new chain (store.AppendCodes)
+	// cmdRecode sets an ancestor code in a subtree (a chmod or chown of a
+	// directory). Body: root (uvarint length + bytes), then its code
+	// (store.AppendCodes of none or one code).
+	cmdRecode uint8 = 3
 
 	// IgnorableFlag marks a command type that builds which do not know it
 	// may skip.
 	IgnorableFlag uint8 = 0x80
 
 	formatV1 uint8 = 1
+	formatV2 uint8 = 2 // cmdRekey with the ancestor codes of the new prefix
 
 	// maxPrefixLen bounds a rekey prefix (a path).
 	maxPrefixLen = 4096
@@ -49,21 +54,63 @@ func encodeBatch(b *store.Batch) ([]byte, error) {
 	return append([]byte{cmdBatch, formatV1}, body...), nil
 }
 
-// encodeRekey returns the log entry of a directory re-key.
-func encodeRekey(oldPrefix, newPrefix string) []byte {
-	out := []byte{cmdRekey, formatV1}
-	for _, s := range []string{oldPrefix, newPrefix} {
-		out = binary.AppendUvarint(out, uint64(len(s)))
-		out = append(out, s...)
+// encodeRekey returns the log entry of a directory re-key to newPrefix,
+// whose ancestor codes are chain.
+func encodeRekey(oldPrefix, newPrefix string, chain []store.AncestorCode) []byte {
+	out := []byte{cmdRekey, formatV2}
+	out = appendString(out, oldPrefix)
+	out = appendString(out, newPrefix)
+	return store.AppendCodes(out, chain)
+}
+
+// encodeRecode returns the log entry of a recode of root's subtree with
+// root's new code (nil: none).
+func encodeRecode(root string, code *store.AncestorCode) []byte {
+	out := appendString([]byte{cmdRecode, formatV1}, root)
+	if code != nil {
+		out = store.AppendCodes(out, []store.AncestorCode{*code})
 	}
 	return out
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
 }
 
 // command is a decoded log entry.
 type command struct {
 	typ       uint8
-	batch     *store.Batch // cmdBatch
-	old, new_ string       // cmdRekey
+	batch     *store.Batch         // cmdBatch
+	old, new_ string               // cmdRekey (old: cmdRecode's root)
+	codes     []store.AncestorCode // cmdRekey's chain, cmdRecode's code
+}
+
+// known reports whether this build applies commands of type typ in format
+// version v.
+func known(typ, v uint8) bool {
+	switch typ {
+	case cmdBatch, cmdRecode:
+		return v == formatV1
+	case cmdRekey:
+		return v == formatV1 || v == formatV2
+	}
+	return false
+}
+
+// prefixes reads n length-prefixed paths from the start of body and
+// returns them and the rest.
+func prefixes(body []byte, n int) ([]string, []byte, error) {
+	strs := make([]string, n)
+	for i := range strs {
+		l, k := binary.Uvarint(body)
+		if k <= 0 || l > maxPrefixLen || uint64(len(body)-k) < l {
+			return nil, nil, fmt.Errorf("%w: path", ErrMalformedCommand)
+		}
+		strs[i] = string(body[k : k+int(l)])
+		body = body[k+int(l):]
+	}
+	return strs, body, nil
 }
 
 // decodeCommand decodes a log entry. An unknown type or version returns
@@ -73,7 +120,7 @@ func decodeCommand(data []byte) (command, error) {
 		return command{}, fmt.Errorf("%w: entry of %d bytes", ErrMalformedCommand, len(data))
 	}
 	c := command{typ: data[0]}
-	if data[1] != formatV1 || (c.typ != cmdBatch && c.typ != cmdRekey) {
+	if !known(c.typ, data[1]) {
 		return c, fmt.Errorf("%w: type %d version %d", ErrUnknownCommand, data[0], data[1])
 	}
 	body := data[2:]
@@ -83,20 +130,31 @@ func decodeCommand(data []byte) (command, error) {
 		if err := c.batch.UnmarshalBinary(body); err != nil {
 			return c, fmt.Errorf("%w: %w", ErrMalformedCommand, err)
 		}
-	case cmdRekey:
-		var strs [2]string
-		for i := range strs {
-			n, k := binary.Uvarint(body)
-			if k <= 0 || n > maxPrefixLen || uint64(len(body)-k) < n {
-				return c, fmt.Errorf("%w: rekey prefix", ErrMalformedCommand)
+	case cmdRekey, cmdRecode:
+		n := 2
+		if c.typ == cmdRecode {
+			n = 1
+		}
+		strs, rest, err := prefixes(body, n)
+		if err != nil {
+			return c, err
+		}
+		c.old = strs[0]
+		if c.typ == cmdRekey {
+			c.new_ = strs[1]
+		}
+		if c.typ == cmdRekey && data[1] == formatV1 {
+			if len(rest) != 0 {
+				return c, fmt.Errorf("%w: %d trailing bytes", ErrMalformedCommand, len(rest))
 			}
-			strs[i] = string(body[k : k+int(n)])
-			body = body[k+int(n):]
+			break
 		}
-		if len(body) != 0 {
-			return c, fmt.Errorf("%w: %d trailing bytes", ErrMalformedCommand, len(body))
+		if c.codes, err = store.DecodeCodes(rest); err != nil {
+			return c, fmt.Errorf("%w: %w", ErrMalformedCommand, err)
 		}
-		c.old, c.new_ = strs[0], strs[1]
+		if c.typ == cmdRecode && len(c.codes) > 1 {
+			return c, fmt.Errorf("%w: recode with %d codes", ErrMalformedCommand, len(c.codes))
+		}
 	}
 	return c, nil
 }

@@ -40,8 +40,11 @@ func TestEntriesThatDoNotDecode(t *testing.T) {
 		{"batch body cut", good[:len(good)-3], true},
 		{"batch trailing bytes", append(append([]byte(nil), good...), 0), true},
 		{"batch of garbage", []byte{shard.CmdBatch, shard.FormatV1, 1, 0xff, 0xff, 0xff}, true},
-		{"rekey prefix cut", shard.EncodeRekey("/d", "/e")[:5], true},
-		{"rekey trailing bytes", append(shard.EncodeRekey("/d", "/e"), 'x'), true},
+		{"rekey prefix cut", shard.EncodeRekey("/d", "/e", nil)[:5], true},
+		{"rekey trailing bytes", append(shard.EncodeRekey("/d", "/e", nil), 'x'), true},
+		{"rekey chain cut", shard.EncodeRekey("/d", "/e/f", []store.AncestorCode{{Depth: 1, UID: 300}})[:11], true},
+		{"recode root cut", shard.EncodeRecode("/d", nil)[:3], true},
+		{"recode with two codes", append(append([]byte{shard.CmdRecode, shard.FormatV1, 2, '/', 'd'}, 2), 0, 0, 0, 0, 1, 0, 0, 0), true},
 		{"rekey prefix too long", append([]byte{shard.CmdRekey, shard.FormatV1}, 0xff, 0xff, 0x03), true},
 		{"ignorable unknown type", []byte{shard.IgnorableFlag | 0x11, shard.FormatV1, 1, 2, 3}, false},
 		{"ignorable unknown type and version", []byte{0xff, 0x7f}, false},
@@ -94,7 +97,7 @@ func TestUnknownCommandHalts(t *testing.T) {
 			return d
 		}},
 		{"unknown version of a rekey", 1, func(testing.TB) []byte {
-			d := shard.EncodeRekey("/d", "/e")
+			d := shard.EncodeRekey("/d", "/e", nil)
 			d[1] = 9
 			return d
 		}},
@@ -170,7 +173,7 @@ func FuzzDecodeCommand(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(b)
-	f.Add(shard.EncodeRekey("/d", "/e"))
+	f.Add(shard.EncodeRekey("/d", "/e", nil))
 	f.Add([]byte{shard.IgnorableFlag | 3, shard.FormatV1})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -185,7 +188,7 @@ func FuzzDecodeCommand(f *testing.F) {
 			t.Fatalf("%x: %v", data, err)
 		}
 		if len(data) >= 2 && len(data) <= 8000 { // prefixes within the limit
-			rk := shard.EncodeRekey(string(data[:len(data)/2]), string(data[len(data)/2:]))
+			rk := shard.EncodeRekey(string(data[:len(data)/2]), string(data[len(data)/2:]), nil)
 			if typ, err := shard.DecodeCommand(rk); err != nil || typ != shard.CmdRekey {
 				t.Fatalf("rekey %x: type %d, %v", rk, typ, err)
 			}

@@ -8,16 +8,18 @@ import (
 // Command types and format version of the log format (command.go), for
 // tests that write entries by hand.
 const (
-	CmdBatch = cmdBatch
-	CmdRekey = cmdRekey
-	FormatV1 = formatV1
+	CmdBatch  = cmdBatch
+	CmdRekey  = cmdRekey
+	CmdRecode = cmdRecode
+	FormatV1  = formatV1
 )
 
-// EncodeBatch and EncodeRekey are the log entries of a store batch and of
-// a re-key.
+// EncodeBatch, EncodeRekey and EncodeRecode are the log entries of a
+// store batch, a re-key and a recode.
 var (
-	EncodeBatch = encodeBatch
-	EncodeRekey = encodeRekey
+	EncodeBatch  = encodeBatch
+	EncodeRekey  = encodeRekey
+	EncodeRecode = encodeRecode
 )
 
 // DecodeCommand decodes a log entry and returns its type.

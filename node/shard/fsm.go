@@ -117,7 +117,10 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			pos = append(pos, i)
 		case c.typ == cmdRekey:
 			flush()
-			out[i] = f.rekey(l.Index, c.old, c.new_)
+			out[i] = f.rekey(l.Index, c.old, c.new_, c.codes)
+		case c.typ == cmdRecode:
+			flush()
+			out[i] = f.recode(l.Index, c.old, c.codes)
 		}
 	}
 	flush()
@@ -127,8 +130,8 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 // rekey applies a re-key entry. An interruption other than closing is a
 // store failure: the replica halts (a restart resumes the re-key before
 // anything else is applied).
-func (f *fsm) rekey(index uint64, oldPrefix, newPrefix string) error {
-	res, err := f.st.RekeyPrefixAt(f.ctx, index, oldPrefix, newPrefix, func(o, nw string) {
+func (f *fsm) rekey(index uint64, oldPrefix, newPrefix string, chain []store.AncestorCode) error {
+	res, err := f.st.RekeyPrefixAt(f.ctx, index, oldPrefix, newPrefix, chain, func(o, nw string) {
 		f.track([]string{nw}, []string{o})
 	})
 	switch {
@@ -136,6 +139,24 @@ func (f *fsm) rekey(index uint64, oldPrefix, newPrefix string) error {
 		return fmt.Errorf("shard %s: %w", f.shard, err)
 	case err != nil:
 		f.halt(fmt.Errorf("shard %s: re-key at entry %d: %w", f.shard, index, err))
+		return f.haltErr()
+	}
+	return res.Err
+}
+
+// recode applies a recode entry; an interruption is handled as a
+// re-key's.
+func (f *fsm) recode(index uint64, root string, codes []store.AncestorCode) error {
+	var code *store.AncestorCode
+	if len(codes) == 1 {
+		code = &codes[0]
+	}
+	res, err := f.st.RecodeSubtreeAt(f.ctx, index, root, code)
+	switch {
+	case err != nil && f.ctx.Err() != nil:
+		return fmt.Errorf("shard %s: %w", f.shard, err)
+	case err != nil:
+		f.halt(fmt.Errorf("shard %s: recode at entry %d: %w", f.shard, index, err))
 		return f.haltErr()
 	}
 	return res.Err

@@ -196,7 +196,7 @@ func TestApplyRefusedBeforeAppend(t *testing.T) {
 		if nl == nil || nl.Shard != shardID {
 			t.Errorf("Apply on follower %s: %#v, want a NotLeaderError of shard %s", r.id(), nl, shardID)
 		}
-		if err := r.rep.Rekey(ctxFor(t, waitFor), "/d", "/e"); !errors.Is(err, rpc.ErrNotLeader) {
+		if err := r.rep.Rekey(ctxFor(t, waitFor), "/d", "/e", nil); !errors.Is(err, rpc.ErrNotLeader) {
 			t.Errorf("Rekey on follower %s: %v, want NotLeader", r.id(), err)
 		}
 		if err := r.rep.Barrier(ctxFor(t, waitFor)); !errors.Is(err, rpc.ErrNotLeader) {
@@ -284,7 +284,7 @@ func TestConcurrentResults(t *testing.T) {
 	}
 	wg.Go(func() {
 		for i := range rekeys {
-			if err := l.rep.Rekey(ctxFor(t, waitFor), fmt.Sprintf("/r%d", i), fmt.Sprintf("/r%d", i+1)); err != nil {
+			if err := l.rep.Rekey(ctxFor(t, waitFor), fmt.Sprintf("/r%d", i), fmt.Sprintf("/r%d", i+1), nil); err != nil {
 				t.Errorf("rekey %d: %v", i, err)
 			}
 		}
@@ -312,6 +312,49 @@ func TestConcurrentResults(t *testing.T) {
 	}
 }
 
+// TestRecode recodes a subtree through the log (a chmod of a directory)
+// and re-keys it into a place with other codes: every replica rewrites
+// the codes of every inode under the directory, and only those.
+func TestRecode(t *testing.T) {
+	noLeaks(t)
+	c := newCluster(t, 3, withStore(func(o *store.Options) { o.RekeyStepKeys = 3 }))
+	c.mustApply(mkdir("/d"), mkdir("/d/sub"), mkdir("/q"))
+	for i := range 10 {
+		c.mustApply(create(fmt.Sprintf("/d/f%d", i)), create(fmt.Sprintf("/d/sub/g%d", i)))
+	}
+	l := c.waitLeader()
+	code := store.AncestorCode{Depth: 1, Mode: 0o100, UID: 1000, GID: 1000}
+	if err := l.rep.Recode(ctxFor(t, waitFor), "/d", &code); err != nil {
+		t.Fatal(err)
+	}
+	s := c.converged()
+	for p, ino := range s.Inodes {
+		under := strings.HasPrefix(p, "/d/")
+		if has := len(ino.Ancestors) == 1 && ino.Ancestors[0] == code; has != under {
+			t.Errorf("%s: codes %v", p, ino.Ancestors)
+		}
+	}
+	// mv /d /q/e, /q being 0750 (gid 7): codes from above are the chain,
+	// /d's own code moves one level down.
+	qcode := store.AncestorCode{Depth: 1, Mode: 0o110, GID: 7}
+	if err := l.rep.Rekey(ctxFor(t, waitFor), "/d", "/q/e", []store.AncestorCode{qcode}); err != nil {
+		t.Fatal(err)
+	}
+	s = c.converged()
+	moved := code
+	moved.Depth = 2
+	if got := s.Inodes["/q/e/sub/g4"].Ancestors; len(got) != 2 || got[0] != qcode || got[1] != moved {
+		t.Errorf("/q/e/sub/g4: codes %v, want [%v %v]", got, qcode, moved)
+	}
+	if got := s.Inodes["/q/e"].Ancestors; len(got) != 1 || got[0] != qcode {
+		t.Errorf("/q/e: codes %v", got)
+	}
+	// A code for another depth is the entry's result on every replica.
+	if err := l.rep.Recode(ctxFor(t, waitFor), "/q/e", &code); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("recode with a wrong depth: %v", err)
+	}
+}
+
 // TestRekey re-keys a directory through the log: every replica moves its
 // inodes and entries and updates its filter; a refused re-key is the
 // entry's result on every replica and changes nothing.
@@ -323,7 +366,7 @@ func TestRekey(t *testing.T) {
 		c.mustApply(create(fmt.Sprintf("/d/f%d", i)), create(fmt.Sprintf("/d/sub/g%d", i)))
 	}
 	l := c.waitLeader()
-	if err := l.rep.Rekey(ctxFor(t, waitFor), "/d", "/e"); err != nil {
+	if err := l.rep.Rekey(ctxFor(t, waitFor), "/d", "/e", nil); err != nil {
 		t.Fatal(err)
 	}
 	s := c.converged()
@@ -352,7 +395,7 @@ func TestRekey(t *testing.T) {
 	}
 	for _, tc := range tests {
 		before := c.converged()
-		err := c.waitLeader().rep.Rekey(ctxFor(t, waitFor), tc.old, tc.new)
+		err := c.waitLeader().rep.Rekey(ctxFor(t, waitFor), tc.old, tc.new, nil)
 		if !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}

@@ -135,7 +135,7 @@ func TestSnapshotInstall(t *testing.T) {
 	}), withStore(func(o *store.Options) { o.RekeyStepKeys = 7 }))
 	writeTree(c, 60)
 	l := c.waitLeader()
-	if err := l.rep.Rekey(ctxFor(t, waitFor), "/d", "/e"); err != nil {
+	if err := l.rep.Rekey(ctxFor(t, waitFor), "/d", "/e", nil); err != nil {
 		t.Fatalf("rekey: %v", err)
 	}
 	rekeyed := c.converged().Applied
@@ -225,7 +225,7 @@ func TestRestoreDuringRekey(t *testing.T) {
 	go l.rep.Filter(func(*routing.CountingFilter) { close(locked); <-release })
 	<-locked
 	rekeyed := make(chan error, 1)
-	go func() { rekeyed <- l.rep.Rekey(context.Background(), "/d", "/e") }()
+	go func() { rekeyed <- l.rep.Rekey(context.Background(), "/d", "/e", nil) }()
 	rpctest.Eventually(t, waitFor, "the re-key started", func() error {
 		rks, err := l.rep.Store().PendingRekeys(context.Background())
 		if err == nil && len(rks) == 0 {

@@ -377,10 +377,16 @@ func (r *Replica) Apply(ctx context.Context, b *store.Batch) error {
 	return r.apply(ctx, data)
 }
 
-// Rekey moves every path under oldPrefix to newPrefix on every replica
-// (namespace.Replica).
-func (r *Replica) Rekey(ctx context.Context, oldPrefix, newPrefix string) error {
-	return r.apply(ctx, encodeRekey(oldPrefix, newPrefix))
+// Rekey moves every path under oldPrefix to newPrefix, whose ancestor
+// codes are chain, on every replica (namespace.Replica).
+func (r *Replica) Rekey(ctx context.Context, oldPrefix, newPrefix string, chain []store.AncestorCode) error {
+	return r.apply(ctx, encodeRekey(oldPrefix, newPrefix, chain))
+}
+
+// Recode sets root's ancestor code (nil: none) in every inode under root
+// on every replica (namespace.Replica).
+func (r *Replica) Recode(ctx context.Context, root string, code *store.AncestorCode) error {
+	return r.apply(ctx, encodeRecode(root, code))
 }
 
 // apply commits one command and returns its result.
