@@ -90,6 +90,21 @@ type Inode struct {
 	Home string `json:"home"`
 	// Layout is an opaque data-layout blob kept for the data servers.
 	Layout []byte `json:"layout,omitempty"`
+	// Ancestors are the inode's ancestor permission codes (HBA §4.2.2):
+	// the search permission of every ancestor directory that does not
+	// grant search to everyone, by increasing depth. The server checks
+	// them on every access with ACLs on.
+	Ancestors []AncestorCode `json:"ancestors,omitempty"`
+}
+
+// AncestorCode is the search permission an ancestor directory gives its
+// descendants: its depth (0 for "/", 1 for "/a"), execute bits (mode &
+// 0o111) and owner.
+type AncestorCode struct {
+	Depth uint32 `json:"depth"`
+	Mode  uint32 `json:"mode"`
+	UID   uint32 `json:"uid"`
+	GID   uint32 `json:"gid"`
 }
 
 // IsDir reports whether the inode is a directory.

@@ -2,6 +2,7 @@ package namespace
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"strings"
@@ -72,6 +73,9 @@ func checkSetAttrBy(id *acl.Identity, p string, ino *store.Inode, r *rpc.SetAttr
 	if id == nil || id.UID == 0 {
 		return nil
 	}
+	if err := allowAncestors(id, p, ino.Ancestors); err != nil {
+		return err
+	}
 	owner := id.UID == ino.UID
 	deny := func(what string) error {
 		return fmt.Errorf("%s: %w: %s (uid %d, owner %d)", p, fs.ErrPermission, what, id.UID, ino.UID)
@@ -97,11 +101,88 @@ func checkSetAttrBy(id *acl.Identity, p string, ino *store.Inode, r *rpc.SetAttr
 // removing and renaming an entry in it need, reading it what listing
 // needs.
 func allowDir(id *acl.Identity, dir string, ino *store.Inode, want uint32) error {
+	if err := allowAncestors(id, dir, ino.Ancestors); err != nil {
+		return err
+	}
 	if id == nil || id.Allowed(ino.Mode, ino.UID, ino.GID, want) {
 		return nil
 	}
 	return fmt.Errorf("%s: %w: %s needs %s permission (uid %d; mode %#o, owner %d:%d)",
 		dir, fs.ErrPermission, id.User, permNames(want), id.UID, ino.Mode&0o7777, ino.UID, ino.GID)
+}
+
+// allowAncestors refuses, with fs.ErrPermission, an access by id to path
+// p unless every ancestor code of p's inode grants id search: POSIX's
+// search permission on every ancestor, checked with the codes the inode
+// carries (HBA §4.2.2) instead of a lookup per ancestor.
+func allowAncestors(id *acl.Identity, p string, codes []store.AncestorCode) error {
+	if id == nil {
+		return nil
+	}
+	for _, c := range codes {
+		if !id.Allowed(c.Mode, c.UID, c.GID, acl.Execute) {
+			return fmt.Errorf("%s: %w: %s has no search permission on %s (uid %d; mode %#o, owner %d:%d)",
+				p, fs.ErrPermission, id.User, ancestorAt(p, int(c.Depth)), id.UID, c.Mode, c.UID, c.GID)
+		}
+	}
+	return nil
+}
+
+// ancestorAt returns the ancestor of p at depth d (d components).
+func ancestorAt(p string, d int) string {
+	if d <= 0 {
+		return "/"
+	}
+	n := 0
+	for i := 1; i < len(p); i++ {
+		if p[i] == '/' {
+			n++
+			if n == d {
+				return p[:i]
+			}
+		}
+	}
+	return p
+}
+
+// allowInode checks id's search permission on the ancestors of the inode
+// in of path p (a stat's or lookup's answer, at the node the client
+// asked).
+func allowInode(id *acl.Identity, p string, in *rpc.Inode) error {
+	if id == nil || len(in.Ancestors) == 0 {
+		return nil
+	}
+	return allowAncestors(id, p, storeCodes(in.Ancestors))
+}
+
+// missing answers, for id, a lookup of path p that found nothing (err):
+// POSIX resolves a path from the root, so a missing path under a
+// directory id may not search is refused rather than reported missing.
+// The nearest existing ancestor decides; it costs lookups only on a miss.
+func (n *Namespace) missing(ctx context.Context, id *acl.Identity, p string, err error) error {
+	if id == nil || id.UID == 0 || !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for q := p; q != "/"; {
+		q, _ = splitPath(q)
+		l, lerr := n.locate(ctx, q, true)
+		if errors.Is(lerr, fs.ErrNotExist) {
+			continue
+		}
+		if lerr != nil || l.inode == nil || l.typ != rpc.TypeDir {
+			return err
+		}
+		if aerr := allowInode(id, q, l.inode); aerr != nil {
+			return aerr
+		}
+		dino := storeInode(l.inode)
+		if !id.Allowed(dino.Mode, dino.UID, dino.GID, acl.Execute) {
+			return fmt.Errorf("%s: %w: %s has no search permission on %s (uid %d; mode %#o, owner %d:%d)",
+				p, fs.ErrPermission, id.User, q, id.UID, dino.Mode&0o7777, dino.UID, dino.GID)
+		}
+		return err
+	}
+	return err
 }
 
 // allow applies allowDir to the directory of a change of entries.

@@ -217,3 +217,69 @@ func BenchmarkCreate(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkChmodSubtree: chmod of a directory with 10,000 descendants
+// (100 subdirectories of 99 files) on 3 nodes, with 1 and 3 replicas per
+// shard. "recode" alternates 0700 and 0755, each changing the search
+// permission the directory gives its subtree, so every shard rewrites the
+// ancestor codes of its part of the subtree (HBA §4.2.2); "same-code"
+// alternates 0755 and 0775, which changes no code: one inode's commit.
+func BenchmarkChmodSubtree(b *testing.B) {
+	for _, r := range []int{1, 3} {
+		for _, tc := range []struct {
+			name  string
+			modes [2]uint32
+		}{{"recode", [2]uint32{0o700, 0o755}}, {"same-code", [2]uint32{0o775, 0o755}}} {
+			b.Run(fmt.Sprintf("R=%d/%s", r, tc.name), func(b *testing.B) {
+				c, cl := benchCluster(b, 3, r, "", "", true)
+				ctx := context.Background()
+				const dirs, files = 100, 99
+				if _, err := cl.Mkdir(ctx, &rpc.MkdirRequest{Path: "/t", Mode: 0o755}); err != nil {
+					b.Fatal(err)
+				}
+				var wg sync.WaitGroup
+				errs := make(chan error, dirs)
+				for d := range dirs {
+					wg.Go(func() {
+						dir := fmt.Sprintf("/t/d%d", d)
+						if _, err := cl.Mkdir(ctx, &rpc.MkdirRequest{Path: dir, Mode: 0o755}); err != nil {
+							errs <- err
+							return
+						}
+						for f := range files {
+							if _, err := cl.Create(ctx, &rpc.CreateRequest{Path: fmt.Sprintf("%s/f%d", dir, f), Mode: 0o644}); err != nil {
+								errs <- err
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				close(errs)
+				for err := range errs {
+					b.Fatal(err)
+				}
+				before := snapshotStats(c)
+				i := 0
+				for b.Loop() {
+					mode := tc.modes[i%2]
+					i++
+					if _, err := cl.SetAttr(ctx, &rpc.SetAttrRequest{Path: "/t", Mode: &mode}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if st, err := cl.Stat(ctx, "/t/d7/f5"); err != nil {
+					b.Fatal(err)
+				} else if want := tc.name == "recode" && i%2 == 1; (len(st.Inode.Ancestors) == 1) != want {
+					b.Fatalf("/t/d7/f5 has codes %v after %d chmods", st.Inode.Ancestors, i)
+				}
+				var txns uint64
+				for id, s := range snapshotStats(c) {
+					txns += s.TxnsCommitted - before[id].TxnsCommitted
+				}
+				b.ReportMetric(float64(dirs*(files+1)), "descendants")
+				b.ReportMetric(float64(txns)/float64(i), "txns/op")
+			})
+		}
+	}
+}

@@ -31,7 +31,11 @@ func (n *Namespace) Stat(ctx context.Context, path string) (*rpc.StatResponse, e
 	}
 	l, err := n.locate(ctx, p, true)
 	n.countLookup(l, err)
+	id := caller(ctx)
 	if err != nil {
+		return nil, n.missing(ctx, id, p, err)
+	}
+	if err := allowInode(id, p, l.inode); err != nil {
 		return nil, err
 	}
 	return &rpc.StatResponse{Inode: *l.inode, HomeAddr: n.addrOfShard(l.shard), Level: l.level, Hops: l.hops}, nil
@@ -43,10 +47,16 @@ func (n *Namespace) Lookup(ctx context.Context, path string) (*rpc.LookupRespons
 	if err != nil {
 		return nil, err
 	}
-	l, err := n.locate(ctx, p, false)
+	id := caller(ctx)
+	l, err := n.locate(ctx, p, id != nil) // with ACLs on, the inode's codes are checked
 	n.countLookup(l, err)
 	if err != nil {
-		return nil, err
+		return nil, n.missing(ctx, id, p, err)
+	}
+	if l.inode != nil {
+		if err := allowInode(id, p, l.inode); err != nil {
+			return nil, err
+		}
 	}
 	return &rpc.LookupResponse{Path: p, Home: l.shard, Leader: n.leaderOf(l.shard), HomeAddr: n.addrOfShard(l.shard), Type: l.typ, Level: l.level, Hops: l.hops}, nil
 }
@@ -102,6 +112,9 @@ func (n *Namespace) mkdirAll(ctx context.Context, r *rpc.MkdirRequest) (*rpc.Mkd
 		l, err := n.locate(ctx, q, true)
 		resp.Hops += l.hops
 		if err != nil {
+			return nil, err
+		}
+		if err := allowInode(caller(ctx), q, l.inode); err != nil {
 			return nil, err
 		}
 		if l.typ != rpc.TypeDir {
@@ -227,7 +240,7 @@ func (h *home) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*homeCrea
 		if home == "" {
 			return nil, fmt.Errorf("%w: no node takes new files", rpc.ErrUnavailable)
 		}
-		resp, err := h.createAt(ctx, r, op.txn, home)
+		resp, err := h.createAt(ctx, r, op.txn, home, &op.dino)
 		var pu *prepareUnreachable
 		if err != nil && home != h.id && len(failed) < 2 && errors.As(err, &pu) && pu.node == home && ctx.Err() == nil {
 			// The chosen home did not answer: the transaction was
@@ -242,8 +255,10 @@ func (h *home) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*homeCrea
 }
 
 // createAt creates r.Path homed at home; the caller (the parent's home)
-// holds the name's lock and a registration.
-func (h *home) createAt(ctx context.Context, r *homeCreateReq, txn, home string) (*homeCreateResp, error) {
+// holds the name's lock and a registration, and read the parent's inode
+// dino, whose codes and own search permission make the child's ancestor
+// codes (HBA §4.2.2).
+func (h *home) createAt(ctx context.Context, r *homeCreateReq, txn, home string, dino *store.Inode) (*homeCreateResp, error) {
 	p := r.Path
 	dir, name := splitPath(p)
 	now := time.Now().UnixNano()
@@ -254,6 +269,7 @@ func (h *home) createAt(ctx context.Context, r *homeCreateReq, txn, home string)
 	ino := rpc.Inode{
 		Path: p, Type: r.Type, Mode: r.Mode, UID: r.UID, GID: r.GID,
 		Atime: now, Mtime: now, Ctime: now, Nlink: nlink, Version: 1, Home: home, Layout: r.Layout,
+		Ancestors: wireCodes(store.ChildAncestors(store.PathDepth(dir), dino)),
 	}
 	ent := store.Entry{Name: name, Type: storeType(r.Type), Home: home}
 	if home == h.id {
@@ -554,6 +570,10 @@ func (h *home) handleHomeSetAttr(ctx context.Context, r *homeSetAttrReq) (*homeS
 
 // setAttrHere changes a path homed here.
 func (h *home) setAttrHere(ctx context.Context, req *homeSetAttrReq) (*homeSetAttrResp, error) {
+	return retryBusy(ctx, h, func() (*homeSetAttrResp, error) { return h.setAttrOnce(ctx, req) })
+}
+
+func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAttrResp, error) {
 	r := &req.Req
 	p := r.Path
 	unlock, err := h.locks.lock(ctx, "a:"+p)
@@ -561,7 +581,8 @@ func (h *home) setAttrHere(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 		return nil, err
 	}
 	defer unlock()
-	reg, err := h.beginOp(ctx, "", []string{p}, nil, nil)
+	txn := h.newTxnID()
+	reg, err := h.beginOp(ctx, txn, []string{p}, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -578,6 +599,7 @@ func (h *home) setAttrHere(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 	if err := checkSetAttrBy(req.Caller, p, &ino, r); err != nil {
 		return nil, err
 	}
+	before := ino
 	old := ino.Version
 	now := time.Now().UnixNano()
 	if r.Mode != nil {
@@ -603,14 +625,55 @@ func (h *home) setAttrHere(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 	}
 	ino.Ctime = now
 	ino.Version++
-	var b store.Batch
-	b.RequireInodeVersion(p, old)
-	b.PutInode(p, ino)
-	if err := h.apply(ctx, &b); err != nil {
-		return nil, fmt.Errorf("setattr %s: %w", p, storeErr(err))
+	local := func(b *store.Batch) {
+		b.RequireInodeVersion(p, old)
+		b.PutInode(p, ino)
+	}
+	if code, changed := codeChange(p, &before, &ino); changed {
+		// The search permission the directory gives its subtree changed:
+		// every shard rewrites its descendants' codes, in one transaction
+		// with the change (like a directory rename's re-key).
+		plan := h.newPlan(txn)
+		for _, s := range h.r.peers.Load().shards {
+			plan.add(s.ID, h.id, []string{p}, txnOp{Kind: opRecode, Path: p, Code: code})
+		}
+		if plan.parts[h.id] == nil {
+			plan.add(h.id, h.id, []string{p}, txnOp{Kind: opRecode, Path: p, Code: code})
+		}
+		plan.local = local
+		if _, err := h.runTxn(ctx, plan); err != nil {
+			return nil, fmt.Errorf("setattr %s: %w", p, err)
+		}
+	} else {
+		var b store.Batch
+		local(&b)
+		if err := h.apply(ctx, &b); err != nil {
+			return nil, fmt.Errorf("setattr %s: %w", p, storeErr(err))
+		}
 	}
 	h.touch(p)
 	return &homeSetAttrResp{Inode: wireInode(p, h.id, &ino)}, nil
+}
+
+// codeChange returns the new ancestor code of directory p when a change
+// of its inode from before to after changes the search permission it
+// gives its subtree (HBA §4.2.2), and whether it does. A file's or an
+// unchanged code: false.
+func codeChange(p string, before, after *store.Inode) (*rpc.AncestorCode, bool) {
+	if after.Type != store.TypeDir {
+		return nil, false
+	}
+	d := store.PathDepth(p)
+	was, wasOK := store.SearchCode(d, before)
+	now, nowOK := store.SearchCode(d, after)
+	if wasOK == nowOK && was == now {
+		return nil, false
+	}
+	if !nowOK {
+		return nil, true
+	}
+	c := rpc.AncestorCode(now)
+	return &c, true
 }
 
 // entry returns entry name of directory dir, which this node homes, or an

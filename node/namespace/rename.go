@@ -91,18 +91,28 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 	if err := op.allow(r.Caller, acl.Write|acl.Execute); err != nil {
 		return nil, err
 	}
-	ddino := op.dino // the destination's directory, for the checks
-	if r.Caller != nil && ddir != sdir {
-		// The destination's directory is another's: its mode as a stat
-		// reads it (not under this operation's locks).
+	// The destination's directory, for the checks and the moved inodes'
+	// ancestor codes: when it is another, as a stat reads it (not under
+	// this operation's locks; its version is required where its entry is
+	// written, so a change meanwhile retries the rename).
+	ddino := op.dino
+	if ddir != sdir {
 		st, err := h.r.Stat(ctx, ddir)
 		if err != nil {
 			return nil, err
 		}
 		ddino = storeInode(&st.Inode)
+		if ddino.Type != store.TypeDir {
+			return nil, fmt.Errorf("%s: %s: %w", dst, ddir, rpc.ErrNotDir)
+		}
 		if err := allowDir(r.Caller, ddir, &ddino, acl.Write|acl.Execute); err != nil {
 			return nil, err
 		}
+	}
+	chain := wireCodes(store.ChildAncestors(store.PathDepth(ddir), &ddino))
+	var dirVersion uint64 // 0: the destination directory is the source's, under this operation
+	if ddir != sdir {
+		dirVersion = ddino.Version
 	}
 	se, err := h.entry(ctx, sdir, sname)
 	if err != nil {
@@ -163,7 +173,7 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 	if dhome == h.id {
 		putHere = true
 	} else {
-		op := txnOp{Kind: opPutEntry, Path: ddir, Entry: &newEnt}
+		op := txnOp{Kind: opPutEntry, Path: ddir, Entry: &newEnt, DirVersion: dirVersion}
 		if de.Exists {
 			op.ExpectHome, op.ExpectType = de.Entry.Home, de.Entry.Type
 		} else {
@@ -175,7 +185,11 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 		b.RequireEntryExists(sdir, sname)
 		b.DeleteEntry(sdir, sname)
 		if putHere {
-			b.RequireInodeExists(ddir)
+			if dirVersion != 0 {
+				b.RequireInodeVersion(ddir, dirVersion)
+			} else {
+				b.RequireInodeExists(ddir)
+			}
 			if de.Exists {
 				b.RequireEntryExists(ddir, dname)
 			} else {
@@ -194,14 +208,14 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 	if srcType == rpc.TypeFile {
 		plan.add(se.Home, h.id, []string{src, dst}, txnOp{
 			Kind: opMoveInode, Path: src, New: dst, Type: rpc.TypeFile, Ctime: time.Now().UnixNano(),
-			RequireOwner: srcOwner,
+			RequireOwner: srcOwner, Ancestors: chain,
 		})
 	} else {
 		for _, s := range h.r.peers.Load().shards {
-			plan.add(s.ID, h.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst})
+			plan.add(s.ID, h.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst, Ancestors: chain})
 		}
-		if plan.parts[h.id] == nil || !hasRekey(plan.parts[h.id]) {
-			plan.add(h.id, h.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst})
+		if plan.parts[h.id] == nil || !hasSubtreeOp(plan.parts[h.id].Ops) {
+			plan.add(h.id, h.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst, Ancestors: chain})
 		}
 	}
 	rekeyed, err := h.runTxn(ctx, plan)
@@ -209,13 +223,4 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 		return nil, fmt.Errorf("rename %s to %s: %w", src, dst, err)
 	}
 	return &homeRenameResp{Rekeyed: rekeyed, Hops: len(plan.parts)}, nil
-}
-
-func hasRekey(p *txnPrepareReq) bool {
-	for _, op := range p.Ops {
-		if op.Kind == opRekey {
-			return true
-		}
-	}
-	return false
 }

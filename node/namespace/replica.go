@@ -28,8 +28,13 @@ type Replica interface {
 	// means it may still commit under the next leader.
 	Apply(ctx context.Context, b *store.Batch) error
 	// Rekey moves every path under oldPrefix to newPrefix on every
-	// replica, through the log (a directory rename's part in this shard).
-	Rekey(ctx context.Context, oldPrefix, newPrefix string) error
+	// replica, through the log (a directory rename's part in this shard);
+	// chain is the ancestor codes of newPrefix (store.RekeyPrefix).
+	Rekey(ctx context.Context, oldPrefix, newPrefix string, chain []store.AncestorCode) error
+	// Recode sets the ancestor code of root (nil: none) in every inode
+	// under root on every replica, through the log (a chmod or chown of a
+	// directory: its part in this shard; store.RecodeSubtreeAt).
+	Recode(ctx context.Context, root string, code *store.AncestorCode) error
 	// VerifyLeader returns nil if the replica still leads its shard at
 	// some moment after the call began (a read that must be linearizable
 	// calls it after it arrived); concurrent calls share one round of

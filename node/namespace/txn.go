@@ -291,6 +291,9 @@ func (h *home) checkOps(ctx context.Context, p *partTxn) (busy bool, err error) 
 			if dir.Type != store.TypeDir {
 				return false, fmt.Errorf("%s: %w", op.Path, rpc.ErrNotDir)
 			}
+			if op.DirVersion != 0 && dir.Version != op.DirVersion {
+				return true, nil // changed (its codes, say) since the coordinator read it
+			}
 			cur, err := h.st.GetEntry(ctx, op.Path, op.Entry.Name)
 			exists := err == nil
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -331,6 +334,10 @@ func (h *home) checkOps(ctx context.Context, p *partTxn) (busy bool, err error) 
 				return false, err
 			}
 			p.rekeyed += cnt
+		case opRecode:
+			if c, err := CleanPath(op.Path); err != nil || c != op.Path || (op.Code != nil && int(op.Code.Depth) != store.PathDepth(c)) {
+				return false, fmt.Errorf("%w: bad recode of %q", rpc.ErrBadRequest, op.Path)
+			}
 		default:
 			return false, fmt.Errorf("%w: unknown op %q", rpc.ErrBadRequest, op.Kind)
 		}
@@ -386,12 +393,7 @@ func (h *home) applyPart(p *partTxn) error {
 	if p.finished.Load() {
 		return nil
 	}
-	hasRekey := false
-	for i := range p.ops {
-		if p.ops[i].Kind == opRekey {
-			hasRekey = true
-		}
-	}
+	subtree := hasSubtreeOp(p.ops)
 	if !p.committed.Load() {
 		var b store.Batch
 		for i := range p.ops {
@@ -413,6 +415,7 @@ func (h *home) applyPart(p *partTxn) error {
 				b.RequireInodeVersion(op.Path, ino.Version)
 				ino.Ctime = op.Ctime
 				ino.Version++
+				ino.Ancestors = storeCodes(op.Ancestors)
 				b.DeleteInode(op.Path)
 				b.PutInode(op.New, ino)
 			case opPutEntry:
@@ -422,7 +425,7 @@ func (h *home) applyPart(p *partTxn) error {
 			}
 		}
 		pid := partPrefix + p.id
-		if hasRekey {
+		if subtree {
 			p.committed.Store(true)
 			b.PutIntent(pid, p.record())
 		} else {
@@ -435,13 +438,23 @@ func (h *home) applyPart(p *partTxn) error {
 		p.committed.Store(true)
 	}
 	for i := range p.ops {
-		if op := &p.ops[i]; op.Kind == opRekey {
-			if err := h.rep.Rekey(ctx, op.Path, op.New); err != nil {
+		switch op := &p.ops[i]; op.Kind {
+		case opRekey:
+			if err := h.rep.Rekey(ctx, op.Path, op.New, storeCodes(op.Ancestors)); err != nil {
 				return fmt.Errorf("rekey %s -> %s: %w", op.Path, op.New, err)
+			}
+		case opRecode:
+			var code *store.AncestorCode
+			if op.Code != nil {
+				c := store.AncestorCode(*op.Code)
+				code = &c
+			}
+			if err := h.rep.Recode(ctx, op.Path, code); err != nil {
+				return fmt.Errorf("recode %s: %w", op.Path, err)
 			}
 		}
 	}
-	if hasRekey {
+	if subtree {
 		var b store.Batch
 		b.DeleteIntent(partPrefix + p.id)
 		if err := h.apply(ctx, &b); err != nil {
@@ -451,6 +464,17 @@ func (h *home) applyPart(p *partTxn) error {
 	}
 	h.finishPart(p)
 	return nil
+}
+
+// hasSubtreeOp reports whether ops hold a change of a whole subtree
+// (rekey, recode), which runs after the part's batch.
+func hasSubtreeOp(ops []txnOp) bool {
+	for i := range ops {
+		if ops[i].Kind == opRekey || ops[i].Kind == opRecode {
+			return true
+		}
+	}
+	return false
 }
 
 // abortPart discards a prepared part (idempotent).

@@ -289,11 +289,13 @@ const (
 	opPutEntry  = "put_entry"  // put Entry into Dir; ExpectAbsent or ExpectHome/ExpectType
 	opDelEntry  = "del_entry"  // delete Entry.Name from Dir; must point at ExpectHome
 	opRekey     = "rekey"      // re-key every path under Path to New (directory rename)
+	opRecode    = "recode"     // set Path's ancestor code in its subtree (chmod/chown of a directory)
 )
 
 // txnOp is one change of a participant's part of a transaction. Ops are
 // checked at prepare and applied in order at commit, in one batch, except
-// opRekey, which runs after the batch (forward-only, resumable).
+// opRekey and opRecode, which run after the batch (forward-only,
+// resumable).
 type txnOp struct {
 	Kind string `json:"kind"`
 	// Path is the inode path (put/del/move inode, rekey old prefix) or the
@@ -321,6 +323,16 @@ type txnOp struct {
 	// refuses it (fs.ErrPermission) unless the inode has this owner
 	// (access.go).
 	RequireOwner *uint32 `json:"require_owner,omitempty"`
+	// Ancestors are the ancestor codes of New: a moved inode's (move
+	// inode) or the chain of a re-keyed subtree's root (rekey).
+	Ancestors []rpc.AncestorCode `json:"ancestors,omitempty"`
+	// Code is Path's new ancestor code (recode); nil: it grants search to
+	// everyone now.
+	Code *rpc.AncestorCode `json:"code,omitempty"`
+	// DirVersion, if not 0, requires the directory's inode to have this
+	// version (put entry of a rename: the destination directory as the
+	// coordinator read it, whose codes the moved inodes take).
+	DirVersion uint64 `json:"dir_version,omitempty"`
 }
 
 // txnPrepareReq stages a participant shard's part of transaction TxnID,
@@ -404,6 +416,7 @@ func wireInode(p, home string, in *store.Inode) rpc.Inode {
 		Path: p, Type: typeString(in.Type), Mode: in.Mode, UID: in.UID, GID: in.GID,
 		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ctime: in.Ctime,
 		Nlink: in.Nlink, Version: in.Version, Home: home, Layout: in.Layout,
+		Ancestors: wireCodes(in.Ancestors),
 	}
 }
 
@@ -413,7 +426,32 @@ func storeInode(in *rpc.Inode) store.Inode {
 		Type: storeType(in.Type), Mode: in.Mode, UID: in.UID, GID: in.GID,
 		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ctime: in.Ctime,
 		Nlink: in.Nlink, Version: in.Version, Layout: in.Layout,
+		Ancestors: storeCodes(in.Ancestors),
 	}
+}
+
+// wireCodes converts stored ancestor codes (nil stays nil).
+func wireCodes(in []store.AncestorCode) []rpc.AncestorCode {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]rpc.AncestorCode, len(in))
+	for i, c := range in {
+		out[i] = rpc.AncestorCode(c)
+	}
+	return out
+}
+
+// storeCodes converts wire ancestor codes (nil stays nil).
+func storeCodes(in []rpc.AncestorCode) []store.AncestorCode {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]store.AncestorCode, len(in))
+	for i, c := range in {
+		out[i] = store.AncestorCode(c)
+	}
+	return out
 }
 
 func wireEntry(e store.Entry) rpc.DirEntry {
