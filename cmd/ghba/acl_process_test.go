@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,6 +134,11 @@ func (c *procCluster) waitServing(n *procNode) {
 //     file in root's world-writable /home is alice (1000:1000) even when
 //     create asks for another --uid/--gid; alice cannot chown (6), bob
 //     cannot chmod alice's file (6), alice can, root can chown.
+//   - under bob's 0700 directory alice can stat, list or create nothing,
+//     however deep, and a missing path there exits 6, not 3; with 0711
+//     she can stat and list below it, and once alice owns it (root's
+//     chown) too; after chmod 700 and chown back every node refuses her
+//     again; root can always stat.
 //   - alice cannot make a node leave (6), does not see /.ghba in ls /, and
 //     stat /.ghba exits 6; alice cannot list tokens (6).
 //   - A revoked token, and the token of a removed user, is refused (7) by
@@ -287,6 +293,35 @@ func TestProcessACL(t *testing.T) {
 	alice.expect(0, n1, "", "mv", "/tmp/af", "/tmp/af2")
 	alice.expect(0, n2, "", "rm", "/tmp/af2")
 	root.expect(0, n3, "", "rm", "-r", "/tmp/ad")
+
+	// ---- ancestor codes: alice may reach nothing under bob's 0700
+	// directory, however deep, nor learn what is missing there ----
+	bob.expect(0, n1, "", "mkdir", "/home/b")
+	bob.expect(0, n2, "", "mkdir", "/home/b/sub")
+	bob.expect(0, n3, "", "create", "/home/b/sub/f")
+	bob.expect(0, n1, "", "chmod", "700", "/home/b")
+	stat(alice, n2, "/home/b") // / and /home let her search
+	alice.expect(exitDenied, n3, "", "stat", "/home/b/sub/f")
+	alice.expect(exitDenied, n1, "", "ls", "/home/b/sub")
+	alice.expect(exitDenied, n2, "", "create", "/home/b/sub/g")
+	alice.expect(exitDenied, n3, "", "stat", "/home/b/sub/missing")
+	alice.expect(exitDenied, n1, "", "stat", "/home/b/missing")
+	if st, want := stat(root, n2, "/home/b/sub/f"), []rpc.AncestorCode{{Depth: 2, Mode: 0o100, UID: 1001, GID: 1001}}; !slices.Equal(st.Ancestors, want) {
+		t.Errorf("stat --json /home/b/sub/f: ancestors %+v, want %+v", st.Ancestors, want)
+	}
+	bob.expect(0, n2, "", "chmod", "711", "/home/b") // search for all, no listing
+	stat(alice, n3, "/home/b/sub/f")
+	alice.expect(0, n1, "", "ls", "/home/b/sub")
+	alice.expect(exitDenied, n2, "", "ls", "/home/b")
+	alice.expect(exitNotFound, n3, "", "stat", "/home/b/sub/missing")
+	bob.expect(0, n3, "", "chmod", "700", "/home/b")
+	root.expect(0, n1, "", "chown", "1000:1000", "/home/b") // alice owns it now
+	stat(alice, n2, "/home/b/sub/f")
+	root.expect(0, n3, "", "chown", "1001:1001", "/home/b")
+	for _, n := range all {
+		alice.expect(exitDenied, n, "", "stat", "/home/b/sub/f")
+		stat(root, n, "/home/b/sub/f")
+	}
 
 	// ---- what a user without the management role cannot do ----
 	alice.expect(exitDenied, n3, "", "leave")

@@ -55,7 +55,10 @@ the lookup level that found the home (L1: LRU filter array, L2: segment
 filter array, L3: group multicast, L4: authoritative step) and the number of
 server-to-server hops it took. With --json: one object with the fields path,
 type ("file" or "dir"), mode, uid, gid, size, atime, mtime, ctime (Unix
-nanoseconds), nlink, version, home, level, hops.`,
+nanoseconds), nlink, version, home, level, hops, and ancestors when any
+ancestor directory does not let everyone search it: its permission codes
+(HBA §4.2.2), each {depth, mode (execute bits), uid, gid}, which the
+server checks on every access with ACLs on.`,
 		Example: `  ghba stat /home/alice/notes.txt
   ghba --addr 127.0.0.1:7420 stat --json /home/alice | jq .level`,
 		Args: exactArgs(1),
