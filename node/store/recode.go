@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/dgraph-io/badger/v4"
@@ -84,38 +83,15 @@ func descendantsPrefix(root string) []byte {
 // runRecode runs steps until the recode record is gone.
 func (s *Store) runRecode(ctx context.Context, rc Recode) error {
 	s.log.Info("recode started", "root", rc.Root, "cursor", rc.Cursor)
-	keys := min(s.rekeyStepKeys, int(s.db.MaxBatchCount()/4))
-	size := min(s.rekeyStepBytes, int(s.db.MaxBatchSize()/4))
-	total := 0
-	for step := 1; ; step++ {
-		var n int
-		var done bool
-		var cur Recode
-		r := &request{write: func(w *wtxn) (err error) {
-			cur = rc // a write may run again: start from the record each time
-			n, done, err = recodeStep(w, &cur, keys, size)
-			return err
-		}}
-		if err := s.submit(ctx, r); err != nil {
-			if errors.Is(err, ErrTooLarge) && keys > 1 {
-				keys, size = max(1, keys/2), max(1, size/2)
-				step--
-				continue
-			}
-			return fmt.Errorf("store: recode %q step %d: %w", rc.Root, step, err)
-		}
-		rc = cur
-		total += n
-		if done {
-			s.log.Info("recode finished", "root", rc.Root, "inodes", total, "steps", step)
-			return nil
-		}
-		if s.rekeyHook != nil {
-			if err := s.rekeyHook(step); err != nil {
-				return fmt.Errorf("store: recode %q after step %d: %w", rc.Root, step, err)
-			}
-		}
+	inodes, steps, err := s.runSteps(ctx, fmt.Sprintf("recode %q", rc.Root), func(w *wtxn, keys, size int) (stepResult, error) {
+		next := rc // a step may run again: start from the record each time
+		n, done, err := recodeStep(w, &next, keys, size)
+		return stepResult{inodes: n, done: done, committed: func() { rc = next }}, err
+	})
+	if err == nil {
+		s.log.Info("recode finished", "root", rc.Root, "inodes", inodes, "steps", steps)
 	}
+	return err
 }
 
 // recodeStep recodes up to maxKeys inodes (about maxBytes) after rc's
@@ -185,20 +161,5 @@ func recodeStep(w *wtxn, rc *Recode, maxKeys, maxBytes int) (n int, done bool, e
 // PendingRecodes returns the recodes that started and did not finish,
 // sorted by root.
 func (s *Store) PendingRecodes(ctx context.Context) ([]Recode, error) {
-	var out []Recode
-	err := s.view(ctx, func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pfxRecode}, PrefetchValues: true})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			root := string(item.Key()[1:])
-			var rc Recode
-			if err := item.Value(func(v []byte) (err error) { rc, err = decodeRecode(root, v); return err }); err != nil {
-				return fmt.Errorf("store: recode record %q: %w", root, err)
-			}
-			out = append(out, rc)
-		}
-		return nil
-	})
-	return out, err
+	return pendingRecords(ctx, s, pfxRecode, "recode", decodeRecode)
 }

@@ -243,14 +243,47 @@ func subtreePrefixes(root string) [][]byte {
 
 // runRekey runs steps until the rekey record is gone.
 func (s *Store) runRekey(ctx context.Context, rk Rekey, onMoved MovedFunc) error {
+	what := fmt.Sprintf("rekey %q -> %q", rk.Old, rk.New)
+	inodes, steps, err := s.runSteps(ctx, what, func(w *wtxn, keys, size int) (stepResult, error) {
+		moved, done, err := rekeyStep(w, rk, keys, size)
+		return stepResult{inodes: len(moved), done: done, committed: func() {
+			if onMoved != nil {
+				for _, m := range moved {
+					onMoved(m[0], m[1])
+				}
+			}
+		}}, err
+	})
+	if err == nil {
+		s.log.Info("rekey finished", "old", rk.Old, "new", rk.New, "inodes", inodes, "steps", steps)
+	}
+	return err
+}
+
+// stepResult is what one step of a subtree change did.
+type stepResult struct {
+	inodes    int    // inodes changed
+	done      bool   // the change is complete (its record deleted)
+	committed func() // run once the step's transaction committed; may be nil
+}
+
+// stepFunc is one step of a subtree change (rekey, recode): its writes in
+// transaction w, of up to keys keys (about size bytes). It may run more
+// than once against the same state, so it must not keep state between
+// runs.
+type stepFunc func(w *wtxn, keys, size int) (stepResult, error)
+
+// runSteps runs step in transactions until it reports the change done,
+// halving the step's bounds when a step does not fit in one transaction
+// (nothing of it was applied), and calls the test hook after each step.
+// It returns the inodes changed and the steps taken.
+func (s *Store) runSteps(ctx context.Context, what string, step stepFunc) (inodes, steps int, err error) {
 	keys := min(s.rekeyStepKeys, int(s.db.MaxBatchCount()/4))
 	size := min(s.rekeyStepBytes, int(s.db.MaxBatchSize()/4))
-	total := 0
-	for step := 1; ; step++ {
-		var moved [][2]string
-		var done bool
+	for n := 1; ; n++ {
+		var res stepResult
 		r := &request{write: func(w *wtxn) (err error) {
-			moved, done, err = rekeyStep(w, rk, keys, size)
+			res, err = step(w, keys, size)
 			return err
 		}}
 		if err := s.submit(ctx, r); err != nil {
@@ -258,24 +291,21 @@ func (s *Store) runRekey(ctx context.Context, rk Rekey, onMoved MovedFunc) error
 				// A step of large values did not fit in one transaction:
 				// nothing was applied; retry it smaller.
 				keys, size = max(1, keys/2), max(1, size/2)
-				step--
+				n--
 				continue
 			}
-			return fmt.Errorf("store: rekey %q -> %q step %d: %w", rk.Old, rk.New, step, err)
+			return inodes, n, fmt.Errorf("store: %s step %d: %w", what, n, err)
 		}
-		total += len(moved)
-		if onMoved != nil {
-			for _, m := range moved {
-				onMoved(m[0], m[1])
-			}
+		if res.committed != nil {
+			res.committed()
 		}
-		if done {
-			s.log.Info("rekey finished", "old", rk.Old, "new", rk.New, "inodes", total, "steps", step)
-			return nil
+		inodes += res.inodes
+		if res.done {
+			return inodes, n, nil
 		}
 		if s.rekeyHook != nil {
-			if err := s.rekeyHook(step); err != nil {
-				return fmt.Errorf("store: rekey %q -> %q after step %d: %w", rk.Old, rk.New, step, err)
+			if err := s.rekeyHook(n); err != nil {
+				return inodes, n, fmt.Errorf("store: %s after step %d: %w", what, n, err)
 			}
 		}
 	}
@@ -352,18 +382,24 @@ func rekeyStep(w *wtxn, rk Rekey, maxKeys, maxBytes int) (moved [][2]string, don
 // PendingRekeys returns the rekeys that started and did not finish, sorted
 // by old path.
 func (s *Store) PendingRekeys(ctx context.Context) ([]Rekey, error) {
-	var out []Rekey
+	return pendingRecords(ctx, s, pfxRekey, "rekey", decodeRekey)
+}
+
+// pendingRecords decodes every record of a subtree change (rekeys,
+// recodes) whose key starts with pfx, in key order.
+func pendingRecords[T any](ctx context.Context, s *Store, pfx byte, what string, decode func(string, []byte) (T, error)) ([]T, error) {
+	var out []T
 	err := s.view(ctx, func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pfxRekey}, PrefetchValues: true})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pfx}, PrefetchValues: true})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
-			old := string(item.Key()[1:])
-			var rk Rekey
-			if err := item.Value(func(v []byte) (err error) { rk, err = decodeRekey(old, v); return err }); err != nil {
-				return fmt.Errorf("store: rekey record %q: %w", old, err)
+			id := string(item.Key()[1:])
+			var rec T
+			if err := item.Value(func(v []byte) (err error) { rec, err = decode(id, v); return err }); err != nil {
+				return fmt.Errorf("store: %s record %q: %w", what, id, err)
 			}
-			out = append(out, rk)
+			out = append(out, rec)
 		}
 		return nil
 	})
