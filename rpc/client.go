@@ -63,6 +63,15 @@ type Options struct {
 	// MaxTokenLen bytes: a server closes a connection that presents a
 	// longer one. Empty: none.
 	Token string
+	// OnInvalidate, if set, is called with every invalidation a server
+	// sends (a revoked lease; notify.go) before the client acknowledges
+	// it; it runs on the connection's reader and must not block. The
+	// client's metadata cache handles them before it is called.
+	OnInvalidate func(inv *Invalidation)
+	// Cache, if set, makes Stat answer from a metadata cache of inodes
+	// held under leases the homes grant (metacache.go). Nil: no cache
+	// (the default for library users).
+	Cache *CacheOptions
 }
 
 func (o *Options) withDefaults() Options {
@@ -119,6 +128,8 @@ type Client struct {
 	homes *homeCache
 	// router routes by the shards' filters (nil: off).
 	router *filterRouter
+	// cache is the metadata cache (nil: off).
+	cache *metaCache
 
 	mu     sync.Mutex
 	addrs  []string
@@ -142,6 +153,9 @@ func NewClient(opts Options) *Client {
 		addrs: o.Addrs,
 		pools: make(map[string]*addrPool),
 		stop:  make(chan struct{}),
+	}
+	if o.Cache != nil {
+		c.cache = newMetaCache(*o.Cache)
 	}
 	c.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
 	c.janitor.Add(1)

@@ -116,6 +116,13 @@ func (c *clientConn) readLoop() {
 				c.cl.bufs.put(b)
 			}
 			cl.done <- struct{}{}
+		case kindNotify:
+			err := c.onNotify(*b)
+			c.cl.bufs.put(b)
+			if err != nil {
+				c.fail(err)
+				return
+			}
 		case kindGoAway:
 			last, err := parseControl(*b, kindGoAway)
 			c.cl.bufs.put(b)

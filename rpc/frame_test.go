@@ -128,6 +128,8 @@ func FuzzFrameDecoder(f *testing.F) {
 	f.Add(appendControl(nil, kindCancel, 5))
 	f.Add(appendControl(nil, kindGoAway, 5))
 	f.Add(appendAuth(nil, "token"))
+	f.Add(appendControl(nil, kindNotifyAck, 3))
+	f.Add(append(binary.BigEndian.AppendUint32(nil, controlFrameLen+3), append([]byte{kindNotify, 0, 0, 0, 0, 0, 0, 0, 1}, 0x81, 0xa1, 'p')...))
 	f.Add(appendAuth(nil, string(bytes.Repeat([]byte{'t'}, MaxTokenLen+1))))
 	f.Add([]byte{0, 0, 0, 1, kindAuth})
 	f.Add([]byte{0, 0, 0, 1, 0xff})
@@ -176,8 +178,13 @@ func FuzzFrameDecoder(f *testing.F) {
 				}
 				var resp StatResponse
 				_ = bc.unmarshal(h.body, &resp)
-			case kindCancel, kindGoAway:
+			case kindCancel, kindGoAway, kindNotifyAck:
 				_, _ = parseControl(*p, (*p)[0])
+			case kindNotify:
+				if _, body, err := parseNotify(*p); err == nil {
+					var inv Invalidation
+					_ = bc.unmarshal(body, &inv)
+				}
 			case kindAuth:
 				tok, err := parseAuth(*p)
 				if err != nil {

@@ -319,6 +319,8 @@ func (s *Server) startConn(nc net.Conn) {
 		remote: nc.RemoteAddr().String(),
 		ip:     ip,
 	}
+	c.peer = &Peer{c: c}
+	c.ctx = context.WithValue(ctx, peerKey{}, c.peer)
 	s.conns[c] = struct{}{}
 	s.connWG.Add(1)
 	s.mu.Unlock()
@@ -417,6 +419,8 @@ type serverConn struct {
 	// token is the one the last auth frame carried ("": none). Only the
 	// reader (serve, dispatch) uses it; calls get a copy.
 	token string
+	// peer notifies the client (notify.go); ctx carries it.
+	peer *Peer
 }
 
 func (c *serverConn) serve() {
@@ -480,6 +484,13 @@ func (c *serverConn) serve() {
 				c.token = string(tok)
 			}
 			c.s.bufs.put(b)
+		case kindNotifyAck:
+			var seq uint64
+			seq, err = parseControl(*b, kindNotifyAck)
+			c.s.bufs.put(b)
+			if err == nil {
+				c.peer.acked(seq)
+			}
 		case kindCancel:
 			var seq uint64
 			seq, err = parseControl(*b, kindCancel)
