@@ -37,10 +37,20 @@ func (c *Client) dirHomeOf(dir string) string {
 	return c.router.route(dir)
 }
 
-// Stat returns the inode of p and the level and hops that resolved it.
+// Stat returns the inode of p and the level and hops that resolved it;
+// with Options.Cache, from the cache while its lease lasts (Level
+// LevelCache).
 func (c *Client) Stat(ctx context.Context, p string) (*StatResponse, error) {
+	if c.cache != nil {
+		return c.cachedStat(ctx, p)
+	}
+	return c.statOnce(ctx, p, false)
+}
+
+// statOnce asks p's home (with a lease for the cache).
+func (c *Client) statOnce(ctx context.Context, p string, lease bool) (*StatResponse, error) {
 	resp := new(StatResponse)
-	if err := c.callAny(ctx, c.homeOf(p), MethodStat, true, &StatRequest{Path: p}, resp); err != nil {
+	if err := c.callAny(ctx, c.homeOf(p), MethodStat, true, &StatRequest{Path: p, Lease: lease}, resp); err != nil {
 		c.homes.forget(p)
 		return nil, err
 	}
@@ -64,6 +74,11 @@ func (c *Client) Lookup(ctx context.Context, p string) (*LookupResponse, error) 
 // Results are in the order of paths; a path's failure is in its result
 // (BatchStatResult.Err). The error is non-nil only if every request failed.
 func (c *Client) BatchStat(ctx context.Context, paths []string) (*BatchStatResponse, error) {
+	return c.batchStat(ctx, paths, false)
+}
+
+// batchStat is BatchStat, with leases for the cache.
+func (c *Client) batchStat(ctx context.Context, paths []string, lease bool) (*BatchStatResponse, error) {
 	out := &BatchStatResponse{Results: make([]BatchStatResult, len(paths))}
 	if len(paths) == 0 {
 		return out, nil
@@ -81,7 +96,7 @@ func (c *Client) BatchStat(ctx context.Context, paths []string) (*BatchStatRespo
 	)
 	for home, idx := range groups {
 		wg.Go(func() {
-			req := &BatchStatRequest{Paths: make([]string, len(idx))}
+			req := &BatchStatRequest{Paths: make([]string, len(idx)), Lease: lease}
 			for j, i := range idx {
 				req.Paths[j] = paths[i]
 			}

@@ -137,6 +137,9 @@ func (in *Inode) ModTime() time.Time { return time.Unix(0, in.Mtime) }
 type StatRequest struct {
 	// Path is the absolute path to stat.
 	Path string `json:"path"`
+	// Lease asks for a cache lease (StatResponse.Lease): only a client
+	// that handles invalidations (Options.OnInvalidate) may ask.
+	Lease bool `json:"lease,omitempty"`
 }
 
 // StatResponse is the inode of the path and how it was found. Inode's
@@ -150,6 +153,12 @@ type StatResponse struct {
 	Level string `json:"level"`
 	// Hops is the number of server-to-server RPCs the lookup took.
 	Hops int `json:"hops"`
+	// Lease, when not 0, is the length in nanoseconds of the lease the
+	// node granted on the path (StatRequest.Lease): until it ends,
+	// measured from when the client sent the request, the node notifies
+	// the client before any change of the inode is applied, so the client
+	// may answer stats of the path from its cache.
+	Lease int64 `json:"lease,omitempty"`
 }
 
 // FiltersRequest asks a node for the local Bloom filters of the shards it
@@ -220,6 +229,8 @@ type LookupResponse struct {
 type BatchStatRequest struct {
 	// Paths are the absolute paths to stat.
 	Paths []string `json:"paths"`
+	// Lease asks for a cache lease on each path (StatRequest.Lease).
+	Lease bool `json:"lease,omitempty"`
 }
 
 // BatchStatResponse holds one result per requested path, in request order.

@@ -71,11 +71,15 @@ func (n *Namespace) maintainLoop() {
 	defer idb.Stop()
 	renew := time.NewTicker(n.renewEvery())
 	defer renew.Stop()
+	leases := time.NewTicker(time.Second)
+	defer leases.Stop()
 	n.syncHolders()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
+		case now := <-leases.C:
+			n.leases.sweep(now)
 		case <-loads.C:
 			n.pollLoads(n.ctx)
 		case <-idb.C:

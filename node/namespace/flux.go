@@ -57,6 +57,17 @@ func (f *fluxTable) init() {
 	f.regs = make(map[*opReg]struct{})
 }
 
+// inFlux reports whether a prepared part marks p or an ancestor of p.
+func (h *home) inFlux(p string) bool {
+	f := &h.flux
+	if f.count.Load() == 0 {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.markAtOrAbove(p, "") != nil
+}
+
 // markAtOrAbove returns a mark on p or an ancestor of p whose transaction
 // is not txn. Callers hold mu.
 func (f *fluxTable) markAtOrAbove(p, txn string) *partTxn {

@@ -12,6 +12,7 @@ import (
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/routing"
+	"github.com/ghba/ghba/rpc"
 )
 
 // home is the home logic of one shard this node leads (docs/design.md,
@@ -48,6 +49,9 @@ type home struct {
 	ctx    context.Context // ends when the node stops leading the shard
 	cancel context.CancelFunc
 	tasks  tasks.Group
+	// writable is when the leases an earlier leader of the shard may have
+	// granted have all expired: writes wait for it (leases.go).
+	writable time.Time
 }
 
 // newHome returns the home of the shard rep leads, not started.
@@ -65,6 +69,7 @@ func newHome(n *Namespace, rep Replica) *home {
 		parts:   make(map[string]*partTxn),
 		cleanup: make(chan string, 4096),
 	}
+	h.writable = time.Now().Add(n.leases.ttl)
 	h.flux.init()
 	h.push.init()
 	h.ctx, h.cancel = context.WithCancel(n.ctx)
@@ -105,9 +110,59 @@ func (h *home) preparedCount() int {
 	return len(h.parts)
 }
 
-// apply commits b in the shard's log.
+// apply commits b in the shard's log, once the clients caching the
+// inodes it changes have dropped them (leases.go).
 func (h *home) apply(ctx context.Context, b *store.Batch) error {
+	rv, err := h.revoke(ctx, b.InodePaths(), nil)
+	if err != nil {
+		return err
+	}
+	defer rv.end()
 	return h.rep.Apply(ctx, b)
+}
+
+// rekey moves a subtree through the shard's log (see apply).
+func (h *home) rekey(ctx context.Context, oldPrefix, newPrefix string, chain []store.AncestorCode) error {
+	rv, err := h.revoke(ctx, nil, []string{oldPrefix, newPrefix})
+	if err != nil {
+		return err
+	}
+	defer rv.end()
+	return h.rep.Rekey(ctx, oldPrefix, newPrefix, chain)
+}
+
+// recode rewrites a subtree's ancestor codes through the shard's log (see
+// apply).
+func (h *home) recode(ctx context.Context, root string, code *store.AncestorCode) error {
+	rv, err := h.revoke(ctx, nil, []string{root})
+	if err != nil {
+		return err
+	}
+	defer rv.end()
+	return h.rep.Recode(ctx, root, code)
+}
+
+// revoke revokes the client cache's leases on paths and under prefixes
+// before a write (leaseTable.beginWrite). A leader's first writes wait
+// until every lease its predecessors may have granted has expired.
+func (h *home) revoke(ctx context.Context, paths, prefixes []string) (*revocation, error) {
+	if h.r.leases.ttl <= 0 || (len(paths) == 0 && len(prefixes) == 0) {
+		return nil, nil
+	}
+	if wait := time.Until(h.writable); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("waiting for the leases of the previous leader to expire: %w: %w", rpc.ErrUnavailable, ctx.Err())
+		}
+	}
+	rv, err := h.r.leases.beginWrite(ctx, paths, prefixes)
+	if err != nil {
+		return nil, fmt.Errorf("revoking cache leases: %w: %w", rpc.ErrUnavailable, err)
+	}
+	return rv, nil
 }
 
 // ensureRoot creates "/" if this is the root shard and it is missing.
@@ -123,7 +178,7 @@ func (h *home) ensureRoot(ctx context.Context) error {
 	var b store.Batch
 	b.RequireInodeAbsent("/")
 	b.PutInode("/", ino)
-	if err := h.apply(ctx, &b); err != nil && !errors.Is(err, store.ErrExists) {
+	if err := h.rep.Apply(ctx, &b); err != nil && !errors.Is(err, store.ErrExists) {
 		return fmt.Errorf("create /: %w", err)
 	}
 	h.log.Info("created /")

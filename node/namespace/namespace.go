@@ -268,6 +268,9 @@ type Options struct {
 	// far as the budget goes. 0 holds the segment alone (the paper's
 	// G-HBA); with SchemeHBA every replica is held whatever the budget.
 	FilterMemory int64
+	// CacheLease is the length of the leases under which clients may
+	// cache inodes (leases.go; rpc.StatRequest.Lease); 0 grants none.
+	CacheLease time.Duration
 	// Logger carries the node id; nil discards.
 	Logger *slog.Logger
 	// Tuning holds the timers; zero fields take DefaultTuning's.
@@ -297,6 +300,8 @@ type Namespace struct {
 	tune      Tuning
 	// filterMemory is Options.FilterMemory.
 	filterMemory int64
+	// leases are the client cache's leases on paths this node homes.
+	leases *leaseTable
 
 	localGeo, lruGeo routing.Geometry
 
@@ -388,6 +393,7 @@ func New(opts Options) (*Namespace, error) {
 		l1:           routing.NewFilterArray(lruGeo),
 		l2:           routing.NewFilterArray(localGeo),
 		ready:        make(chan struct{}),
+		leases:       newLeaseTable(max(opts.CacheLease, 0)),
 	}
 	n.prop.init()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -407,6 +413,9 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 		if err := guard(ctx, r.Path); err != nil {
 			return nil, err
 		}
+		if r.Lease {
+			return n.StatLease(ctx, r.Path)
+		}
 		return n.Stat(ctx, r.Path)
 	}))
 	rpc.Register(s, rpc.MethodLookup, gate(n, func(ctx context.Context, r *rpc.LookupRequest) (*rpc.LookupResponse, error) {
@@ -419,7 +428,7 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 		if err := guard(ctx, r.Paths...); err != nil {
 			return nil, err
 		}
-		return n.BatchStat(ctx, r.Paths)
+		return n.BatchStat(ctx, r.Paths, r.Lease)
 	}))
 	rpc.Register(s, rpc.MethodCreate, gate(n, func(ctx context.Context, r *rpc.CreateRequest) (*rpc.CreateResponse, error) {
 		if err := guard(ctx, r.Path); err != nil {

@@ -41,6 +41,29 @@ func (n *Namespace) Stat(ctx context.Context, path string) (*rpc.StatResponse, e
 	return &rpc.StatResponse{Inode: *l.inode, HomeAddr: n.addrOfShard(l.shard), Level: l.level, Hops: l.hops}, nil
 }
 
+// StatLease is Stat for a client that caches inodes: when this node leads
+// the path's shard, the answer carries a lease on the path for the
+// client's connection (leases.go).
+func (n *Namespace) StatLease(ctx context.Context, path string) (*rpc.StatResponse, error) {
+	peer := rpc.PeerFrom(ctx)
+	p, err := CleanPath(path)
+	if err != nil || peer == nil || n.leases.ttl <= 0 {
+		return n.Stat(ctx, path)
+	}
+	epoch := n.leases.epoch(p)
+	st, err := n.Stat(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	// A path in flux (a prepared part of a transaction changes it) gets
+	// no lease: the part may be committed and acknowledged before it is
+	// applied here.
+	if h := n.home(st.Inode.Home); h != nil && !h.inFlux(p) {
+		st.Lease = int64(n.leases.grant(peer, p, epoch))
+	}
+	return st, nil
+}
+
 // Lookup returns the home of path, with the level and hops that found it.
 func (n *Namespace) Lookup(ctx context.Context, path string) (*rpc.LookupResponse, error) {
 	p, err := CleanPath(path)
@@ -63,13 +86,18 @@ func (n *Namespace) Lookup(ctx context.Context, path string) (*rpc.LookupRespons
 
 // BatchStat stats several paths (up to MaxBatchStat), concurrently; each
 // path's failure is in its result.
-func (n *Namespace) BatchStat(ctx context.Context, paths []string) (*rpc.BatchStatResponse, error) {
+// With lease, each answer may carry a cache lease (StatLease).
+func (n *Namespace) BatchStat(ctx context.Context, paths []string, lease bool) (*rpc.BatchStatResponse, error) {
 	if len(paths) > MaxBatchStat {
 		return nil, fmt.Errorf("%w: %d paths in one batch (limit %d)", fs.ErrInvalid, len(paths), MaxBatchStat)
 	}
+	stat := n.Stat
+	if lease {
+		stat = n.StatLease
+	}
 	out := &rpc.BatchStatResponse{Results: make([]rpc.BatchStatResult, len(paths))}
 	tasks.ForEach(len(paths), 8, func(i int) {
-		st, err := n.Stat(ctx, paths[i])
+		st, err := stat(ctx, paths[i])
 		if err != nil {
 			out.Results[i] = rpc.BatchStatError(err)
 			return

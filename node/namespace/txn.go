@@ -60,6 +60,11 @@ type partTxn struct {
 	committed atomic.Bool // the batch is applied (rekeys may remain)
 	finished  atomic.Bool
 	rekeyed   int64
+	// rv holds the client cache's leases on the inodes the part changes
+	// revoked from its prepare until it is applied or discarded
+	// (leases.go), so that a commit acknowledged before this node applies
+	// the part is never hidden by a cached inode.
+	rv *revocation
 }
 
 // partRecord is the durable form of a prepared part.
@@ -186,6 +191,7 @@ func (h *home) preparePart(ctx context.Context, r *txnPrepareReq) (*txnPrepareRe
 	ok := false
 	defer func() {
 		if !ok {
+			p.rv.end()
 			h.removeMarks(p)
 			h.partMu.Lock()
 			if h.parts[p.id] == p {
@@ -219,6 +225,10 @@ func (h *home) preparePart(ctx context.Context, r *txnPrepareReq) (*txnPrepareRe
 	}
 	if busy {
 		return &txnPrepareResp{Busy: true}, nil
+	}
+	paths, prefixes := p.changes()
+	if p.rv, err = h.revoke(ctx, paths, prefixes); err != nil {
+		return nil, err
 	}
 	var b store.Batch
 	b.PutIntent(partPrefix+p.id, p.record())
@@ -440,7 +450,7 @@ func (h *home) applyPart(p *partTxn) error {
 	for i := range p.ops {
 		switch op := &p.ops[i]; op.Kind {
 		case opRekey:
-			if err := h.rep.Rekey(ctx, op.Path, op.New, storeCodes(op.Ancestors)); err != nil {
+			if err := h.rekey(ctx, op.Path, op.New, storeCodes(op.Ancestors)); err != nil {
 				return fmt.Errorf("rekey %s -> %s: %w", op.Path, op.New, err)
 			}
 		case opRecode:
@@ -449,7 +459,7 @@ func (h *home) applyPart(p *partTxn) error {
 				c := store.AncestorCode(*op.Code)
 				code = &c
 			}
-			if err := h.rep.Recode(ctx, op.Path, code); err != nil {
+			if err := h.recode(ctx, op.Path, code); err != nil {
 				return fmt.Errorf("recode %s: %w", op.Path, err)
 			}
 		}
@@ -464,6 +474,23 @@ func (h *home) applyPart(p *partTxn) error {
 	}
 	h.finishPart(p)
 	return nil
+}
+
+// changes returns the inode paths and the subtrees p's ops change.
+func (p *partTxn) changes() (paths, prefixes []string) {
+	for i := range p.ops {
+		switch op := &p.ops[i]; op.Kind {
+		case opPutInode, opDelInode:
+			paths = append(paths, op.Path)
+		case opMoveInode:
+			paths = append(paths, op.Path, op.New)
+		case opRekey:
+			prefixes = append(prefixes, op.Path, op.New)
+		case opRecode:
+			prefixes = append(prefixes, op.Path)
+		}
+	}
+	return paths, prefixes
 }
 
 // hasSubtreeOp reports whether ops hold a change of a whole subtree
@@ -498,6 +525,7 @@ func (h *home) abortPart(p *partTxn) error {
 
 func (h *home) finishPart(p *partTxn) {
 	p.finished.Store(true)
+	p.rv.end()
 	h.removeMarks(p)
 	h.partMu.Lock()
 	if h.parts[p.id] == p {

@@ -78,6 +78,18 @@ type Batch struct {
 // Err returns the first validation error of the batch, if any.
 func (b *Batch) Err() error { return b.err }
 
+// InodePaths returns the paths of the inodes the batch puts or deletes,
+// in the order added (a path may repeat).
+func (b *Batch) InodePaths() []string {
+	var out []string
+	for _, m := range b.muts {
+		if m.kind == mutSetInode || m.kind == mutDeleteInode {
+			out = append(out, string(m.key[1:]))
+		}
+	}
+	return out
+}
+
 // Len returns the number of preconditions plus mutations in the batch.
 func (b *Batch) Len() int { return len(b.conds) + len(b.muts) }
 

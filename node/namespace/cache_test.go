@@ -1,0 +1,157 @@
+package namespace_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ghba/ghba/node/namespace"
+	"github.com/ghba/ghba/node/nodetest"
+	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/rpctest"
+)
+
+// cacheLease is the lease of the cache tests' clusters.
+const cacheLease = 2 * time.Second
+
+func cacheCluster(t *testing.T, r int) *nodetest.Namespaces {
+	return nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: r,
+		Configure: func(o *namespace.Options) { o.CacheLease = cacheLease }})
+}
+
+// cachingClient returns a client of c with a metadata cache.
+func cachingClient(t *testing.T, c *nodetest.Namespaces, onInv func(*rpc.Invalidation)) *rpc.Client {
+	var addrs []string
+	for _, id := range c.IDs {
+		addrs = append(addrs, c.Nodes[id].Addr)
+	}
+	cl := rpc.NewClient(rpc.Options{Addrs: addrs, Cache: &rpc.CacheOptions{Entries: 1000}, OnInvalidate: onInv,
+		Logger: rpctest.Logger(t)})
+	t.Cleanup(func() { cl.Close() })
+	return cl
+}
+
+// cached stats p through cl until the answer comes from the cache.
+func cached(t *testing.T, cl *rpc.Client, p string) *rpc.StatResponse {
+	t.Helper()
+	var st *rpc.StatResponse
+	rpctest.Eventually(t, 10*time.Second, "a cached answer of "+p, func() error {
+		var err error
+		st, err = cl.Stat(context.Background(), p)
+		if err != nil {
+			return err
+		}
+		if st.Level != rpc.LevelCache {
+			return fmt.Errorf("stat %s answered at %s", p, st.Level)
+		}
+		return nil
+	})
+	return st
+}
+
+// TestCacheNeverStale: a client caches inodes under leases; after every
+// write another client had acknowledged (chmod, unlink, rename of the
+// directory, a write at a new leader after the old one died), the caching
+// client's stat shows the write.
+func TestCacheNeverStale(t *testing.T) { forEachR(t, testCacheNeverStale) }
+
+func testCacheNeverStale(t *testing.T, r int) {
+	c := cacheCluster(t, r)
+	ctx := context.Background()
+	w := via(c, c.IDs[0])
+	mustOK(t, w.mkdir("/d", false), "mkdir")
+	for i := range 5 {
+		mustOK(t, w.create(fmt.Sprintf("/d/f%d", i)), "create")
+	}
+	a := cachingClient(t, c, nil)
+	st := cached(t, a, "/d/f1")
+	if st.Mode != 0o644 {
+		t.Fatalf("cached mode %#o", st.Mode)
+	}
+	for i := range 40 {
+		mode := uint32(0o600 + i%8)
+		if _, err := w.setattr(&rpc.SetAttrRequest{Path: "/d/f1", Mode: u32(mode)}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := a.Stat(ctx, "/d/f1")
+		mustOK(t, err, "stat")
+		if st.Mode != mode {
+			t.Fatalf("write %d: the caching client sees mode %#o (level %s) after chmod %#o was acknowledged", i, st.Mode, st.Level, mode)
+		}
+	}
+	if s := a.CacheStats(); s.Hits == 0 || s.Invalidated == 0 {
+		t.Errorf("cache stats %+v: want hits and invalidations", s)
+	}
+
+	cached(t, a, "/d/f2")
+	mustOK(t, w.unlink("/d/f2"), "unlink")
+	if _, err := a.Stat(ctx, "/d/f2"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stat of an unlinked file through the cache: %v", err)
+	}
+	cached(t, a, "/d/f3")
+	mustOK(t, w.rename("/d", "/e"), "rename")
+	if _, err := a.Stat(ctx, "/d/f3"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stat of a renamed directory's file through the cache: %v", err)
+	}
+	st = cached(t, a, "/e/f3")
+
+	// The home of /e/f3 dies: with R=3 another replica leads, and its
+	// first write waits until the dead leader's leases have expired.
+	if r == 3 {
+		home := homeOf(c, t, "/e/f3")
+		c.Stop(home)
+		other := c.IDs[0]
+		if other == home {
+			other = c.IDs[1]
+		}
+		if _, err := via(c, other).setattr(&rpc.SetAttrRequest{Path: "/e/f3", Mode: u32(0o640)}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := a.Stat(ctx, "/e/f3")
+		mustOK(t, err, "stat")
+		if st.Mode != 0o640 {
+			t.Fatalf("after a fail-over the caching client sees mode %#o (level %s) after chmod 640 was acknowledged", st.Mode, st.Level)
+		}
+		c.Start(home)
+	}
+}
+
+// TestCacheSilentClient: a client that does not acknowledge its
+// invalidation (its reader blocked) delays a write until its lease has
+// expired, and does not stop it.
+func TestCacheSilentClient(t *testing.T) {
+	c := cacheCluster(t, 1)
+	w := via(c, c.IDs[0])
+	mustOK(t, w.create("/f"), "create")
+	release := make(chan struct{})
+	var blocked atomic.Bool
+	a := cachingClient(t, c, func(*rpc.Invalidation) {
+		if blocked.CompareAndSwap(false, true) {
+			<-release
+		}
+	})
+	cached(t, a, "/f")
+	start := time.Now()
+	if _, err := w.setattr(&rpc.SetAttrRequest{Path: "/f", Mode: u32(0o600)}); err != nil {
+		t.Fatalf("a write with a silent lease holder: %v", err)
+	}
+	t.Logf("the write waited %v for a silent client's lease of %v", time.Since(start), cacheLease)
+	close(release)
+	if !blocked.Load() {
+		t.Fatal("the caching client was never told")
+	}
+	rpctest.Eventually(t, 10*time.Second, "the new mode through the caching client", func() error {
+		st, err := a.Stat(context.Background(), "/f")
+		if err != nil {
+			return err
+		}
+		if st.Mode != 0o600 {
+			return fmt.Errorf("mode %#o (level %s)", st.Mode, st.Level)
+		}
+		return nil
+	})
+}
