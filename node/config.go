@@ -77,6 +77,7 @@ type Config struct {
 	Placement          string        `mapstructure:"placement"`
 	PlacementSpread    int           `mapstructure:"placement_spread"`
 	Scheme             string        `mapstructure:"scheme"`
+	CacheLease         time.Duration `mapstructure:"cache_lease"`
 	LogLevel           string        `mapstructure:"log_level"`
 	// TLS secures the RPC, Raft and HTTP ports (all or none).
 	TLS tlsutil.Config `mapstructure:"tls"`
@@ -164,9 +165,16 @@ func DefaultConfig() Config {
 		Placement:          namespace.PlacementColocate,
 		PlacementSpread:    namespace.DefaultSpreadAfter,
 		Scheme:             namespace.SchemeGHBA,
+		CacheLease:         DefaultCacheLease,
 		LogLevel:           "info",
 	}
 }
+
+// DefaultCacheLease is the default cache_lease: the leases under which
+// clients cache inodes (a write waits at most this long for a client that
+// does not acknowledge its invalidation, and a new shard leader's first
+// writes wait this long).
+const DefaultCacheLease = 2 * time.Second
 
 // DefaultFilterMemoryMB is the default filter_memory_mb: 1/32 of the
 // machine's memory (at least 64 MiB; 256 MiB where it cannot be read),
@@ -261,6 +269,8 @@ func (c *Config) Validate() error {
 		return bad("propagate_threshold", "%v must be a fraction in (0, 1]", c.PropagateThreshold)
 	case c.PropagateInterval <= 0:
 		return bad("propagate_interval", "%v must be positive", c.PropagateInterval)
+	case c.CacheLease < 0 || c.CacheLease > time.Minute:
+		return bad("cache_lease", "%v must be 0-1m (0: clients may not cache inodes)", c.CacheLease)
 	}
 	if !slices.Contains(shard.LogStores, c.ShardLogStore) {
 		return bad("shard_log_store", "%q must be one of %s", c.ShardLogStore, strings.Join(shard.LogStores, ", "))

@@ -906,6 +906,7 @@ func (n *Node) newNamespace() (*namespace.Namespace, error) {
 		SpreadAfter:  n.cfg.PlacementSpread,
 		Scheme:       n.cfg.Scheme,
 		FilterMemory: int64(n.cfg.FilterMemoryMB) << 20,
+		CacheLease:   n.cfg.CacheLease,
 		Logger:       n.log,
 		Tuning:       n.tune.Namespace,
 	})
