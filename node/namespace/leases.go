@@ -24,7 +24,9 @@ import (
 // expired — then applies the change and unmarks them. A stat races with a
 // write safely: the grant compares the path's stripe epoch, taken before
 // the stat read the inode, with the epoch after; a write begun meanwhile
-// bumped it, and the lease is refused.
+// bumped it, and so does every write that ended meanwhile (the stat may
+// have read the inode before the write was applied): the lease is
+// refused.
 type leaseTable struct {
 	ttl     time.Duration // 0: leases are never granted
 	seed    maphash.Seed
@@ -190,6 +192,7 @@ func (rv *revocation) unmark() {
 	for _, p := range rv.paths {
 		s := t.stripe(p)
 		s.mu.Lock()
+		s.epoch++ // a stat that read before the write was applied must not be granted now
 		if s.writing[p]--; s.writing[p] <= 0 {
 			delete(s.writing, p)
 		}
@@ -204,6 +207,12 @@ func (rv *revocation) unmark() {
 		}
 		t.nprefix.Store(int32(len(t.prefixes)))
 		t.prefixMu.Unlock()
+		for i := range t.stripes {
+			s := &t.stripes[i]
+			s.mu.Lock()
+			s.epoch++
+			s.mu.Unlock()
+		}
 	}
 }
 
