@@ -61,7 +61,65 @@ type Config struct {
 	// both to keep subtraces disjoint.
 	Prefix     string
 	ClientBase int
+
+	// Scripts adds repeated access sequences (off when Scripts.Count is
+	// 0, which leaves the trace unchanged).
+	Scripts ScriptConfig
 }
+
+// ScriptConfig describes repeated access sequences ("scripts"): fixed,
+// ordered lists of stat, open and readdir operations that clients replay
+// again and again, the way builds, shells and scripts walk the same
+// directories and read the same files in the same order. They give a trace
+// the stable successor relationships that metadata prefetchers such as
+// Nexus learn (a file is usually followed by the same few files).
+//
+// Scripts are built once from the initial namespace, with the
+// generator's random stream, and alternate between two kinds:
+//
+//   - even-numbered scripts are directory walks (like "find -ls" or a build
+//     tool scanning a source tree): readdir a directory, stat each of its
+//     files, then walk each subdirectory the same way, depth first. A walk
+//     starts in a uniformly chosen directory and moves up until its subtree
+//     is large enough for the script's length;
+//   - odd-numbered scripts are read lists (like the headers or packages a
+//     compiler reads): distinct, uniformly chosen files, each with a fixed
+//     op, stat or open with equal odds.
+//
+// Script paths are chosen uniformly, not by popularity, so scripts change
+// the skew of HBA Fig. 5: a few scripts make their paths the hot set, many
+// spread the accesses (the popularity tests run with scripts off).
+//
+// An idle client starts a script (chosen uniformly) with probability Start
+// each time it issues an operation; from then on each of its operations is
+// the script's next step until the script ends. Scripts follow renames and
+// skip steps whose file or directory no longer exists. Script file accesses
+// join the client's working set. A zero MinLen, MaxLen or Start takes its
+// default when Count > 0; Noise is used as given.
+type ScriptConfig struct {
+	// Count is the number of distinct scripts; 0 disables scripts.
+	Count int
+	// MinLen and MaxLen bound the number of operations of a script
+	// (uniform in [MinLen, MaxLen]; a walk of a small tree may be
+	// shorter). Defaults 8 and 32.
+	MinLen, MaxLen int
+	// Start is the probability that an idle client starts a script
+	// instead of drawing an operation from the mix. Default 0.1: with the
+	// default lengths about two thirds of the operations then come from
+	// scripts.
+	Start float64
+	// Noise is the probability, at each step of a script, that the
+	// replay deviates: half of the time the step is skipped, half of the
+	// time an operation from the regular mix is inserted before it.
+	Noise float64
+}
+
+// Script defaults (see ScriptConfig).
+const (
+	DefaultScriptMinLen = 8
+	DefaultScriptMaxLen = 32
+	DefaultScriptStart  = 0.1
+)
 
 // DefaultConfig returns a mid-sized trace configuration with the default
 // operation mix: mostly stat and open, a few percent of creates and deletes
@@ -128,6 +186,20 @@ func (c Config) withDefaults() (Config, error) {
 	if c.WorkingSet == 0 {
 		c.WorkingSet = d.WorkingSet
 	}
+	if sc := &c.Scripts; sc.Count > 0 {
+		if sc.MinLen == 0 {
+			sc.MinLen = DefaultScriptMinLen
+			if sc.MaxLen > 0 {
+				sc.MinLen = min(sc.MinLen, sc.MaxLen)
+			}
+		}
+		if sc.MaxLen == 0 {
+			sc.MaxLen = max(DefaultScriptMaxLen, sc.MinLen)
+		}
+		if sc.Start == 0 {
+			sc.Start = DefaultScriptStart
+		}
+	}
 	bad := func(format string, args ...any) (Config, error) {
 		return c, fmt.Errorf("workload config: "+format+": %w", append(args, ErrConfig)...)
 	}
@@ -149,6 +221,14 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("hot skew %v not in [0, 10]", c.HotSkew)
 	case !(c.Locality >= 0 && c.Locality <= 1):
 		return bad("locality %v not in [0, 1]", c.Locality)
+	case c.Scripts.Count < 0 || c.Scripts.Count > 1<<20:
+		return bad("script count %d not in [0, %d]", c.Scripts.Count, 1<<20)
+	case c.Scripts.Count > 0 && (c.Scripts.MinLen < 1 || c.Scripts.MaxLen < c.Scripts.MinLen || c.Scripts.MaxLen > 1<<16):
+		return bad("script lengths %d..%d (want 1 ≤ min ≤ max ≤ %d)", c.Scripts.MinLen, c.Scripts.MaxLen, 1<<16)
+	case !(c.Scripts.Start >= 0 && c.Scripts.Start <= 1):
+		return bad("script start probability %v not in [0, 1]", c.Scripts.Start)
+	case !(c.Scripts.Noise >= 0 && c.Scripts.Noise <= 1):
+		return bad("script noise %v not in [0, 1]", c.Scripts.Noise)
 	}
 	sum := 0.0
 	for _, f := range c.fractions() {
@@ -219,6 +299,16 @@ type client struct {
 	created [8]int32 // ring of recently created files
 	crNext  int
 	crLen   int
+	script  int // 1 + the script being replayed; 0 when idle
+	pos     int // next step of the script
+}
+
+// scriptStep is one operation of a script: a readdir or stat of directory
+// id, or a stat or open of file id.
+type scriptStep struct {
+	id  int32
+	op  Op
+	dir bool
 }
 
 // Generator produces a trace record by record; Generate and Intensify drive
@@ -236,6 +326,7 @@ type Generator struct {
 	cold    []int32 // the other live files
 	zipf    []float64
 	clients []client
+	scripts [][]scriptStep
 	gen     uint32 // bumped by directory renames: cached paths must be checked
 	names   uint32 // next name number
 
@@ -277,6 +368,7 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	for i := range g.clients {
 		g.clients[i].ws = make([]int32, 0, cfg.WorkingSet)
 	}
+	g.buildScripts()
 	return g, nil
 }
 
@@ -400,6 +492,82 @@ func (g *Generator) buildZipf() {
 	for i := range g.zipf {
 		g.zipf[i] /= sum
 	}
+}
+
+// buildScripts makes cfg.Scripts.Count scripts from the initial namespace
+// (see ScriptConfig). It draws nothing from the random stream when scripts
+// are off.
+func (g *Generator) buildScripts() {
+	sc := g.cfg.Scripts
+	if sc.Count == 0 {
+		return
+	}
+	// Children of each directory, in creation order.
+	subdirs := make([][]int32, len(g.dirs))
+	files := make([][]int32, len(g.dirs))
+	for d := 1; d < len(g.dirs); d++ {
+		p := g.dirs[d].parent
+		subdirs[p] = append(subdirs[p], int32(d))
+	}
+	for f := range g.files {
+		d := g.files[f].dir
+		files[d] = append(files[d], int32(f))
+	}
+	// size[d] is the number of steps of a complete walk of d's subtree.
+	size := make([]int, len(g.dirs))
+	for d := len(g.dirs) - 1; d >= 0; d-- { // children come after parents
+		size[d] += 1 + len(files[d])
+		if d > 0 {
+			size[g.dirs[d].parent] += size[d]
+		}
+	}
+	g.scripts = make([][]scriptStep, sc.Count)
+	for i := range g.scripts {
+		n := sc.MinLen + g.intn(sc.MaxLen-sc.MinLen+1)
+		s := make([]scriptStep, 0, n)
+		if i%2 == 0 {
+			d := g.live[g.intn(len(g.live))]
+			for d != 0 && size[d] < n {
+				d = g.dirs[d].parent
+			}
+			s = appendWalk(s, n, d, subdirs, files)
+		} else {
+			seen := make(map[int32]bool, n)
+			for tries := 0; len(s) < n && tries < 4*n; tries++ {
+				f := g.uniformFile()
+				if f < 0 || seen[f] {
+					continue
+				}
+				seen[f] = true
+				op := OpStat
+				if g.u64()&1 == 0 {
+					op = OpOpen
+				}
+				s = append(s, scriptStep{id: f, op: op})
+			}
+		}
+		g.scripts[i] = s
+	}
+}
+
+// appendWalk appends to s the depth-first walk of directory d (readdir,
+// stat of each file, then the walk of each subdirectory) until s holds n
+// steps.
+func appendWalk(s []scriptStep, n int, d int32, subdirs, files [][]int32) []scriptStep {
+	if len(s) >= n {
+		return s
+	}
+	s = append(s, scriptStep{id: d, op: OpReaddir, dir: true})
+	for _, f := range files[d] {
+		if len(s) >= n {
+			return s
+		}
+		s = append(s, scriptStep{id: f, op: OpStat})
+	}
+	for _, sd := range subdirs[d] {
+		s = appendWalk(s, n, sd, subdirs, files)
+	}
+	return s
 }
 
 // dirPath returns the path of directory d, rebuilding the cached string
@@ -626,6 +794,11 @@ func (g *Generator) timed() Record {
 	ci := g.intn(g.cfg.Clients)
 	c := &g.clients[ci]
 	rec := Record{Time: g.now, Client: g.cfg.ClientBase + ci}
+	if g.scripts != nil {
+		if r, ok := g.scriptNext(c, rec); ok {
+			return r
+		}
+	}
 	u := g.float()
 	kind := len(g.thresholds) // open
 	for i, t := range g.thresholds {
@@ -722,6 +895,52 @@ func (g *Generator) timed() Record {
 			return rec
 		}
 	}
+}
+
+// scriptNext fills rec with the client's next script step, starting a
+// script with probability Start when the client is idle. It returns false
+// when the operation should come from the regular mix instead: the client
+// stays idle, the script ended, or noise inserts an operation.
+func (g *Generator) scriptNext(c *client, rec Record) (Record, bool) {
+	sc := &g.cfg.Scripts
+	if c.script == 0 {
+		if g.float() >= sc.Start {
+			return rec, false
+		}
+		c.script, c.pos = 1+g.intn(len(g.scripts)), 0
+	}
+	s := g.scripts[c.script-1]
+	for c.pos < len(s) {
+		if sc.Noise > 0 {
+			if u := g.float(); u < sc.Noise {
+				if u < sc.Noise/2 {
+					c.pos++ // skip the step
+					continue
+				}
+				return rec, false // insert an operation before it
+			}
+		}
+		st := s[c.pos]
+		c.pos++
+		if st.dir {
+			if g.dirs[st.id].live < 0 {
+				continue
+			}
+			rec.Op, rec.Path, rec.Dir = st.op, g.displayDir(st.id), st.op != OpReaddir
+		} else {
+			if g.files[st.id].slot < 0 {
+				continue
+			}
+			c.touch(st.id)
+			rec.Op, rec.Path = st.op, g.filePath(st.id)
+		}
+		if c.pos == len(s) {
+			c.script = 0
+		}
+		return rec, true
+	}
+	c.script = 0
+	return rec, false
 }
 
 // Generate writes the trace described by cfg to emit: first the exists
