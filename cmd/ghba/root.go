@@ -63,5 +63,6 @@ wrong, revoked or expired token.`,
 	add("security", newACLCmds(co)...)
 	add("namespace", newFSCmds(co)...)
 	add("tools", newBenchCmd(co), newSimCmd())
+	add("tools", newTraceCmd())
 	return root
 }
