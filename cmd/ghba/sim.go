@@ -74,7 +74,7 @@ also writes CSV files and PNG plots there. Progress goes to stderr.`,
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	f.StringVar(&o.out, "out", "", "also write CSV files and PNG plots into this directory")
 	f.IntVar(&o.runs, "runs", 1, "replay with this many seeds (seed, seed+1, …) and average the results")
-	cmd.AddCommand(newSimPBACmd(o), newSimHBACmd(o), newSimGHBACmd(o), newSimOptimalMCmd(o), newSimMigrationCmd(o), newSimBudgetCmd(o))
+	cmd.AddCommand(newSimPBACmd(o), newSimHBACmd(o), newSimGHBACmd(o), newSimOptimalMCmd(o), newSimMigrationCmd(o), newSimBudgetCmd(o), newSimNexusCmd(o))
 	return cmd
 }
 

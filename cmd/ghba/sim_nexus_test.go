@@ -1,0 +1,224 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ghba/ghba/routing/workload"
+)
+
+// nexusTiny keeps a nexus run well under a second.
+var nexusTiny = []string{"--quick", "--files", "3000", "--ops", "6000"}
+
+var nexusAlgorithms = []string{"lru", "lfu", "mru", "first_successor", "last_successor", "noah",
+	"recent_popularity", "pg1", "pg2", "nexus", "opt"}
+
+// TestSimNexusJSONContract: "ghba sim nexus --cache-fraction 0.1 --json"
+// prints one object with cache_fraction and the client local hit rate of
+// every algorithm in [0, 1]; OPT hits at least as often as every policy
+// without prefetching.
+func TestSimNexusJSONContract(t *testing.T) {
+	out, err := runSim(t, append([]string{"nexus", "--cache-fraction", "0.1", "--json"}, nexusTiny...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := simDecodeObject(t, out)
+	if f := simNumber(t, v, "cache_fraction"); f != 0.1 {
+		t.Errorf("cache_fraction = %v", f)
+	}
+	hit, ok := v["hit_rate"].(map[string]any)
+	if !ok {
+		t.Fatalf("hit_rate missing: %v", v)
+	}
+	for _, k := range nexusAlgorithms {
+		if x := simNumber(t, hit, k); x < 0 || x > 1 {
+			t.Errorf("hit_rate.%s = %v", k, x)
+		}
+	}
+	opt := simNumber(t, hit, "opt")
+	for _, k := range []string{"lru", "lfu", "mru"} {
+		if x := simNumber(t, hit, k); x > opt {
+			t.Errorf("%s %v beats OPT %v", k, x, opt)
+		}
+	}
+	for _, k := range []string{"mean_response_ms", "prefetch_used", "prefetch_wasted", "consistency_messages_per_access"} {
+		m, ok := v[k].(map[string]any)
+		if !ok || len(m) != len(nexusAlgorithms) {
+			t.Errorf("%s: %v", k, v[k])
+		}
+	}
+	for k, n := range map[string]int{"weights_hit_rate": 20, "window_group_hit_rate": 25, "grouping_hit_rate": 2,
+		"mean_response_ms_no_consistency": 5} {
+		if m, ok := v[k].(map[string]any); !ok || len(m) != n {
+			t.Errorf("%s has %d entries, want %d: %v", k, len(m), n, v[k])
+		}
+	}
+	if g := v["grouping_hit_rate"].(map[string]any); g["client"] != hit["nexus"] {
+		t.Errorf("client-oriented %v ≠ nexus %v", g["client"], hit["nexus"])
+	}
+	if w := v["window_group_hit_rate"].(map[string]any); w["w5_g2"] != hit["nexus"] {
+		t.Errorf("w5_g2 %v ≠ nexus %v", w["w5_g2"], hit["nexus"])
+	}
+	if a := simNumber(t, v, "accesses"); a != 6000 {
+		t.Errorf("accesses = %v", a)
+	}
+	if ms := simNumber(t, v, "network_delay_ms"); ms != 0.3 {
+		t.Errorf("network delay %v ms, want the paper's 0.3", ms)
+	}
+}
+
+// TestSimNexusFractions: without --cache-fraction the run covers 10, 30
+// and 50%, printed as {"runs": [...]}; hit rates grow with the cache.
+func TestSimNexusFractions(t *testing.T) {
+	out, err := runSim(t, append([]string{"nexus", "--json", "--studies", "compare"}, nexusTiny...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Runs []map[string]any `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Runs) != 3 {
+		t.Fatalf("%d runs, want 3", len(v.Runs))
+	}
+	prev := -1.0
+	for i, want := range []float64{0.1, 0.3, 0.5} {
+		r := v.Runs[i]
+		if f := simNumber(t, r, "cache_fraction"); f != want {
+			t.Errorf("run %d: cache_fraction %v, want %v", i, f, want)
+		}
+		lru := simNumber(t, r["hit_rate"].(map[string]any), "lru")
+		if lru < prev {
+			t.Errorf("LRU hit rate %v at %v below %v", lru, want, prev)
+		}
+		prev = lru
+		if _, ok := r["weights_hit_rate"]; ok {
+			t.Errorf("weights study ran with --studies compare")
+		}
+	}
+}
+
+func TestSimNexusStudiesAndRuns(t *testing.T) {
+	out, err := runSim(t, append([]string{"nexus", "--cache-fraction", "0.3", "--studies", "weights", "--full-grid",
+		"--runs", "2", "--json"}, nexusTiny...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := simDecodeObject(t, out)
+	hit := v["hit_rate"].(map[string]any)
+	if len(hit) != 1 || hit["nexus"] == nil {
+		t.Errorf("hit_rate %v: want nexus alone", hit)
+	}
+	if w := v["weights_hit_rate"].(map[string]any); len(w) != 4*5*5 || w["polynomial_w3_g4"] == nil {
+		t.Errorf("full grid: %d entries", len(w))
+	}
+	// Consistency alone reports the five algorithms of Fig. 16.
+	out, err = runSim(t, append([]string{"nexus", "--cache-fraction", "0.1", "--studies", "consistency",
+		"--async-prefetch", "--grouping", "server"}, nexusTiny...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Consistency control", "ms w/o consistency", "pg2", "opt"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestSimNexusTableAndOut(t *testing.T) {
+	dir := t.TempDir()
+	out, err := runSim(t, append([]string{"nexus", "--out", dir}, nexusTiny...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Client local hit rate", "Figs. 12–16", "first_successor", "recent_popularity",
+		"Fig. 8", "exponential", "Fig. 9", "Fig. 10", "server-oriented hit%", "network 300µs"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	for _, f := range []string{"nexus.csv", "nexus_weights.csv", "nexus_window.csv", "nexus_grouping.csv",
+		"nexus_hit.png", "nexus_response.png", "nexus_window.png"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || st.Size() == 0 {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+	csv, err := os.ReadFile(filepath.Join(dir, "nexus.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(string(csv), "\n"); lines != 1+3*len(nexusAlgorithms) {
+		t.Errorf("nexus.csv has %d lines, want a header and %d rows", lines, 3*len(nexusAlgorithms))
+	}
+}
+
+func TestSimNexusTraceFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "small.trace")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := workload.DefaultConfig()
+	cfg.Files, cfg.Dirs, cfg.Ops = 1000, 100, 3000
+	w := workload.NewWriter(f)
+	if err := workload.Generate(cfg, w.Write); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runSim(t, "nexus", "--trace", path, "--cache-fraction", "0.5", "--studies", "compare", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := simDecodeObject(t, out)
+	if n := simNumber(t, v, "accesses"); n != 3000 {
+		t.Errorf("replayed %v accesses, want 3000", n)
+	}
+}
+
+func TestSimNexusUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"--cache-fraction", "0"},
+		{"--cache-fraction", "1.5"},
+		{"--window", "0"},
+		{"--group", "0"},
+		{"--assignment", "cubic"},
+		{"--grouping", "cluster"},
+		{"--studies", "everything"},
+		{"--noah-s", "0"},
+		{"--rp-j", "3", "--rp-k", "2"},
+		{"--server-cache-fraction", "0"},
+		{"--max-out-edges", "0"},
+		{"--bandwidth-gbps", "0"},
+		{"--disk-latency", "-1ms"},
+		{"extra"},
+	} {
+		full := append(append([]string{"nexus"}, nexusTiny...), args...)
+		if _, err := runSim(t, full...); err == nil || exitCode(err) != exitUsage {
+			t.Errorf("%v: error %v (exit %d), want a usage error", args, err, exitCode(err))
+		}
+	}
+}
+
+func TestSimNexusHelp(t *testing.T) {
+	out, err := runSim(t, "nexus", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Examples:", "ghba sim nexus", "--cache-fraction", "--window", "--group",
+		"--assignment", "--grouping", "--network-delay", "(default 300µs)", "--disk-latency", "--studies", "PG1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("nexus --help lacks %q:\n%s", want, out)
+		}
+	}
+}
