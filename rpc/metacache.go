@@ -249,7 +249,20 @@ func (c *Client) cachedStat(ctx context.Context, p string) (*StatResponse, error
 		m.install(key, st, now, gen, false)
 		return st, nil
 	}
-	paths := append([]string{key}, ahead...)
+	// The successors homed with the missed path travel in its request;
+	// the others are fetched in the background, so that the miss waits
+	// for one home only.
+	home := c.homeOf(key)
+	paths := []string{key}
+	var elsewhere []string
+	for _, q := range ahead {
+		if c.homeOf(q) == home {
+			paths = append(paths, q)
+		} else {
+			elsewhere = append(elsewhere, q)
+		}
+	}
+	c.prefetch(elsewhere, now, gen)
 	br, err := c.batchStat(ctx, paths, true)
 	if err != nil {
 		return nil, err
@@ -264,6 +277,50 @@ func (c *Client) cachedStat(ctx context.Context, p string) (*StatResponse, error
 		return nil, err
 	}
 	return first.Stat, nil
+}
+
+// maxPrefetching bounds the background prefetches in flight; beyond it a
+// prefetch is skipped.
+const maxPrefetching = 8
+
+// prefetch fetches paths into the cache in the background (skipped when
+// maxPrefetching are in flight, and ended by Close).
+func (c *Client) prefetch(paths []string, sent time.Time, gen uint64) {
+	if len(paths) == 0 {
+		return
+	}
+	select {
+	case c.prefetching <- struct{}{}:
+	default:
+		return
+	}
+	c.janitor.Add(1)
+	go func() {
+		defer c.janitor.Done()
+		defer func() { <-c.prefetching }()
+		timeout := c.opts.Timeout
+		if timeout <= 0 {
+			timeout = 30 * time.Second
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		go func() { // Close ends the prefetch
+			select {
+			case <-c.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		br, err := c.batchStat(ctx, paths, true)
+		if err != nil {
+			return
+		}
+		for i, r := range br.Results {
+			if r.Stat != nil {
+				c.cache.install(paths[i], r.Stat, sent, gen, true)
+			}
+		}
+	}()
 }
 
 // CacheStats returns the metadata cache's counters (zero without

@@ -49,6 +49,12 @@ type benchOptions struct {
 	phases      []string
 	eachNode    bool
 	maxErrors   int
+	// trace replays a trace file instead of the generated tree
+	// (bench_trace.go).
+	trace        string
+	clients      int
+	cacheModes   []string
+	cacheEntries int
 }
 
 // benchTree is the generated namespace: directories (parents before
@@ -148,13 +154,30 @@ With --each-node (the default) the lookup phase runs once per alive member
 (from "members"), else once through --addr. --phases selects phases: run
 "--phases stat,lookup" again with the same --prefix and --paths to measure
 reads of an existing tree. Exits 1 if more than --max-errors operations
-fail (default 0).`,
+fail (default 0).
+
+With --trace FILE, bench replays a metadata trace (docs/trace-format.md;
+for example one recorded with "ghba trace from-strace") instead: it creates
+the paths the trace declares existing below --prefix-MODE, then replays every
+client stream of the trace in a closed loop, each on one of --clients
+clients (default one per stream), once per --cache mode: off (every stat
+asks the cluster), lru (a metadata cache of --cache-entries inodes per
+client, held under the nodes' leases) or nexus (the same cache, which also
+prefetches the two strongest successors of a missed path in the client's
+relationship graph, Nexus §4). It prints per mode the operations per
+second, the mean and p99 stat time, and the local hit rate.`,
 		Example: `  ghba --addr 127.0.0.1:7410,127.0.0.1:7420,127.0.0.1:7430 bench --paths 3000
   ghba bench --paths 100000 --concurrency 16 --prefix /bench1 --json
   ghba --addr 127.0.0.1:7410 bench --paths 100000 --prefix /bench1 --phases stat,lookup
-  ghba bench --paths 20000 --phases mkdir,create,stat,stat-uncached,stat-routed`,
+  ghba bench --paths 20000 --phases mkdir,create,stat,stat-uncached,stat-routed
+  ghba bench --trace testdata/traces/go-build.trace --cache off,lru,nexus`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, m := range bo.cacheModes {
+				if m != cacheOff && m != cacheLRU && m != cacheNexus {
+					return usageErrorf("bench: --cache %q: want off, lru or nexus", m)
+				}
+			}
 			if bo.paths < 1 || bo.filesPerDir < 1 || bo.concurrency < 1 {
 				return usageErrorf("bench: --paths, --files-per-dir and --concurrency must be at least 1")
 			}
@@ -173,6 +196,9 @@ fail (default 0).`,
 			if bo.prefix == "" {
 				return usageErrorf("bench: --prefix must not be /")
 			}
+			if bo.trace != "" {
+				return runTraceBench(cmd, o, bo)
+			}
 			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
 				return runBench(ctx, cmd, o, bo, c)
 			})
@@ -186,6 +212,10 @@ fail (default 0).`,
 	f.StringSliceVar(&bo.phases, "phases", defaultPhases, "phases to run: mkdir, create, stat, stat-uncached, stat-routed, lookup")
 	f.BoolVar(&bo.eachNode, "each-node", true, "run the lookup phase through every alive member")
 	f.IntVar(&bo.maxErrors, "max-errors", 0, "failed operations tolerated before the exit code is 1")
+	f.StringVar(&bo.trace, "trace", "", "replay this trace file instead of the generated tree")
+	f.IntVar(&bo.clients, "clients", 0, "with --trace: replay clients (default: one per client stream of the trace)")
+	f.StringSliceVar(&bo.cacheModes, "cache", []string{cacheOff}, "with --trace: client metadata cache modes to run, in turn: off, lru, nexus")
+	f.IntVar(&bo.cacheEntries, "cache-entries", 0, "with --trace: inodes each client's cache holds (default: 10% of the trace's distinct paths)")
 	return cmd
 }
 

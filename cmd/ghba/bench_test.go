@@ -1,7 +1,9 @@
 package main
 
 import (
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -84,5 +86,54 @@ func TestBenchAgainstFake(t *testing.T) {
 	_, errOut, code = runCLI(t, "--addr", f.Addr(), "bench", "--paths", "120", "--files-per-dir", "9", "--prefix", "/bench", "--phases", "create")
 	if code != exitError || !strings.Contains(errOut, "operations failed") {
 		t.Errorf("bench of existing paths: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestBenchTraceAgainstFake replays a small trace with each cache mode:
+// the trace's existing paths are created under each mode's prefix, every
+// record is replayed, and the report has the contract's fields. (The fake
+// grants no leases, so the caches never hit; TestCacheNeverStale and
+// TestProcessCacheNeverStale exercise them against real nodes.)
+func TestBenchTraceAgainstFake(t *testing.T) {
+	f := startFake(t)
+	trace := filepath.Join(t.TempDir(), "t.trace")
+	text := `0 0 exists /src/
+0 0 exists /src/a.go
+0 0 exists /src/b.go
+0.1 0 stat /src/a.go
+0.2 0 open /src/b.go
+0.3 1 readdir /src
+0.4 1 stat /src/missing.go
+0.5 1 create /src/c.go
+0.6 0 stat /src/c.go
+`
+	if err := os.WriteFile(trace, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI(t, "--addr", f.Addr(), "--json", "bench", "--trace", trace, "--cache", "off,lru,nexus", "--prefix", "/tb")
+	if code != 0 {
+		t.Fatalf("bench --trace: exit %d: %s", code, errOut)
+	}
+	rep := hasKeys(t, "bench --trace", decodeJSON(t, out), "trace", "cache_entries", "results")
+	var modes []string
+	for _, r := range array(t, "results", rep["results"]) {
+		m := hasKeys(t, "result", r, "cache", "clients", "ops", "errors", "ops_per_sec", "stats", "stat_mean_ms", "stat_p99_ms", "hit_rate")
+		modes = append(modes, m["cache"].(string))
+		if m["ops"] != float64(6) || m["stats"] != float64(4) || m["errors"] != float64(0) || m["clients"] != float64(2) {
+			t.Errorf("result %v: want 6 ops, 4 stats, no errors, 2 clients", m)
+		}
+	}
+	if want := []string{"off", "lru", "nexus"}; !slices.Equal(modes, want) {
+		t.Errorf("modes %v, want %v", modes, want)
+	}
+	for _, mode := range []string{"off", "lru", "nexus"} {
+		for _, p := range []string{"/tb-" + mode + "/src/a.go", "/tb-" + mode + "/src/c.go"} {
+			if !slices.Contains(f.Paths(), p) {
+				t.Errorf("the replay did not create %s", p)
+			}
+		}
+	}
+	if _, errOut, code := runCLI(t, "--addr", f.Addr(), "bench", "--trace", trace, "--cache", "arc"); code != exitUsage || !strings.Contains(errOut, "arc") {
+		t.Errorf("--cache arc: exit %d: %s", code, errOut)
 	}
 }

@@ -104,6 +104,11 @@ func (o *clientOptions) addrs(cmd *cobra.Command) ([]string, error) {
 // client returns an rpc.Client for the --addr nodes with the --timeout per
 // call. The caller closes it.
 func (o *clientOptions) client(cmd *cobra.Command) (*rpc.Client, error) {
+	return o.clientWith(cmd, nil)
+}
+
+// clientWith is client with the options adjusted by set (if not nil).
+func (o *clientOptions) clientWith(cmd *cobra.Command, set func(*rpc.Options)) (*rpc.Client, error) {
 	addrs, err := o.addrs(cmd)
 	if err != nil {
 		return nil, err
@@ -123,7 +128,11 @@ func (o *clientOptions) client(cmd *cobra.Command) (*rpc.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return rpc.NewClient(rpc.Options{Addrs: addrs, Timeout: o.timeout, Dial: o.dial, Token: token}), nil
+	opts := rpc.Options{Addrs: addrs, Timeout: o.timeout, Dial: o.dial, Token: token}
+	if set != nil {
+		set(&opts)
+	}
+	return rpc.NewClient(opts), nil
 }
 
 // envToken names the environment variable of the ACL token.

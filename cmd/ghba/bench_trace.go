@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ghba/ghba/nexus"
+	"github.com/ghba/ghba/routing/workload"
+	"github.com/ghba/ghba/rpc"
+)
+
+// Cache modes of "ghba bench --trace".
+const (
+	cacheOff   = "off"
+	cacheLRU   = "lru"
+	cacheNexus = "nexus"
+)
+
+// traceStreams is a trace split by client: the paths that exist before it
+// starts (directories first) and each client's records in order.
+type traceStreams struct {
+	dirs, files []string
+	streams     [][]workload.Record
+	distinct    int
+}
+
+// readTraceStreams reads a trace file.
+func readTraceStreams(name string) (*traceStreams, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := workload.NewReader(f)
+	byClient := map[int][]workload.Record{}
+	seen := map[string]bool{}
+	ts := &traceStreams{}
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		seen[rec.Path] = true
+		if rec.Op == workload.OpExists {
+			if rec.IsDir() {
+				ts.dirs = append(ts.dirs, rec.Path)
+			} else {
+				ts.files = append(ts.files, rec.Path)
+			}
+			continue
+		}
+		byClient[rec.Client] = append(byClient[rec.Client], rec)
+	}
+	ids := make([]int, 0, len(byClient))
+	for id := range byClient {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		ts.streams = append(ts.streams, byClient[id])
+	}
+	ts.distinct = len(seen)
+	return ts, nil
+}
+
+// traceResult is one cache mode's replay.
+type traceResult struct {
+	Cache       string  `json:"cache"`
+	Clients     int     `json:"clients"`
+	Ops         int     `json:"ops"`
+	Errors      int     `json:"errors"`
+	Missing     int     `json:"missing"` // stats of paths that do not exist (failed calls in the trace)
+	OpsPerSec   float64 `json:"ops_per_sec"`
+	Stats       int     `json:"stats"`
+	StatMeanMs  float64 `json:"stat_mean_ms"`
+	StatP99Ms   float64 `json:"stat_p99_ms"`
+	HitRate     float64 `json:"hit_rate"` // local hits / stats
+	Prefetched  uint64  `json:"prefetched"`
+	PrefetchUse uint64  `json:"prefetch_used"`
+	Invalidated uint64  `json:"invalidated"`
+	Entries     int     `json:"cache_entries"`
+}
+
+// runTraceBench replays the trace once per cache mode, each under its own
+// prefix, and prints the results.
+func runTraceBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions) error {
+	ts, err := readTraceStreams(bo.trace)
+	if err != nil {
+		return err
+	}
+	if len(ts.streams) == 0 {
+		return usageErrorf("bench: %s has no timed records", bo.trace)
+	}
+	clients := bo.clients
+	if clients <= 0 {
+		clients = len(ts.streams)
+	}
+	entries := bo.cacheEntries
+	if entries <= 0 {
+		entries = max(16, ts.distinct/10)
+	}
+	var results []traceResult
+	for _, mode := range bo.cacheModes {
+		prefix := fmt.Sprintf("%s-%s", bo.prefix, mode)
+		res, err := replayTrace(cmd, o, ts, prefix, mode, clients, entries)
+		if err != nil {
+			return err
+		}
+		results = append(results, *res)
+		fmt.Fprintf(cmd.ErrOrStderr(), "bench: %s replayed under %s\n", mode, prefix)
+	}
+	if o.json {
+		return writeJSON(cmd.OutOrStdout(), map[string]any{"trace": bo.trace, "cache_entries": entries, "results": results})
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "trace %s: %d clients, %d distinct paths; cache of %d entries per client\n\n", bo.trace, len(ts.streams), ts.distinct, entries)
+	t := newTable(w, "CACHE", "CLIENTS", "OPS", "ERRORS", "OPS/S", "STATS", "STAT MEAN", "STAT P99", "HIT RATE", "PREFETCHED", "USED")
+	for _, r := range results {
+		t.row(r.Cache, r.Clients, r.Ops, r.Errors, fmt.Sprintf("%.0f", r.OpsPerSec), r.Stats,
+			fmt.Sprintf("%.3fms", r.StatMeanMs), fmt.Sprintf("%.3fms", r.StatP99Ms),
+			fmt.Sprintf("%.1f%%", 100*r.HitRate), r.Prefetched, r.PrefetchUse)
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.Errors > bo.maxErrors {
+			return fmt.Errorf("%w: %d errors with cache %s", errBenchFailed, r.Errors, r.Cache)
+		}
+	}
+	return nil
+}
+
+// replayTrace creates the trace's existing paths under prefix, then
+// replays its streams in a closed loop through clients clients (stream i
+// on client i mod clients), each with its own cache in mode.
+func replayTrace(cmd *cobra.Command, o *clientOptions, ts *traceStreams, prefix, mode string, clients, entries int) (*traceResult, error) {
+	ctx := cmd.Context()
+	setup, err := o.client(cmd)
+	if err != nil {
+		return nil, err
+	}
+	defer setup.Close()
+	if _, err := setup.Mkdir(ctx, &rpc.MkdirRequest{Path: prefix, Mode: 0o755, Parents: true}); err != nil {
+		return nil, fmt.Errorf("bench: mkdir %s: %w", prefix, err)
+	}
+	// The trace's namespace: directories by depth, then files.
+	dirs := slices.Clone(ts.dirs)
+	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	pre := func(paths []string, op func(p string) error) error {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var first error
+		next := make(chan string)
+		for range 16 {
+			wg.Go(func() {
+				for p := range next {
+					if err := op(prefix + p); err != nil && !errors.Is(err, fs.ErrExist) {
+						mu.Lock()
+						first = cmp0(first, err)
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		for _, p := range paths {
+			next <- p
+		}
+		close(next)
+		wg.Wait()
+		return first
+	}
+	mkdir := func(p string) error {
+		_, err := setup.Mkdir(ctx, &rpc.MkdirRequest{Path: p, Mode: 0o755, Parents: true})
+		return err
+	}
+	for d := 0; d < len(dirs); {
+		depth := strings.Count(dirs[d], "/")
+		e := d
+		for e < len(dirs) && strings.Count(dirs[e], "/") == depth {
+			e++
+		}
+		if err := pre(dirs[d:e], mkdir); err != nil {
+			return nil, fmt.Errorf("bench: creating the trace's directories: %w", err)
+		}
+		d = e
+	}
+	if err := pre(ts.files, func(p string) error {
+		if err := mkdir(p[:strings.LastIndexByte(p, '/')]); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		_, err := setup.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644})
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("bench: creating the trace's files: %w", err)
+	}
+
+	res := &traceResult{Cache: mode, Clients: clients}
+	cls := make([]*rpc.Client, clients)
+	for i := range cls {
+		c, err := o.clientWith(cmd, func(opts *rpc.Options) {
+			switch mode {
+			case cacheLRU:
+				opts.Cache = &rpc.CacheOptions{Entries: entries}
+			case cacheNexus:
+				g, _ := nexus.New[string](nexus.Config{})
+				opts.Cache = &rpc.CacheOptions{Entries: entries, Prefetch: rpc.PrefetchNexus, Predictor: g}
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		cls[i] = c
+	}
+	var mu sync.Mutex
+	var statLat []time.Duration
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, stream := range ts.streams {
+		c := cls[i%clients]
+		wg.Go(func() {
+			var lat []time.Duration
+			var ops, errs, missing int
+			for _, rec := range stream {
+				if ctx.Err() != nil {
+					break
+				}
+				t0 := time.Now()
+				err := replayOp(ctx, c, prefix, rec)
+				d := time.Since(t0)
+				ops++
+				if rec.Op == workload.OpStat || rec.Op == workload.OpOpen {
+					lat = append(lat, d)
+				}
+				switch {
+				case err == nil:
+				case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrExist), errors.Is(err, rpc.ErrNotEmpty),
+					errors.Is(err, rpc.ErrNotDir), errors.Is(err, rpc.ErrIsDir):
+					missing++ // the trace's own failed calls, or an order the replay does not keep
+				default:
+					errs++
+				}
+			}
+			mu.Lock()
+			statLat = append(statLat, lat...)
+			res.Ops += ops
+			res.Errors += errs
+			res.Missing += missing
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	res.OpsPerSec = float64(res.Ops) / elapsed.Seconds()
+	res.Stats = len(statLat)
+	if len(statLat) > 0 {
+		var sum time.Duration
+		for _, d := range statLat {
+			sum += d
+		}
+		res.StatMeanMs = float64(sum.Microseconds()) / 1000 / float64(len(statLat))
+		slices.Sort(statLat)
+		res.StatP99Ms = percentileMs(statLat, 0.99)
+	}
+	var hits uint64
+	for _, c := range cls {
+		s := c.CacheStats()
+		hits += s.Hits
+		res.Prefetched += s.Prefetched
+		res.PrefetchUse += s.PrefetchUsed
+		res.Invalidated += s.Invalidated
+		res.Entries += s.Entries
+	}
+	if res.Stats > 0 {
+		res.HitRate = float64(hits) / float64(res.Stats)
+	}
+	return res, nil
+}
+
+// replayOp runs one trace record under prefix through c.
+func replayOp(ctx context.Context, c *rpc.Client, prefix string, rec workload.Record) error {
+	p := prefix + rec.Path
+	if rec.Path == "/" {
+		p = prefix
+	}
+	var err error
+	switch rec.Op {
+	case workload.OpStat, workload.OpOpen:
+		_, err = c.Stat(ctx, p)
+	case workload.OpReaddir:
+		_, err = c.ReadDir(ctx, &rpc.ReadDirRequest{Path: p})
+	case workload.OpCreate:
+		_, err = c.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644})
+	case workload.OpMkdir:
+		_, err = c.Mkdir(ctx, &rpc.MkdirRequest{Path: p, Mode: 0o755})
+	case workload.OpUnlink:
+		err = c.Unlink(ctx, p)
+	case workload.OpRmdir:
+		err = c.Rmdir(ctx, p)
+	case workload.OpRename:
+		_, err = c.Rename(ctx, p, prefix+rec.Path2)
+	}
+	return err
+}
+
+// cmp0 returns a if it is not nil, else b.
+func cmp0(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
