@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/ghba/ghba/routing/workload"
 )
 
 // nexusTiny keeps a nexus run well under a second.
@@ -159,23 +157,7 @@ func TestSimNexusTableAndOut(t *testing.T) {
 }
 
 func TestSimNexusTraceFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "small.trace")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := workload.DefaultConfig()
-	cfg.Files, cfg.Dirs, cfg.Ops = 1000, 100, 3000
-	w := workload.NewWriter(f)
-	if err := workload.Generate(cfg, w.Write); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := generatedTrace(t, 1000, 100, 3000)
 	out, err := runSim(t, "nexus", "--trace", path, "--cache-fraction", "0.5", "--studies", "compare", "--json")
 	if err != nil {
 		t.Fatal(err)

@@ -178,14 +178,17 @@ func TestSimTablesAndOut(t *testing.T) {
 	}
 }
 
-func TestSimTraceFile(t *testing.T) {
+// generatedTrace writes a generated trace of files, dirs and ops to a file
+// in a temporary directory and returns its path.
+func generatedTrace(t *testing.T, files, dirs, ops int) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "small.trace")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := workload.DefaultConfig()
-	cfg.Files, cfg.Dirs, cfg.Ops = 2000, 200, 5000
+	cfg.Files, cfg.Dirs, cfg.Ops = files, dirs, ops
 	w := workload.NewWriter(f)
 	if err := workload.Generate(cfg, w.Write); err != nil {
 		t.Fatal(err)
@@ -196,6 +199,11 @@ func TestSimTraceFile(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
+
+func TestSimTraceFile(t *testing.T) {
+	path := generatedTrace(t, 2000, 200, 5000)
 	out, err := runSim(t, "pba", "--trace", path, "--servers", "10", "--runs", "2", "--json")
 	if err != nil {
 		t.Fatal(err)
