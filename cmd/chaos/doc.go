@@ -63,7 +63,10 @@
 // empty directory; a non-empty one: "not empty"). Every create and mkdir
 // gives its inode a unique UID, its token; a rename keeps it and every
 // stat answers it, so a stat names the very operation that created what
-// it sees.
+// it sees. Half the workers (the odd ones) use a client metadata cache
+// (rpc.Options.Cache): their stats are answered from inodes cached under
+// the nodes' leases whenever they can be, and the checks hold them to the
+// same standard.
 //
 // Every operation is recorded with its invocation and response times.
 // An operation whose outcome the client cannot know (timeout, broken

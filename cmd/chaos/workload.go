@@ -139,6 +139,7 @@ func (r *Recorder) Exec(ctx context.Context, c *client, clientID int, o Op) Op {
 			err = fmt.Errorf("chaos: %s: stat answered type %s", p, st.Inode.Type)
 		default:
 			o.Seen = st.Inode.UID
+			o.Cached = st.Level == rpc.LevelCache
 		}
 	case OpUnlink:
 		err = c.Unlink(ctx, p)
@@ -292,7 +293,7 @@ func (w *Workload) AllRoots() []string {
 // makeDirs creates dirs (mkdir -p: idempotent, so retried across nodes
 // until the cluster answers).
 func makeDirs(ctx context.Context, addrs, dirs []string, log *slog.Logger) error {
-	c := newClient(addrs, log)
+	c := newClient(addrs, log, false)
 	defer c.Close()
 	for _, d := range dirs {
 		err := poll(ctx, setupTimeout, func(ctx context.Context) (string, error) {
@@ -315,10 +316,12 @@ func makeDirs(ctx context.Context, addrs, dirs []string, log *slog.Logger) error
 }
 
 // newClient returns a client for the workload: short timeouts so that a
-// paused or cut-off node costs a few seconds, not the default 30.
-func newClient(addrs []string, log *slog.Logger) *client {
+// paused or cut-off node costs a few seconds, not the default 30. With
+// cached, its stats answer from a metadata cache under the nodes' leases
+// (rpc.Options.Cache), and are checked like every other operation.
+func newClient(addrs []string, log *slog.Logger, cached bool) *client {
 	s := &sentTo{}
-	return &client{sent: s, Client: rpc.NewClient(rpc.Options{
+	opts := rpc.Options{
 		Addrs:       addrs,
 		Logger:      log,
 		Dial:        s.dial,
@@ -326,7 +329,11 @@ func newClient(addrs []string, log *slog.Logger) *client {
 		Timeout:     opTimeout,
 		MaxAttempts: 3,
 		IdleTimeout: 10 * time.Second,
-	})}
+	}
+	if cached {
+		opts.Cache = &rpc.CacheOptions{Entries: 4096}
+	}
+	return &client{sent: s, Client: rpc.NewClient(opts)}
 }
 
 // The mix of operations, in percent (cumulative thresholds in next).
@@ -470,7 +477,8 @@ func (w *Workload) Run(ctx context.Context, r *Recorder) {
 	for i := range w.Clients {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(w.Seed, uint64(i)+1))
-			c := newClient(w.Addrs, w.Log.With("worker", i))
+			// Odd workers read through a metadata cache.
+			c := newClient(w.Addrs, w.Log.With("worker", i, "cache", i%2 == 1), i%2 == 1)
 			defer c.Close()
 			id := i
 			for ctx.Err() == nil {
@@ -486,6 +494,11 @@ func (w *Workload) Run(ctx context.Context, r *Recorder) {
 				got := r.Exec(context.WithoutCancel(ctx), c, id, o)
 				if g != nil {
 					g.end(time.Now(), got.Result == ResUnknown)
+				}
+				if i%2 == 1 && got.Kind == OpStat && got.Result == ResOK {
+					// A caching worker reads what it just read again,
+					// as applications do: the cache's answer is checked.
+					got = r.Exec(context.WithoutCancel(ctx), c, id, o)
 				}
 				var pause time.Duration
 				switch got.Result {
