@@ -113,7 +113,7 @@ func (h *home) preparedCount() int {
 // apply commits b in the shard's log, once the clients caching the
 // inodes it changes have dropped them (leases.go).
 func (h *home) apply(ctx context.Context, b *store.Batch) error {
-	rv, err := h.revoke(ctx, b.InodePaths(), nil)
+	rv, err := h.revoke(ctx, b.InodePaths(), nil, true)
 	if err != nil {
 		return err
 	}
@@ -121,9 +121,26 @@ func (h *home) apply(ctx context.Context, b *store.Batch) error {
 	return h.rep.Apply(ctx, b)
 }
 
-// rekey moves a subtree through the shard's log (see apply).
+// applyPart's writes: the batch of a prepared transaction part, and its
+// subtree changes. Their paths have been in flux since the part's
+// prepare revoked the leases on them, so no leader of the shard has
+// granted one since: they need not wait for an earlier leader's leases
+// (which would hold up finishing committed parts when a leadership
+// starts).
+
+// applyMarked is apply for a prepared part's batch.
+func (h *home) applyMarked(ctx context.Context, b *store.Batch) error {
+	rv, err := h.revoke(ctx, b.InodePaths(), nil, false)
+	if err != nil {
+		return err
+	}
+	defer rv.end()
+	return h.rep.Apply(ctx, b)
+}
+
+// rekey moves a subtree through the shard's log (a prepared part's).
 func (h *home) rekey(ctx context.Context, oldPrefix, newPrefix string, chain []store.AncestorCode) error {
-	rv, err := h.revoke(ctx, nil, []string{oldPrefix, newPrefix})
+	rv, err := h.revoke(ctx, nil, []string{oldPrefix, newPrefix}, false)
 	if err != nil {
 		return err
 	}
@@ -131,10 +148,10 @@ func (h *home) rekey(ctx context.Context, oldPrefix, newPrefix string, chain []s
 	return h.rep.Rekey(ctx, oldPrefix, newPrefix, chain)
 }
 
-// recode rewrites a subtree's ancestor codes through the shard's log (see
-// apply).
+// recode rewrites a subtree's ancestor codes through the shard's log (a
+// prepared part's).
 func (h *home) recode(ctx context.Context, root string, code *store.AncestorCode) error {
-	rv, err := h.revoke(ctx, nil, []string{root})
+	rv, err := h.revoke(ctx, nil, []string{root}, false)
 	if err != nil {
 		return err
 	}
@@ -143,13 +160,14 @@ func (h *home) recode(ctx context.Context, root string, code *store.AncestorCode
 }
 
 // revoke revokes the client cache's leases on paths and under prefixes
-// before a write (leaseTable.beginWrite). A leader's first writes wait
-// until every lease its predecessors may have granted has expired.
-func (h *home) revoke(ctx context.Context, paths, prefixes []string) (*revocation, error) {
+// before a write (leaseTable.beginWrite). With grace, a leader's first
+// writes wait until every lease its predecessors may have granted has
+// expired.
+func (h *home) revoke(ctx context.Context, paths, prefixes []string, grace bool) (*revocation, error) {
 	if h.r.leases.ttl <= 0 || (len(paths) == 0 && len(prefixes) == 0) {
 		return nil, nil
 	}
-	if wait := time.Until(h.writable); wait > 0 {
+	if wait := time.Until(h.writable); grace && wait > 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:

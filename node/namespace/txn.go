@@ -227,7 +227,7 @@ func (h *home) preparePart(ctx context.Context, r *txnPrepareReq) (*txnPrepareRe
 		return &txnPrepareResp{Busy: true}, nil
 	}
 	paths, prefixes := p.changes()
-	if p.rv, err = h.revoke(ctx, paths, prefixes); err != nil {
+	if p.rv, err = h.revoke(ctx, paths, prefixes, true); err != nil {
 		return nil, err
 	}
 	var b store.Batch
@@ -441,7 +441,7 @@ func (h *home) applyPart(p *partTxn) error {
 		} else {
 			b.DeleteIntent(pid)
 		}
-		if err := h.apply(ctx, &b); err != nil {
+		if err := h.applyMarked(ctx, &b); err != nil {
 			p.committed.Store(false)
 			return fmt.Errorf("commit %s: %w", p.id, err)
 		}
