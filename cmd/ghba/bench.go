@@ -160,8 +160,7 @@ With --trace FILE, bench replays a metadata trace (docs/trace-format.md;
 for example one recorded with "ghba trace from-strace") instead: it creates
 the paths the trace declares existing below --prefix-MODE, then replays every
 client stream of the trace in a closed loop, each on one of --clients
-clients (default one per stream; every client routes by the shards' Bloom
-filters, as the stat-routed phase), once per --cache mode: off (every stat
+clients (default one per stream), once per --cache mode: off (every stat
 asks the cluster), lru (a metadata cache of --cache-entries inodes per
 client, held under the nodes' leases) or nexus (the same cache, which also
 prefetches the two strongest successors of a missed path in the client's

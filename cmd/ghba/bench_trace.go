@@ -213,10 +213,6 @@ func replayTrace(cmd *cobra.Command, o *clientOptions, ts *traceStreams, prefix,
 	cls := make([]*rpc.Client, clients)
 	for i := range cls {
 		c, err := o.clientWith(cmd, func(opts *rpc.Options) {
-			// Every mode routes by the shards' filters, so that a first
-			// access goes to the path's home (which grants leases only
-			// to its own clients) and "off" costs no forward either.
-			opts.RouteRefresh = time.Second
 			switch mode {
 			case cacheLRU:
 				opts.Cache = &rpc.CacheOptions{Entries: entries}
