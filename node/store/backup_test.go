@@ -42,14 +42,24 @@ func TestBackupWhileWriting(t *testing.T) {
 	var wg sync.WaitGroup
 	stop, writerDone := make(chan struct{}), make(chan struct{})
 	wg.Add(1)
+	// started passes a turn from each backup to the writer: the writer
+	// waits at 600, 1200 and 1800 entries until a backup has begun, so
+	// that three backups run while it writes however fast it is.
+	started := make(chan struct{})
 	go func() { // the writer: the shard FSM
 		defer close(writerDone)
+		next := uint64(600)
 		for from := 0; from < len(all); from += 16 {
 			if _, err := s.ApplyLog(ctx, all[from:min(from+16, len(all))]); err != nil {
 				t.Error(err)
 				return
 			}
-			written.Store(all[min(from+16, len(all))-1].Index)
+			w := all[min(from+16, len(all))-1].Index
+			written.Store(w)
+			if w >= next && next <= 1800 {
+				<-started
+				next += 600
+			}
 		}
 	}()
 	go func() { // a reader
@@ -82,6 +92,7 @@ func TestBackupWhileWriting(t *testing.T) {
 		case <-time.After(time.Millisecond):
 		}
 		if w := written.Load(); w >= uint64(len(snaps)+1)*600 {
+			started <- struct{}{}
 			data, applied := backupOf(t, s)
 			snaps = append(snaps, snap{data, applied, written.Load()})
 		}
