@@ -55,6 +55,7 @@ type benchOptions struct {
 	clients      int
 	cacheModes   []string
 	cacheEntries int
+	traceOrder   bool
 }
 
 // benchTree is the generated namespace: directories (parents before
@@ -159,7 +160,9 @@ fail (default 0).
 With --trace FILE, bench replays a metadata trace (docs/trace-format.md;
 for example one recorded with "ghba trace from-strace") instead: it creates
 the paths the trace declares existing below --prefix-MODE, then replays every
-client stream of the trace in a closed loop, each on one of --clients
+client stream of the trace in a closed loop (a stream whose first record
+comes after another's last starts when that one has finished, as in the
+recording; --trace-order=false starts all at once), each on one of --clients
 clients (default one per stream), once per --cache mode: off (every stat
 asks the cluster), lru (a metadata cache of --cache-entries inodes per
 client, held under the nodes' leases) or nexus (the same cache, which also
@@ -216,6 +219,7 @@ second, the mean and p99 stat time, and the local hit rate.`,
 	f.IntVar(&bo.clients, "clients", 0, "with --trace: replay clients (default: one per client stream of the trace)")
 	f.StringSliceVar(&bo.cacheModes, "cache", []string{cacheOff}, "with --trace: client metadata cache modes to run, in turn: off, lru, nexus")
 	f.IntVar(&bo.cacheEntries, "cache-entries", 0, "with --trace: inodes each client's cache holds (default: 10% of the trace's distinct paths)")
+	f.BoolVar(&bo.traceOrder, "trace-order", true, "with --trace: start a client stream after the streams that ended before it began in the recording (false: all at once)")
 	return cmd
 }
 

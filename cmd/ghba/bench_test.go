@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ghba/ghba/routing/workload"
 )
 
 func TestMakeBenchTree(t *testing.T) {
@@ -135,5 +138,35 @@ func TestBenchTraceAgainstFake(t *testing.T) {
 	}
 	if _, errOut, code := runCLI(t, "--addr", f.Addr(), "bench", "--trace", trace, "--cache", "arc"); code != exitUsage || !strings.Contains(errOut, "arc") {
 		t.Errorf("--cache arc: exit %d: %s", code, errOut)
+	}
+}
+
+// TestStreamOrder checks the replay's order between client streams: a
+// stream waits for those that ended before its first record, and streams
+// that overlapped in the recording do not wait for each other.
+func TestStreamOrder(t *testing.T) {
+	stream := func(from, to float64) []workload.Record {
+		return []workload.Record{{Time: time.Duration(from * float64(time.Second))}, {Time: time.Duration(to * float64(time.Second))}}
+	}
+	tests := []struct {
+		name    string
+		streams [][]workload.Record
+		want    [][]int
+	}{
+		{"one", [][]workload.Record{stream(0, 1)}, [][]int{nil}},
+		{"overlapping", [][]workload.Record{stream(0, 2), stream(1, 3)}, [][]int{nil, nil}},
+		{"two builds under a shell", [][]workload.Record{stream(0, 10), stream(1, 4), stream(2, 3), stream(5, 9)},
+			[][]int{nil, nil, nil, {1, 2}}},
+		{"touching is not before", [][]workload.Record{stream(0, 1), stream(1, 2)}, [][]int{nil, nil}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := streamOrder(tt.streams)
+			for i := range tt.want {
+				if !slices.Equal(got[i], tt.want[i]) {
+					t.Errorf("stream %d waits for %v, want %v", i, got[i], tt.want[i])
+				}
+			}
+		})
 	}
 }

@@ -32,7 +32,12 @@ const (
 type traceStreams struct {
 	dirs, files []string
 	streams     [][]workload.Record
-	distinct    int
+	// after[i] lists the streams that ended, in the recording, before
+	// stream i began: the replay starts stream i once they have finished,
+	// so that a program run after another (the second of two builds) is
+	// replayed after it, and programs that overlapped run concurrently.
+	after    [][]int
+	distinct int
 }
 
 // readTraceStreams reads a trace file.
@@ -73,8 +78,24 @@ func readTraceStreams(name string) (*traceStreams, error) {
 	for _, id := range ids {
 		ts.streams = append(ts.streams, byClient[id])
 	}
+	ts.after = streamOrder(ts.streams)
 	ts.distinct = len(seen)
 	return ts, nil
+}
+
+// streamOrder returns, for each stream, the streams whose last record is
+// earlier than its first: the happens-before the recording shows between
+// clients that did not overlap.
+func streamOrder(streams [][]workload.Record) [][]int {
+	after := make([][]int, len(streams))
+	for i, s := range streams {
+		for j, t := range streams {
+			if j != i && t[len(t)-1].Time < s[0].Time {
+				after[i] = append(after[i], j)
+			}
+		}
+	}
+	return after
 }
 
 // traceResult is one cache mode's replay.
@@ -116,7 +137,7 @@ func runTraceBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions) error
 	var results []traceResult
 	for _, mode := range bo.cacheModes {
 		prefix := fmt.Sprintf("%s-%s", bo.prefix, mode)
-		res, err := replayTrace(cmd, o, ts, prefix, mode, clients, entries)
+		res, err := replayTrace(cmd, o, ts, prefix, mode, clients, entries, bo.traceOrder)
 		if err != nil {
 			return err
 		}
@@ -147,8 +168,10 @@ func runTraceBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions) error
 
 // replayTrace creates the trace's existing paths under prefix, then
 // replays its streams in a closed loop through clients clients (stream i
-// on client i mod clients), each with its own cache in mode.
-func replayTrace(cmd *cobra.Command, o *clientOptions, ts *traceStreams, prefix, mode string, clients, entries int) (*traceResult, error) {
+// on client i mod clients), each with its own cache in mode; with ordered,
+// a stream starts once the streams that ended before it in the recording
+// have finished (traceStreams.after), else every stream starts at once.
+func replayTrace(cmd *cobra.Command, o *clientOptions, ts *traceStreams, prefix, mode string, clients, entries int, ordered bool) (*traceResult, error) {
 	ctx := cmd.Context()
 	setup, err := o.client(cmd)
 	if err != nil {
@@ -230,10 +253,20 @@ func replayTrace(cmd *cobra.Command, o *clientOptions, ts *traceStreams, prefix,
 	var mu sync.Mutex
 	var statLat []time.Duration
 	var wg sync.WaitGroup
+	done := make([]chan struct{}, len(ts.streams))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
 	start := time.Now()
 	for i, stream := range ts.streams {
 		c := cls[i%clients]
 		wg.Go(func() {
+			defer close(done[i])
+			if ordered {
+				for _, j := range ts.after[i] {
+					<-done[j] // every stream closes its channel, also when ctx ends
+				}
+			}
 			var lat []time.Duration
 			var ops, errs, missing int
 			for _, rec := range stream {
