@@ -49,6 +49,9 @@ func Idempotent(method string) bool {
 const (
 	TypeFile = "file"
 	TypeDir  = "dir"
+	// TypeSymlink is a symbolic link (Inode.Target). The service keeps
+	// links as metadata: a path is never resolved through one.
+	TypeSymlink = "symlink"
 )
 
 // Lookup levels reported in replies: which step of the G-HBA query path
@@ -64,7 +67,7 @@ const (
 type Inode struct {
 	// Path is the normalized absolute path.
 	Path string `json:"path"`
-	// Type is TypeFile or TypeDir.
+	// Type is TypeFile, TypeDir or TypeSymlink.
 	Type string `json:"type"`
 	// Mode holds the permission bits (0o7777: rwx for user, group, other,
 	// plus setuid, setgid and sticky), as in chmod.
@@ -90,6 +93,8 @@ type Inode struct {
 	Home string `json:"home"`
 	// Layout is an opaque data-layout blob kept for the data servers.
 	Layout []byte `json:"layout,omitempty"`
+	// Target is a symbolic link's target (TypeSymlink only).
+	Target string `json:"target,omitempty"`
 	// Ancestors are the inode's ancestor permission codes (HBA §4.2.2):
 	// the search permission of every ancestor directory that does not
 	// grant search to everyone, by increasing depth. The server checks
@@ -216,7 +221,7 @@ type LookupResponse struct {
 	Leader string `json:"leader,omitempty"`
 	// HomeAddr is the leader's RPC address; may be empty.
 	HomeAddr string `json:"home_addr,omitempty"`
-	// Type is TypeFile or TypeDir.
+	// Type is TypeFile, TypeDir or TypeSymlink.
 	Type string `json:"type,omitempty"`
 	// Level is the lookup level that resolved the path (LevelL1..LevelL4).
 	Level string `json:"level"`
@@ -273,6 +278,17 @@ type CreateRequest struct {
 	GID uint32 `json:"gid"`
 	// Layout is an optional opaque layout blob.
 	Layout []byte `json:"layout,omitempty"`
+	// Symlink, when set, makes the new inode a symbolic link to this
+	// target (at most 4,096 bytes, kept verbatim) instead of a regular
+	// file; its size is the target's length.
+	Symlink string `json:"symlink,omitempty"`
+	// Size is a regular file's initial size in bytes (default 0), as when
+	// a file's metadata is imported from another file system.
+	Size int64 `json:"size,omitempty"`
+	// Atime and Mtime are the initial access and modification times,
+	// Unix nanoseconds (0: the time of the create).
+	Atime int64 `json:"atime,omitempty"`
+	Mtime int64 `json:"mtime,omitempty"`
 }
 
 // CreateResponse is the new file's inode.
@@ -296,6 +312,11 @@ type MkdirRequest struct {
 	// Parents creates missing parents and succeeds if Path already is a
 	// directory (mkdir -p).
 	Parents bool `json:"parents,omitempty"`
+	// Atime and Mtime are the new directory's access and modification
+	// times, Unix nanoseconds (0: the time of the mkdir; not applied to
+	// missing parents or to a directory that already exists).
+	Atime int64 `json:"atime,omitempty"`
+	Mtime int64 `json:"mtime,omitempty"`
 }
 
 // MkdirResponse is the directory's inode.
@@ -323,7 +344,7 @@ type ReadDirRequest struct {
 type DirEntry struct {
 	// Name is the entry's name (one path component).
 	Name string `json:"name"`
-	// Type is TypeFile or TypeDir.
+	// Type is TypeFile, TypeDir or TypeSymlink.
 	Type string `json:"type"`
 	// Home is the shard that homes the child.
 	Home string `json:"home,omitempty"`

@@ -24,7 +24,7 @@ const rmConcurrency = 16
 // ls, rm, mv, chmod, chown.
 func newFSCmds(o *clientOptions) []*cobra.Command {
 	return []*cobra.Command{
-		newStatCmd(o), newLookupCmd(o), newCreateCmd(o), newMkdirCmd(o), newLsCmd(o),
+		newStatCmd(o), newLookupCmd(o), newCreateCmd(o), newMkdirCmd(o), newLnCmd(o), newLsCmd(o),
 		newRmCmd(o), newMvCmd(o), newChmodCmd(o), newChownCmd(o),
 	}
 }
@@ -54,8 +54,9 @@ func newStatCmd(o *clientOptions) *cobra.Command {
 the lookup level that found the home (L1: LRU filter array, L2: segment
 filter array, L3: group multicast, L4: authoritative step) and the number of
 server-to-server hops it took. With --json: one object with the fields path,
-type ("file" or "dir"), mode, uid, gid, size, atime, mtime, ctime (Unix
-nanoseconds), nlink, version, home, level, hops, and ancestors when any
+type ("file", "dir" or "symlink"), mode, uid, gid, size, atime, mtime,
+ctime (Unix nanoseconds), nlink, version, home, level, hops, target for a
+symlink (the service never resolves a path through one), ancestors when any
 ancestor directory does not let everyone search it: its permission codes
 (HBA §4.2.2), each {depth, mode (execute bits), uid, gid}, which the
 server checks on every access with ACLs on.`,
@@ -210,6 +211,50 @@ nothing on success; with --json the new inode and the hops the create took.`,
 	}
 	own.add(cmd, "0644")
 	cmd.Flags().BoolVarP(&parents, "parents", "p", false, "create missing parent directories")
+	return cmd
+}
+
+// newLnCmd returns "ghba ln".
+func newLnCmd(o *clientOptions) *cobra.Command {
+	var (
+		own      ownerFlags
+		symbolic bool
+	)
+	cmd := &cobra.Command{
+		Use:   "ln -s TARGET PATH",
+		Short: "Create a symbolic link",
+		Long: `Create PATH as a symbolic link to TARGET. TARGET is kept verbatim (it need not
+exist; the service never resolves a path through a link); "stat PATH" shows
+it. Only symbolic links exist (-s is required). Exit codes as for create.`,
+		Example: `  ghba ln -s ../lib/libc.so.6 /usr/lib/libc.so`,
+		Args: exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !symbolic {
+				return usageErrorf("ln: only symbolic links are supported: use ln -s")
+			}
+			target, p := args[0], args[1]
+			if err := checkPath(p); err != nil {
+				return err
+			}
+			if target == "" {
+				return usageErrorf("ln: empty target")
+			}
+			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+				r, err := c.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o777, UID: own.uid, GID: own.gid, Symlink: target})
+				if err != nil {
+					return opError("ln", p, err)
+				}
+				if o.json {
+					return writeJSON(cmd.OutOrStdout(), r)
+				}
+				return nil
+			})
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVarP(&symbolic, "symbolic", "s", false, "make a symbolic link (required)")
+	fl.Uint32Var(&own.uid, "uid", currentID(os.Getuid()), "owner user id")
+	fl.Uint32Var(&own.gid, "gid", currentID(os.Getgid()), "owner group id")
 	return cmd
 }
 

@@ -95,6 +95,9 @@ func printStat(w io.Writer, st *rpc.StatResponse) error {
 	t := newTable(w)
 	t.row("path", st.Path)
 	t.row("type", st.Type)
+	if st.Type == rpc.TypeSymlink {
+		t.row("target", st.Target)
+	}
 	t.row("mode", formatMode(&st.Inode))
 	t.row("uid", st.UID)
 	t.row("gid", st.GID)

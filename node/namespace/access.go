@@ -42,10 +42,11 @@ func guard(ctx context.Context, paths ...string) error {
 }
 
 // stampOwner sets the owner of a new file or directory to the caller's
-// uid and primary gid: with ACLs on the owner comes from the token, never
-// from the request.
+// uid and primary gid: with ACLs on the owner comes from the token, not
+// from the request, except for root (uid 0), who may chown anyway and so
+// may create with any owner (an import keeps the source's owners).
 func stampOwner(ctx context.Context, uid, gid *uint32) {
-	if id := caller(ctx); id != nil {
+	if id := caller(ctx); id != nil && id.UID != 0 {
 		*uid, *gid = id.UID, id.GID
 	}
 }

@@ -1,6 +1,7 @@
 package namespace
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -107,9 +108,14 @@ func (n *Namespace) BatchStat(ctx context.Context, paths []string, lease bool) (
 	return out, nil
 }
 
-// Create creates a regular file.
+// Create creates a regular file, or a symbolic link when r.Symlink is set.
 func (n *Namespace) Create(ctx context.Context, r *rpc.CreateRequest) (*rpc.CreateResponse, error) {
-	in, hops, err := n.create(ctx, r.Path, rpc.TypeFile, r.Mode, r.UID, r.GID, r.Layout)
+	req := &homeCreateReq{Path: r.Path, Type: rpc.TypeFile, Mode: r.Mode, UID: r.UID, GID: r.GID, Layout: r.Layout,
+		Size: r.Size, Atime: r.Atime, Mtime: r.Mtime}
+	if r.Symlink != "" {
+		req.Type, req.Target, req.Size = rpc.TypeSymlink, r.Symlink, int64(len(r.Symlink))
+	}
+	in, hops, err := n.create(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +128,7 @@ func (n *Namespace) Mkdir(ctx context.Context, r *rpc.MkdirRequest) (*rpc.MkdirR
 	if r.Parents {
 		return n.mkdirAll(ctx, r)
 	}
-	in, hops, err := n.create(ctx, r.Path, rpc.TypeDir, r.Mode, r.UID, r.GID, nil)
+	in, hops, err := n.create(ctx, mkdirReq(r.Path, r))
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +164,7 @@ func (n *Namespace) mkdirAll(ctx context.Context, r *rpc.MkdirRequest) (*rpc.Mkd
 		resp.Inode = *in
 		return resp, nil
 	}
-	in, hops, err := n.create(ctx, p, rpc.TypeDir, r.Mode, r.UID, r.GID, nil)
+	in, hops, err := n.create(ctx, mkdirReq(p, r))
 	resp.Hops += hops
 	switch {
 	case err == nil:
@@ -180,7 +186,11 @@ func (n *Namespace) mkdirAll(ctx context.Context, r *rpc.MkdirRequest) (*rpc.Mkd
 			continue
 		}
 		q := p[:i]
-		in, hops, err := n.create(ctx, q, rpc.TypeDir, r.Mode, r.UID, r.GID, nil)
+		req := mkdirReq(q, r)
+		if q != p { // a missing parent: created now
+			req.Atime, req.Mtime = 0, 0
+		}
+		in, hops, err := n.create(ctx, req)
 		resp.Hops += hops
 		switch {
 		case err == nil:
@@ -202,22 +212,24 @@ func (n *Namespace) mkdirAll(ctx context.Context, r *rpc.MkdirRequest) (*rpc.Mkd
 	return resp, nil
 }
 
+// mkdirReq is the create of directory p for r.
+func mkdirReq(p string, r *rpc.MkdirRequest) *homeCreateReq {
+	return &homeCreateReq{Path: p, Type: rpc.TypeDir, Mode: r.Mode, UID: r.UID, GID: r.GID, Atime: r.Atime, Mtime: r.Mtime}
+}
+
 // create validates and routes a create to the parent directory's home.
-func (n *Namespace) create(ctx context.Context, path, typ string, mode, uid, gid uint32, layout []byte) (rpc.Inode, int, error) {
-	p, err := CleanPath(path)
+func (n *Namespace) create(ctx context.Context, req *homeCreateReq) (rpc.Inode, int, error) {
+	p, err := CleanPath(req.Path)
 	if err != nil {
 		return rpc.Inode{}, 0, err
 	}
 	if p == "/" {
 		return rpc.Inode{}, 0, fmt.Errorf("/: %w", fs.ErrExist)
 	}
-	if mode&^0o7777 != 0 {
-		return rpc.Inode{}, 0, fmt.Errorf("%w: mode %#o has bits outside 0o7777", fs.ErrInvalid, mode)
+	if err := checkCreate(req); err != nil {
+		return rpc.Inode{}, 0, err
 	}
-	if len(layout) > store.MaxBlobLen {
-		return rpc.Inode{}, 0, fmt.Errorf("%w: layout of %d bytes (limit %d)", fs.ErrInvalid, len(layout), store.MaxBlobLen)
-	}
-	req := &homeCreateReq{Path: p, Type: typ, Mode: mode, UID: uid, GID: gid, Layout: layout, Caller: caller(ctx)}
+	req.Path, req.Caller = p, caller(ctx)
 	dir, _ := splitPath(p)
 	resp, hops, err := atHome(ctx, n, target{path: dir, child: p, dir: true, checked: true}, methodHomeCreate, req, (*home).coordCreate)
 	if err != nil {
@@ -226,12 +238,31 @@ func (n *Namespace) create(ctx context.Context, path, typ string, mode, uid, gid
 	return resp.Inode, hops + resp.Hops, nil
 }
 
+// checkCreate checks what a create asks for beyond its path.
+func checkCreate(r *homeCreateReq) error {
+	switch {
+	case r.Mode&^0o7777 != 0:
+		return fmt.Errorf("%w: mode %#o has bits outside 0o7777", fs.ErrInvalid, r.Mode)
+	case len(r.Layout) > store.MaxBlobLen:
+		return fmt.Errorf("%w: layout of %d bytes (limit %d)", fs.ErrInvalid, len(r.Layout), store.MaxBlobLen)
+	case r.Size < 0:
+		return fmt.Errorf("%w: size %d", fs.ErrInvalid, r.Size)
+	case r.Type == rpc.TypeDir && r.Size != 0:
+		return fmt.Errorf("%w: a directory has no size", fs.ErrInvalid)
+	case r.Type == rpc.TypeSymlink && (r.Target == "" || len(r.Target) > store.MaxPathLen):
+		return fmt.Errorf("%w: symlink target of %d bytes (1 to %d)", fs.ErrInvalid, len(r.Target), store.MaxPathLen)
+	case r.Type != rpc.TypeSymlink && r.Target != "":
+		return fmt.Errorf("%w: a %s has no symlink target", fs.ErrInvalid, r.Type)
+	}
+	return nil
+}
+
 func (h *home) handleHomeCreate(ctx context.Context, r *homeCreateReq) (*homeCreateResp, error) {
 	p, err := CleanPath(r.Path)
 	if err != nil {
 		return nil, err
 	}
-	if p == "/" || storeType(r.Type) == 0 || r.Mode&^0o7777 != 0 {
+	if p == "/" || storeType(r.Type) == 0 || checkCreate(r) != nil {
 		return nil, fmt.Errorf("%w: bad create request", rpc.ErrBadRequest)
 	}
 	r.Path = p
@@ -295,8 +326,9 @@ func (h *home) createAt(ctx context.Context, r *homeCreateReq, txn, home string,
 		nlink = 2
 	}
 	ino := rpc.Inode{
-		Path: p, Type: r.Type, Mode: r.Mode, UID: r.UID, GID: r.GID,
-		Atime: now, Mtime: now, Ctime: now, Nlink: nlink, Version: 1, Home: home, Layout: r.Layout,
+		Path: p, Type: r.Type, Mode: r.Mode, UID: r.UID, GID: r.GID, Size: r.Size,
+		Atime: cmp.Or(r.Atime, now), Mtime: cmp.Or(r.Mtime, now), Ctime: now, Nlink: nlink, Version: 1, Home: home,
+		Layout: r.Layout, Target: r.Target,
 		Ancestors: wireCodes(store.ChildAncestors(store.PathDepth(dir), dino)),
 	}
 	ent := store.Entry{Name: name, Type: storeType(r.Type), Home: home}
@@ -623,6 +655,9 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 	}
 	if r.Size != nil && ino.Type == store.TypeDir {
 		return nil, fmt.Errorf("%s: cannot set the size of a directory: %w", p, rpc.ErrIsDir)
+	}
+	if r.Size != nil && ino.Type == store.TypeSymlink {
+		return nil, fmt.Errorf("%s: %w: the size of a symlink is its target's length", p, fs.ErrInvalid)
 	}
 	if err := checkSetAttrBy(req.Caller, p, &ino, r); err != nil {
 		return nil, err

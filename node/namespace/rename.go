@@ -155,13 +155,13 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 		dType := de.Entry.Type
 		switch {
 		case isUnder(src, dst): // dst is an ancestor of src: a non-empty directory
-			if srcType == rpc.TypeFile {
+			if srcType != rpc.TypeDir {
 				return nil, fmt.Errorf("%s: %w", dst, rpc.ErrIsDir)
 			}
 			return nil, fmt.Errorf("%s: %w", dst, rpc.ErrNotEmpty)
-		case srcType == rpc.TypeDir && dType == rpc.TypeFile:
+		case srcType == rpc.TypeDir && dType != rpc.TypeDir:
 			return nil, fmt.Errorf("%s: %w", dst, rpc.ErrNotDir)
-		case srcType == rpc.TypeFile && dType == rpc.TypeDir:
+		case srcType != rpc.TypeDir && dType == rpc.TypeDir:
 			return nil, fmt.Errorf("%s: %w", dst, rpc.ErrIsDir)
 		}
 	}
@@ -205,9 +205,9 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 			RequireOwner: stickyOwner(r.Caller, &ddino),
 		})
 	}
-	if srcType == rpc.TypeFile {
+	if srcType != rpc.TypeDir {
 		plan.add(se.Home, h.id, []string{src, dst}, txnOp{
-			Kind: opMoveInode, Path: src, New: dst, Type: rpc.TypeFile, Ctime: time.Now().UnixNano(),
+			Kind: opMoveInode, Path: src, New: dst, Type: srcType, Ctime: time.Now().UnixNano(),
 			RequireOwner: srcOwner, Ancestors: chain,
 		})
 	} else {

@@ -361,9 +361,9 @@ var errStopScan = errors.New("stop scan")
 // ("" = any) on a path of type got.
 func typeMismatch(p, want string, got store.FileType) error {
 	switch {
-	case want == rpc.TypeFile && got == store.TypeDir:
+	case want != "" && want != rpc.TypeDir && got == store.TypeDir:
 		return fmt.Errorf("%s: %w", p, rpc.ErrIsDir)
-	case want == rpc.TypeDir && got == store.TypeFile:
+	case want == rpc.TypeDir && got != store.TypeDir:
 		return fmt.Errorf("%s: %w", p, rpc.ErrNotDir)
 	}
 	return nil

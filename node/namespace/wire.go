@@ -187,6 +187,12 @@ type homeCreateReq struct {
 	UID    uint32 `json:"uid"`
 	GID    uint32 `json:"gid"`
 	Layout []byte `json:"layout,omitempty"`
+	// Target is a symlink's target (Type rpc.TypeSymlink).
+	Target string `json:"target,omitempty"`
+	// Size, Atime and Mtime are the initial attributes (times 0: now).
+	Size  int64 `json:"size,omitempty"`
+	Atime int64 `json:"atime,omitempty"`
+	Mtime int64 `json:"mtime,omitempty"`
 	// Caller is the client's identity when ACLs are on (access.go).
 	Caller *acl.Identity `json:"caller,omitempty"`
 }
@@ -396,6 +402,8 @@ func typeString(t store.FileType) string {
 		return rpc.TypeFile
 	case store.TypeDir:
 		return rpc.TypeDir
+	case store.TypeSymlink:
+		return rpc.TypeSymlink
 	}
 	return ""
 }
@@ -406,6 +414,8 @@ func storeType(t string) store.FileType {
 		return store.TypeFile
 	case rpc.TypeDir:
 		return store.TypeDir
+	case rpc.TypeSymlink:
+		return store.TypeSymlink
 	}
 	return 0
 }
@@ -415,7 +425,7 @@ func wireInode(p, home string, in *store.Inode) rpc.Inode {
 	return rpc.Inode{
 		Path: p, Type: typeString(in.Type), Mode: in.Mode, UID: in.UID, GID: in.GID,
 		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ctime: in.Ctime,
-		Nlink: in.Nlink, Version: in.Version, Home: home, Layout: in.Layout,
+		Nlink: in.Nlink, Version: in.Version, Home: home, Layout: in.Layout, Target: in.Target,
 		Ancestors: wireCodes(in.Ancestors),
 	}
 }
@@ -425,7 +435,7 @@ func storeInode(in *rpc.Inode) store.Inode {
 	return store.Inode{
 		Type: storeType(in.Type), Mode: in.Mode, UID: in.UID, GID: in.GID,
 		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ctime: in.Ctime,
-		Nlink: in.Nlink, Version: in.Version, Layout: in.Layout,
+		Nlink: in.Nlink, Version: in.Version, Layout: in.Layout, Target: in.Target,
 		Ancestors: storeCodes(in.Ancestors),
 	}
 }

@@ -117,7 +117,7 @@ func (b *Batch) entryArgs(dir, name string) bool {
 
 // PutInode stores ino at path, replacing any inode there.
 func (b *Batch) PutInode(path string, ino Inode) {
-	if b.ok(checkPath(path)) && b.ok(checkType(ino.Type)) && b.ok(checkBlob("layout", ino.Layout)) {
+	if b.ok(checkPath(path)) && b.ok(checkType(ino.Type)) && b.ok(checkTarget(&ino)) && b.ok(checkBlob("layout", ino.Layout)) {
 		b.addMut(mutation{kind: mutSetInode, key: inodeKey(path), val: encodeInode(&ino)})
 	}
 }

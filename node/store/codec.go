@@ -180,6 +180,20 @@ func checkType(t FileType) error {
 	return nil
 }
 
+// checkTarget checks an inode's symlink target: present exactly for a
+// symlink, at most MaxPathLen bytes.
+func checkTarget(ino *Inode) error {
+	switch {
+	case ino.Type == TypeSymlink && ino.Target == "":
+		return invalidf("symlink without a target")
+	case ino.Type != TypeSymlink && ino.Target != "":
+		return invalidf("a %s with a symlink target", ino.Type)
+	case len(ino.Target) > MaxPathLen:
+		return invalidf("symlink target longer than %d bytes", MaxPathLen)
+	}
+	return nil
+}
+
 // reader decodes the fields of a value; the first error sticks.
 type reader struct {
 	b   []byte
@@ -315,6 +329,10 @@ func encodeInode(ino *Inode) []byte {
 	b = binary.AppendUvarint(b, ino.Version)
 	b = binary.AppendUvarint(b, uint64(len(ino.Layout)))
 	b = append(b, ino.Layout...)
+	if ino.Type == TypeSymlink {
+		b = binary.AppendUvarint(b, uint64(len(ino.Target)))
+		b = append(b, ino.Target...)
+	}
 	return appendCodes(b, ino.Ancestors)
 }
 
@@ -403,6 +421,11 @@ func decodeInode(b []byte) (Inode, error) {
 	ino.Nlink = r.uint32("nlink")
 	ino.Version = r.uvarint("version")
 	ino.Layout = r.bytes("layout", MaxBlobLen)
+	if ino.Type == TypeSymlink {
+		if ino.Target = r.str("symlink target", MaxPathLen); r.err == nil && ino.Target == "" {
+			r.fail("symlink without a target")
+		}
+	}
 	ino.Ancestors = r.codes("inode")
 	if err := r.end("inode"); err != nil {
 		return Inode{}, err

@@ -16,6 +16,8 @@ var inodeCases = []Inode{
 	{Type: TypeFile, Mode: math.MaxUint32, UID: math.MaxUint32, GID: math.MaxUint32, Size: math.MinInt64, Atime: math.MinInt64, Mtime: math.MaxInt64, Ctime: 0, Nlink: math.MaxUint32, Version: math.MaxUint64},
 	{Type: TypeDir, Layout: bytes.Repeat([]byte("L"), 4096)},
 	{Type: TypeFile, Mode: 0o644, Ancestors: []AncestorCode{{Depth: 0, Mode: 0o100}, {Depth: 3, Mode: 0o110, UID: 1000, GID: math.MaxUint32}}},
+	{Type: TypeSymlink, Mode: 0o777, Size: 9, Nlink: 1, Target: "../a/b.go"},
+	{Type: TypeSymlink, Target: "/x", Ancestors: []AncestorCode{{Depth: 1, Mode: 0o100}}},
 }
 
 func TestInodeRoundTrip(t *testing.T) {

@@ -154,7 +154,7 @@ func (w *wtxn) inodeType(key []byte) (FileType, error) {
 
 func (w *wtxn) count(t FileType, d int64) {
 	switch t {
-	case TypeFile:
+	case TypeFile, TypeSymlink:
 		w.delta.Files += d
 	case TypeDir:
 		w.delta.Dirs += d

@@ -304,7 +304,7 @@ func countInodes(ctx context.Context, txn *badger.Txn) (InodeCounts, error) {
 		}
 		err := it.Item().Value(func(v []byte) error {
 			switch inodeTypeOf(v) {
-			case TypeFile:
+			case TypeFile, TypeSymlink:
 				c.Files++
 			case TypeDir:
 				c.Dirs++

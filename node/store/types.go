@@ -15,21 +15,26 @@ type FileType uint8
 const (
 	TypeFile FileType = 1
 	TypeDir  FileType = 2
+	// TypeSymlink is a symbolic link: its inode holds the target
+	// (Inode.Target). Paths are never resolved through a link.
+	TypeSymlink FileType = 3
 )
 
-// String returns "file", "dir" or "type(N)".
+// String returns "file", "dir", "symlink" or "type(N)".
 func (t FileType) String() string {
 	switch t {
 	case TypeFile:
 		return "file"
 	case TypeDir:
 		return "dir"
+	case TypeSymlink:
+		return "symlink"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
 
 // Valid reports whether t is a known file type.
-func (t FileType) Valid() bool { return t == TypeFile || t == TypeDir }
+func (t FileType) Valid() bool { return t == TypeFile || t == TypeDir || t == TypeSymlink }
 
 // Inode is the metadata of one file or directory, stored at its home node
 // under its normalized full path.
@@ -49,6 +54,9 @@ type Inode struct {
 	Nlink uint32
 	// Layout is an opaque blob (data placement); nil when empty.
 	Layout []byte
+	// Target is a symbolic link's target (TypeSymlink only; at most
+	// MaxPathLen bytes, kept verbatim, never resolved).
+	Target string
 	// Version is maintained by the caller and can be checked by
 	// Batch.RequireInodeVersion for optimistic concurrency. A recode
 	// (RecodeSubtreeAt) increments it too.
@@ -221,7 +229,8 @@ type Recode struct {
 
 // InodeCounts is the number of inodes homed in the store, by type.
 type InodeCounts struct {
-	// Files and Dirs count inodes of TypeFile and TypeDir.
+	// Files counts the inodes that are not directories (TypeFile and
+	// TypeSymlink), Dirs those of TypeDir.
 	Files, Dirs int64
 }
 
