@@ -1,0 +1,54 @@
+package fsimport
+
+import (
+	"io/fs"
+	"os"
+
+	"github.com/ghba/ghba/rpc"
+)
+
+// attrs are what an import keeps of a source entry.
+type attrs struct {
+	typ          string
+	mode         uint32 // permission bits with setuid, setgid and sticky
+	uid, gid     uint32
+	size         int64
+	atime, mtime int64 // Unix nanoseconds
+	target       string
+}
+
+// attrsOf returns the attributes of a source entry from its lstat
+// information; ok is false for a special file.
+func attrsOf(info fs.FileInfo) (a attrs, ok bool) {
+	m := info.Mode()
+	switch {
+	case m.IsDir():
+		a.typ = rpc.TypeDir
+	case m.IsRegular():
+		a.typ, a.size = rpc.TypeFile, info.Size()
+	case m&fs.ModeSymlink != 0:
+		a.typ = rpc.TypeSymlink
+	default:
+		return attrs{}, false
+	}
+	a.mode = uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		a.mode |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		a.mode |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		a.mode |= 0o1000
+	}
+	a.mtime = info.ModTime().UnixNano()
+	a.atime = a.mtime
+	a.uid, a.gid = selfUID(), selfGID()
+	sysAttrs(info, &a)
+	return a, true
+}
+
+// selfUID and selfGID are the ids of this process (0 where the system has
+// none), the owner of what an import without Options.Owners creates.
+func selfUID() uint32 { return uint32(max(0, os.Getuid())) }
+func selfGID() uint32 { return uint32(max(0, os.Getgid())) }

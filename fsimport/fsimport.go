@@ -1,0 +1,438 @@
+// Package fsimport imports a local directory tree into a ghba namespace
+// and keeps the copy in sync (the application modules paper's indexing of
+// shared folders; "ghba import").
+//
+// An import makes the destination directory mirror the source: every
+// directory, regular file and symbolic link with its mode, owner, size and
+// modification time (the access time is set when an entry is created and
+// not compared after, since reading the source changes it). Entries of
+// the destination that the source does not have are deleted. Special files
+// (devices, sockets, FIFOs) are skipped and counted.
+//
+// The import compares before it writes, so it is resumable and
+// incremental: run again after an interruption or after the source
+// changed, it applies only the differences and converges to the same
+// namespace. Each directory is compared with one listing and one batched
+// stat of the entries both sides have.
+package fsimport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/ghba/ghba/rpc"
+)
+
+// Options configure an import.
+type Options struct {
+	// Source is the local directory imported.
+	Source string
+	// Dest is the namespace directory that mirrors it (absolute, not "/").
+	Dest string
+	// Workers bounds the requests in flight (default 16).
+	Workers int
+	// Owners keeps the source's uid and gid and compares them on later
+	// runs (with ACLs on this needs a root token). Without it, new entries
+	// get the importing process's ids and owners are not compared.
+	Owners bool
+	// DryRun compares and reports the changes without making them.
+	DryRun bool
+	// OnChange, when set, is called for every change made (or, with
+	// DryRun, due), one call at a time.
+	OnChange func(Change)
+	// OnError, when set, is called for every entry that could not be
+	// imported, one call at a time.
+	OnError func(path string, err error)
+}
+
+// Change kinds.
+const (
+	Create = "create"
+	Update = "update"
+	Delete = "delete"
+)
+
+// Change is one difference between the source and the destination.
+type Change struct {
+	// Kind is Create, Update or Delete.
+	Kind string `json:"kind"`
+	// Path is the destination path.
+	Path string `json:"path"`
+	// Type is rpc.TypeFile, rpc.TypeDir or rpc.TypeSymlink.
+	Type string `json:"type"`
+	// Fields lists what an Update changes (mode, owner, size, mtime), or
+	// "type"/"target" when the entry is replaced.
+	Fields []string `json:"fields,omitempty"`
+}
+
+// Summary counts what an import did (or, with DryRun, would do).
+type Summary struct {
+	// Created, Updated and Deleted count destination paths changed; a
+	// deleted directory counts each path below it too.
+	Created int64 `json:"created"`
+	Updated int64 `json:"updated"`
+	Deleted int64 `json:"deleted"`
+	// Skipped counts special files (devices, sockets, FIFOs).
+	Skipped int64 `json:"skipped"`
+	// Errors counts entries that could not be read or imported.
+	Errors int64 `json:"errors"`
+	// Unchanged counts entries that already matched.
+	Unchanged int64 `json:"unchanged"`
+}
+
+// Entries returns the source entries visited so far.
+func (s Summary) Entries() int64 { return s.Created + s.Updated + s.Skipped + s.Errors + s.Unchanged }
+
+// ErrBadDest is returned for a destination an import must not mirror into.
+var ErrBadDest = errors.New("fsimport: bad destination")
+
+// statBatch is the number of paths in one batched stat.
+const statBatch = 1000
+
+// Importer runs one import.
+type Importer struct {
+	c *rpc.Client
+	o Options
+
+	created, updated, deleted, skipped, errs, unchanged atomic.Int64
+
+	report sync.Mutex // serializes OnChange and OnError
+	q      queue
+}
+
+// New returns an importer of o.Source into o.Dest through c.
+func New(c *rpc.Client, o Options) (*Importer, error) {
+	if o.Workers <= 0 {
+		o.Workers = 16
+	}
+	d := path.Clean(o.Dest)
+	if !path.IsAbs(o.Dest) || d == "/" {
+		return nil, fmt.Errorf("%w: %q: want an absolute path other than / (the destination mirrors the source: what the source lacks is deleted)", ErrBadDest, o.Dest)
+	}
+	o.Dest = d
+	return &Importer{c: c, o: o}, nil
+}
+
+// Progress returns the counts so far; safe to call while Run runs.
+func (im *Importer) Progress() Summary {
+	return Summary{
+		Created: im.created.Load(), Updated: im.updated.Load(), Deleted: im.deleted.Load(),
+		Skipped: im.skipped.Load(), Errors: im.errs.Load(), Unchanged: im.unchanged.Load(),
+	}
+}
+
+// Run imports the tree. It returns the summary and, when ctx ended first,
+// ctx's error; entries that failed are counted in Summary.Errors (and
+// reported to OnError), not returned.
+func (im *Importer) Run(ctx context.Context) (Summary, error) {
+	info, err := os.Lstat(im.o.Source)
+	if err != nil {
+		return Summary{}, err
+	}
+	if !info.IsDir() {
+		return Summary{}, fmt.Errorf("%s: %w: the source must be a directory", im.o.Source, rpc.ErrNotDir)
+	}
+	cur, err := im.c.Stat(ctx, im.o.Dest)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		cur = nil
+		if parent := path.Dir(im.o.Dest); parent != "/" && !im.o.DryRun {
+			if _, err := im.c.Mkdir(ctx, &rpc.MkdirRequest{Path: parent, Mode: 0o755, UID: selfUID(), GID: selfGID(), Parents: true}); err != nil {
+				return Summary{}, fmt.Errorf("mkdir %s: %w", parent, err)
+			}
+		}
+	case err != nil:
+		return Summary{}, fmt.Errorf("stat %s: %w", im.o.Dest, err)
+	case cur.Type != rpc.TypeDir:
+		return Summary{}, fmt.Errorf("%w: %s is a %s, not a directory", ErrBadDest, im.o.Dest, cur.Type)
+	}
+	im.q.init()
+	im.q.push(func(ctx context.Context) { im.sync(ctx, im.o.Source, im.o.Dest, info, cur) })
+	var wg sync.WaitGroup
+	for range im.o.Workers {
+		wg.Go(func() { im.q.work(ctx) })
+	}
+	stop := context.AfterFunc(ctx, im.q.cancel)
+	wg.Wait()
+	stop()
+	return im.Progress(), ctx.Err()
+}
+
+// scan compares directory src with dst and queues an operation for each
+// entry of either. fresh says dst was just created (or, in a dry run,
+// would be), so it has no entries to list.
+func (im *Importer) scan(ctx context.Context, src, dst string, fresh bool) {
+	local, err := os.ReadDir(src)
+	if err != nil {
+		im.fail(src, err)
+		return
+	}
+	have := map[string]*rpc.StatResponse{}
+	if !fresh {
+		if have, err = im.listDest(ctx, dst); err != nil {
+			im.fail(dst, err)
+			return
+		}
+	}
+	for _, e := range local {
+		name := e.Name()
+		s, d := filepath.Join(src, name), path.Join(dst, name)
+		cur := have[name]
+		delete(have, name)
+		im.q.push(func(ctx context.Context) {
+			info, err := e.Info()
+			if errors.Is(err, fs.ErrNotExist) { // removed since the listing
+				if cur != nil {
+					im.remove(ctx, d, cur.Type, true)
+				}
+				return
+			}
+			if err != nil {
+				im.fail(s, err)
+				return
+			}
+			im.sync(ctx, s, d, info, cur)
+		})
+	}
+	for _, name := range sortedKeys(have) {
+		d, typ := path.Join(dst, name), have[name].Type
+		im.q.push(func(ctx context.Context) { im.remove(ctx, d, typ, true) })
+	}
+}
+
+// listDest returns dst's entries with their inodes.
+func (im *Importer) listDest(ctx context.Context, dst string) (map[string]*rpc.StatResponse, error) {
+	entries, err := im.c.ReadDirAll(ctx, dst, 0)
+	if err != nil {
+		return nil, err
+	}
+	have := make(map[string]*rpc.StatResponse, len(entries))
+	for chunk := range slices.Chunk(entries, statBatch) {
+		paths := make([]string, len(chunk))
+		for i, e := range chunk {
+			paths[i] = path.Join(dst, e.Name)
+		}
+		br, err := im.c.BatchStat(ctx, paths)
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range br.Results {
+			switch err := r.Err(); {
+			case err == nil:
+				have[chunk[i].Name] = r.Stat
+			case errors.Is(err, fs.ErrNotExist): // removed meanwhile
+			default:
+				return nil, fmt.Errorf("stat %s: %w", paths[i], err)
+			}
+		}
+	}
+	return have, nil
+}
+
+// sync makes dst match the source entry src (info from lstat); cur is
+// dst's inode, nil when dst does not exist.
+func (im *Importer) sync(ctx context.Context, src, dst string, info fs.FileInfo, cur *rpc.StatResponse) {
+	want, ok := attrsOf(info)
+	if !ok {
+		if cur != nil {
+			im.remove(ctx, dst, cur.Type, true)
+		}
+		im.skipped.Add(1)
+		return
+	}
+	if want.typ == rpc.TypeSymlink {
+		target, err := os.Readlink(src)
+		if err != nil {
+			im.fail(src, err)
+			return
+		}
+		want.target, want.size = target, int64(len(target))
+	}
+	if !im.o.Owners {
+		want.uid, want.gid = selfUID(), selfGID()
+	}
+	if cur != nil && (cur.Type != want.typ || cur.Target != want.target) {
+		// Another type or link target: replace the entry.
+		fields := []string{"type"}
+		if cur.Type == want.typ {
+			fields = []string{"target"}
+		}
+		if !im.remove(ctx, dst, cur.Type, false) {
+			return
+		}
+		if err := im.create(ctx, dst, &want); err != nil {
+			im.fail(dst, err)
+			return
+		}
+		im.updated.Add(1)
+		im.changed(Change{Kind: Update, Path: dst, Type: want.typ, Fields: fields})
+		if want.typ == rpc.TypeDir {
+			im.q.push(func(ctx context.Context) { im.scan(ctx, src, dst, true) })
+		}
+		return
+	}
+	if cur == nil {
+		if err := im.create(ctx, dst, &want); err != nil {
+			im.fail(dst, err)
+			return
+		}
+		im.created.Add(1)
+		im.changed(Change{Kind: Create, Path: dst, Type: want.typ})
+	} else if req, fields := im.diff(dst, cur, &want); len(fields) > 0 {
+		if !im.o.DryRun {
+			if _, err := im.c.SetAttr(ctx, req); err != nil {
+				im.fail(dst, err)
+				return
+			}
+		}
+		im.updated.Add(1)
+		im.changed(Change{Kind: Update, Path: dst, Type: want.typ, Fields: fields})
+	} else {
+		im.unchanged.Add(1)
+	}
+	if want.typ == rpc.TypeDir {
+		fresh := cur == nil
+		im.q.push(func(ctx context.Context) { im.scan(ctx, src, dst, fresh) })
+	}
+}
+
+// create makes dst as want describes (nothing in a dry run).
+func (im *Importer) create(ctx context.Context, dst string, want *attrs) error {
+	if im.o.DryRun {
+		return nil
+	}
+	var err error
+	switch want.typ {
+	case rpc.TypeDir:
+		_, err = im.c.Mkdir(ctx, &rpc.MkdirRequest{Path: dst, Mode: want.mode, UID: want.uid, GID: want.gid, Atime: want.atime, Mtime: want.mtime})
+	default:
+		req := &rpc.CreateRequest{Path: dst, Mode: want.mode, UID: want.uid, GID: want.gid, Atime: want.atime, Mtime: want.mtime}
+		if want.typ == rpc.TypeSymlink {
+			req.Symlink = want.target
+		} else {
+			req.Size = want.size
+		}
+		_, err = im.c.Create(ctx, req)
+	}
+	return err
+}
+
+// diff returns the setattr that makes cur match want, and the fields it
+// changes.
+func (im *Importer) diff(dst string, cur *rpc.StatResponse, want *attrs) (*rpc.SetAttrRequest, []string) {
+	req := &rpc.SetAttrRequest{Path: dst}
+	var fields []string
+	if cur.Mode != want.mode && want.typ != rpc.TypeSymlink {
+		req.Mode = &want.mode
+		fields = append(fields, "mode")
+	}
+	if im.o.Owners && (cur.UID != want.uid || cur.GID != want.gid) {
+		req.UID, req.GID = &want.uid, &want.gid
+		fields = append(fields, "owner")
+	}
+	if cur.Size != want.size && want.typ == rpc.TypeFile {
+		req.Size = &want.size
+		fields = append(fields, "size")
+	}
+	if cur.Mtime != want.mtime {
+		req.Mtime = &want.mtime
+		fields = append(fields, "mtime")
+	}
+	return req, fields
+}
+
+// remove deletes dst (a directory with everything below it), counting
+// each path (dst itself only with self: a replaced entry counts as one
+// update); it reports whether dst is gone.
+func (im *Importer) remove(ctx context.Context, dst, typ string, self bool) bool {
+	if typ == rpc.TypeDir {
+		entries, err := im.c.ReadDirAll(ctx, dst, 0)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			im.fail(dst, err)
+			return false
+		}
+		for _, e := range entries {
+			if !im.remove(ctx, path.Join(dst, e.Name), e.Type, true) {
+				return false
+			}
+		}
+	}
+	if !im.o.DryRun {
+		var err error
+		if typ == rpc.TypeDir {
+			err = im.c.Rmdir(ctx, dst)
+		} else {
+			err = im.c.Unlink(ctx, dst)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return true // removed by someone else
+		}
+		if err != nil {
+			im.fail(dst, err)
+			return false
+		}
+	}
+	if self {
+		im.deleted.Add(1)
+		im.changed(Change{Kind: Delete, Path: dst, Type: typ})
+	}
+	return true
+}
+
+func (im *Importer) changed(c Change) {
+	if im.o.OnChange == nil {
+		return
+	}
+	im.report.Lock()
+	defer im.report.Unlock()
+	im.o.OnChange(c)
+}
+
+// fail counts and reports an entry that could not be imported (not when
+// the import is being cancelled: that is Run's error).
+func (im *Importer) fail(p string, err error) {
+	if errors.Is(err, context.Canceled) {
+		return
+	}
+	im.errs.Add(1)
+	if im.o.OnError == nil {
+		return
+	}
+	im.report.Lock()
+	defer im.report.Unlock()
+	im.o.OnError(p, err)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// CountTree returns the number of entries below dir (for a progress bar's
+// total); it stops early when ctx ends.
+func CountTree(ctx context.Context, dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			return nil // counted as an error by the import itself
+		}
+		n++
+		return nil
+	})
+	return n, err
+}

@@ -1,0 +1,309 @@
+package fsimport_test
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ghba/ghba/fsimport"
+	"github.com/ghba/ghba/node/nodetest"
+	"github.com/ghba/ghba/rpc"
+)
+
+// entry is what an import must reproduce of one path.
+type entry struct {
+	typ    string
+	mode   uint32
+	size   int64
+	mtime  int64
+	target string
+}
+
+// walkSource returns the source tree as the destination must hold it
+// (special files left out), keyed by path relative to root ("" for root).
+func walkSource(t *testing.T, root string) map[string]entry {
+	t.Helper()
+	out := map[string]entry{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == "." {
+			rel = ""
+		}
+		e := entry{mode: uint32(info.Mode().Perm()), mtime: info.ModTime().UnixNano()}
+		if info.Mode()&fs.ModeSetgid != 0 {
+			e.mode |= 0o2000
+		}
+		if info.Mode()&fs.ModeSticky != 0 {
+			e.mode |= 0o1000
+		}
+		switch m := info.Mode(); {
+		case m.IsDir():
+			e.typ = rpc.TypeDir
+		case m.IsRegular():
+			e.typ, e.size = rpc.TypeFile, info.Size()
+		case m&fs.ModeSymlink != 0:
+			e.typ = rpc.TypeSymlink
+			e.target, _ = os.Readlink(p)
+			e.size = int64(len(e.target))
+			e.mode = 0 // not compared: a link's mode is not used
+		default:
+			return nil
+		}
+		out[rel] = e
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// walkDest reads the destination tree back through the client.
+func walkDest(t *testing.T, c *rpc.Client, root string) map[string]entry {
+	t.Helper()
+	ctx := context.Background()
+	out := map[string]entry{}
+	var walk func(p, rel string)
+	walk = func(p, rel string) {
+		st, err := c.Stat(ctx, p)
+		if err != nil {
+			t.Fatalf("stat %s: %v", p, err)
+		}
+		e := entry{typ: st.Type, mode: st.Mode, size: st.Size, mtime: st.Mtime, target: st.Target}
+		if st.Type == rpc.TypeSymlink {
+			e.mode = 0
+		}
+		out[rel] = e
+		if st.Type != rpc.TypeDir {
+			return
+		}
+		entries, err := c.ReadDirAll(ctx, p, 0)
+		if err != nil {
+			t.Fatalf("readdir %s: %v", p, err)
+		}
+		for _, de := range entries {
+			walk(path.Join(p, de.Name), path.Join(rel, de.Name))
+		}
+	}
+	walk(root, "")
+	return out
+}
+
+func compareTrees(t *testing.T, want, got map[string]entry) {
+	t.Helper()
+	for p, w := range want {
+		if g, ok := got[p]; !ok {
+			t.Errorf("%q missing", p)
+		} else if g != w {
+			t.Errorf("%q: got %+v, want %+v", p, g, w)
+		}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			t.Errorf("%q should not exist", p)
+		}
+	}
+}
+
+// makeTree writes a small tree with the cases an import must handle.
+func makeTree(t *testing.T, root string) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"a/b/c", "a/empty", "d", "sticky"} {
+		must(os.MkdirAll(filepath.Join(root, d), 0o755))
+	}
+	for i, f := range []string{"top.txt", "a/one.go", "a/b/two.c", "a/b/c/three.h", "d/big.bin", "d/private"} {
+		must(os.WriteFile(filepath.Join(root, f), []byte(strings.Repeat("x", i*1000)), 0o644))
+	}
+	for i := range 40 { // a directory with more entries than one batch of work
+		must(os.WriteFile(filepath.Join(root, "d", "f"+string(rune('A'+i))), nil, 0o600))
+	}
+	must(os.Chmod(filepath.Join(root, "d/private"), 0o600))
+	must(os.Chmod(filepath.Join(root, "sticky"), 0o1777))
+	must(os.Symlink("a/one.go", filepath.Join(root, "link")))
+	must(os.Symlink("/nowhere/at/all", filepath.Join(root, "a/dangling")))
+	must(syscall.Mkfifo(filepath.Join(root, "d/fifo"), 0o644))
+	old := time.Date(2001, 2, 3, 4, 5, 6, 789, time.UTC)
+	must(os.Chtimes(filepath.Join(root, "a/one.go"), old, old))
+	must(os.Chtimes(filepath.Join(root, "a/b"), old, old))
+}
+
+func run(t *testing.T, c *rpc.Client, o fsimport.Options) (fsimport.Summary, []fsimport.Change) {
+	t.Helper()
+	var changes []fsimport.Change
+	o.OnChange = func(ch fsimport.Change) { changes = append(changes, ch) }
+	o.OnError = func(p string, err error) { t.Errorf("import: %s: %v", p, err) }
+	im, err := fsimport.New(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := im.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(changes, func(a, b fsimport.Change) int { return strings.Compare(a.Path, b.Path) })
+	return sum, changes
+}
+
+// TestImport imports a tree into a 3-node cluster with 3 replicas per
+// shard, reads it back, changes the source in every way an import must
+// follow, and checks that a dry run reports exactly those changes, a
+// second import applies exactly them, and a third finds nothing to do.
+func TestImport(t *testing.T) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: 3})
+	src := t.TempDir()
+	makeTree(t, src)
+	o := fsimport.Options{Source: src, Dest: "/imports/tree", Workers: 8}
+
+	sum, _ := run(t, c.Client, o)
+	want := walkSource(t, src)
+	if sum.Created != int64(len(want)) || sum.Skipped != 1 || sum.Errors != 0 || sum.Updated+sum.Deleted+sum.Unchanged != 0 {
+		t.Errorf("first import: %+v, want %d created and the fifo skipped", sum, len(want))
+	}
+	compareTrees(t, want, walkDest(t, c.Client, o.Dest))
+
+	// Change the source: touch, grow, chmod, add, delete (a file and a
+	// tree), turn a file into a directory, re-point a link.
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := time.Now()
+	must(os.Chtimes(filepath.Join(src, "a/one.go"), now, now))
+	must(os.WriteFile(filepath.Join(src, "a/b/two.c"), []byte("grown"), 0o644))
+	must(os.Chmod(filepath.Join(src, "top.txt"), 0o640))
+	must(os.WriteFile(filepath.Join(src, "a/new.txt"), []byte("new"), 0o644))
+	must(os.Remove(filepath.Join(src, "d/fA")))
+	must(os.RemoveAll(filepath.Join(src, "a/b/c")))
+	must(os.Remove(filepath.Join(src, "d/private")))
+	must(os.Mkdir(filepath.Join(src, "d/private"), 0o700))
+	must(os.Remove(filepath.Join(src, "link")))
+	must(os.Symlink("a/new.txt", filepath.Join(src, "link")))
+	// Adding or removing an entry changes the directory's mtime: the root
+	// (link), a, a/b (c removed; rewriting two.c does not count) and d.
+	wantChanges := []string{
+		"create /imports/tree/a/new.txt",
+		"delete /imports/tree/a/b/c",
+		"delete /imports/tree/a/b/c/three.h",
+		"delete /imports/tree/d/fA",
+		"update /imports/tree [mtime]",
+		"update /imports/tree/a [mtime]",
+		"update /imports/tree/a/b [mtime]",
+		"update /imports/tree/a/b/two.c [size mtime]",
+		"update /imports/tree/a/one.go [mtime]",
+		"update /imports/tree/d [mtime]",
+		"update /imports/tree/d/private [type]",
+		"update /imports/tree/link [target]",
+		"update /imports/tree/top.txt [mode]",
+	}
+	format := func(chs []fsimport.Change) []string {
+		var out []string
+		for _, ch := range chs {
+			s := ch.Kind + " " + ch.Path
+			if len(ch.Fields) > 0 {
+				s += " [" + strings.Join(ch.Fields, " ") + "]"
+			}
+			out = append(out, s)
+		}
+		slices.Sort(out)
+		return out
+	}
+	slices.Sort(wantChanges)
+
+	dry := o
+	dry.DryRun = true
+	_, planned := run(t, c.Client, dry)
+	if got := format(planned); !slices.Equal(got, wantChanges) {
+		t.Errorf("dry run:\n got  %q\n want %q", got, wantChanges)
+	}
+	compareTrees(t, want, walkDest(t, c.Client, o.Dest)) // nothing changed
+
+	sum, made := run(t, c.Client, o)
+	if got := format(made); !slices.Equal(got, wantChanges) {
+		t.Errorf("second import:\n got  %q\n want %q", got, wantChanges)
+	}
+	if sum.Created != 1 || sum.Deleted != 3 || sum.Updated != 9 {
+		t.Errorf("second import: %+v", sum)
+	}
+	compareTrees(t, walkSource(t, src), walkDest(t, c.Client, o.Dest))
+
+	sum, made = run(t, c.Client, o)
+	if len(made) != 0 || sum.Unchanged != int64(len(walkSource(t, src))) {
+		t.Errorf("third import changed %v: %+v", made, sum)
+	}
+}
+
+// TestImportResumes cancels an import part-way and checks that a second
+// run completes it to the same tree, creating only what the first did
+// not.
+func TestImportResumes(t *testing.T) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: 1})
+	src := t.TempDir()
+	makeTree(t, src)
+	want := walkSource(t, src)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var seen int
+	im, err := fsimport.New(c.Client, fsimport.Options{Source: src, Dest: "/r", Workers: 4, OnChange: func(fsimport.Change) {
+		if seen++; seen == 20 {
+			cancel()
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := im.Run(ctx)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled import: %v", err)
+	}
+	if first.Created < 20 || first.Created >= int64(len(want)) {
+		t.Fatalf("cancelled import created %d of %d", first.Created, len(want))
+	}
+	second, _ := run(t, c.Client, fsimport.Options{Source: src, Dest: "/r"})
+	// A create in flight when the import was cancelled may have been
+	// made without its answer arriving: the resumed run finds it
+	// unchanged. Nothing is made twice or undone.
+	if second.Created+second.Unchanged != int64(len(want)) || second.Created > int64(len(want))-first.Created ||
+		second.Deleted != 0 || second.Updated != 0 || second.Errors != 0 {
+		t.Errorf("resumed: %+v after %+v; want the rest of the %d paths created", second, first, len(want))
+	}
+	compareTrees(t, want, walkDest(t, c.Client, "/r"))
+}
+
+func TestImportRefusesBadDestinations(t *testing.T) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 1})
+	for _, d := range []string{"/", "relative", ""} {
+		if _, err := fsimport.New(c.Client, fsimport.Options{Source: t.TempDir(), Dest: d}); !errors.Is(err, fsimport.ErrBadDest) {
+			t.Errorf("dest %q: %v", d, err)
+		}
+	}
+	if _, err := c.Client.Create(context.Background(), &rpc.CreateRequest{Path: "/file", Mode: 0o644}); err != nil {
+		t.Fatal(err)
+	}
+	im, _ := fsimport.New(c.Client, fsimport.Options{Source: t.TempDir(), Dest: "/file"})
+	if _, err := im.Run(context.Background()); !errors.Is(err, fsimport.ErrBadDest) {
+		t.Errorf("dest is a file: %v", err)
+	}
+}
