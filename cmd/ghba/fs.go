@@ -227,7 +227,7 @@ func newLnCmd(o *clientOptions) *cobra.Command {
 exist; the service never resolves a path through a link); "stat PATH" shows
 it. Only symbolic links exist (-s is required). Exit codes as for create.`,
 		Example: `  ghba ln -s ../lib/libc.so.6 /usr/lib/libc.so`,
-		Args: exactArgs(2),
+		Args:    exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !symbolic {
 				return usageErrorf("ln: only symbolic links are supported: use ln -s")

@@ -25,11 +25,11 @@ var errImportIncomplete = errors.New("import incomplete")
 // newImportCmd returns "ghba import".
 func newImportCmd(o *clientOptions) *cobra.Command {
 	var (
-		to        string
-		workers   int
-		dryRun    bool
-		noOwners  bool
-		verbose   bool
+		to         string
+		workers    int
+		dryRun     bool
+		noOwners   bool
+		verbose    bool
 		noProgress bool
 	)
 	cmd := &cobra.Command{
