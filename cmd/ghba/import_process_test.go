@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ghba/ghba/rpc"
+)
+
+// TestProcessImport imports a real tree (a copy of the Go toolchain's
+// crypto sources, with a symlink and a FIFO added) into agent processes
+// with "ghba import", interrupts it with SIGINT part-way, resumes it, and
+// compares every path's type, mode, size, mtime and link target, read back
+// with "ghba stat --json", against a walk of the source; then changes the
+// source and checks that a second import applies exactly those changes.
+func TestProcessImport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	src := filepath.Join(t.TempDir(), "crypto")
+	if out, err := exec.Command("cp", "-a", filepath.Join(runtime.GOROOT(), "src", "crypto"), src).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
+	}
+	if err := os.Symlink("sha256/sha256.go", filepath.Join(src, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(src, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newProcCluster(t, 3)
+	c.startAll()
+	addr := c.nodes[0].rpcAddr()
+
+	// Interrupt the first import after 100 creates.
+	cmd := exec.Command(c.bin, "--addr", addr, "import", src, "--to", "/imp/crypto", "-v", "--no-progress", "--workers", "2")
+	cmd.Env = procEnv()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	for n := 0; n < 100 && sc.Scan(); {
+		if strings.HasPrefix(sc.Text(), "create ") {
+			n++
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	for sc.Scan() { // drain
+	}
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() == 0 || !strings.Contains(stderr.String(), "interrupted") {
+		t.Fatalf("interrupted import: %v, stderr %q (did it finish before the signal?)", err, stderr.String())
+	}
+
+	want := sourceTree(t, src)
+	out, errOut, code := c.at(c.nodes[1], "--json", "import", src, "--to", "/imp/crypto")
+	if code != 0 {
+		t.Fatalf("resumed import: exit %d: %s", code, errOut)
+	}
+	sum := importSummary(t, out)
+	if sum["created"]+sum["unchanged"] != len(want) || sum["created"] == 0 || sum["created"] >= len(want)-100 ||
+		sum["updated"] != 0 || sum["deleted"] != 0 || sum["skipped"] != 1 || sum["errors"] != 0 {
+		t.Errorf("resumed import: %v; want the rest of %d entries created, the FIFO skipped", sum, len(want))
+	}
+	compareImported(t, c, want, "/imp/crypto")
+
+	// Change the source: touch, add, delete in one directory.
+	dir := filepath.Join(src, "sha256")
+	old := time.Date(2020, 1, 2, 3, 4, 5, 6, time.UTC)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Chtimes(filepath.Join(dir, "sha256.go"), old, old))
+	must(os.WriteFile(filepath.Join(dir, "new.txt"), []byte("new"), 0o640))
+	must(os.Remove(filepath.Join(dir, "sha256_test.go")))
+	out, errOut, code = c.at(c.nodes[2], "--json", "import", src, "--to", "/imp/crypto")
+	if code != 0 {
+		t.Fatalf("second import: exit %d: %s", code, errOut)
+	}
+	// The directory's mtime changed too (an entry added and removed).
+	if sum := importSummary(t, out); sum["created"] != 1 || sum["updated"] != 2 || sum["deleted"] != 1 || sum["errors"] != 0 {
+		t.Errorf("second import: %v; want 1 created, 2 updated (the file and its directory), 1 deleted", sum)
+	}
+	compareImported(t, c, sourceTree(t, src), "/imp/crypto")
+
+	// ghba ln -s makes the same kind of entry by hand.
+	if _, errOut, code := c.at(c.nodes[0], "ln", "-s", "crypto/link", "/imp/l"); code != 0 {
+		t.Fatalf("ln -s: exit %d: %s", code, errOut)
+	}
+	if out, _, code := c.at(c.nodes[1], "stat", "/imp/l"); code != 0 || !strings.Contains(out, "crypto/link") || !strings.Contains(out, "symlink") {
+		t.Errorf("stat of a symlink: exit %d: %s", code, out)
+	}
+	if _, _, code := c.at(c.nodes[0], "ln", "target", "/imp/hard"); code != exitUsage {
+		t.Errorf("ln without -s: exit %d, want %d", code, exitUsage)
+	}
+}
+
+// importedEntry is what an import keeps of a path, as compared.
+type importedEntry struct {
+	Type   string `json:"type"`
+	Mode   uint32 `json:"mode"`
+	Size   int64  `json:"size"`
+	Mtime  int64  `json:"mtime"`
+	Target string `json:"target"`
+}
+
+// sourceTree walks root like an import: special files left out, keyed by
+// the path relative to root ("." for root).
+func sourceTree(t *testing.T, root string) map[string]importedEntry {
+	t.Helper()
+	out := map[string]importedEntry{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		e := importedEntry{Mode: uint32(info.Mode().Perm()), Mtime: info.ModTime().UnixNano()}
+		switch m := info.Mode(); {
+		case m.IsDir():
+			e.Type = rpc.TypeDir
+		case m.IsRegular():
+			e.Type, e.Size = rpc.TypeFile, info.Size()
+		case m&fs.ModeSymlink != 0:
+			e.Type = rpc.TypeSymlink
+			e.Target, _ = os.Readlink(p)
+			e.Size = int64(len(e.Target))
+		default:
+			return nil
+		}
+		out[rel] = e
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func importSummary(t *testing.T, out string) map[string]int {
+	t.Helper()
+	var sum map[string]int
+	if err := json.Unmarshal([]byte(out), &sum); err != nil {
+		t.Fatalf("import --json: %v: %q", err, out)
+	}
+	return sum
+}
+
+// compareImported stats every path of want below dest with "ghba stat
+// --json" (8 at a time) and lists every directory with "ghba ls --json",
+// so that both missing and extra paths are found.
+func compareImported(t *testing.T, c *procCluster, want map[string]importedEntry, dest string) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for rel, w := range want {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			p := path.Join(dest, filepath.ToSlash(rel))
+			out, errOut, code := c.at(c.nodes[0], "--json", "stat", p)
+			var got importedEntry
+			err := json.Unmarshal([]byte(out), &got)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case code != 0:
+				t.Errorf("stat %s: exit %d: %s", p, code, errOut)
+			case err != nil:
+				t.Errorf("stat %s: %v", p, err)
+			case got != w:
+				t.Errorf("%s: got %+v, want %+v", p, got, w)
+			}
+			if w.Type != rpc.TypeDir {
+				return
+			}
+			out, errOut, code = c.at(c.nodes[0], "--json", "ls", p)
+			var entries []struct{ Name string }
+			if code != 0 || json.Unmarshal([]byte(out), &entries) != nil {
+				t.Errorf("ls %s: exit %d: %s", p, code, errOut)
+				return
+			}
+			for _, e := range entries {
+				if _, ok := want[filepath.Join(rel, e.Name)]; !ok {
+					t.Errorf("%s has %s, which the source has not", p, e.Name)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("compared %d paths", len(want))
+}
