@@ -94,8 +94,12 @@ func (s Summary) Entries() int64 { return s.Created + s.Updated + s.Skipped + s.
 // ErrBadDest is returned for a destination an import must not mirror into.
 var ErrBadDest = errors.New("fsimport: bad destination")
 
-// statBatch is the number of paths in one batched stat.
-const statBatch = 1000
+// statBatch is the number of paths in one batched stat, createBatch the
+// number of entries in one batched create.
+const (
+	statBatch   = 1000
+	createBatch = 256
+)
 
 // Importer runs one import.
 type Importer struct {
@@ -182,30 +186,113 @@ func (im *Importer) scan(ctx context.Context, src, dst string, fresh bool) {
 			return
 		}
 	}
+	var creates []pendingCreate
 	for _, e := range local {
 		name := e.Name()
 		s, d := filepath.Join(src, name), path.Join(dst, name)
 		cur := have[name]
 		delete(have, name)
-		im.q.push(func(ctx context.Context) {
-			info, err := e.Info()
-			if errors.Is(err, fs.ErrNotExist) { // removed since the listing
-				if cur != nil {
-					im.remove(ctx, d, cur.Type, true)
-				}
-				return
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) { // removed since the listing
+			if cur != nil {
+				im.q.push(func(ctx context.Context) { im.remove(ctx, d, cur.Type, true) })
 			}
-			if err != nil {
-				im.fail(s, err)
-				return
-			}
-			im.sync(ctx, s, d, info, cur)
-		})
+			continue
+		}
+		if err != nil {
+			im.fail(s, err)
+			continue
+		}
+		if cur != nil {
+			im.q.push(func(ctx context.Context) { im.sync(ctx, s, d, info, cur) })
+			continue
+		}
+		want, ok, err := im.wanted(s, info)
+		switch {
+		case err != nil:
+			im.fail(s, err)
+		case !ok:
+			im.skipped.Add(1)
+		default:
+			creates = append(creates, pendingCreate{src: s, name: name, attrs: want})
+		}
 	}
 	for _, name := range sortedKeys(have) {
 		d, typ := path.Join(dst, name), have[name].Type
 		im.q.push(func(ctx context.Context) { im.remove(ctx, d, typ, true) })
 	}
+	for chunk := range slices.Chunk(creates, createBatch) {
+		im.q.push(func(ctx context.Context) { im.createAll(ctx, dst, chunk) })
+	}
+}
+
+// pendingCreate is a source entry the destination lacks.
+type pendingCreate struct {
+	src, name string
+	attrs
+}
+
+// createAll creates entries of directory dst in one batched request and
+// queues the scan of each new directory.
+func (im *Importer) createAll(ctx context.Context, dst string, entries []pendingCreate) {
+	var results []rpc.BatchCreateResult
+	if !im.o.DryRun {
+		req := &rpc.BatchCreateRequest{Dir: dst, Entries: make([]rpc.BatchCreateEntry, len(entries))}
+		for i, e := range entries {
+			req.Entries[i] = rpc.BatchCreateEntry{Name: e.name, Type: e.typ, Mode: e.mode, UID: e.uid, GID: e.gid,
+				Size: e.size, Atime: e.atime, Mtime: e.mtime, Symlink: e.target}
+			if e.typ != rpc.TypeFile {
+				req.Entries[i].Size = 0
+			}
+		}
+		resp, err := im.c.BatchCreate(ctx, req)
+		if err != nil {
+			for _, e := range entries {
+				im.fail(path.Join(dst, e.name), err)
+			}
+			return
+		}
+		results = resp.Results
+	}
+	for i, e := range entries {
+		d := path.Join(dst, e.name)
+		if results != nil {
+			switch err := results[i].Err(); {
+			case errors.Is(err, fs.ErrExist):
+				// Made since the listing (or by an earlier attempt of this
+				// request): compare it like an existing entry.
+				im.q.push(func(ctx context.Context) { im.recheck(ctx, e.src, d) })
+				continue
+			case err != nil:
+				im.fail(d, err)
+				continue
+			}
+		}
+		im.created.Add(1)
+		im.changed(Change{Kind: Create, Path: d, Type: e.typ})
+		if e.typ == rpc.TypeDir {
+			src := e.src
+			im.q.push(func(ctx context.Context) { im.scan(ctx, src, d, true) })
+		}
+	}
+}
+
+// recheck syncs dst, which exists, with src.
+func (im *Importer) recheck(ctx context.Context, src, dst string) {
+	info, err := os.Lstat(src)
+	if err != nil {
+		im.fail(src, err)
+		return
+	}
+	cur, err := im.c.Stat(ctx, dst)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		im.fail(dst, err)
+		return
+	}
+	if err != nil {
+		cur = nil
+	}
+	im.sync(ctx, src, dst, info, cur)
 }
 
 // listDest returns dst's entries with their inodes.
@@ -240,24 +327,17 @@ func (im *Importer) listDest(ctx context.Context, dst string) (map[string]*rpc.S
 // sync makes dst match the source entry src (info from lstat); cur is
 // dst's inode, nil when dst does not exist.
 func (im *Importer) sync(ctx context.Context, src, dst string, info fs.FileInfo, cur *rpc.StatResponse) {
-	want, ok := attrsOf(info)
+	want, ok, err := im.wanted(src, info)
+	if err != nil {
+		im.fail(src, err)
+		return
+	}
 	if !ok {
 		if cur != nil {
 			im.remove(ctx, dst, cur.Type, true)
 		}
 		im.skipped.Add(1)
 		return
-	}
-	if want.typ == rpc.TypeSymlink {
-		target, err := os.Readlink(src)
-		if err != nil {
-			im.fail(src, err)
-			return
-		}
-		want.target, want.size = target, int64(len(target))
-	}
-	if !im.o.Owners {
-		want.uid, want.gid = selfUID(), selfGID()
 	}
 	if cur != nil && (cur.Type != want.typ || cur.Target != want.target) {
 		// Another type or link target: replace the entry.
@@ -302,6 +382,25 @@ func (im *Importer) sync(ctx context.Context, src, dst string, info fs.FileInfo,
 		fresh := cur == nil
 		im.q.push(func(ctx context.Context) { im.scan(ctx, src, dst, fresh) })
 	}
+}
+
+// wanted returns what the destination must hold for source entry src
+// (info from lstat); ok is false for a special file.
+func (im *Importer) wanted(src string, info fs.FileInfo) (want attrs, ok bool, err error) {
+	if want, ok = attrsOf(info); !ok {
+		return attrs{}, false, nil
+	}
+	if want.typ == rpc.TypeSymlink {
+		target, err := os.Readlink(src)
+		if err != nil {
+			return attrs{}, false, err
+		}
+		want.target, want.size = target, int64(len(target))
+	}
+	if !im.o.Owners {
+		want.uid, want.gid = selfUID(), selfGID()
+	}
+	return want, true, nil
 }
 
 // create makes dst as want describes (nothing in a dry run).

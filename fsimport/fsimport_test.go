@@ -3,6 +3,7 @@ package fsimport_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path"
@@ -262,6 +263,19 @@ func TestImportResumes(t *testing.T) {
 	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: 1})
 	src := t.TempDir()
 	makeTree(t, src)
+	// Many directories, so that the import is cancelled with most of
+	// their batches still to send.
+	for i := range 30 {
+		d := filepath.Join(src, "many", fmt.Sprintf("d%02d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 5 {
+			if err := os.WriteFile(filepath.Join(d, fmt.Sprintf("f%d", j)), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	want := walkSource(t, src)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -145,6 +145,25 @@ func (c *Client) Create(ctx context.Context, req *CreateRequest) (*CreateRespons
 	return resp, nil
 }
 
+// BatchCreate creates several entries of one directory in one call
+// (BatchCreateRequest); the call fails as a whole only when no entry could
+// be tried (for example, the directory does not exist).
+func (c *Client) BatchCreate(ctx context.Context, req *BatchCreateRequest) (*BatchCreateResponse, error) {
+	resp := new(BatchCreateResponse)
+	if err := c.callAny(ctx, c.dirHomeOf(req.Dir), MethodBatchCreate, false, req, resp); err != nil {
+		return nil, err
+	}
+	if len(resp.Results) != len(req.Entries) {
+		return nil, fmt.Errorf("rpc: %s: %w: %d results for %d entries", MethodBatchCreate, ErrProtocol, len(resp.Results), len(req.Entries))
+	}
+	for _, r := range resp.Results {
+		if r.Inode != nil {
+			c.learn(r.Inode.Path, r.Inode.Home, "")
+		}
+	}
+	return resp, nil
+}
+
 // Mkdir creates a directory (and its parents with req.Parents, which also
 // makes the call idempotent and so retryable after a broken connection).
 func (c *Client) Mkdir(ctx context.Context, req *MkdirRequest) (*MkdirResponse, error) {

@@ -13,13 +13,15 @@ const (
 	MethodLookup    = "Namespace.Lookup"    // LookupRequest → LookupResponse
 	MethodBatchStat = "Namespace.BatchStat" // BatchStatRequest → BatchStatResponse
 	MethodCreate    = "Namespace.Create"    // CreateRequest → CreateResponse
-	MethodMkdir     = "Namespace.Mkdir"     // MkdirRequest → MkdirResponse
-	MethodReadDir   = "Namespace.ReadDir"   // ReadDirRequest → ReadDirResponse
-	MethodSetAttr   = "Namespace.SetAttr"   // SetAttrRequest → SetAttrResponse
-	MethodUnlink    = "Namespace.Unlink"    // UnlinkRequest → UnlinkResponse
-	MethodRmdir     = "Namespace.Rmdir"     // RmdirRequest → RmdirResponse
-	MethodRename    = "Namespace.Rename"    // RenameRequest → RenameResponse
-	MethodFilters   = "Namespace.Filters"   // FiltersRequest → FiltersResponse
+	// MethodBatchCreate: BatchCreateRequest → BatchCreateResponse.
+	MethodBatchCreate = "Namespace.BatchCreate"
+	MethodMkdir       = "Namespace.Mkdir"   // MkdirRequest → MkdirResponse
+	MethodReadDir     = "Namespace.ReadDir" // ReadDirRequest → ReadDirResponse
+	MethodSetAttr     = "Namespace.SetAttr" // SetAttrRequest → SetAttrResponse
+	MethodUnlink      = "Namespace.Unlink"  // UnlinkRequest → UnlinkResponse
+	MethodRmdir       = "Namespace.Rmdir"   // RmdirRequest → RmdirResponse
+	MethodRename      = "Namespace.Rename"  // RenameRequest → RenameResponse
+	MethodFilters     = "Namespace.Filters" // FiltersRequest → FiltersResponse
 
 	MethodMembers = "Cluster.Members" // MembersRequest → MembersResponse
 	MethodGroups  = "Cluster.Groups"  // GroupsRequest → GroupsResponse
@@ -290,6 +292,61 @@ type CreateRequest struct {
 	Atime int64 `json:"atime,omitempty"`
 	Mtime int64 `json:"mtime,omitempty"`
 }
+
+// MaxBatchCreate bounds the entries of one BatchCreateRequest.
+const MaxBatchCreate = 1000
+
+// BatchCreateRequest creates several entries of one directory in one call
+// (what an import does). The directory's home checks the directory once
+// and applies the children it homes itself in one replicated log entry;
+// each child placed on another shard is created as Create would. Each
+// entry succeeds or fails on its own (an existing name: fs.ErrExist).
+type BatchCreateRequest struct {
+	// Dir is the absolute path of the parent directory.
+	Dir string `json:"dir"`
+	// Entries are the children to create (at most MaxBatchCreate, names
+	// distinct).
+	Entries []BatchCreateEntry `json:"entries"`
+}
+
+// BatchCreateEntry is one child of a BatchCreateRequest.
+type BatchCreateEntry struct {
+	// Name is the child's name (one path component).
+	Name string `json:"name"`
+	// Type is TypeFile, TypeDir or TypeSymlink.
+	Type string `json:"type"`
+	// Mode, UID and GID as in CreateRequest.
+	Mode uint32 `json:"mode"`
+	UID  uint32 `json:"uid"`
+	GID  uint32 `json:"gid"`
+	// Size, Atime, Mtime and Symlink (the target, for TypeSymlink) as in
+	// CreateRequest.
+	Size    int64  `json:"size,omitempty"`
+	Atime   int64  `json:"atime,omitempty"`
+	Mtime   int64  `json:"mtime,omitempty"`
+	Symlink string `json:"symlink,omitempty"`
+}
+
+// BatchCreateResponse holds one result per entry, in request order.
+type BatchCreateResponse struct {
+	// Results[i] answers Entries[i].
+	Results []BatchCreateResult `json:"results"`
+	// Hops is the number of server-to-server RPCs the call took.
+	Hops int `json:"hops"`
+}
+
+// BatchCreateResult is the new inode of one entry, or its error.
+type BatchCreateResult struct {
+	// Inode is the created inode when Code is CodeOK.
+	Inode *Inode `json:"inode,omitempty"`
+	// Code and Message are the entry's error (CodeOK on success).
+	Code    Code   `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Err returns the entry's error (matching errors.Is like a call's error),
+// or nil.
+func (r *BatchCreateResult) Err() error { return r.Code.Err(r.Message) }
 
 // CreateResponse is the new file's inode.
 type CreateResponse struct {

@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -437,6 +438,18 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 		stampOwner(ctx, &r.UID, &r.GID)
 		return n.Create(ctx, r)
 	}))
+	rpc.Register(s, rpc.MethodBatchCreate, gate(n, func(ctx context.Context, r *rpc.BatchCreateRequest) (*rpc.BatchCreateResponse, error) {
+		if err := guard(ctx, r.Dir); err != nil {
+			return nil, err
+		}
+		for i := range r.Entries {
+			if err := guard(ctx, path.Join(r.Dir, r.Entries[i].Name)); err != nil {
+				return nil, err
+			}
+			stampOwner(ctx, &r.Entries[i].UID, &r.Entries[i].GID)
+		}
+		return n.BatchCreate(ctx, r)
+	}))
 	rpc.Register(s, rpc.MethodMkdir, gate(n, func(ctx context.Context, r *rpc.MkdirRequest) (*rpc.MkdirResponse, error) {
 		if err := guard(ctx, r.Path); err != nil {
 			return nil, err
@@ -492,6 +505,7 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 	rpc.Register(s, methodTxnAbort, gate(n, shardRPC(n, methodTxnAbort, (*home).handleAbort)))
 	rpc.Register(s, methodTxnStatus, gate(n, shardRPC(n, methodTxnStatus, (*home).handleTxnStatus)))
 	rpc.Register(s, methodHomeCreate, gate(n, shardRPC(n, methodHomeCreate, (*home).handleHomeCreate)))
+	rpc.Register(s, methodHomeBatchCreate, gate(n, shardRPC(n, methodHomeBatchCreate, (*home).handleHomeBatchCreate)))
 	rpc.Register(s, methodHomeRemove, gate(n, shardRPC(n, methodHomeRemove, (*home).handleHomeRemove)))
 	rpc.Register(s, methodHomeRename, gate(n, shardRPC(n, methodHomeRename, (*home).handleHomeRename)))
 	rpc.Register(s, methodHomeReadDir, gate(n, shardRPC(n, methodHomeReadDir, (*home).handleHomeReadDir)))

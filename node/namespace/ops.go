@@ -293,6 +293,16 @@ func (h *home) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*homeCrea
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
+	return h.createPlaced(ctx, r, op)
+}
+
+// createPlaced places r.Path and creates it there, under op (which
+// beginParentOp returned for its parent and whose transaction id it
+// uses); when the chosen home does not answer, it places the child
+// elsewhere, up to twice.
+func (h *home) createPlaced(ctx context.Context, r *homeCreateReq, op *parentOp) (*homeCreateResp, error) {
+	p := r.Path
+	dir, _ := splitPath(p)
 	var failed []string
 	for {
 		home := h.placeChild(ctx, dir, r.Type == rpc.TypeDir, failed...)
@@ -313,6 +323,33 @@ func (h *home) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*homeCrea
 	}
 }
 
+// newInode is the inode r creates, homed at home, below a parent whose
+// inode is dino.
+func newInode(r *homeCreateReq, home string, dino *store.Inode) rpc.Inode {
+	dir, _ := splitPath(r.Path)
+	now := time.Now().UnixNano()
+	nlink := uint32(1)
+	if r.Type == rpc.TypeDir {
+		nlink = 2
+	}
+	return rpc.Inode{
+		Path: r.Path, Type: r.Type, Mode: r.Mode, UID: r.UID, GID: r.GID, Size: r.Size,
+		Atime: cmp.Or(r.Atime, now), Mtime: cmp.Or(r.Mtime, now), Ctime: now, Nlink: nlink, Version: 1, Home: home,
+		Layout: r.Layout, Target: r.Target,
+		Ancestors: wireCodes(store.ChildAncestors(store.PathDepth(dir), dino)),
+	}
+}
+
+// addLocalCreate adds to b the create of ino and its entry, both homed
+// here (the caller adds the check that the parent exists).
+func addLocalCreate(b *store.Batch, ino *rpc.Inode) {
+	dir, name := splitPath(ino.Path)
+	b.RequireEntryAbsent(dir, name)
+	b.RequireInodeAbsent(ino.Path)
+	b.PutInode(ino.Path, storeInode(ino))
+	b.PutEntry(dir, store.Entry{Name: name, Type: storeType(ino.Type), Home: ino.Home})
+}
+
 // createAt creates r.Path homed at home; the caller (the parent's home)
 // holds the name's lock and a registration, and read the parent's inode
 // dino, whose codes and own search permission make the child's ancestor
@@ -320,25 +357,12 @@ func (h *home) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*homeCrea
 func (h *home) createAt(ctx context.Context, r *homeCreateReq, txn, home string, dino *store.Inode) (*homeCreateResp, error) {
 	p := r.Path
 	dir, name := splitPath(p)
-	now := time.Now().UnixNano()
-	nlink := uint32(1)
-	if r.Type == rpc.TypeDir {
-		nlink = 2
-	}
-	ino := rpc.Inode{
-		Path: p, Type: r.Type, Mode: r.Mode, UID: r.UID, GID: r.GID, Size: r.Size,
-		Atime: cmp.Or(r.Atime, now), Mtime: cmp.Or(r.Mtime, now), Ctime: now, Nlink: nlink, Version: 1, Home: home,
-		Layout: r.Layout, Target: r.Target,
-		Ancestors: wireCodes(store.ChildAncestors(store.PathDepth(dir), dino)),
-	}
+	ino := newInode(r, home, dino)
 	ent := store.Entry{Name: name, Type: storeType(r.Type), Home: home}
 	if home == h.id {
 		var b store.Batch
 		b.RequireInodeExists(dir)
-		b.RequireEntryAbsent(dir, name)
-		b.RequireInodeAbsent(p)
-		b.PutInode(p, storeInode(&ino))
-		b.PutEntry(dir, ent)
+		addLocalCreate(&b, &ino)
 		if err := h.apply(ctx, &b); err != nil {
 			return nil, fmt.Errorf("create %s: %w", p, storeErr(err))
 		}

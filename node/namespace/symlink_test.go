@@ -2,9 +2,11 @@ package namespace_test
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"testing"
 
+	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
 )
@@ -79,6 +81,87 @@ func testSymlinks(t *testing.T, r int) {
 	} {
 		if err := o.call(rpc.MethodCreate, bad, &rpc.CreateResponse{}); !errors.Is(err, fs.ErrInvalid) {
 			t.Errorf("create %s: %v, want invalid", bad.Path, err)
+		}
+	}
+}
+
+// TestBatchCreate creates a directory's children in one call, placed on
+// the directory's shard (colocate) and across shards (balanced), with
+// 1 and 3 replicas, and checks each result, the inodes through every
+// node, and the per-entry and whole-call errors.
+func TestBatchCreate(t *testing.T) {
+	for _, placement := range []string{namespace.PlacementColocate, namespace.PlacementBalanced} {
+		t.Run(placement, func(t *testing.T) {
+			forEachR(t, func(t *testing.T, r int) { testBatchCreate(t, r, placement) })
+		})
+	}
+}
+
+func testBatchCreate(t *testing.T, r int, placement string) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: r, Placement: placement})
+	o := via(c, "n2")
+	mustOK(t, o.mkdir("/b", false), "mkdir")
+	mustOK(t, o.create("/b/taken"), "create")
+	const mtime = int64(1_500_000_000_000_000_007)
+	req := &rpc.BatchCreateRequest{Dir: "/b"}
+	want := map[string]string{}
+	for i := range 60 {
+		e := rpc.BatchCreateEntry{Name: fmt.Sprintf("f%02d", i), Type: rpc.TypeFile, Mode: 0o640, UID: 5, GID: 6, Size: int64(i), Mtime: mtime}
+		switch i % 10 {
+		case 3:
+			e.Type, e.Mode, e.Size = rpc.TypeDir, 0o750, 0
+		case 7:
+			e.Type, e.Symlink, e.Size = rpc.TypeSymlink, "f00", 0
+		}
+		req.Entries = append(req.Entries, e)
+		want[e.Name] = e.Type
+	}
+	req.Entries = append(req.Entries, rpc.BatchCreateEntry{Name: "taken", Type: rpc.TypeFile, Mode: 0o644})
+	var resp rpc.BatchCreateResponse
+	mustOK(t, via(c, "n1").call(rpc.MethodBatchCreate, req, &resp), "batch create")
+	if len(resp.Results) != len(req.Entries) {
+		t.Fatalf("%d results for %d entries", len(resp.Results), len(req.Entries))
+	}
+	homes := map[string]bool{}
+	for i, res := range resp.Results[:60] {
+		if err := res.Err(); err != nil || res.Inode == nil || res.Inode.Path != "/b/"+req.Entries[i].Name {
+			t.Fatalf("entry %d: %+v (%v)", i, res, err)
+		}
+		homes[res.Inode.Home] = true
+	}
+	if err := resp.Results[60].Err(); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("existing name: %v", err)
+	}
+	if placement == namespace.PlacementBalanced && len(homes) < 2 {
+		t.Errorf("balanced placement put every child on %v", homes)
+	}
+	for _, id := range c.IDs {
+		for i, e := range req.Entries[:60] {
+			st, err := via(c, id).stat("/b/" + e.Name)
+			mustOK(t, err, "stat")
+			if st.Type != e.Type || st.Mode != e.Mode || st.UID != 5 || st.Mtime != mtime ||
+				(e.Type == rpc.TypeFile && st.Size != int64(i)) || (e.Type == rpc.TypeSymlink && st.Target != "f00") {
+				t.Errorf("via %s: %s: %+v", id, e.Name, st.Inode)
+			}
+		}
+	}
+	names, err := o.names("/b")
+	mustOK(t, err, "readdir")
+	if len(names) != 61 {
+		t.Errorf("readdir: %d names", len(names))
+	}
+	// Whole-call errors: a missing directory, a bad name, a name twice.
+	for _, bad := range []struct {
+		req  *rpc.BatchCreateRequest
+		want error
+	}{
+		{&rpc.BatchCreateRequest{Dir: "/nope", Entries: []rpc.BatchCreateEntry{{Name: "x", Type: rpc.TypeFile}}}, fs.ErrNotExist},
+		{&rpc.BatchCreateRequest{Dir: "/b", Entries: []rpc.BatchCreateEntry{{Name: "a/b", Type: rpc.TypeFile}}}, rpc.ErrInvalidPath},
+		{&rpc.BatchCreateRequest{Dir: "/b", Entries: []rpc.BatchCreateEntry{{Name: "y", Type: rpc.TypeFile}, {Name: "y", Type: rpc.TypeFile}}}, fs.ErrInvalid},
+		{&rpc.BatchCreateRequest{Dir: "/b/f00", Entries: []rpc.BatchCreateEntry{{Name: "x", Type: rpc.TypeFile}}}, rpc.ErrNotDir},
+	} {
+		if err := o.call(rpc.MethodBatchCreate, bad.req, &rpc.BatchCreateResponse{}); !errors.Is(err, bad.want) {
+			t.Errorf("batch create in %s: %v, want %v", bad.req.Dir, err, bad.want)
 		}
 	}
 }

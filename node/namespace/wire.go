@@ -29,22 +29,25 @@ import (
 // CommitChild and AbortChild end it; Status asks a coordinator how a
 // transaction ended.
 const (
-	methodLocalCheck  = "Route.LocalCheck" // localCheckReq → localCheckResp
-	methodL3Query     = "Route.L3Query"    // l3QueryReq → l3QueryResp
-	methodFilterPull  = "Filter.Pull"      // filterPullReq → filterPullResp
-	methodFilterPush  = "Filter.Push"      // filterPushReq → filterPushResp
-	methodIDBFA       = "Group.IDBFA"      // idbfaReq → idbfaResp
-	methodHomeCreate  = "Home.Create"      // homeCreateReq → homeCreateResp (at the parent's home)
-	methodHomeRemove  = "Home.Remove"      // homeRemoveReq → homeRemoveResp (at the parent's home)
-	methodHomeRename  = "Home.Rename"      // homeRenameReq → homeRenameResp (at the source parent's home)
-	methodHomeReadDir = "Home.ReadDir"     // homeReadDirReq → homeReadDirResp (at the directory's home)
-	methodHomeSetAttr = "Home.SetAttr"     // homeSetAttrReq → homeSetAttrResp (at the path's home)
-	methodHomeEntry   = "Home.Entry"       // homeEntryReq → homeEntryResp (at the directory's home; L4)
-	methodHomeLoad    = "Home.Load"        // homeLoadReq → homeLoadResp
-	methodTxnPrepare  = "Txn.Prepare"      // txnPrepareReq → txnPrepareResp (at a participant)
-	methodTxnCommit   = "Txn.CommitChild"  // txnEndReq → txnEndResp (at a participant)
-	methodTxnAbort    = "Txn.AbortChild"   // txnEndReq → txnEndResp (at a participant)
-	methodTxnStatus   = "Txn.Status"       // txnStatusReq → txnStatusResp (at the coordinator)
+	methodLocalCheck = "Route.LocalCheck" // localCheckReq → localCheckResp
+	methodL3Query    = "Route.L3Query"    // l3QueryReq → l3QueryResp
+	methodFilterPull = "Filter.Pull"      // filterPullReq → filterPullResp
+	methodFilterPush = "Filter.Push"      // filterPushReq → filterPushResp
+	methodIDBFA      = "Group.IDBFA"      // idbfaReq → idbfaResp
+	methodHomeCreate = "Home.Create"      // homeCreateReq → homeCreateResp (at the parent's home)
+	// methodHomeBatchCreate: homeBatchCreateReq → homeBatchCreateResp
+	// (at the directory's home).
+	methodHomeBatchCreate = "Home.BatchCreate"
+	methodHomeRemove      = "Home.Remove"     // homeRemoveReq → homeRemoveResp (at the parent's home)
+	methodHomeRename      = "Home.Rename"     // homeRenameReq → homeRenameResp (at the source parent's home)
+	methodHomeReadDir     = "Home.ReadDir"    // homeReadDirReq → homeReadDirResp (at the directory's home)
+	methodHomeSetAttr     = "Home.SetAttr"    // homeSetAttrReq → homeSetAttrResp (at the path's home)
+	methodHomeEntry       = "Home.Entry"      // homeEntryReq → homeEntryResp (at the directory's home; L4)
+	methodHomeLoad        = "Home.Load"       // homeLoadReq → homeLoadResp
+	methodTxnPrepare      = "Txn.Prepare"     // txnPrepareReq → txnPrepareResp (at a participant)
+	methodTxnCommit       = "Txn.CommitChild" // txnEndReq → txnEndResp (at a participant)
+	methodTxnAbort        = "Txn.AbortChild"  // txnEndReq → txnEndResp (at a participant)
+	methodTxnStatus       = "Txn.Status"      // txnStatusReq → txnStatusResp (at the coordinator)
 )
 
 // Filter kinds in filter pulls and pushes.
@@ -195,6 +198,21 @@ type homeCreateReq struct {
 	Mtime int64 `json:"mtime,omitempty"`
 	// Caller is the client's identity when ACLs are on (access.go).
 	Caller *acl.Identity `json:"caller,omitempty"`
+}
+
+// homeBatchCreateReq asks a directory's home to create several of its
+// children (rpc.BatchCreateRequest); each entry's Path is the child's.
+type homeBatchCreateReq struct {
+	shardReq
+	Dir     string          `json:"dir"`
+	Entries []homeCreateReq `json:"entries"`
+	Caller  *acl.Identity   `json:"caller,omitempty"`
+}
+
+type homeBatchCreateResp struct {
+	homeStatus
+	Results []rpc.BatchCreateResult `json:"results"`
+	Hops    int                     `json:"hops"`
 }
 
 type homeCreateResp struct {
