@@ -37,7 +37,7 @@ type Options struct {
 	Source string
 	// Dest is the namespace directory that mirrors it (absolute, not "/").
 	Dest string
-	// Workers bounds the requests in flight (default 16).
+	// Workers bounds the requests in flight (default DefaultWorkers).
 	Workers int
 	// Owners keeps the source's uid and gid and compares them on later
 	// runs (with ACLs on this needs a root token). Without it, new entries
@@ -94,6 +94,12 @@ func (s Summary) Entries() int64 { return s.Created + s.Updated + s.Skipped + s.
 // ErrBadDest is returned for a destination an import must not mirror into.
 var ErrBadDest = errors.New("fsimport: bad destination")
 
+// DefaultWorkers is the default of Options.Workers. An import waits mostly
+// for the shards' log writes, so it needs many requests in flight: on a
+// 2-core machine with 3 agents, /usr went at 10,000 entries/s with 16,
+// 14,000 with 64, 17,000-20,000 with 128 and 21,000 with 256.
+const DefaultWorkers = 128
+
 // statBatch is the number of paths in one batched stat, createBatch the
 // number of entries in one batched create.
 const (
@@ -115,7 +121,7 @@ type Importer struct {
 // New returns an importer of o.Source into o.Dest through c.
 func New(c *rpc.Client, o Options) (*Importer, error) {
 	if o.Workers <= 0 {
-		o.Workers = 16
+		o.Workers = DefaultWorkers
 	}
 	d := path.Clean(o.Dest)
 	if !path.IsAbs(o.Dest) || d == "/" {

@@ -59,7 +59,7 @@ when every entry was imported or skipped; 1 when some failed (each is
 printed on stderr).`,
 		Example: `  ghba import ~/src/linux --to /src/linux
   ghba import /usr/share/doc --dry-run
-  ghba --json import /data/projects --to /projects --workers 32`,
+  ghba --json import /data/projects --to /projects --workers 256`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := filepath.Abs(args[0])
@@ -84,7 +84,7 @@ printed on stderr).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&to, "to", "", "destination directory in the namespace (default: / plus DIR's base name)")
-	f.IntVarP(&workers, "workers", "w", 16, "requests in flight")
+	f.IntVarP(&workers, "workers", "w", fsimport.DefaultWorkers, "requests in flight")
 	f.BoolVarP(&dryRun, "dry-run", "n", false, "print the changes without making them")
 	f.BoolVar(&noOwners, "no-owners", false, "do not keep or compare the source's owners")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print every change")

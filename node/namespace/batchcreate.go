@@ -15,9 +15,11 @@ import (
 
 // BatchCreate creates several entries of one directory (rpc.BatchCreateRequest):
 // the request goes to the directory's home, which checks the directory
-// and the caller's permission once, applies every child it places on its
-// own shard in one log entry, and creates the others one by one as Create
-// does.
+// and the caller's permission once, places every child, and creates them
+// all in one transaction (one log entry when every child is homed with the
+// directory). If a chosen shard does not answer, the children homed here
+// are created in one step and the others placed again one by one, as
+// Create does.
 func (n *Namespace) BatchCreate(ctx context.Context, r *rpc.BatchCreateRequest) (*rpc.BatchCreateResponse, error) {
 	dir, err := CleanPath(r.Dir)
 	if err != nil {
@@ -103,12 +105,9 @@ func (h *home) coordBatchCreateOnce(ctx context.Context, r *homeBatchCreateReq) 
 	}
 	resp := &homeBatchCreateResp{Results: make([]rpc.BatchCreateResult, len(r.Entries))}
 	var (
-		b      store.Batch
-		local  []int
-		inodes = make([]rpc.Inode, len(r.Entries))
-		away   []int
+		inodes      = make([]rpc.Inode, len(r.Entries))
+		local, away []int
 	)
-	b.RequireInodeExists(r.Dir)
 	for i := range r.Entries {
 		e := &r.Entries[i]
 		_, name := splitPath(e.Path)
@@ -118,22 +117,74 @@ func (h *home) coordBatchCreateOnce(ctx context.Context, r *homeBatchCreateReq) 
 		} else if !errors.Is(err, store.ErrNotFound) {
 			return nil, err
 		}
-		if home := h.placeChild(ctx, r.Dir, e.Type == rpc.TypeDir); home != h.id {
-			away = append(away, i) // placed again by createPlaced
+		home := h.placeChild(ctx, r.Dir, e.Type == rpc.TypeDir)
+		if home == "" {
+			resp.Results[i] = batchCreateError(fmt.Errorf("%w: no node takes new files", rpc.ErrUnavailable))
 			continue
 		}
-		inodes[i] = newInode(e, h.id, &op.dino)
-		addLocalCreate(&b, &inodes[i])
-		local = append(local, i)
+		inodes[i] = newInode(e, home, &op.dino)
+		if home == h.id {
+			local = append(local, i)
+		} else {
+			away = append(away, i)
+		}
+	}
+	done := func(idx []int) {
+		for _, i := range idx {
+			resp.Results[i] = rpc.BatchCreateResult{Inode: &inodes[i]}
+		}
+	}
+	if len(away) > 0 {
+		// One transaction: the entries and local inodes here, each other
+		// shard's inodes in its part.
+		plan := h.newPlan(op.txn)
+		for _, i := range away {
+			p := inodes[i].Path
+			plan.add(inodes[i].Home, h.id, []string{p}, txnOp{Kind: opPutInode, Path: p, Inode: &inodes[i]})
+		}
+		plan.local = func(b *store.Batch) {
+			b.RequireInodeExists(r.Dir)
+			for _, i := range local {
+				addLocalCreate(b, &inodes[i])
+			}
+			for _, i := range away {
+				dir, name := splitPath(inodes[i].Path)
+				b.RequireEntryAbsent(dir, name)
+				b.PutEntry(dir, store.Entry{Name: name, Type: storeType(inodes[i].Type), Home: inodes[i].Home})
+			}
+		}
+		plan.async = true
+		_, err := h.runTxn(ctx, plan)
+		var pu *prepareUnreachable
+		switch {
+		case err == nil:
+			for _, i := range local {
+				h.touch(inodes[i].Path)
+			}
+			done(local)
+			done(away)
+			resp.Hops += 2 * len(plan.parts)
+			return resp, nil
+		case !errors.As(err, &pu) || ctx.Err() != nil:
+			return nil, fmt.Errorf("create in %s: %w", r.Dir, err)
+		}
+		// A shard did not answer and the transaction was aborted: create
+		// what is homed here in one step and place the rest one by one.
+		h.log.Debug("batch create: a child's home did not answer; creating one by one", "dir", r.Dir, "home", pu.node, "err", err)
 	}
 	if len(local) > 0 {
+		var b store.Batch
+		b.RequireInodeExists(r.Dir)
+		for _, i := range local {
+			addLocalCreate(&b, &inodes[i])
+		}
 		if err := h.apply(ctx, &b); err != nil {
 			return nil, fmt.Errorf("create in %s: %w", r.Dir, storeErr(err))
 		}
 		for _, i := range local {
 			h.touch(inodes[i].Path)
-			resp.Results[i] = rpc.BatchCreateResult{Inode: &inodes[i]}
 		}
+		done(local)
 	}
 	for _, i := range away {
 		op.txn = h.newTxnID()
