@@ -164,6 +164,64 @@ func (c *Client) BatchCreate(ctx context.Context, req *BatchCreateRequest) (*Bat
 	return resp, nil
 }
 
+// Find searches every shard in parallel for the inodes below req.Root that
+// match req (its Shard, After and Limit are set here), page by page, and
+// calls fn with each match as it arrives (one call at a time, in path
+// order within a shard, in no order across shards). It stops at fn's
+// first error and returns it.
+func (c *Client) Find(ctx context.Context, req FindRequest, fn func(*Inode) error) error {
+	shards, err := c.Shards(ctx)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		first error
+		wg    sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if first == nil {
+			first = err
+			cancel()
+		}
+	}
+	for _, s := range shards.Shards {
+		wg.Go(func() {
+			r := req
+			r.Shard, r.After, r.Limit = s.Shard, "", 0
+			for {
+				resp := new(FindResponse)
+				if err := c.callAny(ctx, "", MethodFind, true, &r, resp); err != nil {
+					fail(fmt.Errorf("find in shard %s: %w", s.Shard, err))
+					return
+				}
+				mu.Lock()
+				for i := range resp.Inodes {
+					if first != nil {
+						break
+					}
+					if err := fn(&resp.Inodes[i]); err != nil {
+						first = err
+						cancel()
+					}
+				}
+				stop := first != nil
+				mu.Unlock()
+				if stop || resp.Next == "" {
+					return
+				}
+				r.After = resp.Next
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
 // Mkdir creates a directory (and its parents with req.Parents, which also
 // makes the call idempotent and so retryable after a broken connection).
 func (c *Client) Mkdir(ctx context.Context, req *MkdirRequest) (*MkdirResponse, error) {

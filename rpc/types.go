@@ -15,13 +15,15 @@ const (
 	MethodCreate    = "Namespace.Create"    // CreateRequest → CreateResponse
 	// MethodBatchCreate: BatchCreateRequest → BatchCreateResponse.
 	MethodBatchCreate = "Namespace.BatchCreate"
-	MethodMkdir       = "Namespace.Mkdir"   // MkdirRequest → MkdirResponse
-	MethodReadDir     = "Namespace.ReadDir" // ReadDirRequest → ReadDirResponse
-	MethodSetAttr     = "Namespace.SetAttr" // SetAttrRequest → SetAttrResponse
-	MethodUnlink      = "Namespace.Unlink"  // UnlinkRequest → UnlinkResponse
-	MethodRmdir       = "Namespace.Rmdir"   // RmdirRequest → RmdirResponse
-	MethodRename      = "Namespace.Rename"  // RenameRequest → RenameResponse
-	MethodFilters     = "Namespace.Filters" // FiltersRequest → FiltersResponse
+	// MethodFind: FindRequest → FindResponse (one page of one shard).
+	MethodFind    = "Namespace.Find"
+	MethodMkdir   = "Namespace.Mkdir"   // MkdirRequest → MkdirResponse
+	MethodReadDir = "Namespace.ReadDir" // ReadDirRequest → ReadDirResponse
+	MethodSetAttr = "Namespace.SetAttr" // SetAttrRequest → SetAttrResponse
+	MethodUnlink  = "Namespace.Unlink"  // UnlinkRequest → UnlinkResponse
+	MethodRmdir   = "Namespace.Rmdir"   // RmdirRequest → RmdirResponse
+	MethodRename  = "Namespace.Rename"  // RenameRequest → RenameResponse
+	MethodFilters = "Namespace.Filters" // FiltersRequest → FiltersResponse
 
 	MethodMembers = "Cluster.Members" // MembersRequest → MembersResponse
 	MethodGroups  = "Cluster.Groups"  // GroupsRequest → GroupsResponse
@@ -291,6 +293,46 @@ type CreateRequest struct {
 	// Unix nanoseconds (0: the time of the create).
 	Atime int64 `json:"atime,omitempty"`
 	Mtime int64 `json:"mtime,omitempty"`
+}
+
+// FindRequest asks one shard for a page of the inodes below Root that
+// match every condition set (Client.Find asks every shard).
+type FindRequest struct {
+	// Shard is the shard to search (its leader answers).
+	Shard string `json:"shard"`
+	// Root is the directory searched, itself included ("/" for all).
+	Root string `json:"root"`
+	// Name is a glob on the base name (path.Match syntax, as find -name).
+	Name string `json:"name,omitempty"`
+	// Regex is an RE2 regular expression matched against the whole path.
+	Regex string `json:"regex,omitempty"`
+	// Type is "", TypeFile, TypeDir or TypeSymlink.
+	Type string `json:"type,omitempty"`
+	// MinSize and MaxSize bound the size in bytes, inclusive (nil: none).
+	MinSize *int64 `json:"min_size,omitempty"`
+	MaxSize *int64 `json:"max_size,omitempty"`
+	// MinMtime and MaxMtime bound the modification time, Unix
+	// nanoseconds, inclusive (nil: none).
+	MinMtime *int64 `json:"min_mtime,omitempty"`
+	MaxMtime *int64 `json:"max_mtime,omitempty"`
+	// After is the cursor of the previous page (FindResponse.Next).
+	After string `json:"after,omitempty"`
+	// Limit bounds the results of the page (default and maximum
+	// MaxFindPage).
+	Limit int `json:"limit,omitempty"`
+}
+
+// MaxFindPage bounds the results of one FindResponse.
+const MaxFindPage = 1000
+
+// FindResponse is one page of a shard's matches, in path order.
+type FindResponse struct {
+	// Inodes are the matches.
+	Inodes []Inode `json:"inodes"`
+	// Next is the cursor of the next page; "" when the shard is done.
+	Next string `json:"next,omitempty"`
+	// Scanned is the number of inodes the page looked at.
+	Scanned int `json:"scanned"`
 }
 
 // MaxBatchCreate bounds the entries of one BatchCreateRequest.

@@ -207,3 +207,13 @@ func checkPath(p string) error {
 	}
 	return nil
 }
+
+// rangeArgs requires between lo and hi arguments.
+func rangeArgs(lo, hi int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo || len(args) > hi {
+			return usageErrorf("%s needs %d to %d argument(s), got %d (usage: %s)", cmd.CommandPath(), lo, hi, len(args), cmd.UseLine())
+		}
+		return nil
+	}
+}

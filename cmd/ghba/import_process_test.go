@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -105,6 +106,77 @@ func TestProcessImport(t *testing.T) {
 		t.Errorf("second import: %v; want 1 created, 2 updated (the file and its directory), 1 deleted", sum)
 	}
 	compareImported(t, c, sourceTree(t, src), "/imp/crypto")
+
+	// find: spread the files' modification times over 0-60 days ago
+	// (half a day off whole days, away from find's day boundaries),
+	// import the change, then compare ghba find with find(1).
+	now := time.Now()
+	i := 0
+	must(filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		i++
+		age := time.Duration(i%61)*24*time.Hour + 12*time.Hour
+		return os.Chtimes(p, now.Add(-age), now.Add(-age))
+	}))
+	if _, errOut, code := c.at(c.nodes[0], "import", src, "--to", "/imp/crypto", "--no-progress"); code != 0 {
+		t.Fatalf("import of the new times: exit %d: %s", code, errOut)
+	}
+	for _, q := range [][]string{
+		{"-name", "*.go"},
+		{"-name", "*_test.go", "-type", "f"},
+		{"-type", "d"},
+		{"-type", "l"},
+		{"-name", "[!a-m]*"},
+		{"-type", "f", "-size", "+8k"},
+		{"-type", "f", "-size", "-2"},
+		{"-type", "f", "-size", "3k"},
+		{"-type", "f", "-size", "+5000c"},
+		{"-mtime", "-7"},
+		{"-mtime", "+30", "-name", "*.go"},
+		{"-mtime", "12"},
+	} {
+		out, err := exec.Command("find", append([]string{src}, q...)...).Output()
+		if err != nil {
+			t.Fatalf("find(1) %v: %v", q, err)
+		}
+		var want []string
+		for _, l := range strings.Fields(string(out)) {
+			if l != filepath.Join(src, "fifo") { // special files are not imported
+				want = append(want, "/imp/crypto"+strings.TrimPrefix(l, src))
+			}
+		}
+		slices.Sort(want)
+		args := []string{"find", "/imp/crypto", "--sort"}
+		for _, a := range q {
+			if strings.HasPrefix(a, "-") && len(a) > 2 && a[1] >= 'a' && a[1] <= 'z' {
+				a = "-" + a
+			}
+			args = append(args, a)
+		}
+		out2, errOut, code := c.at(c.nodes[1], args...)
+		got := strings.Fields(out2)
+		if len(want) == 0 && code != exitNotFound || len(want) > 0 && code != 0 {
+			t.Errorf("ghba %v: exit %d: %s", args, code, errOut)
+		}
+		if !slices.Equal(got, want) {
+			var only []string
+			for _, p := range want {
+				if !slices.Contains(got, p) {
+					only = append(only, "find(1) only: "+p)
+				}
+			}
+			for _, p := range got {
+				if !slices.Contains(want, p) {
+					only = append(only, "ghba only: "+p)
+				}
+			}
+			t.Errorf("ghba %v: %d paths, find(1): %d; %v", args, len(got), len(want), only)
+		} else {
+			t.Logf("find %v: %d paths, as find(1)", q, len(want))
+		}
+	}
 
 	// ghba ln -s makes the same kind of entry by hand.
 	if _, errOut, code := c.at(c.nodes[0], "ln", "-s", "crypto/link", "/imp/l"); code != 0 {

@@ -24,6 +24,14 @@ func writeJSON(w io.Writer, v any) error {
 	return nil
 }
 
+// writeJSONLine writes v as one line of JSON (a stream of objects).
+func writeJSONLine(w io.Writer, v any) error {
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	return nil
+}
+
 // table writes aligned columns: a header row, then rows.
 type table struct {
 	tw *tabwriter.Writer

@@ -450,6 +450,7 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 		}
 		return n.BatchCreate(ctx, r)
 	}))
+	rpc.Register(s, rpc.MethodFind, gate(n, n.Find))
 	rpc.Register(s, rpc.MethodMkdir, gate(n, func(ctx context.Context, r *rpc.MkdirRequest) (*rpc.MkdirResponse, error) {
 		if err := guard(ctx, r.Path); err != nil {
 			return nil, err
@@ -506,6 +507,7 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 	rpc.Register(s, methodTxnStatus, gate(n, shardRPC(n, methodTxnStatus, (*home).handleTxnStatus)))
 	rpc.Register(s, methodHomeCreate, gate(n, shardRPC(n, methodHomeCreate, (*home).handleHomeCreate)))
 	rpc.Register(s, methodHomeBatchCreate, gate(n, shardRPC(n, methodHomeBatchCreate, (*home).handleHomeBatchCreate)))
+	rpc.Register(s, methodHomeFind, gate(n, shardRPC(n, methodHomeFind, (*home).handleHomeFind)))
 	rpc.Register(s, methodHomeRemove, gate(n, shardRPC(n, methodHomeRemove, (*home).handleHomeRemove)))
 	rpc.Register(s, methodHomeRename, gate(n, shardRPC(n, methodHomeRename, (*home).handleHomeRename)))
 	rpc.Register(s, methodHomeReadDir, gate(n, shardRPC(n, methodHomeReadDir, (*home).handleHomeReadDir)))

@@ -38,16 +38,19 @@ const (
 	// methodHomeBatchCreate: homeBatchCreateReq → homeBatchCreateResp
 	// (at the directory's home).
 	methodHomeBatchCreate = "Home.BatchCreate"
-	methodHomeRemove      = "Home.Remove"     // homeRemoveReq → homeRemoveResp (at the parent's home)
-	methodHomeRename      = "Home.Rename"     // homeRenameReq → homeRenameResp (at the source parent's home)
-	methodHomeReadDir     = "Home.ReadDir"    // homeReadDirReq → homeReadDirResp (at the directory's home)
-	methodHomeSetAttr     = "Home.SetAttr"    // homeSetAttrReq → homeSetAttrResp (at the path's home)
-	methodHomeEntry       = "Home.Entry"      // homeEntryReq → homeEntryResp (at the directory's home; L4)
-	methodHomeLoad        = "Home.Load"       // homeLoadReq → homeLoadResp
-	methodTxnPrepare      = "Txn.Prepare"     // txnPrepareReq → txnPrepareResp (at a participant)
-	methodTxnCommit       = "Txn.CommitChild" // txnEndReq → txnEndResp (at a participant)
-	methodTxnAbort        = "Txn.AbortChild"  // txnEndReq → txnEndResp (at a participant)
-	methodTxnStatus       = "Txn.Status"      // txnStatusReq → txnStatusResp (at the coordinator)
+	// methodHomeFind: homeFindReq → rpc.FindResponse (at the shard's
+	// leader).
+	methodHomeFind    = "Home.Find"
+	methodHomeRemove  = "Home.Remove"     // homeRemoveReq → homeRemoveResp (at the parent's home)
+	methodHomeRename  = "Home.Rename"     // homeRenameReq → homeRenameResp (at the source parent's home)
+	methodHomeReadDir = "Home.ReadDir"    // homeReadDirReq → homeReadDirResp (at the directory's home)
+	methodHomeSetAttr = "Home.SetAttr"    // homeSetAttrReq → homeSetAttrResp (at the path's home)
+	methodHomeEntry   = "Home.Entry"      // homeEntryReq → homeEntryResp (at the directory's home; L4)
+	methodHomeLoad    = "Home.Load"       // homeLoadReq → homeLoadResp
+	methodTxnPrepare  = "Txn.Prepare"     // txnPrepareReq → txnPrepareResp (at a participant)
+	methodTxnCommit   = "Txn.CommitChild" // txnEndReq → txnEndResp (at a participant)
+	methodTxnAbort    = "Txn.AbortChild"  // txnEndReq → txnEndResp (at a participant)
+	methodTxnStatus   = "Txn.Status"      // txnStatusReq → txnStatusResp (at the coordinator)
 )
 
 // Filter kinds in filter pulls and pushes.
@@ -198,6 +201,13 @@ type homeCreateReq struct {
 	Mtime int64 `json:"mtime,omitempty"`
 	// Caller is the client's identity when ACLs are on (access.go).
 	Caller *acl.Identity `json:"caller,omitempty"`
+}
+
+// homeFindReq asks a shard's leader for a page of a search.
+type homeFindReq struct {
+	shardReq
+	Find   rpc.FindRequest `json:"find"`
+	Caller *acl.Identity   `json:"caller,omitempty"`
 }
 
 // homeBatchCreateReq asks a directory's home to create several of its

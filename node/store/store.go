@@ -597,12 +597,37 @@ func (s *Store) ScanInodesUnder(ctx context.Context, root string, fn func(path s
 	return s.scanInodes(ctx, inodeKey(root+"/"), fn)
 }
 
+// ScanInodesAfter is ScanInodesUnder resumed after the path after, which
+// an earlier scan of root passed to fn ("" starts at root).
+func (s *Store) ScanInodesAfter(ctx context.Context, root, after string, fn func(path string, ino Inode) error) error {
+	if after == "" {
+		return s.ScanInodesUnder(ctx, root, fn)
+	}
+	if err := checkPath(root); err != nil {
+		return err
+	}
+	prefix := []byte{pfxInode}
+	if root != "/" {
+		prefix = inodeKey(root + "/")
+	}
+	if after == root && root != "/" { // root's own key is outside prefix
+		return s.scanInodes(ctx, prefix, fn)
+	}
+	seek := append(inodeKey(after), 0) // the first key after after's
+	return s.scanInodesFrom(ctx, prefix, seek, fn)
+}
+
 func (s *Store) scanInodes(ctx context.Context, prefix []byte, fn func(path string, ino Inode) error) error {
+	return s.scanInodesFrom(ctx, prefix, prefix, fn)
+}
+
+// scanInodesFrom scans the inodes whose keys have prefix, from key seek.
+func (s *Store) scanInodesFrom(ctx context.Context, prefix, seek []byte, fn func(path string, ino Inode) error) error {
 	return s.view(ctx, func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
 		defer it.Close()
 		n := 0
-		for it.Rewind(); it.Valid(); it.Next() {
+		for it.Seek(seek); it.Valid(); it.Next() {
 			if n++; n%1024 == 0 {
 				if err := ctx.Err(); err != nil {
 					return err

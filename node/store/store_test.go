@@ -555,3 +555,36 @@ func TestLogging(t *testing.T) {
 		t.Errorf("badger attribute missing: %v", h.attrs)
 	}
 }
+
+// TestScanInodesAfter resumes a scan after every path it passed and
+// checks that each resumed scan yields exactly the rest.
+func TestScanInodesAfter(t *testing.T) {
+	s := openStore(t, testOptions(t))
+	ctx := context.Background()
+	paths := []string{"/", "/a", "/a b", "/a/x", "/a/x/y", "/a/z", "/b"}
+	var b Batch
+	for _, p := range paths {
+		b.PutInode(p, Inode{Type: TypeDir, Mode: 0o755})
+	}
+	if err := s.Commit(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []string{"/", "/a"} {
+		var all []string
+		if err := s.ScanInodesAfter(ctx, root, "", func(p string, _ Inode) error { all = append(all, p); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		for i, after := range all {
+			var rest []string
+			if err := s.ScanInodesAfter(ctx, root, after, func(p string, _ Inode) error { rest = append(rest, p); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(rest, all[i+1:]) {
+				t.Errorf("root %s after %s: %v, want %v", root, after, rest, all[i+1:])
+			}
+		}
+		if root == "/a" && !slices.Equal(all, []string{"/a", "/a/x", "/a/x/y", "/a/z"}) {
+			t.Errorf("scan of /a: %v", all)
+		}
+	}
+}

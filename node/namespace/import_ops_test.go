@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"testing"
+	"time"
 
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/nodetest"
@@ -164,4 +165,82 @@ func testBatchCreate(t *testing.T, r int, placement string) {
 			t.Errorf("batch create in %s: %v, want %v", bad.req.Dir, err, bad.want)
 		}
 	}
+}
+
+// TestFind pages through each shard's matches with a small limit and
+// checks that the union over the shards is exactly the matching paths,
+// and that bad requests are refused. (Client.Find, which asks the
+// cluster for its shards, runs against agent processes in
+// TestProcessImport.)
+func TestFind(t *testing.T) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: 1})
+	o := via(c, "n1")
+	mustOK(t, o.mkdir("/f/sub", true), "mkdir")
+	want := map[string]bool{}
+	for i := range 30 {
+		p := fmt.Sprintf("/f/sub/x%02d.go", i)
+		if i%3 == 0 {
+			p = fmt.Sprintf("/f/y%02d.txt", i)
+		} else {
+			want[p] = true
+		}
+		mustOK(t, o.create(p), "create")
+	}
+	// A create placed on another shard is acknowledged at its commit
+	// point and applied there a moment later: search until every file
+	// is found (a bounded wait), then check nothing else was.
+	var got map[string]bool
+	for try := 0; try < 100; try++ {
+		got = findAll(t, c, &rpc.FindRequest{Root: "/f", Name: "*.go", Type: rpc.TypeFile, Limit: 2})
+		if len(got) >= len(want) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(got) != len(want) {
+		t.Errorf("found %d paths, want %d", len(got), len(want))
+	}
+	for p := range want {
+		if !got[p] {
+			t.Errorf("%s not found", p)
+		}
+	}
+	for _, bad := range []rpc.FindRequest{
+		{Shard: "n1", Root: "/", Regex: "("},
+		{Shard: "n1", Root: "/", Name: "["},
+		{Shard: "n1", Root: "/", Type: "socket"},
+		{Root: "/"},
+	} {
+		if err := o.call(rpc.MethodFind, &bad, &rpc.FindResponse{}); !errors.Is(err, fs.ErrInvalid) {
+			t.Errorf("find %+v: %v, want invalid", bad, err)
+		}
+	}
+}
+
+// findAll pages through every shard's matches of req.
+func findAll(t *testing.T, c *nodetest.Namespaces, req *rpc.FindRequest) map[string]bool {
+	t.Helper()
+	got := map[string]bool{}
+	for _, s := range c.IDs {
+		r := *req
+		r.Shard = s
+		for range 1000 {
+			var resp rpc.FindResponse
+			mustOK(t, via(c, "n2").call(rpc.MethodFind, &r, &resp), "find")
+			if len(resp.Inodes) > max(r.Limit, 0) && r.Limit > 0 {
+				t.Fatalf("a page of %d with limit %d", len(resp.Inodes), r.Limit)
+			}
+			for _, in := range resp.Inodes {
+				if got[in.Path] {
+					t.Errorf("%s found twice", in.Path)
+				}
+				got[in.Path] = true
+			}
+			if resp.Next == "" {
+				break
+			}
+			r.After = resp.Next
+		}
+	}
+	return got
 }

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ghba/ghba/rpc"
+)
+
+// errFindDone ends a search at --limit.
+var errFindDone = errors.New("find: limit reached")
+
+// findJSON is one line of "find --json".
+type findJSON struct {
+	Path  string `json:"path"`
+	Type  string `json:"type"`
+	Size  int64  `json:"size"`
+	Mtime string `json:"mtime"`
+	Stage string `json:"stage"`
+}
+
+// newFindCmd returns "ghba find".
+func newFindCmd(o *clientOptions) *cobra.Command {
+	var (
+		name, regex, typ, size, mtime string
+		limit                         int
+		sorted                        bool
+	)
+	cmd := &cobra.Command{
+		Use:   "find [PATH] [--name GLOB] [--regex RE] [--type f|d|l] [--size ±N] [--mtime ±D]",
+		Short: "Search the namespace by name, type, size and modification time",
+		Long: `Search below PATH (default /; PATH itself included) for the entries that
+match every condition given, as find(1) does: every shard is searched in
+parallel by its leader and the results are printed as they arrive (one
+path per line; --sort sorts them first). Exits 3 when nothing matched.
+
+  --name GLOB   the base name matches GLOB (*, ?, [a-z], [!a-z])
+  --regex RE    the whole path matches the RE2 expression RE (unanchored)
+  --type T      f (file), d (directory) or l (symbolic link)
+  --size N      the size, rounded up to units, is N (+N: more, -N: less);
+                units c (bytes), k (KiB), M (MiB), G (GiB), default b
+                (512-byte blocks), as in find(1); directories have size 0
+  --mtime D     the modification time is D days ago, counted in whole days
+                as find(1) does (+D: more, -D: less)
+
+With --json: one object per line {"path", "type" ("file", "dir" or
+"symlink"), "size", "mtime" (RFC 3339), "stage" ("filter" for these
+conditions)}. With ACLs on, a user finds what it could stat.`,
+		Example: `  ghba find /src --name '*.go' --type f
+  ghba find /usr --size +1M --mtime -30 --sort
+  ghba --json find --regex '/testdata/.*\.trace$' --limit 10`,
+		Args: rangeArgs(0, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req := rpc.FindRequest{Root: "/", Name: strings.ReplaceAll(name, "[!", "[^"), Regex: regex}
+			if len(args) == 1 {
+				req.Root = args[0]
+			}
+			if err := checkPath(req.Root); err != nil {
+				return err
+			}
+			switch typ {
+			case "":
+			case "f":
+				req.Type = rpc.TypeFile
+			case "d":
+				req.Type = rpc.TypeDir
+			case "l":
+				req.Type = rpc.TypeSymlink
+			default:
+				return usageErrorf("find: --type %q: want f, d or l", typ)
+			}
+			var err error
+			if size != "" {
+				if req.MinSize, req.MaxSize, err = parseFindSize(size); err != nil {
+					return err
+				}
+			}
+			if mtime != "" {
+				if req.MinMtime, req.MaxMtime, err = parseFindMtime(mtime, time.Now()); err != nil {
+					return err
+				}
+			}
+			if limit < 0 {
+				return usageErrorf("find: --limit must not be negative")
+			}
+			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+				return runFind(ctx, cmd, o, c, req, limit, sorted)
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&name, "name", "", "glob on the base name")
+	f.StringVar(&regex, "regex", "", "RE2 regular expression on the whole path")
+	f.StringVar(&typ, "type", "", "f, d or l")
+	f.StringVar(&size, "size", "", "size as find(1): [+-]N[cbkMG]")
+	f.StringVar(&mtime, "mtime", "", "modification time in days ago as find(1): [+-]D")
+	f.IntVar(&limit, "limit", 0, "stop after this many results (0: all)")
+	f.BoolVar(&sorted, "sort", false, "sort the results by path before printing")
+	return cmd
+}
+
+// runFind runs the search and prints what it finds.
+func runFind(ctx context.Context, cmd *cobra.Command, o *clientOptions, c *rpc.Client, req rpc.FindRequest, limit int, sorted bool) error {
+	w := cmd.OutOrStdout()
+	var found []rpc.Inode
+	n := 0
+	emit := func(in *rpc.Inode) error {
+		if o.json {
+			return writeJSONLine(w, findJSON{Path: in.Path, Type: in.Type, Size: in.Size,
+				Mtime: time.Unix(0, in.Mtime).UTC().Format(time.RFC3339Nano), Stage: "filter"})
+		}
+		_, err := fmt.Fprintln(w, in.Path)
+		return err
+	}
+	err := c.Find(ctx, req, func(in *rpc.Inode) error {
+		n++
+		if sorted {
+			found = append(found, *in)
+		} else if err := emit(in); err != nil {
+			return err
+		}
+		if limit > 0 && n >= limit {
+			return errFindDone
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errFindDone) {
+		return opError("find", req.Root, err)
+	}
+	slices.SortFunc(found, func(a, b rpc.Inode) int { return strings.Compare(a.Path, b.Path) })
+	for i := range found {
+		if err := emit(&found[i]); err != nil {
+			return err
+		}
+	}
+	if n == 0 {
+		return fmt.Errorf("find: nothing matched below %s: %w", req.Root, fs.ErrNotExist)
+	}
+	return nil
+}
+
+// parseFindSize converts find(1)'s -size argument to inclusive byte
+// bounds: the size rounded up to units is compared with N.
+func parseFindSize(s string) (minSize, maxSize *int64, err error) {
+	sign, num := findSign(s)
+	unit := int64(512)
+	units := map[byte]int64{'c': 1, 'b': 512, 'k': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}
+	if num != "" {
+		if u, ok := units[num[len(num)-1]]; ok {
+			unit, num = u, num[:len(num)-1]
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)/unit {
+		return nil, nil, usageErrorf("find: --size %q: want [+-]N[cbkMG]", s)
+	}
+	ptr := func(v int64) *int64 { return &v }
+	switch sign {
+	case '+': // ceil(size/unit) > n
+		return ptr(n*unit + 1), nil, nil
+	case '-': // ceil(size/unit) < n
+		return nil, ptr((n - 1) * unit), nil
+	}
+	if n == 0 {
+		return ptr(0), ptr(0), nil
+	}
+	return ptr((n-1)*unit + 1), ptr(n * unit), nil
+}
+
+// parseFindMtime converts find(1)'s -mtime argument to inclusive bounds
+// on the modification time: the age in whole days (rounded down) at now
+// is compared with D.
+func parseFindMtime(s string, now time.Time) (minMtime, maxMtime *int64, err error) {
+	sign, num := findSign(s)
+	d, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || d < 0 || d > 100_000 {
+		return nil, nil, usageErrorf("find: --mtime %q: want [+-]D (days)", s)
+	}
+	const day = int64(24 * time.Hour)
+	t := now.UnixNano()
+	ptr := func(v int64) *int64 { return &v }
+	switch sign {
+	case '+': // age > d days: now - mtime >= (d+1) days
+		return nil, ptr(t - (d+1)*day), nil
+	case '-': // age < d days: now - mtime < d days
+		return ptr(t - d*day + 1), nil, nil
+	}
+	return ptr(t - (d+1)*day + 1), ptr(t - d*day), nil
+}
+
+// findSign splits a leading + or - off s.
+func findSign(s string) (byte, string) {
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		return s[0], s[1:]
+	}
+	return 0, s
+}

@@ -1,0 +1,128 @@
+package namespace
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+
+	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/node/store"
+	"github.com/ghba/ghba/rpc"
+)
+
+// maxFindScan bounds the inodes one page of a search looks at, so that a
+// page that matches little still answers in bounded time (the client
+// asks again from the cursor).
+const maxFindScan = 50000
+
+// errPageFull ends a page's scan.
+var errPageFull = errors.New("find page full")
+
+// Find answers one page of a search of one shard (rpc.FindRequest),
+// forwarded to the shard's leader, which scans its store below the root.
+func (n *Namespace) Find(ctx context.Context, r *rpc.FindRequest) (*rpc.FindResponse, error) {
+	if r.Shard == "" {
+		return nil, fmt.Errorf("%w: find names no shard", fs.ErrInvalid)
+	}
+	req := &homeFindReq{shardReq: shardReq{Shard: r.Shard}, Find: *r, Caller: caller(ctx)}
+	if _, err := newFindMatcher(&req.Find); err != nil {
+		return nil, err
+	}
+	return callShard(ctx, n, r.Shard, methodHomeFind, req, (*home).handleHomeFind)
+}
+
+// findMatcher is a compiled FindRequest.
+type findMatcher struct {
+	r     *rpc.FindRequest
+	root  string
+	typ   store.FileType
+	regex *regexp.Regexp
+}
+
+func newFindMatcher(r *rpc.FindRequest) (*findMatcher, error) {
+	root, err := CleanPath(r.Root)
+	if err != nil {
+		return nil, err
+	}
+	m := &findMatcher{r: r, root: root}
+	if r.Type != "" {
+		if m.typ = storeType(r.Type); m.typ == 0 {
+			return nil, fmt.Errorf("%w: type %q", fs.ErrInvalid, r.Type)
+		}
+	}
+	if r.Name != "" {
+		if _, err := path.Match(r.Name, ""); err != nil {
+			return nil, fmt.Errorf("%w: name pattern %q: %w", fs.ErrInvalid, r.Name, err)
+		}
+	}
+	if r.Regex != "" {
+		if m.regex, err = regexp.Compile(r.Regex); err != nil {
+			return nil, fmt.Errorf("%w: regular expression: %w", fs.ErrInvalid, err)
+		}
+	}
+	if r.Limit < 0 || r.Limit > rpc.MaxFindPage {
+		return nil, fmt.Errorf("%w: limit %d (at most %d)", fs.ErrInvalid, r.Limit, rpc.MaxFindPage)
+	}
+	return m, nil
+}
+
+// match reports whether inode ino at p matches.
+func (m *findMatcher) match(p string, ino *store.Inode) bool {
+	r := m.r
+	switch {
+	case m.typ != 0 && ino.Type != m.typ,
+		r.MinSize != nil && ino.Size < *r.MinSize,
+		r.MaxSize != nil && ino.Size > *r.MaxSize,
+		r.MinMtime != nil && ino.Mtime < *r.MinMtime,
+		r.MaxMtime != nil && ino.Mtime > *r.MaxMtime:
+		return false
+	}
+	if r.Name != "" {
+		if ok, _ := path.Match(r.Name, path.Base(p)); !ok {
+			return false
+		}
+	}
+	return m.regex == nil || m.regex.MatchString(p)
+}
+
+func (h *home) handleHomeFind(ctx context.Context, r *homeFindReq) (*rpc.FindResponse, error) {
+	m, err := newFindMatcher(&r.Find)
+	if err != nil {
+		return nil, err
+	}
+	limit := r.Find.Limit
+	if limit == 0 {
+		limit = rpc.MaxFindPage
+	}
+	out := &rpc.FindResponse{Inodes: []rpc.Inode{}}
+	last := ""
+	err = h.st.ScanInodesAfter(ctx, m.root, r.Find.After, func(p string, ino store.Inode) error {
+		if len(out.Inodes) >= limit || out.Scanned >= maxFindScan {
+			return errPageFull
+		}
+		out.Scanned++
+		last = p
+		if !m.match(p, &ino) || !findVisible(r.Caller, p, &ino) {
+			return nil
+		}
+		out.Inodes = append(out.Inodes, wireInode(p, h.id, &ino))
+		return nil
+	})
+	switch {
+	case errors.Is(err, errPageFull):
+		out.Next = last
+	case err != nil:
+		return nil, err
+	}
+	return out, nil
+}
+
+// findVisible reports whether caller id may see p in a search: what it
+// could stat (search permission on every ancestor), never the reserved
+// tree.
+func findVisible(id *acl.Identity, p string, ino *store.Inode) bool {
+	return !acl.Reserved(p) && allowAncestors(id, p, ino.Ancestors) == nil
+}
