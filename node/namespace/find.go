@@ -69,23 +69,23 @@ func newFindMatcher(r *rpc.FindRequest) (*findMatcher, error) {
 	return m, nil
 }
 
-// match reports whether inode ino at p matches.
-func (m *findMatcher) match(p string, ino *store.Inode) bool {
-	r := m.r
-	switch {
-	case m.typ != 0 && ino.Type != m.typ,
-		r.MinSize != nil && ino.Size < *r.MinSize,
-		r.MaxSize != nil && ino.Size > *r.MaxSize,
-		r.MinMtime != nil && ino.Mtime < *r.MinMtime,
-		r.MaxMtime != nil && ino.Mtime > *r.MaxMtime:
-		return false
-	}
-	if r.Name != "" {
-		if ok, _ := path.Match(r.Name, path.Base(p)); !ok {
+// matchPath reports whether path p passes the name and regex conditions.
+func (m *findMatcher) matchPath(p string) bool {
+	if m.r.Name != "" {
+		if ok, _ := path.Match(m.r.Name, path.Base(p)); !ok {
 			return false
 		}
 	}
 	return m.regex == nil || m.regex.MatchString(p)
+}
+
+// matchInode reports whether ino passes the type, size and mtime
+// conditions.
+func (m *findMatcher) matchInode(ino *store.Inode) bool {
+	r := m.r
+	return (m.typ == 0 || ino.Type == m.typ) &&
+		(r.MinSize == nil || ino.Size >= *r.MinSize) && (r.MaxSize == nil || ino.Size <= *r.MaxSize) &&
+		(r.MinMtime == nil || ino.Mtime >= *r.MinMtime) && (r.MaxMtime == nil || ino.Mtime <= *r.MaxMtime)
 }
 
 func (h *home) handleHomeFind(ctx context.Context, r *homeFindReq) (*rpc.FindResponse, error) {
@@ -99,16 +99,20 @@ func (h *home) handleHomeFind(ctx context.Context, r *homeFindReq) (*rpc.FindRes
 	}
 	out := &rpc.FindResponse{Inodes: []rpc.Inode{}}
 	last := ""
-	err = h.st.ScanInodesAfter(ctx, m.root, r.Find.After, func(p string, ino store.Inode) error {
+	// The path conditions are tested on the keys; only the inodes of
+	// the paths that pass them are read.
+	pre := func(p string) (bool, error) {
 		if len(out.Inodes) >= limit || out.Scanned >= maxFindScan {
-			return errPageFull
+			return false, errPageFull
 		}
 		out.Scanned++
 		last = p
-		if !m.match(p, &ino) || !findVisible(r.Caller, p, &ino) {
-			return nil
+		return m.matchPath(p), nil
+	}
+	err = h.st.SearchInodes(ctx, m.root, r.Find.After, pre, func(p string, ino store.Inode) error {
+		if m.matchInode(&ino) && findVisible(r.Caller, p, &ino) {
+			out.Inodes = append(out.Inodes, wireInode(p, h.id, &ino))
 		}
-		out.Inodes = append(out.Inodes, wireInode(p, h.id, &ino))
 		return nil
 	})
 	switch {

@@ -600,9 +600,15 @@ func (s *Store) ScanInodesUnder(ctx context.Context, root string, fn func(path s
 // ScanInodesAfter is ScanInodesUnder resumed after the path after, which
 // an earlier scan of root passed to fn ("" starts at root).
 func (s *Store) ScanInodesAfter(ctx context.Context, root, after string, fn func(path string, ino Inode) error) error {
-	if after == "" {
-		return s.ScanInodesUnder(ctx, root, fn)
-	}
+	return s.SearchInodes(ctx, root, after, nil, fn)
+}
+
+// SearchInodes is ScanInodesAfter with a filter on the path: pre (if not
+// nil) is called with every path in order, and fn only with those for
+// which it returned true, so that the inodes of the others are not read
+// (a search by name reads keys only). An error of pre or fn ends the
+// scan and is returned.
+func (s *Store) SearchInodes(ctx context.Context, root, after string, pre func(path string) (bool, error), fn func(path string, ino Inode) error) error {
 	if err := checkPath(root); err != nil {
 		return err
 	}
@@ -610,21 +616,46 @@ func (s *Store) ScanInodesAfter(ctx context.Context, root, after string, fn func
 	if root != "/" {
 		prefix = inodeKey(root + "/")
 	}
-	if after == root && root != "/" { // root's own key is outside prefix
-		return s.scanInodes(ctx, prefix, fn)
+	seek := prefix
+	switch {
+	case after == "" && root != "/":
+		// root itself first, then root + "/" ...: '/' sorts after some
+		// bytes (e.g. ' '), so root's descendants are not contiguous
+		// with root.
+		want := true
+		if pre != nil {
+			var err error
+			if want, err = pre(root); err != nil {
+				return err
+			}
+		}
+		if want {
+			ino, err := s.GetInode(ctx, root)
+			switch {
+			case err == nil:
+				if err := fn(root, ino); err != nil {
+					return err
+				}
+			case !errors.Is(err, ErrNotFound):
+				return err
+			}
+		}
+	case after == "" || after == root && root != "/": // root's own key is outside prefix
+	default:
+		seek = append(inodeKey(after), 0) // the first key after after's
 	}
-	seek := append(inodeKey(after), 0) // the first key after after's
-	return s.scanInodesFrom(ctx, prefix, seek, fn)
+	return s.scanInodesFrom(ctx, prefix, seek, pre, fn)
 }
 
 func (s *Store) scanInodes(ctx context.Context, prefix []byte, fn func(path string, ino Inode) error) error {
-	return s.scanInodesFrom(ctx, prefix, prefix, fn)
+	return s.scanInodesFrom(ctx, prefix, prefix, nil, fn)
 }
 
-// scanInodesFrom scans the inodes whose keys have prefix, from key seek.
-func (s *Store) scanInodesFrom(ctx context.Context, prefix, seek []byte, fn func(path string, ino Inode) error) error {
+// scanInodesFrom scans the inodes whose keys have prefix, from key seek,
+// reading the values of those pre accepts (all when pre is nil).
+func (s *Store) scanInodesFrom(ctx context.Context, prefix, seek []byte, pre func(string) (bool, error), fn func(path string, ino Inode) error) error {
 	return s.view(ctx, func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 256})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: pre == nil, PrefetchSize: 256})
 		defer it.Close()
 		n := 0
 		for it.Seek(seek); it.Valid(); it.Next() {
@@ -635,6 +666,13 @@ func (s *Store) scanInodesFrom(ctx context.Context, prefix, seek []byte, fn func
 			}
 			item := it.Item()
 			path := string(item.Key()[1:])
+			if pre != nil {
+				if want, err := pre(path); err != nil {
+					return err
+				} else if !want {
+					continue
+				}
+			}
 			var ino Inode
 			if err := item.Value(func(v []byte) (err error) { ino, err = decodeInode(v); return err }); err != nil {
 				return fmt.Errorf("store: inode %q: %w", path, err)
