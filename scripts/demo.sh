@@ -105,6 +105,11 @@ else
 	echo "stat of the old name: exit 3 (not found), as expected"
 fi
 
+say "importing this repository's tree, then searching it"
+show --addr "$ALL" import . --to /src/ghba --no-progress --no-owners
+show --addr "$ALL" import . --to /src/ghba --no-progress --no-owners
+show --addr "$ALL" find /src/ghba --name '*.yaml' --type f --sort
+
 say "creating $PATHS paths, then looking each up through every node"
 ghba --addr "$ALL" bench --paths "$PATHS" --prefix /demo --concurrency 16
 
