@@ -577,24 +577,7 @@ func (s *Store) ScanInodes(ctx context.Context, fn func(path string, ino Inode) 
 
 // ScanInodesUnder is ScanInodes restricted to root and its descendants.
 func (s *Store) ScanInodesUnder(ctx context.Context, root string, fn func(path string, ino Inode) error) error {
-	if err := checkPath(root); err != nil {
-		return err
-	}
-	if root == "/" {
-		return s.ScanInodes(ctx, fn)
-	}
-	// root itself first, then root + "/" ...: '/' sorts after some bytes
-	// (e.g. ' '), so root's descendants are not contiguous with root.
-	ino, err := s.GetInode(ctx, root)
-	switch {
-	case err == nil:
-		if err := fn(root, ino); err != nil {
-			return err
-		}
-	case !errors.Is(err, ErrNotFound):
-		return err
-	}
-	return s.scanInodes(ctx, inodeKey(root+"/"), fn)
+	return s.SearchInodes(ctx, root, "", nil, fn)
 }
 
 // ScanInodesAfter is ScanInodesUnder resumed after the path after, which
