@@ -166,10 +166,10 @@ func (c *Client) BatchCreate(ctx context.Context, req *BatchCreateRequest) (*Bat
 
 // Find searches every shard in parallel for the inodes below req.Root that
 // match req (its Shard, After and Limit are set here), page by page, and
-// calls fn with each match as it arrives (one call at a time, in path
-// order within a shard, in no order across shards). It stops at fn's
-// first error and returns it.
-func (c *Client) Find(ctx context.Context, req FindRequest, fn func(*Inode) error) error {
+// calls fn with each match and the stage that found it ("" without a
+// Query) as it arrives (one call at a time, in path order within a shard,
+// in no order across shards). It stops at fn's first error and returns it.
+func (c *Client) Find(ctx context.Context, req FindRequest, fn func(in *Inode, stage string) error) error {
 	shards, err := c.Shards(ctx)
 	if err != nil {
 		return err
@@ -204,7 +204,11 @@ func (c *Client) Find(ctx context.Context, req FindRequest, fn func(*Inode) erro
 					if first != nil {
 						break
 					}
-					if err := fn(&resp.Inodes[i]); err != nil {
+					stage := ""
+					if i < len(resp.Stages) {
+						stage = resp.Stages[i]
+					}
+					if err := fn(&resp.Inodes[i], stage); err != nil {
 						first = err
 						cancel()
 					}

@@ -306,6 +306,10 @@ type FindRequest struct {
 	Name string `json:"name,omitempty"`
 	// Regex is an RE2 regular expression matched against the whole path.
 	Regex string `json:"regex,omitempty"`
+	// Query is a plain query: a base name that equals it matches at stage
+	// "exact", a related one at stage "related" (package search);
+	// FindResponse.Stages says which.
+	Query string `json:"query,omitempty"`
 	// Type is "", TypeFile, TypeDir or TypeSymlink.
 	Type string `json:"type,omitempty"`
 	// MinSize and MaxSize bound the size in bytes, inclusive (nil: none).
@@ -329,6 +333,8 @@ const MaxFindPage = 1000
 type FindResponse struct {
 	// Inodes are the matches.
 	Inodes []Inode `json:"inodes"`
+	// Stages[i] is the stage that found Inodes[i] (with a Query only).
+	Stages []string `json:"stages,omitempty"`
 	// Next is the cursor of the next page; "" when the shard is done.
 	Next string `json:"next,omitempty"`
 	// Scanned is the number of inodes the page looked at.

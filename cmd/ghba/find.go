@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/search"
 )
 
 // errFindDone ends a search at --limit.
@@ -35,12 +36,21 @@ func newFindCmd(o *clientOptions) *cobra.Command {
 		sorted                        bool
 	)
 	cmd := &cobra.Command{
-		Use:   "find [PATH] [--name GLOB] [--regex RE] [--type f|d|l] [--size ±N] [--mtime ±D]",
-		Short: "Search the namespace by name, type, size and modification time",
+		Use:   "find [PATH | QUERY] [--name GLOB] [--regex RE] [--type f|d|l] [--size ±N] [--mtime ±D]",
+		Short: "Search the namespace by name, related names, type, size and modification time",
 		Long: `Search below PATH (default /; PATH itself included) for the entries that
 match every condition given, as find(1) does: every shard is searched in
 parallel by its leader and the results are printed as they arrive (one
 path per line; --sort sorts them first). Exits 3 when nothing matched.
+
+An argument that does not start with / is a plain QUERY, searched in the
+order of the application modules paper ("Searching Files"): base names
+equal to QUERY first (stage exact, printed as they arrive), then related
+names (stage related, printed after): the same name in another case, the
+same stem ("report" for report.pdf and report.docx), one or two edits away
+(for queries of 4 runes or more), or holding every word of QUERY. Each
+line is "STAGE<TAB>PATH". The third stage, text, needs the full-text
+index, which is not built yet.
 
   --name GLOB   the base name matches GLOB (*, ?, [a-z], [!a-z])
   --regex RE    the whole path matches the RE2 expression RE (unanchored)
@@ -52,16 +62,22 @@ path per line; --sort sorts them first). Exits 3 when nothing matched.
                 as find(1) does (+D: more, -D: less)
 
 With --json: one object per line {"path", "type" ("file", "dir" or
-"symlink"), "size", "mtime" (RFC 3339), "stage" ("filter" for these
-conditions)}. With ACLs on, a user finds what it could stat.`,
-		Example: `  ghba find /src --name '*.go' --type f
+"symlink"), "size", "mtime" (RFC 3339), "stage" ("exact" or "related"
+for a plain query, "filter" otherwise)}. With ACLs on, a user finds what
+it could stat.`,
+		Example: `  ghba find report.pdf
+  ghba find /src --name '*.go' --type f
   ghba find /usr --size +1M --mtime -30 --sort
   ghba --json find --regex '/testdata/.*\.trace$' --limit 10`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req := rpc.FindRequest{Root: "/", Name: strings.ReplaceAll(name, "[!", "[^"), Regex: regex}
-			if len(args) == 1 {
+			switch {
+			case len(args) == 0:
+			case strings.HasPrefix(args[0], "/"):
 				req.Root = args[0]
+			default:
+				req.Query = args[0]
 			}
 			if err := checkPath(req.Root); err != nil {
 				return err
@@ -107,24 +123,44 @@ conditions)}. With ACLs on, a user finds what it could stat.`,
 	return cmd
 }
 
-// runFind runs the search and prints what it finds.
+// stageFilter is the stage of a match of conditions (no plain query).
+const stageFilter = "filter"
+
+// found is one match with its stage.
+type found struct {
+	in    rpc.Inode
+	stage string
+}
+
+// runFind runs the search and prints what it finds: as it arrives, but
+// with a plain query the exact names first and the related ones once the
+// search is done (the paper's order); with sorted, all at the end by
+// stage and path.
 func runFind(ctx context.Context, cmd *cobra.Command, o *clientOptions, c *rpc.Client, req rpc.FindRequest, limit int, sorted bool) error {
 	w := cmd.OutOrStdout()
-	var found []rpc.Inode
-	n := 0
-	emit := func(in *rpc.Inode) error {
+	emit := func(f *found) error {
 		if o.json {
-			return writeJSONLine(w, findJSON{Path: in.Path, Type: in.Type, Size: in.Size,
-				Mtime: time.Unix(0, in.Mtime).UTC().Format(time.RFC3339Nano), Stage: "filter"})
+			return writeJSONLine(w, findJSON{Path: f.in.Path, Type: f.in.Type, Size: f.in.Size,
+				Mtime: time.Unix(0, f.in.Mtime).UTC().Format(time.RFC3339Nano), Stage: f.stage})
 		}
-		_, err := fmt.Fprintln(w, in.Path)
+		var err error
+		if req.Query != "" {
+			_, err = fmt.Fprintf(w, "%s\t%s\n", f.stage, f.in.Path)
+		} else {
+			_, err = fmt.Fprintln(w, f.in.Path)
+		}
 		return err
 	}
-	err := c.Find(ctx, req, func(in *rpc.Inode) error {
+	var later []found
+	n := 0
+	err := c.Find(ctx, req, func(in *rpc.Inode, stage string) error {
+		if stage == "" {
+			stage = stageFilter
+		}
 		n++
-		if sorted {
-			found = append(found, *in)
-		} else if err := emit(in); err != nil {
+		if sorted || stage == search.StageRelated {
+			later = append(later, found{*in, stage})
+		} else if err := emit(&found{*in, stage}); err != nil {
 			return err
 		}
 		if limit > 0 && n >= limit {
@@ -135,9 +171,15 @@ func runFind(ctx context.Context, cmd *cobra.Command, o *clientOptions, c *rpc.C
 	if err != nil && !errors.Is(err, errFindDone) {
 		return opError("find", req.Root, err)
 	}
-	slices.SortFunc(found, func(a, b rpc.Inode) int { return strings.Compare(a.Path, b.Path) })
-	for i := range found {
-		if err := emit(&found[i]); err != nil {
+	rank := map[string]int{search.StageExact: 0, search.StageRelated: 1, search.StageText: 2}
+	slices.SortFunc(later, func(a, b found) int {
+		if d := rank[a.stage] - rank[b.stage]; d != 0 {
+			return d
+		}
+		return strings.Compare(a.in.Path, b.in.Path)
+	})
+	for i := range later {
+		if err := emit(&later[i]); err != nil {
 			return err
 		}
 	}

@@ -178,6 +178,41 @@ func TestProcessImport(t *testing.T) {
 		}
 	}
 
+	// A plain query: exact names as find -name gives them, first; then
+	// related names.
+	out, errOut, code = c.at(c.nodes[2], "find", "sha256.go")
+	if code != 0 {
+		t.Fatalf("find sha256.go: exit %d: %s", code, errOut)
+	}
+	exactOut, err := exec.Command("find", src, "-name", "sha256.go").Output()
+	must(err)
+	var wantExact, exact, related []string
+	for _, l := range strings.Fields(string(exactOut)) {
+		wantExact = append(wantExact, "/imp/crypto"+strings.TrimPrefix(l, src))
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		stage, p, _ := strings.Cut(l, "\t")
+		switch {
+		case stage == "exact" && len(related) == 0:
+			exact = append(exact, p)
+		case stage == "related" && path.Base(p) != "sha256.go":
+			related = append(related, p)
+		default:
+			t.Errorf("find sha256.go: line %q out of place", l)
+		}
+	}
+	slices.Sort(exact)
+	slices.Sort(wantExact)
+	if !slices.Equal(exact, wantExact) || len(related) == 0 {
+		t.Errorf("find sha256.go: exact %v (want %v), %d related: %v", exact, wantExact, len(related), related)
+	}
+	for _, p := range related { // the same stem, or the words sha256 and go
+		if b := strings.ToLower(path.Base(p)); b != "sha256" && !strings.HasPrefix(b, "sha256.") && !strings.HasPrefix(b, "sha256_") {
+			t.Errorf("find sha256.go: %s is not related", p)
+		}
+	}
+	t.Logf("find sha256.go: %d exact, related %v", len(exact), related)
+
 	// ghba ln -s makes the same kind of entry by hand.
 	if _, errOut, code := c.at(c.nodes[0], "ln", "-s", "crypto/link", "/imp/l"); code != 0 {
 		t.Fatalf("ln -s: exit %d: %s", code, errOut)

@@ -7,10 +7,12 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"strings"
 
 	"github.com/ghba/ghba/acl"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/search"
 )
 
 // maxFindScan bounds the inodes one page of a search looks at, so that a
@@ -40,6 +42,7 @@ type findMatcher struct {
 	root  string
 	typ   store.FileType
 	regex *regexp.Regexp
+	query *search.Matcher // nil without a Query
 }
 
 func newFindMatcher(r *rpc.FindRequest) (*findMatcher, error) {
@@ -63,20 +66,31 @@ func newFindMatcher(r *rpc.FindRequest) (*findMatcher, error) {
 			return nil, fmt.Errorf("%w: regular expression: %w", fs.ErrInvalid, err)
 		}
 	}
+	if strings.TrimSpace(r.Query) != "" {
+		m.query = search.NewMatcher(r.Query)
+	}
 	if r.Limit < 0 || r.Limit > rpc.MaxFindPage {
 		return nil, fmt.Errorf("%w: limit %d (at most %d)", fs.ErrInvalid, r.Limit, rpc.MaxFindPage)
 	}
 	return m, nil
 }
 
-// matchPath reports whether path p passes the name and regex conditions.
-func (m *findMatcher) matchPath(p string) bool {
+// matchPath reports whether path p passes the name, regex and query
+// conditions, and the query's stage.
+func (m *findMatcher) matchPath(p string) (ok bool, stage string) {
 	if m.r.Name != "" {
 		if ok, _ := path.Match(m.r.Name, path.Base(p)); !ok {
-			return false
+			return false, ""
 		}
 	}
-	return m.regex == nil || m.regex.MatchString(p)
+	if m.regex != nil && !m.regex.MatchString(p) {
+		return false, ""
+	}
+	if m.query != nil {
+		stage = m.query.Stage(path.Base(p))
+		return stage != "", stage
+	}
+	return true, ""
 }
 
 // matchInode reports whether ino passes the type, size and mtime
@@ -98,20 +112,24 @@ func (h *home) handleHomeFind(ctx context.Context, r *homeFindReq) (*rpc.FindRes
 		limit = rpc.MaxFindPage
 	}
 	out := &rpc.FindResponse{Inodes: []rpc.Inode{}}
-	last := ""
+	last, stage := "", ""
 	// The path conditions are tested on the keys; only the inodes of
 	// the paths that pass them are read.
-	pre := func(p string) (bool, error) {
+	pre := func(p string) (ok bool, err error) {
 		if len(out.Inodes) >= limit || out.Scanned >= maxFindScan {
 			return false, errPageFull
 		}
 		out.Scanned++
 		last = p
-		return m.matchPath(p), nil
+		ok, stage = m.matchPath(p)
+		return ok, nil
 	}
 	err = h.st.SearchInodes(ctx, m.root, r.Find.After, pre, func(p string, ino store.Inode) error {
 		if m.matchInode(&ino) && findVisible(r.Caller, p, &ino) {
 			out.Inodes = append(out.Inodes, wireInode(p, h.id, &ino))
+			if m.query != nil {
+				out.Stages = append(out.Stages, stage)
+			}
 		}
 		return nil
 	})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"testing"
 	"time"
 
@@ -189,7 +190,7 @@ func TestFind(t *testing.T) {
 	// A create placed on another shard is acknowledged at its commit
 	// point and applied there a moment later: search until every file
 	// is found (a bounded wait), then check nothing else was.
-	var got map[string]bool
+	var got map[string]string
 	for try := 0; try < 100; try++ {
 		got = findAll(t, c, &rpc.FindRequest{Root: "/f", Name: "*.go", Type: rpc.TypeFile, Limit: 2})
 		if len(got) >= len(want) {
@@ -201,9 +202,24 @@ func TestFind(t *testing.T) {
 		t.Errorf("found %d paths, want %d", len(got), len(want))
 	}
 	for p := range want {
-		if !got[p] {
+		if got[p] == "" {
 			t.Errorf("%s not found", p)
 		}
+	}
+	// A plain query: the stage of each match.
+	for _, p := range []string{"/f/report.pdf", "/f/sub/Report.docx", "/f/sub/annual_report_pdf", "/f/reports.pdf", "/f/summary.pdf"} {
+		mustOK(t, o.create(p), "create")
+	}
+	wantStages := map[string]string{"/f/report.pdf": "exact", "/f/sub/Report.docx": "related", "/f/sub/annual_report_pdf": "related", "/f/reports.pdf": "related"}
+	for try := 0; try < 100; try++ {
+		got = findAll(t, c, &rpc.FindRequest{Root: "/", Query: "report.pdf"})
+		if len(got) >= len(wantStages) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !maps.Equal(got, wantStages) {
+		t.Errorf("query report.pdf: %v, want %v", got, wantStages)
 	}
 	for _, bad := range []rpc.FindRequest{
 		{Shard: "n1", Root: "/", Regex: "("},
@@ -218,9 +234,9 @@ func TestFind(t *testing.T) {
 }
 
 // findAll pages through every shard's matches of req.
-func findAll(t *testing.T, c *nodetest.Namespaces, req *rpc.FindRequest) map[string]bool {
+func findAll(t *testing.T, c *nodetest.Namespaces, req *rpc.FindRequest) map[string]string {
 	t.Helper()
-	got := map[string]bool{}
+	got := map[string]string{}
 	for _, s := range c.IDs {
 		r := *req
 		r.Shard = s
@@ -230,11 +246,17 @@ func findAll(t *testing.T, c *nodetest.Namespaces, req *rpc.FindRequest) map[str
 			if len(resp.Inodes) > max(r.Limit, 0) && r.Limit > 0 {
 				t.Fatalf("a page of %d with limit %d", len(resp.Inodes), r.Limit)
 			}
-			for _, in := range resp.Inodes {
-				if got[in.Path] {
+			if r.Query != "" && len(resp.Stages) != len(resp.Inodes) {
+				t.Fatalf("%d stages for %d inodes", len(resp.Stages), len(resp.Inodes))
+			}
+			for i, in := range resp.Inodes {
+				if _, dup := got[in.Path]; dup {
 					t.Errorf("%s found twice", in.Path)
 				}
-				got[in.Path] = true
+				got[in.Path] = "match"
+				if r.Query != "" {
+					got[in.Path] = resp.Stages[i]
+				}
 			}
 			if resp.Next == "" {
 				break
