@@ -276,6 +276,24 @@ func TestProcessACL(t *testing.T) {
 	if ls := root.expect(0, n2, "", "ls", "/home/p"); !strings.Contains(ls, "secret") || !strings.Contains(ls, "sub/") {
 		t.Errorf("ls /home/p as root after bob's attempts:\n%s", ls)
 	}
+	// find shows a user what it could stat: bob cannot search /home/p.
+	if out := alice.expect(0, n3, "", "find", "/home", "--name", "secret"); strings.TrimSpace(out) != "/home/p/secret" {
+		t.Errorf("find as alice: %q", out)
+	}
+	bob.expect(exitNotFound, n3, "", "find", "/home", "--name", "secret")
+	// import (batched creates) with a user's token, owned by the user.
+	tree := filepath.Join(c.dir, "alice-tree")
+	if err := os.MkdirAll(filepath.Join(tree, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, "d", "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alice.expect(0, n1, "", "import", tree, "--to", "/home/p/imp", "--no-owners", "--no-progress")
+	if st := alice.expect(0, n2, "", "--json", "stat", "/home/p/imp/d/f"); !strings.Contains(st, `"uid": 1000`) {
+		t.Errorf("imported file as alice: %s", st)
+	}
+	bob.expect(exitDenied, n1, "", "import", tree, "--to", "/home/p/bobs", "--no-owners", "--no-progress")
 	root.expect(0, n3, "", "mv", "/home/p/secret", "/home/p/kept")
 	alice.expect(0, n1, "", "rm", "/home/p/kept")
 
