@@ -57,12 +57,13 @@ var methodClasses = map[string]methodClass{
 	rpc.MethodRename: classUser, rpc.MethodFilters: classUser,
 	rpc.MethodBatchCreate: classUser, rpc.MethodFind: classUser,
 	rpc.MethodMembers: classUser, rpc.MethodGroups: classUser, rpc.MethodShards: classUser,
-	rpc.MethodACLWhoAmI: classUser,
+	rpc.MethodACLWhoAmI: classUser, rpc.MethodSourceList: classUser,
 
 	rpc.MethodJoin: classManagement, rpc.MethodLeave: classManagement, rpc.MethodKeyring: classManagement,
 	rpc.MethodACLUserAdd: classManagement, rpc.MethodACLUserList: classManagement,
 	rpc.MethodACLUserPasswd: classManagement, rpc.MethodACLUserRemove: classManagement,
 	rpc.MethodACLTokenList: classManagement, rpc.MethodACLTokenRevoke: classManagement,
+	rpc.MethodSourcePut: classManagement, rpc.MethodSourceRemove: classManagement,
 }
 
 // aclService authenticates requests and keeps the users and tokens.
@@ -208,21 +209,7 @@ func (a *aclService) write(ctx context.Context, path string, v any) error {
 
 // list returns the names in an ACL directory.
 func (a *aclService) list(ctx context.Context, dir string) ([]string, error) {
-	var names []string
-	after := ""
-	for {
-		r, err := a.ns().ReadDir(asNode(ctx), &rpc.ReadDirRequest{Path: dir, After: after})
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range r.Entries {
-			names = append(names, e.Name)
-		}
-		if r.Next == "" {
-			return names, nil
-		}
-		after = r.Next
-	}
+	return readDirAll(asNode(ctx), a.ns(), dir)
 }
 
 func (a *aclService) enabled() error {

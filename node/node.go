@@ -475,6 +475,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.rpcSrv = rpc.NewServer(so)
 	n.registerAdmin()
 	n.acl.register(n.rpcSrv)
+	newSourceService(func() *namespace.Namespace { return n.ns }, n.log.With("component", "sources")).register(n.rpcSrv)
 	if n.ns, err = n.newNamespace(); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}

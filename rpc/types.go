@@ -25,6 +25,10 @@ const (
 	MethodRename  = "Namespace.Rename"  // RenameRequest → RenameResponse
 	MethodFilters = "Namespace.Filters" // FiltersRequest → FiltersResponse
 
+	MethodSourcePut    = "Sources.Put"    // SourcePutRequest → SourcePutResponse
+	MethodSourceList   = "Sources.List"   // SourceListRequest → SourceListResponse
+	MethodSourceRemove = "Sources.Remove" // SourceRemoveRequest → SourceRemoveResponse
+
 	MethodMembers = "Cluster.Members" // MembersRequest → MembersResponse
 	MethodGroups  = "Cluster.Groups"  // GroupsRequest → GroupsResponse
 	MethodJoin    = "Cluster.Join"    // JoinRequest → JoinResponse
@@ -341,6 +345,65 @@ type FindResponse struct {
 	Scanned int `json:"scanned"`
 }
 
+// Source is a directory tree registered for "ghba scan" (the application
+// modules paper's shared folders on network computers): the machine whose
+// "ghba scan" imports it, where, how often, and what the last scan did.
+type Source struct {
+	// Name identifies the source ([A-Za-z0-9._-], at most 64 bytes).
+	Name string `json:"name"`
+	// Machine is the host name of the machine that scans it.
+	Machine string `json:"machine"`
+	// Dir is the tree's absolute path on that machine.
+	Dir string `json:"dir"`
+	// Dest is the namespace directory that mirrors it.
+	Dest string `json:"dest"`
+	// Every is the time between scans (a Go duration, e.g. "10m").
+	Every string `json:"every"`
+	// LastScan is when the last scan ended, Unix nanoseconds (0: never).
+	LastScan int64 `json:"last_scan,omitempty"`
+	// LastDuration is how long it took (a Go duration).
+	LastDuration string `json:"last_duration,omitempty"`
+	// Entries counts the source's entries at the last scan; Created,
+	// Updated, Deleted, Skipped and Errors what it changed and failed.
+	Entries int64 `json:"entries"`
+	Created int64 `json:"created"`
+	Updated int64 `json:"updated"`
+	Deleted int64 `json:"deleted"`
+	Skipped int64 `json:"skipped"`
+	Errors  int64 `json:"errors"`
+	// LastError is the last scan's first error ("" when none).
+	LastError string `json:"last_error,omitempty"`
+}
+
+// SourcePutRequest registers a source or replaces its record.
+type SourcePutRequest struct {
+	Source Source `json:"source"`
+	// Create fails with fs.ErrExist if the name is registered.
+	Create bool `json:"create,omitempty"`
+}
+
+// SourcePutResponse is the stored record.
+type SourcePutResponse struct {
+	Source Source `json:"source"`
+}
+
+// SourceListRequest asks for every registered source.
+type SourceListRequest struct{}
+
+// SourceListResponse lists the sources by name.
+type SourceListResponse struct {
+	Sources []Source `json:"sources"`
+}
+
+// SourceRemoveRequest removes a source's registration (not what was
+// imported).
+type SourceRemoveRequest struct {
+	Name string `json:"name"`
+}
+
+// SourceRemoveResponse is empty.
+type SourceRemoveResponse struct{}
+
 // MaxBatchCreate bounds the entries of one BatchCreateRequest.
 const MaxBatchCreate = 1000
 
@@ -479,6 +542,9 @@ type SetAttrRequest struct {
 	Atime *int64 `json:"atime,omitempty"`
 	// Mtime sets the modification time, Unix nanoseconds.
 	Mtime *int64 `json:"mtime,omitempty"`
+	// Layout, when not empty, replaces the layout blob (as writing the
+	// file's data would; the size and times are not changed by it).
+	Layout []byte `json:"layout,omitempty"`
 }
 
 // SetAttrResponse is the inode after the change.

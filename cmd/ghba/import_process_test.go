@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -323,4 +324,88 @@ func compareImported(t *testing.T, c *procCluster, want map[string]importedEntry
 	}
 	wg.Wait()
 	t.Logf("compared %d paths", len(want))
+}
+
+// TestProcessSources registers a source, scans it once, then runs "ghba
+// scan" as a process until its schedule has picked up a change of the
+// source, and stops it with SIGINT.
+func TestProcessSources(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	c := newProcCluster(t, 3)
+	c.startAll()
+	n := c.nodes[0]
+	src := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(src, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "a", "one.txt"), []byte("1"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	list := func() rpc.Source {
+		t.Helper()
+		out, errOut, code := c.at(n, "--json", "source", "list")
+		var srcs []rpc.Source
+		if code != 0 || json.Unmarshal([]byte(out), &srcs) != nil || len(srcs) != 1 {
+			t.Fatalf("source list: exit %d: %s %s", code, out, errOut)
+		}
+		return srcs[0]
+	}
+	if _, errOut, code := c.at(n, "source", "add", "docs", src, "--every", "1s", "--machine", "m1"); code != 0 {
+		t.Fatalf("source add: exit %d: %s", code, errOut)
+	}
+	if _, _, code := c.at(n, "source", "add", "docs", src); code != exitExists {
+		t.Errorf("source add of a registered name: exit %d, want %d", code, exitExists)
+	}
+	if _, _, code := c.at(n, "source", "add", "bad/name", src); code != exitUsage {
+		t.Errorf("source add bad/name: exit %d, want %d", code, exitUsage)
+	}
+	if s := list(); s.LastScan != 0 || s.Machine != "m1" || s.Dest != "/sources/docs" || s.Dir != src {
+		t.Errorf("registered: %+v", s)
+	}
+	if _, errOut, code := c.at(n, "scan", "--once"); code == 0 || !strings.Contains(errOut, "no source") {
+		t.Errorf("scan --once on a machine without sources: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := c.at(n, "scan", "--once", "--machine", "m1"); code != 0 {
+		t.Fatalf("scan --once: exit %d: %s", code, errOut)
+	}
+	first := list()
+	if first.LastScan == 0 || first.Entries != 3 || first.Created != 3 || first.Errors != 0 {
+		t.Errorf("after the first scan: %+v", first)
+	}
+	if out, _, code := c.at(n, "stat", "/sources/docs/a/one.txt"); code != 0 || !strings.Contains(out, "file") {
+		t.Errorf("stat of a scanned file: exit %d: %s", code, out)
+	}
+
+	// The schedule: a scan process picks up a new file within its period.
+	if err := os.WriteFile(filepath.Join(src, "a", "two.txt"), []byte("2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(c.bin, "--addr", n.rpcAddr(), "scan", "--machine", "m1")
+	cmd.Env = procEnv()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the scheduled scan", 30*time.Second, nil, func() (bool, string) {
+		s := list()
+		return s.LastScan > first.LastScan && s.Entries == 4, fmt.Sprintf("%+v", s)
+	})
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("scan after SIGINT: %v; stderr: %s", err, stderr.String())
+	}
+	if _, _, code := c.at(n, "stat", "/sources/docs/a/two.txt"); code != 0 {
+		t.Errorf("the scheduled scan did not import a/two.txt (exit %d); its log: %s", code, stderr.String())
+	}
+	if _, errOut, code := c.at(n, "source", "rm", "docs"); code != 0 {
+		t.Errorf("source rm: exit %d: %s", code, errOut)
+	}
+	if out, _, code := c.at(n, "--json", "source", "list"); code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("source list after rm: exit %d: %s", code, out)
+	}
 }

@@ -62,7 +62,7 @@ wrong, revoked or expired token.`,
 	add("security", newTLSCmd(), newKeygenCmd(), newKeyringCmd(co))
 	add("security", newACLCmds(co)...)
 	add("namespace", newFSCmds(co)...)
-	add("namespace", newImportCmd(co), newFindCmd(co))
+	add("namespace", newImportCmd(co), newFindCmd(co), newSourceCmd(co), newScanCmd(co))
 	add("tools", newBenchCmd(co), newSimCmd())
 	add("tools", newTraceCmd())
 	return root

@@ -90,7 +90,7 @@ func checkSetAttrBy(id *acl.Identity, p string, ino *store.Inode, r *rpc.SetAttr
 	if r.GID != nil && *r.GID != ino.GID && (!owner || !id.InGroup(*r.GID)) {
 		return deny(fmt.Sprintf("only the owner, to one of its groups, or root may change the group to %d", *r.GID))
 	}
-	if (r.Size != nil || r.Atime != nil || r.Mtime != nil) && !owner && !id.Allowed(ino.Mode, ino.UID, ino.GID, acl.Write) {
+	if (r.Size != nil || r.Atime != nil || r.Mtime != nil || len(r.Layout) > 0) && !owner && !id.Allowed(ino.Mode, ino.UID, ino.GID, acl.Write) {
 		return deny("changing the size or times needs the owner or write permission")
 	}
 	return nil

@@ -637,6 +637,9 @@ func checkSetAttr(r *rpc.SetAttrRequest) error {
 	if r.Size != nil && *r.Size < 0 {
 		return fmt.Errorf("%w: negative size %d", fs.ErrInvalid, *r.Size)
 	}
+	if len(r.Layout) > store.MaxBlobLen {
+		return fmt.Errorf("%w: layout of %d bytes (limit %d)", fs.ErrInvalid, len(r.Layout), store.MaxBlobLen)
+	}
 	return nil
 }
 
@@ -709,6 +712,9 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 	}
 	if r.Mtime != nil {
 		ino.Mtime = *r.Mtime
+	}
+	if len(r.Layout) > 0 {
+		ino.Layout = r.Layout
 	}
 	ino.Ctime = now
 	ino.Version++
