@@ -27,6 +27,9 @@ that machine imports into the namespace and keeps in sync on a schedule.
 The registrations live in the cluster (under /.ghba/sources), so every
 node lists them; adding and removing one needs the management role when
 ACLs are on.`,
+		Example: `  ghba source add docs /srv/share/docs --every 30m
+  ghba source list
+  ghba scan --once`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
