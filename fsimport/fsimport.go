@@ -253,13 +253,26 @@ func (im *Importer) createAll(ctx context.Context, dst string, entries []pending
 			}
 		}
 		resp, err := im.c.BatchCreate(ctx, req)
-		if err != nil {
-			for _, e := range entries {
-				im.fail(path.Join(dst, e.name), err)
-			}
+		switch {
+		case err != nil && ctx.Err() != nil:
 			return
+		case err != nil:
+			// The request as a whole failed (one entry's path too long,
+			// a shard unavailable): create the entries one by one, so
+			// that only those that cannot be made fail.
+			results = make([]rpc.BatchCreateResult, len(entries))
+			for i := range entries {
+				e := &entries[i]
+				d := path.Join(dst, e.name)
+				if err := im.create(ctx, d, &e.attrs); err != nil {
+					results[i] = rpc.BatchCreateResult{Code: rpc.ErrorCode(err), Message: err.Error()}
+				} else {
+					results[i] = rpc.BatchCreateResult{Inode: &rpc.Inode{Path: d}}
+				}
+			}
+		default:
+			results = resp.Results
 		}
-		results = resp.Results
 	}
 	for i, e := range entries {
 		d := path.Join(dst, e.name)

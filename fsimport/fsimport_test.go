@@ -321,3 +321,39 @@ func TestImportRefusesBadDestinations(t *testing.T) {
 		t.Errorf("dest is a file: %v", err)
 	}
 }
+
+// TestImportBadEntry imports into a destination so deep that one source
+// entry's path exceeds the namespace's limit: that entry fails alone, the
+// other entries of its directory are created.
+func TestImportBadEntry(t *testing.T) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 1})
+	src := t.TempDir()
+	long := strings.Repeat("n", 200)
+	for _, name := range []string{"a", "b", long, "c"} {
+		if err := os.WriteFile(filepath.Join(src, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dest := ""
+	for range 16 {
+		dest += "/" + strings.Repeat("d", 250)
+	}
+	var failed []string
+	im, err := fsimport.New(c.Client, fsimport.Options{Source: src, Dest: dest,
+		OnError: func(p string, err error) { failed = append(failed, path.Base(p)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := im.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Created != 4 || sum.Errors != 1 || !slices.Equal(failed, []string{long}) {
+		t.Errorf("import: %+v, failed %d entries", sum, len(failed))
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		if _, err := c.Client.Stat(context.Background(), dest+"/"+name); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
