@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -15,81 +14,34 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/fsimport"
+	"github.com/ghba/ghba/fsimport/fsimporttest"
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
 )
 
-// entry is what an import must reproduce of one path.
-type entry struct {
-	typ    string
-	mode   uint32
-	size   int64
-	mtime  int64
-	target string
-}
-
-// walkSource returns the source tree as the destination must hold it
-// (special files left out), keyed by path relative to root ("" for root).
-func walkSource(t *testing.T, root string) map[string]entry {
+// walkSource returns the source tree as the destination must hold it.
+func walkSource(t *testing.T, root string) map[string]fsimporttest.Entry {
 	t.Helper()
-	out := map[string]entry{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if rel == "." {
-			rel = ""
-		}
-		e := entry{mode: uint32(info.Mode().Perm()), mtime: info.ModTime().UnixNano()}
-		if info.Mode()&fs.ModeSetgid != 0 {
-			e.mode |= 0o2000
-		}
-		if info.Mode()&fs.ModeSticky != 0 {
-			e.mode |= 0o1000
-		}
-		switch m := info.Mode(); {
-		case m.IsDir():
-			e.typ = rpc.TypeDir
-		case m.IsRegular():
-			e.typ, e.size = rpc.TypeFile, info.Size()
-		case m&fs.ModeSymlink != 0:
-			e.typ = rpc.TypeSymlink
-			e.target, _ = os.Readlink(p)
-			e.size = int64(len(e.target))
-			e.mode = 0 // not compared: a link's mode is not used
-		default:
-			return nil
-		}
-		out[rel] = e
-		return nil
-	})
+	tree, err := fsimporttest.Tree(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return tree
 }
 
-// walkDest reads the destination tree back through the client.
-func walkDest(t *testing.T, c *rpc.Client, root string) map[string]entry {
+// walkDest reads the destination tree back through the client, keyed
+// like fsimporttest.Tree.
+func walkDest(t *testing.T, c *rpc.Client, root string) map[string]fsimporttest.Entry {
 	t.Helper()
 	ctx := context.Background()
-	out := map[string]entry{}
+	out := map[string]fsimporttest.Entry{}
 	var walk func(p, rel string)
 	walk = func(p, rel string) {
 		st, err := c.Stat(ctx, p)
 		if err != nil {
 			t.Fatalf("stat %s: %v", p, err)
 		}
-		e := entry{typ: st.Type, mode: st.Mode, size: st.Size, mtime: st.Mtime, target: st.Target}
-		if st.Type == rpc.TypeSymlink {
-			e.mode = 0
-		}
-		out[rel] = e
+		out[rel] = fsimporttest.FromInode(&st.Inode)
 		if st.Type != rpc.TypeDir {
 			return
 		}
@@ -101,23 +53,14 @@ func walkDest(t *testing.T, c *rpc.Client, root string) map[string]entry {
 			walk(path.Join(p, de.Name), path.Join(rel, de.Name))
 		}
 	}
-	walk(root, "")
+	walk(root, ".")
 	return out
 }
 
-func compareTrees(t *testing.T, want, got map[string]entry) {
+func compareTrees(t *testing.T, want, got map[string]fsimporttest.Entry) {
 	t.Helper()
-	for p, w := range want {
-		if g, ok := got[p]; !ok {
-			t.Errorf("%q missing", p)
-		} else if g != w {
-			t.Errorf("%q: got %+v, want %+v", p, g, w)
-		}
-	}
-	for p := range got {
-		if _, ok := want[p]; !ok {
-			t.Errorf("%q should not exist", p)
-		}
+	for _, d := range fsimporttest.Compare(want, got) {
+		t.Error(d)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/fsimport/fsimporttest"
 	"github.com/ghba/ghba/rpc"
 )
 
@@ -226,49 +227,14 @@ func TestProcessImport(t *testing.T) {
 	}
 }
 
-// importedEntry is what an import keeps of a path, as compared.
-type importedEntry struct {
-	Type   string `json:"type"`
-	Mode   uint32 `json:"mode"`
-	Size   int64  `json:"size"`
-	Mtime  int64  `json:"mtime"`
-	Target string `json:"target"`
-}
-
-// sourceTree walks root like an import: special files left out, keyed by
-// the path relative to root ("." for root).
-func sourceTree(t *testing.T, root string) map[string]importedEntry {
+// sourceTree walks root like an import (fsimporttest.Tree).
+func sourceTree(t *testing.T, root string) map[string]fsimporttest.Entry {
 	t.Helper()
-	out := map[string]importedEntry{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		e := importedEntry{Mode: uint32(info.Mode().Perm()), Mtime: info.ModTime().UnixNano()}
-		switch m := info.Mode(); {
-		case m.IsDir():
-			e.Type = rpc.TypeDir
-		case m.IsRegular():
-			e.Type, e.Size = rpc.TypeFile, info.Size()
-		case m&fs.ModeSymlink != 0:
-			e.Type = rpc.TypeSymlink
-			e.Target, _ = os.Readlink(p)
-			e.Size = int64(len(e.Target))
-		default:
-			return nil
-		}
-		out[rel] = e
-		return nil
-	})
+	tree, err := fsimporttest.Tree(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return tree
 }
 
 func importSummary(t *testing.T, out string) map[string]int {
@@ -283,7 +249,7 @@ func importSummary(t *testing.T, out string) map[string]int {
 // compareImported stats every path of want below dest with "ghba stat
 // --json" (8 at a time) and lists every directory with "ghba ls --json",
 // so that both missing and extra paths are found.
-func compareImported(t *testing.T, c *procCluster, want map[string]importedEntry, dest string) {
+func compareImported(t *testing.T, c *procCluster, want map[string]fsimporttest.Entry, dest string) {
 	t.Helper()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -292,9 +258,9 @@ func compareImported(t *testing.T, c *procCluster, want map[string]importedEntry
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			p := path.Join(dest, filepath.ToSlash(rel))
+			p := path.Join(dest, rel)
 			out, errOut, code := c.at(c.nodes[0], "--json", "stat", p)
-			var got importedEntry
+			var got fsimporttest.Entry
 			err := json.Unmarshal([]byte(out), &got)
 			mu.Lock()
 			defer mu.Unlock()
@@ -316,7 +282,7 @@ func compareImported(t *testing.T, c *procCluster, want map[string]importedEntry
 				return
 			}
 			for _, e := range entries {
-				if _, ok := want[filepath.Join(rel, e.Name)]; !ok {
+				if _, ok := want[path.Join(rel, e.Name)]; !ok {
 					t.Errorf("%s has %s, which the source has not", p, e.Name)
 				}
 			}
