@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -122,7 +123,7 @@ func freePortsIn(t testing.TB, k, lo, hi int, used map[int]bool) []int {
 			t.Fatalf("free port: none found in %d-%d", lo, hi)
 		}
 		port := lo + rand.IntN(hi-lo+1)
-		if slices.Contains(out, port) || used[port] {
+		if slices.Contains(out, port) || used[port] || !reservePort(t, port) {
 			continue
 		}
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -144,6 +145,33 @@ func freePortsIn(t testing.TB, k, lo, hi int, used map[int]bool) []int {
 		}
 	}
 	return out
+}
+
+// reservePort takes an exclusive lock on a file named after port in a
+// directory shared by every test binary on the machine, held until the test
+// ends. A port is free when picked but released for the node to bind it
+// later (and again between a node's stop and its restart); without the lock
+// another test, in this binary or in a package tested in parallel, could
+// pick it in between and the node's bind would fail with "address already
+// in use". flock(2) locks belong to the open file, so they exclude other
+// tests of this process too, and the kernel drops them when a test binary
+// dies. false: another test holds port.
+func reservePort(t testing.TB, port int) bool {
+	t.Helper()
+	dir := filepath.Join(os.TempDir(), "ghba-test-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		t.Fatalf("port reservations: %v", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatalf("port reservations: %v", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return false
+	}
+	t.Cleanup(func() { f.Close() })
+	return true
 }
 
 // Config returns a valid configuration for node id on loopback with free
