@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/ghba/ghba/node/store"
+	"github.com/ghba/ghba/node/textindex"
 	"github.com/ghba/ghba/routing"
 	"github.com/hashicorp/raft"
 )
@@ -31,6 +33,7 @@ type fsm struct {
 
 	filterMu sync.RWMutex
 	filter   *routing.CountingFilter
+	text     *textindex.Index // in step with the entries applied, like the filter
 
 	halted atomic.Pointer[error]
 	fatal  sync.Once
@@ -38,18 +41,33 @@ type fsm struct {
 
 var _ raft.BatchingFSM = (*fsm)(nil)
 
-// rebuildFilter makes the counting filter from every inode in the store
-// (at open and after a restore).
-func (f *fsm) rebuildFilter(ctx context.Context) (int, error) {
+// rebuildTextBatch is the number of texts indexed per batch by a rebuild.
+const rebuildTextBatch = 512
+
+// rebuild makes the counting filter from every inode in the store (at
+// open and after a restore) and, with text, the text index from every
+// inode that has a text (the index was reset).
+func (f *fsm) rebuild(ctx context.Context, text bool) (int, error) {
 	cf := routing.NewCountingFilter(f.geo)
 	files := 0
-	err := f.st.ScanInodes(ctx, func(p string, _ store.Inode) error {
+	var ops []textindex.Op
+	err := f.st.ScanInodes(ctx, func(p string, ino store.Inode) error {
 		cf.Add(p)
 		files++
+		if text && ino.Text != "" {
+			if ops = append(ops, textindex.Op{Path: p, Text: ino.Text}); len(ops) == rebuildTextBatch {
+				err := f.text.Apply(ops)
+				ops = ops[:0]
+				return err
+			}
+		}
 		return nil
 	})
+	if err == nil {
+		err = f.text.Apply(ops)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("shard %s: rebuilding the filter: %w", f.shard, err)
+		return 0, fmt.Errorf("shard %s: rebuilding the filter and text index: %w", f.shard, err)
 	}
 	f.filterMu.Lock()
 	f.filter = cf
@@ -86,10 +104,15 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 				out[i] = f.haltErr()
 			}
 		default:
+			var texts []textindex.Op
 			for k, r := range res {
 				out[pos[k]] = r.Err
 				f.track(r.Added, r.Removed)
+				if !r.Skipped && r.Err == nil {
+					texts = textOps(texts, entries[k].Batch, r.Added)
+				}
 			}
+			f.indexTexts(texts)
 		}
 		entries, pos = entries[:0], pos[:0]
 	}
@@ -131,9 +154,14 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 // store failure: the replica halts (a restart resumes the re-key before
 // anything else is applied).
 func (f *fsm) rekey(index uint64, oldPrefix, newPrefix string, chain []store.AncestorCode) error {
+	var moved []string // new paths, to re-index under
 	res, err := f.st.RekeyPrefixAt(f.ctx, index, oldPrefix, newPrefix, chain, func(o, nw string) {
 		f.track([]string{nw}, []string{o})
+		if f.text.Active() {
+			moved = append(moved, o, nw)
+		}
 	})
+	f.moveTexts(moved)
 	switch {
 	case err != nil && f.ctx.Err() != nil:
 		return fmt.Errorf("shard %s: %w", f.shard, err)
@@ -160,6 +188,53 @@ func (f *fsm) recode(index uint64, root string, codes []store.AncestorCode) erro
 		return f.haltErr()
 	}
 	return res.Err
+}
+
+// textOps appends to ops the text index's part of an applied batch: each
+// inode it puts, with its text, and each it deletes. An inode the batch
+// created without a text was not indexed (added: the entry's
+// ApplyResult.Added, in order), so it needs nothing.
+func textOps(ops []textindex.Op, b *store.Batch, added []string) []textindex.Op {
+	if b == nil {
+		return ops
+	}
+	_ = b.EachInode(func(p string, ino *store.Inode) error {
+		switch {
+		case ino == nil:
+			ops = append(ops, textindex.Op{Path: p})
+		case ino.Text != "":
+			ops = append(ops, textindex.Op{Path: p, Text: ino.Text})
+		case !slices.Contains(added, p):
+			ops = append(ops, textindex.Op{Path: p}) // a text removed, maybe
+		}
+		return nil
+	})
+	return ops
+}
+
+// indexTexts applies ops to the text index. A failure does not stop the
+// replica (the metadata is right); the index is rebuilt at its next open.
+func (f *fsm) indexTexts(ops []textindex.Op) {
+	if err := f.text.Apply(ops); err != nil {
+		f.log.Error("text index update failed: searches by text may miss files until the replica reopens", "shard", f.shard, "err", err)
+	}
+}
+
+// moveTexts re-indexes the texts a re-key moved (pairs of old and new
+// paths): read back from the store under their new paths.
+func (f *fsm) moveTexts(moved []string) {
+	var ops []textindex.Op
+	for i := 0; i+1 < len(moved); i += 2 {
+		ops = append(ops, textindex.Op{Path: moved[i]})
+		if ino, err := f.st.GetInode(f.ctx, moved[i+1]); err == nil && ino.Text != "" {
+			ops = append(ops, textindex.Op{Path: moved[i+1], Text: ino.Text})
+		}
+		if len(ops) >= rebuildTextBatch {
+			f.indexTexts(ops)
+			ops = ops[:0]
+		}
+	}
+	f.indexTexts(ops)
 }
 
 // track updates the counting filter with the inodes an entry added and
@@ -227,7 +302,10 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if err := f.st.ResumeRekey(f.ctx, nil); err != nil {
 		return fmt.Errorf("shard %s: resuming a re-key after restoring a snapshot: %w", f.shard, err)
 	}
-	files, err := f.rebuildFilter(f.ctx)
+	if err := f.text.Reset(); err != nil {
+		return fmt.Errorf("shard %s: %w", f.shard, err)
+	}
+	files, err := f.rebuild(f.ctx, true)
 	if err != nil {
 		return err
 	}

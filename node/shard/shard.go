@@ -23,6 +23,7 @@ import (
 
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/store"
+	"github.com/ghba/ghba/node/textindex"
 	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/go-hclog"
@@ -180,8 +181,14 @@ func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
 	// while it installed a snapshot, which Raft stores before restoring
 	// it) refuses every call but a restore: Raft restores it from its
 	// newest snapshot when it starts (below), then replays the log.
-	_, broken := r.st.AppliedIndex(ctx)
+	applied, broken := r.st.AppliedIndex(ctx)
 	restore := errors.Is(broken, store.ErrRestoreIncomplete)
+	// The text index is kept if it was closed at the store's applied
+	// index, else rebuilt below from the same scan as the filter.
+	rebuildText := false
+	if r.fsm.text, rebuildText, err = textindex.Open(filepath.Join(opts.Dir, "text"), applied); err != nil {
+		return nil, fmt.Errorf("shard %s: %w", r.id, err)
+	}
 	files := 0
 	switch {
 	case restore:
@@ -193,7 +200,7 @@ func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
 		if err := r.st.ResumeRekey(ctx, nil); err != nil {
 			return nil, fmt.Errorf("shard %s: resuming re-keys: %w", r.id, err)
 		}
-		if files, err = r.fsm.rebuildFilter(ctx); err != nil {
+		if files, err = r.fsm.rebuild(ctx, rebuildText); err != nil {
 			return nil, err
 		}
 	}
@@ -264,8 +271,9 @@ func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
 	if r.raft, err = raft.NewRaft(conf, r.fsm, logs, r.logs, snaps, r.trans); err != nil {
 		return nil, fmt.Errorf("shard %s: raft: %w", r.id, err)
 	}
-	applied, _ := r.st.AppliedIndex(ctx)
-	r.log.Info("shard replica opened", "paths", files, "applied_index", applied, "raft_state", r.exists, "log_store", kind)
+	applied, _ = r.st.AppliedIndex(ctx)
+	r.log.Info("shard replica opened", "paths", files, "applied_index", applied, "raft_state", r.exists, "log_store", kind,
+		"texts_indexed", r.fsm.text.Count())
 	return r, nil
 }
 
@@ -327,6 +335,17 @@ func (r *Replica) closeParts() error {
 			errs = append(errs, fmt.Errorf("shard %s: log store: %w", r.id, err))
 		}
 	}
+	if r.fsm != nil && r.fsm.text != nil {
+		// Raft has stopped: the index holds every entry up to the
+		// store's applied index (unless it failed, see textindex).
+		applied, err := r.st.AppliedIndex(context.Background())
+		if err == nil {
+			err = r.fsm.text.Close(applied)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shard %s: %w", r.id, err))
+		}
+	}
 	if r.st != nil {
 		if err := r.st.Close(); err != nil {
 			errs = append(errs, err)
@@ -337,6 +356,17 @@ func (r *Replica) closeParts() error {
 
 // Shard returns the shard's id.
 func (r *Replica) Shard() string { return r.id }
+
+// SearchText returns the paths at or below root whose indexed text holds
+// every word of words, best first, hits from..from+size of total
+// (textindex.Index.Search). Every replica answers from the entries it has
+// applied; the leader's answer is as fresh as its store.
+func (r *Replica) SearchText(ctx context.Context, words, root string, from, size int) (paths []string, total uint64, err error) {
+	return r.fsm.text.Search(ctx, words, root, from, size)
+}
+
+// TextsIndexed returns the number of files in the replica's text index.
+func (r *Replica) TextsIndexed() uint64 { return r.fsm.text.Count() }
 
 // Store returns the shard's store, for reads.
 func (r *Replica) Store() *store.Store { return r.st }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"time"
 )
 
@@ -90,6 +91,28 @@ func (b *Batch) InodePaths() []string {
 	return out
 }
 
+// EachInode calls fn for every inode the batch puts (with the inode) or
+// deletes (with nil), in the order added; it stops at fn's first error.
+func (b *Batch) EachInode(fn func(path string, ino *Inode) error) error {
+	for _, m := range b.muts {
+		switch m.kind {
+		case mutSetInode:
+			ino, err := decodeInode(m.val)
+			if err != nil {
+				return fmt.Errorf("store: batch inode %q: %w", m.key[1:], err)
+			}
+			if err := fn(string(m.key[1:]), &ino); err != nil {
+				return err
+			}
+		case mutDeleteInode:
+			if err := fn(string(m.key[1:]), nil); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // Len returns the number of preconditions plus mutations in the batch.
 func (b *Batch) Len() int { return len(b.conds) + len(b.muts) }
 
@@ -117,7 +140,7 @@ func (b *Batch) entryArgs(dir, name string) bool {
 
 // PutInode stores ino at path, replacing any inode there.
 func (b *Batch) PutInode(path string, ino Inode) {
-	if b.ok(checkPath(path)) && b.ok(checkType(ino.Type)) && b.ok(checkTarget(&ino)) && b.ok(checkBlob("layout", ino.Layout)) {
+	if b.ok(checkPath(path)) && b.ok(checkType(ino.Type)) && b.ok(checkTarget(&ino)) && b.ok(checkText(&ino)) && b.ok(checkBlob("layout", ino.Layout)) {
 		b.addMut(mutation{kind: mutSetInode, key: inodeKey(path), val: encodeInode(&ino)})
 	}
 }

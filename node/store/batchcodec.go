@@ -51,9 +51,10 @@ const (
 	opDeleteMeta   byte = 8
 )
 
-// maxInodeValueLen bounds an encoded inode: its fixed fields and a layout
-// of at most MaxBlobLen bytes.
-const maxInodeValueLen = MaxBlobLen + 2 + 11*binary.MaxVarintLen64
+// maxInodeValueLen bounds an encoded inode: its fixed fields, a layout of
+// at most MaxBlobLen bytes, a symlink target, ancestor codes and a text.
+const maxInodeValueLen = MaxBlobLen + MaxPathLen + MaxTextLen + 2 + 14*binary.MaxVarintLen64 +
+	MaxAncestorCodes*4*binary.MaxVarintLen64
 
 // MarshalBinary encodes the batch in its versioned binary format; a batch
 // that Err reports invalid is not encoded (the error is returned).

@@ -5,6 +5,7 @@ import (
 	"math"
 	"path"
 	"strings"
+	"unicode/utf8"
 )
 
 // Key encoding. Every key starts with one prefix byte naming its record
@@ -43,8 +44,12 @@ const (
 //	inode   v=1 type:u8 mode:uvarint uid:uvarint gid:uvarint size:varint
 //	        atime:varint mtime:varint ctime:varint nlink:uvarint
 //	        version:uvarint len:uvarint layout[len]
+//	        [len:uvarint target[len]]                   (TypeSymlink only)
 //	        [n:uvarint n×(depth mode uid gid: uvarint each)]
 //	                                                   (ancestor codes; absent: none)
+//	        [len:uvarint text[len]]                     (Inode.Text; absent: none;
+//	                                                   when present, the codes are
+//	                                                   too, n = 0 for none)
 //	entry   v=1 type:u8 len:uvarint home[len]          (name is in the key)
 //	intent  v=1 created:varint len:uvarint payload[len] (id is in the key)
 //	rekey   v=1 started:varint len:uvarint new[len]     (old is in the key)
@@ -71,6 +76,8 @@ const (
 	// MaxBlobLen is the longest layout, intent payload or meta value
 	// accepted.
 	MaxBlobLen = 1 << 20
+	// MaxTextLen is the longest text an inode holds (Inode.Text).
+	MaxTextLen = 64 << 10
 )
 
 var (
@@ -190,6 +197,21 @@ func checkTarget(ino *Inode) error {
 		return invalidf("a %s with a symlink target", ino.Type)
 	case len(ino.Target) > MaxPathLen:
 		return invalidf("symlink target longer than %d bytes", MaxPathLen)
+	}
+	return nil
+}
+
+// checkText checks an inode's text: a file's only, valid UTF-8, at most
+// MaxTextLen bytes.
+func checkText(ino *Inode) error {
+	switch {
+	case ino.Text == "":
+	case ino.Type != TypeFile:
+		return invalidf("a %s with a text", ino.Type)
+	case len(ino.Text) > MaxTextLen:
+		return invalidf("text longer than %d bytes", MaxTextLen)
+	case !utf8.ValidString(ino.Text):
+		return invalidf("text that is not valid UTF-8")
 	}
 	return nil
 }
@@ -333,7 +355,15 @@ func encodeInode(ino *Inode) []byte {
 		b = binary.AppendUvarint(b, uint64(len(ino.Target)))
 		b = append(b, ino.Target...)
 	}
-	return appendCodes(b, ino.Ancestors)
+	if ino.Text == "" {
+		return appendCodes(b, ino.Ancestors)
+	}
+	b = binary.AppendUvarint(b, uint64(len(ino.Ancestors)))
+	for _, c := range ino.Ancestors {
+		b = appendCode(b, c)
+	}
+	b = binary.AppendUvarint(b, uint64(len(ino.Text)))
+	return append(b, ino.Text...)
 }
 
 // MaxAncestorCodes bounds the ancestor codes of an inode (a path has at
@@ -378,13 +408,18 @@ func (r *reader) codes(kind string) []AncestorCode {
 		return nil
 	}
 	n := r.count(kind+" ancestor codes", 4)
-	if r.err == nil && n > MaxAncestorCodes {
-		r.fail(kind + " ancestor codes: too many")
-	}
 	if r.err == nil && n == 0 {
 		r.fail(kind + " ancestor codes: an empty list is written as none")
 	}
-	if r.err != nil {
+	return r.codeList(kind, n)
+}
+
+// codeList reads n ancestor codes.
+func (r *reader) codeList(kind string, n int) []AncestorCode {
+	if r.err == nil && n > MaxAncestorCodes {
+		r.fail(kind + " ancestor codes: too many")
+	}
+	if r.err != nil || n == 0 {
 		return nil
 	}
 	out := make([]AncestorCode, n)
@@ -426,7 +461,19 @@ func decodeInode(b []byte) (Inode, error) {
 			r.fail("symlink without a target")
 		}
 	}
-	ino.Ancestors = r.codes("inode")
+	if len(r.b) > 0 && r.err == nil {
+		// The ancestor codes, then the text if anything follows them
+		// (an empty list of codes is written only before a text).
+		ino.Ancestors = r.codeList("inode", r.count("inode ancestor codes", 4))
+		switch {
+		case r.err == nil && len(r.b) > 0:
+			if ino.Text = r.str("text", MaxTextLen); r.err == nil && ino.Text == "" {
+				r.fail("an empty text is written as none")
+			}
+		case r.err == nil && len(ino.Ancestors) == 0:
+			r.fail("inode ancestor codes: an empty list is written as none")
+		}
+	}
 	if err := r.end("inode"); err != nil {
 		return Inode{}, err
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -18,6 +19,31 @@ var inodeCases = []Inode{
 	{Type: TypeFile, Mode: 0o644, Ancestors: []AncestorCode{{Depth: 0, Mode: 0o100}, {Depth: 3, Mode: 0o110, UID: 1000, GID: math.MaxUint32}}},
 	{Type: TypeSymlink, Mode: 0o777, Size: 9, Nlink: 1, Target: "../a/b.go"},
 	{Type: TypeSymlink, Target: "/x", Ancestors: []AncestorCode{{Depth: 1, Mode: 0o100}}},
+	{Type: TypeFile, Size: 12, Text: "hello, world"},
+	{Type: TypeFile, Text: strings.Repeat("é", MaxTextLen/2), Ancestors: []AncestorCode{{Depth: 2, Mode: 0o110, UID: 3}}},
+}
+
+func TestInodeTextChecked(t *testing.T) {
+	for _, tc := range []struct {
+		ino Inode
+		ok  bool
+	}{
+		{Inode{Type: TypeFile, Text: "text"}, true},
+		{Inode{Type: TypeFile, Text: strings.Repeat("x", MaxTextLen)}, true},
+		{Inode{Type: TypeFile, Text: strings.Repeat("x", MaxTextLen+1)}, false},
+		{Inode{Type: TypeFile, Text: "\xff\xfe"}, false},
+		{Inode{Type: TypeDir, Text: "text"}, false},
+		{Inode{Type: TypeSymlink, Target: "/a", Text: "text"}, false},
+	} {
+		var b Batch
+		b.PutInode("/f", tc.ino)
+		if ok := b.Err() == nil; ok != tc.ok {
+			t.Errorf("PutInode(%v, %d bytes of text): err %v, want ok %v", tc.ino.Type, len(tc.ino.Text), b.Err(), tc.ok)
+		}
+		if !tc.ok && !errors.Is(b.Err(), ErrInvalid) {
+			t.Errorf("PutInode(%v): %v is not ErrInvalid", tc.ino.Type, b.Err())
+		}
+	}
 }
 
 func TestInodeRoundTrip(t *testing.T) {

@@ -57,6 +57,10 @@ type Inode struct {
 	// Target is a symbolic link's target (TypeSymlink only; at most
 	// MaxPathLen bytes, kept verbatim, never resolved).
 	Target string
+	// Text is the start of a text file's content, for the full-text index
+	// of the shard (package textindex): TypeFile only, valid UTF-8, at
+	// most MaxTextLen bytes; empty: none.
+	Text string
 	// Version is maintained by the caller and can be checked by
 	// Batch.RequireInodeVersion for optimistic concurrency. A recode
 	// (RecodeSubtreeAt) increments it too.
