@@ -167,13 +167,41 @@ func (c *Client) BatchCreate(ctx context.Context, req *BatchCreateRequest) (*Bat
 // Find searches every shard in parallel for the inodes below req.Root that
 // match req (its Shard, After and Limit are set here), page by page, and
 // calls fn with each match and the stage that found it ("" without a
-// Query) as it arrives (one call at a time, in path order within a shard,
-// in no order across shards). It stops at fn's first error and returns it.
+// Query or Text) as it arrives (one call at a time, in path order within
+// a shard, or best first with Text, in no order across shards). A plain
+// Query runs the application modules paper's three stages: the names
+// (stages "exact" and "related", in one pass), then, once every shard
+// has answered, the text (stage "text": FindRequest.Text with the query's
+// words) for the paths the names did not find. It stops at fn's first
+// error and returns it.
 func (c *Client) Find(ctx context.Context, req FindRequest, fn func(in *Inode, stage string) error) error {
 	shards, err := c.Shards(ctx)
 	if err != nil {
 		return err
 	}
+	if req.Query == "" || req.Text != "" {
+		return c.findShards(ctx, shards, req, fn)
+	}
+	seen := make(map[string]bool)
+	err = c.findShards(ctx, shards, req, func(in *Inode, stage string) error {
+		seen[in.Path] = true
+		return fn(in, stage)
+	})
+	if err != nil {
+		return err
+	}
+	req.Text, req.Query = req.Query, ""
+	return c.findShards(ctx, shards, req, func(in *Inode, stage string) error {
+		if seen[in.Path] {
+			return nil
+		}
+		return fn(in, stage)
+	})
+}
+
+// findShards runs one search in every shard of shards in parallel, page
+// by page (Find).
+func (c *Client) findShards(ctx context.Context, shards *ShardsResponse, req FindRequest, fn func(in *Inode, stage string) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (

@@ -103,6 +103,12 @@ type Inode struct {
 	Layout []byte `json:"layout,omitempty"`
 	// Target is a symbolic link's target (TypeSymlink only).
 	Target string `json:"target,omitempty"`
+	// HasText reports that the file has a text in the full-text index
+	// (CreateRequest.Text); the text itself is not returned.
+	HasText bool `json:"has_text,omitempty"`
+	// Text is the text of a file being created, as nodes pass it to the
+	// file's home; responses leave it out (HasText).
+	Text string `json:"text,omitempty"`
 	// Ancestors are the inode's ancestor permission codes (HBA §4.2.2):
 	// the search permission of every ancestor directory that does not
 	// grant search to everyone, by increasing depth. The server checks
@@ -297,7 +303,13 @@ type CreateRequest struct {
 	// Unix nanoseconds (0: the time of the create).
 	Atime int64 `json:"atime,omitempty"`
 	Mtime int64 `json:"mtime,omitempty"`
+	// Text is the start of a regular file's content for the full-text
+	// index (FindRequest.Text): valid UTF-8, at most MaxTextLen bytes.
+	Text string `json:"text,omitempty"`
 }
+
+// MaxTextLen bounds the text of a file (CreateRequest.Text).
+const MaxTextLen = 64 << 10
 
 // FindRequest asks one shard for a page of the inodes below Root that
 // match every condition set (Client.Find asks every shard).
@@ -314,6 +326,12 @@ type FindRequest struct {
 	// "exact", a related one at stage "related" (package search);
 	// FindResponse.Stages says which.
 	Query string `json:"query,omitempty"`
+	// Text holds words that the file's indexed text must all contain
+	// (the full-text index: CreateRequest.Text), matched as the index's
+	// analyzer splits them (Unicode words, any case; very common English
+	// words are ignored). Matches are ranked best first within a shard
+	// and carry the stage "text"; After is then a position, not a path.
+	Text string `json:"text,omitempty"`
 	// Type is "", TypeFile, TypeDir or TypeSymlink.
 	Type string `json:"type,omitempty"`
 	// MinSize and MaxSize bound the size in bytes, inclusive (nil: none).
@@ -359,6 +377,9 @@ type Source struct {
 	Dest string `json:"dest"`
 	// Every is the time between scans (a Go duration, e.g. "10m").
 	Every string `json:"every"`
+	// Content is the bytes of each text file indexed for search by text
+	// (0: none; fsimport.Options.Content).
+	Content int `json:"content,omitempty"`
 	// LastScan is when the last scan ended, Unix nanoseconds (0: never).
 	LastScan int64 `json:"last_scan,omitempty"`
 	// LastDuration is how long it took (a Go duration).
@@ -436,6 +457,8 @@ type BatchCreateEntry struct {
 	Atime   int64  `json:"atime,omitempty"`
 	Mtime   int64  `json:"mtime,omitempty"`
 	Symlink string `json:"symlink,omitempty"`
+	// Text as in CreateRequest (TypeFile only).
+	Text string `json:"text,omitempty"`
 }
 
 // BatchCreateResponse holds one result per entry, in request order.
@@ -545,6 +568,9 @@ type SetAttrRequest struct {
 	// Layout, when not empty, replaces the layout blob (as writing the
 	// file's data would; the size and times are not changed by it).
 	Layout []byte `json:"layout,omitempty"`
+	// Text, when set, replaces a regular file's text in the full-text
+	// index (CreateRequest.Text); an empty string removes it.
+	Text *string `json:"text,omitempty"`
 }
 
 // SetAttrResponse is the inode after the change.

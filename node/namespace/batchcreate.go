@@ -39,7 +39,7 @@ func (n *Namespace) BatchCreate(ctx context.Context, r *rpc.BatchCreateRequest) 
 		}
 		seen[e.Name] = true
 		c := homeCreateReq{Path: path.Join(dir, e.Name), Type: e.Type, Mode: e.Mode, UID: e.UID, GID: e.GID,
-			Size: e.Size, Atime: e.Atime, Mtime: e.Mtime, Target: e.Symlink}
+			Size: e.Size, Atime: e.Atime, Mtime: e.Mtime, Target: e.Symlink, Text: e.Text}
 		if c.Type == rpc.TypeSymlink {
 			c.Size = int64(len(c.Target))
 		}
@@ -131,7 +131,7 @@ func (h *home) coordBatchCreateOnce(ctx context.Context, r *homeBatchCreateReq) 
 	}
 	done := func(idx []int) {
 		for _, i := range idx {
-			resp.Results[i] = rpc.BatchCreateResult{Inode: &inodes[i]}
+			resp.Results[i] = rpc.BatchCreateResult{Inode: withoutText(inodes[i])}
 		}
 	}
 	if len(away) > 0 {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/ghba/ghba/acl"
@@ -69,6 +70,14 @@ func newFindMatcher(r *rpc.FindRequest) (*findMatcher, error) {
 	if strings.TrimSpace(r.Query) != "" {
 		m.query = search.NewMatcher(r.Query)
 	}
+	if r.Text != "" && r.Query != "" {
+		return nil, fmt.Errorf("%w: a plain query and text words in one search", fs.ErrInvalid)
+	}
+	if r.Text != "" && r.After != "" {
+		if from, err := strconv.Atoi(r.After); err != nil || from < 0 {
+			return nil, fmt.Errorf("%w: text search cursor %q", fs.ErrInvalid, r.After)
+		}
+	}
 	if r.Limit < 0 || r.Limit > rpc.MaxFindPage {
 		return nil, fmt.Errorf("%w: limit %d (at most %d)", fs.ErrInvalid, r.Limit, rpc.MaxFindPage)
 	}
@@ -111,6 +120,9 @@ func (h *home) handleHomeFind(ctx context.Context, r *homeFindReq) (*rpc.FindRes
 	if limit == 0 {
 		limit = rpc.MaxFindPage
 	}
+	if r.Find.Text != "" {
+		return h.findText(ctx, m, r.Caller, limit)
+	}
 	out := &rpc.FindResponse{Inodes: []rpc.Inode{}}
 	last, stage := "", ""
 	// The path conditions are tested on the keys; only the inodes of
@@ -138,6 +150,36 @@ func (h *home) handleHomeFind(ctx context.Context, r *homeFindReq) (*rpc.FindRes
 		out.Next = last
 	case err != nil:
 		return nil, err
+	}
+	return out, nil
+}
+
+// findText answers one page of a search by text: the full-text index's
+// hits below the root, best first, that pass the other conditions. The
+// cursor is the position of the page's first hit in the ranking.
+func (h *home) findText(ctx context.Context, m *findMatcher, caller *acl.Identity, limit int) (*rpc.FindResponse, error) {
+	from, _ := strconv.Atoi(m.r.After) // checked by newFindMatcher
+	paths, total, err := h.rep.SearchText(ctx, m.r.Text, m.root, from, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := &rpc.FindResponse{Inodes: []rpc.Inode{}, Scanned: len(paths)}
+	inodes, err := h.st.GetInodes(ctx, paths)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range paths {
+		ino := inodes[i]
+		if ino == nil {
+			continue // removed since the index answered
+		}
+		if ok, _ := m.matchPath(p); ok && m.matchInode(ino) && findVisible(caller, p, ino) {
+			out.Inodes = append(out.Inodes, wireInode(p, h.id, ino))
+			out.Stages = append(out.Stages, search.StageText)
+		}
+	}
+	if next := from + len(paths); len(paths) > 0 && uint64(next) < total {
+		out.Next = strconv.Itoa(next)
 	}
 	return out, nil
 }

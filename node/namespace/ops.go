@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ghba/ghba/acl"
 	"github.com/ghba/ghba/node/internal/tasks"
@@ -111,7 +112,7 @@ func (n *Namespace) BatchStat(ctx context.Context, paths []string, lease bool) (
 // Create creates a regular file, or a symbolic link when r.Symlink is set.
 func (n *Namespace) Create(ctx context.Context, r *rpc.CreateRequest) (*rpc.CreateResponse, error) {
 	req := &homeCreateReq{Path: r.Path, Type: rpc.TypeFile, Mode: r.Mode, UID: r.UID, GID: r.GID, Layout: r.Layout,
-		Size: r.Size, Atime: r.Atime, Mtime: r.Mtime}
+		Size: r.Size, Atime: r.Atime, Mtime: r.Mtime, Text: r.Text}
 	if r.Symlink != "" {
 		req.Type, req.Target, req.Size = rpc.TypeSymlink, r.Symlink, int64(len(r.Symlink))
 	}
@@ -253,6 +254,22 @@ func checkCreate(r *homeCreateReq) error {
 		return fmt.Errorf("%w: symlink target of %d bytes (1 to %d)", fs.ErrInvalid, len(r.Target), store.MaxPathLen)
 	case r.Type != rpc.TypeSymlink && r.Target != "":
 		return fmt.Errorf("%w: a %s has no symlink target", fs.ErrInvalid, r.Type)
+	case r.Text != "" && r.Type != rpc.TypeFile:
+		return fmt.Errorf("%w: a %s has no text", fs.ErrInvalid, r.Type)
+	}
+	return checkText(r.Text)
+}
+
+// The client's limit on a text is the store's.
+const _ = uint(store.MaxTextLen-rpc.MaxTextLen) + uint(rpc.MaxTextLen-store.MaxTextLen)
+
+// checkText checks a file's text for the full-text index.
+func checkText(text string) error {
+	switch {
+	case len(text) > rpc.MaxTextLen:
+		return fmt.Errorf("%w: text of %d bytes (limit %d)", fs.ErrInvalid, len(text), rpc.MaxTextLen)
+	case !utf8.ValidString(text):
+		return fmt.Errorf("%w: text that is not valid UTF-8", fs.ErrInvalid)
 	}
 	return nil
 }
@@ -335,7 +352,7 @@ func newInode(r *homeCreateReq, home string, dino *store.Inode) rpc.Inode {
 	return rpc.Inode{
 		Path: r.Path, Type: r.Type, Mode: r.Mode, UID: r.UID, GID: r.GID, Size: r.Size,
 		Atime: cmp.Or(r.Atime, now), Mtime: cmp.Or(r.Mtime, now), Ctime: now, Nlink: nlink, Version: 1, Home: home,
-		Layout: r.Layout, Target: r.Target,
+		Layout: r.Layout, Target: r.Target, Text: r.Text, HasText: r.Text != "",
 		Ancestors: wireCodes(store.ChildAncestors(store.PathDepth(dir), dino)),
 	}
 }
@@ -367,7 +384,7 @@ func (h *home) createAt(ctx context.Context, r *homeCreateReq, txn, home string,
 			return nil, fmt.Errorf("create %s: %w", p, storeErr(err))
 		}
 		h.touch(p)
-		return &homeCreateResp{Inode: ino}, nil
+		return &homeCreateResp{Inode: *withoutText(ino)}, nil
 	}
 	plan := h.newPlan(txn)
 	plan.add(home, h.id, []string{p}, txnOp{Kind: opPutInode, Path: p, Inode: &ino})
@@ -380,7 +397,7 @@ func (h *home) createAt(ctx context.Context, r *homeCreateReq, txn, home string,
 	if _, err := h.runTxn(ctx, plan); err != nil {
 		return nil, fmt.Errorf("create %s: %w", p, err)
 	}
-	return &homeCreateResp{Inode: ino, Hops: 2}, nil
+	return &homeCreateResp{Inode: *withoutText(ino), Hops: 2}, nil
 }
 
 // parentOp is a change of a directory's entries in progress at the
@@ -640,6 +657,9 @@ func checkSetAttr(r *rpc.SetAttrRequest) error {
 	if len(r.Layout) > store.MaxBlobLen {
 		return fmt.Errorf("%w: layout of %d bytes (limit %d)", fs.ErrInvalid, len(r.Layout), store.MaxBlobLen)
 	}
+	if r.Text != nil {
+		return checkText(*r.Text)
+	}
 	return nil
 }
 
@@ -686,6 +706,9 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 	if r.Size != nil && ino.Type == store.TypeSymlink {
 		return nil, fmt.Errorf("%s: %w: the size of a symlink is its target's length", p, fs.ErrInvalid)
 	}
+	if r.Text != nil && *r.Text != "" && ino.Type != store.TypeFile {
+		return nil, fmt.Errorf("%s: %w: only a regular file has a text", p, fs.ErrInvalid)
+	}
 	if err := checkSetAttrBy(req.Caller, p, &ino, r); err != nil {
 		return nil, err
 	}
@@ -715,6 +738,9 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 	}
 	if len(r.Layout) > 0 {
 		ino.Layout = r.Layout
+	}
+	if r.Text != nil {
+		ino.Text = *r.Text
 	}
 	ino.Ctime = now
 	ino.Version++

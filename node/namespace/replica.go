@@ -45,4 +45,8 @@ type Replica interface {
 	TestKey(k routing.Key) bool
 	// Filter runs fn with the shard's counting filter locked.
 	Filter(fn func(f *routing.CountingFilter))
+	// SearchText returns the paths at or below root whose text (in the
+	// replica's full-text index, kept from the entries it applies) holds
+	// every word of words, best first: hits from..from+size of total.
+	SearchText(ctx context.Context, words, root string, from, size int) (paths []string, total uint64, err error)
 }

@@ -195,6 +195,8 @@ type homeCreateReq struct {
 	Layout []byte `json:"layout,omitempty"`
 	// Target is a symlink's target (Type rpc.TypeSymlink).
 	Target string `json:"target,omitempty"`
+	// Text is a file's text for the full-text index.
+	Text string `json:"text,omitempty"`
 	// Size, Atime and Mtime are the initial attributes (times 0: now).
 	Size  int64 `json:"size,omitempty"`
 	Atime int64 `json:"atime,omitempty"`
@@ -454,8 +456,16 @@ func wireInode(p, home string, in *store.Inode) rpc.Inode {
 		Path: p, Type: typeString(in.Type), Mode: in.Mode, UID: in.UID, GID: in.GID,
 		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ctime: in.Ctime,
 		Nlink: in.Nlink, Version: in.Version, Home: home, Layout: in.Layout, Target: in.Target,
-		Ancestors: wireCodes(in.Ancestors),
+		HasText: in.Text != "", Ancestors: wireCodes(in.Ancestors),
 	}
+}
+
+// withoutText returns a copy of in without its text, as responses carry
+// it (HasText says whether it has one).
+func withoutText(in rpc.Inode) *rpc.Inode {
+	in.HasText = in.HasText || in.Text != ""
+	in.Text = ""
+	return &in
 }
 
 // storeInode converts a wire inode for storage.
@@ -464,7 +474,7 @@ func storeInode(in *rpc.Inode) store.Inode {
 		Type: storeType(in.Type), Mode: in.Mode, UID: in.UID, GID: in.GID,
 		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ctime: in.Ctime,
 		Nlink: in.Nlink, Version: in.Version, Layout: in.Layout, Target: in.Target,
-		Ancestors: storeCodes(in.Ancestors),
+		Text: in.Text, Ancestors: storeCodes(in.Ancestors),
 	}
 }
 
