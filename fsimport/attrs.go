@@ -15,6 +15,7 @@ type attrs struct {
 	size         int64
 	atime, mtime int64 // Unix nanoseconds
 	target       string
+	text         string // the start of a text file's content (Options.Content)
 }
 
 // attrsOf returns the attributes of a source entry from its lstat

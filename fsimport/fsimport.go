@@ -17,16 +17,21 @@
 package fsimport
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/ghba/ghba/rpc"
 )
@@ -45,6 +50,13 @@ type Options struct {
 	Owners bool
 	// DryRun compares and reports the changes without making them.
 	DryRun bool
+	// Content, when positive, indexes the first Content bytes (at most
+	// rpc.MaxTextLen) of every text file for search by text: files whose
+	// start is valid UTF-8 text, as content sniffing
+	// (http.DetectContentType) says, whatever their name. A file's text
+	// is read when it is created, when its size or mtime changed, and
+	// when it has none yet. Without it, texts already indexed are kept.
+	Content int
 	// OnChange, when set, is called for every change made (or, with
 	// DryRun, due), one call at a time.
 	OnChange func(Change)
@@ -68,8 +80,8 @@ type Change struct {
 	Path string `json:"path"`
 	// Type is rpc.TypeFile, rpc.TypeDir or rpc.TypeSymlink.
 	Type string `json:"type"`
-	// Fields lists what an Update changes (mode, owner, size, mtime), or
-	// "type"/"target" when the entry is replaced.
+	// Fields lists what an Update changes (mode, owner, size, mtime,
+	// text), or "type"/"target" when the entry is replaced.
 	Fields []string `json:"fields,omitempty"`
 }
 
@@ -101,6 +113,11 @@ var ErrBadDest = errors.New("fsimport: bad destination")
 // 256.
 const DefaultWorkers = 128
 
+// DefaultContentBytes is the text read from each file for the full-text
+// index by default (Options.Content): the paper's "some of each text
+// file's content".
+const DefaultContentBytes = 4 << 10
+
 // statBatch is the number of paths in one batched stat, createBatch the
 // number of entries in one batched create.
 const (
@@ -123,6 +140,9 @@ type Importer struct {
 func New(c *rpc.Client, o Options) (*Importer, error) {
 	if o.Workers <= 0 {
 		o.Workers = DefaultWorkers
+	}
+	if o.Content > rpc.MaxTextLen {
+		return nil, fmt.Errorf("fsimport: content of %d bytes (limit %d)", o.Content, rpc.MaxTextLen)
 	}
 	d := path.Clean(o.Dest)
 	if !path.IsAbs(o.Dest) || d == "/" {
@@ -245,9 +265,11 @@ func (im *Importer) createAll(ctx context.Context, dst string, entries []pending
 	var results []rpc.BatchCreateResult
 	if !im.o.DryRun {
 		req := &rpc.BatchCreateRequest{Dir: dst, Entries: make([]rpc.BatchCreateEntry, len(entries))}
-		for i, e := range entries {
+		for i := range entries {
+			e := &entries[i]
+			im.readText(e.src, &e.attrs)
 			req.Entries[i] = rpc.BatchCreateEntry{Name: e.name, Type: e.typ, Mode: e.mode, UID: e.uid, GID: e.gid,
-				Size: e.size, Atime: e.atime, Mtime: e.mtime, Symlink: e.target}
+				Size: e.size, Atime: e.atime, Mtime: e.mtime, Symlink: e.target, Text: e.text}
 			if e.typ != rpc.TypeFile {
 				req.Entries[i].Size = 0
 			}
@@ -368,6 +390,9 @@ func (im *Importer) sync(ctx context.Context, src, dst string, info fs.FileInfo,
 		if !im.remove(ctx, dst, cur.Type, false) {
 			return
 		}
+		if !im.o.DryRun {
+			im.readText(src, &want)
+		}
 		if err := im.create(ctx, dst, &want); err != nil {
 			im.fail(dst, err)
 			return
@@ -380,13 +405,16 @@ func (im *Importer) sync(ctx context.Context, src, dst string, info fs.FileInfo,
 		return
 	}
 	if cur == nil {
+		if !im.o.DryRun {
+			im.readText(src, &want)
+		}
 		if err := im.create(ctx, dst, &want); err != nil {
 			im.fail(dst, err)
 			return
 		}
 		im.created.Add(1)
 		im.changed(Change{Kind: Create, Path: dst, Type: want.typ})
-	} else if req, fields := im.diff(dst, cur, &want); len(fields) > 0 {
+	} else if req, fields := im.diff(src, dst, cur, &want); len(fields) > 0 {
 		if !im.o.DryRun {
 			if _, err := im.c.SetAttr(ctx, req); err != nil {
 				im.fail(dst, err)
@@ -437,7 +465,7 @@ func (im *Importer) create(ctx context.Context, dst string, want *attrs) error {
 		if want.typ == rpc.TypeSymlink {
 			req.Symlink = want.target
 		} else {
-			req.Size = want.size
+			req.Size, req.Text = want.size, want.text
 		}
 		_, err = im.c.Create(ctx, req)
 	}
@@ -445,8 +473,9 @@ func (im *Importer) create(ctx context.Context, dst string, want *attrs) error {
 }
 
 // diff returns the setattr that makes cur match want, and the fields it
-// changes.
-func (im *Importer) diff(dst string, cur *rpc.StatResponse, want *attrs) (*rpc.SetAttrRequest, []string) {
+// changes; with Options.Content, a file's text (from src) is sent when
+// its size or mtime changed or it has none yet.
+func (im *Importer) diff(src, dst string, cur *rpc.StatResponse, want *attrs) (*rpc.SetAttrRequest, []string) {
 	req := &rpc.SetAttrRequest{Path: dst}
 	var fields []string
 	if cur.Mode != want.mode && want.typ != rpc.TypeSymlink {
@@ -465,7 +494,66 @@ func (im *Importer) diff(dst string, cur *rpc.StatResponse, want *attrs) (*rpc.S
 		req.Mtime = &want.mtime
 		fields = append(fields, "mtime")
 	}
+	if im.o.Content > 0 && want.typ == rpc.TypeFile && (len(fields) > 0 || !cur.HasText) {
+		if im.o.DryRun && !cur.HasText {
+			// Whether it is text is known only by reading it: a dry run
+			// counts every file without a text.
+			fields = append(fields, "text")
+		} else if !im.o.DryRun && im.readText(src, want) && (want.text != "" || cur.HasText) {
+			req.Text = &want.text
+			fields = append(fields, "text")
+		}
+	}
 	return req, fields
+}
+
+// readText reads the text of source file src into want when
+// Options.Content asks for texts; it reports whether it read the file.
+// A file that cannot be read is imported without a text and counted as
+// an error.
+func (im *Importer) readText(src string, want *attrs) bool {
+	if im.o.Content <= 0 || want.typ != rpc.TypeFile || want.size == 0 {
+		return false
+	}
+	text, err := ReadText(src, im.o.Content)
+	if err != nil {
+		im.fail(src, fmt.Errorf("reading its text: %w", err))
+		return false
+	}
+	want.text = text
+	return true
+}
+
+// ReadText returns the first n bytes of file p as a text ("" when they are
+// not text: content sniffing (http.DetectContentType) must find text and
+// they must be valid UTF-8 without NUL bytes; a rune cut at the end is
+// dropped).
+func ReadText(p string, n int) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	buf := make([]byte, n)
+	k, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	buf = buf[:k]
+	if k == n {
+		// Drop a rune the limit cut (at most utf8.UTFMax-1 bytes).
+		for i := 0; i < utf8.UTFMax-1 && len(buf) > 0; i++ {
+			if r, size := utf8.DecodeLastRune(buf); r != utf8.RuneError || size != 1 {
+				break
+			}
+			buf = buf[:len(buf)-1]
+		}
+	}
+	if len(buf) == 0 || bytes.IndexByte(buf, 0) >= 0 || !utf8.Valid(buf) ||
+		!strings.HasPrefix(http.DetectContentType(buf), "text/") {
+		return "", nil
+	}
+	return string(buf), nil
 }
 
 // remove deletes dst (a directory with everything below it), counting

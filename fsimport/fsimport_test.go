@@ -1,6 +1,7 @@
 package fsimport_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -298,5 +299,111 @@ func TestImportBadEntry(t *testing.T) {
 		if _, err := c.Client.Stat(context.Background(), dest+"/"+name); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// findText returns the paths below root whose text holds words, from
+// every shard of c (paged).
+func findText(t *testing.T, c *nodetest.Namespaces, root, words string) []string {
+	t.Helper()
+	var out []string
+	for _, s := range c.IDs {
+		req := rpc.FindRequest{Shard: s, Root: root, Text: words}
+		for range 100 {
+			var resp rpc.FindResponse
+			if err := c.Client.CallAny(context.Background(), "", rpc.MethodFind, &req, &resp); err != nil {
+				t.Fatalf("find text %q: %v", words, err)
+			}
+			for _, in := range resp.Inodes {
+				out = append(out, in.Path)
+			}
+			if req.After = resp.Next; req.After == "" {
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestImportContent imports text files with Options.Content and checks
+// what the text index finds: text files only (not binary, not invalid
+// UTF-8, not empty), a limit that cuts a rune, a changed file re-read, a
+// file without a text given one by a later import with Content, and
+// nothing re-sent when nothing changed.
+func TestImportContent(t *testing.T) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: 1})
+	src := t.TempDir()
+	files := map[string][]byte{
+		"readme.md":     []byte("# ghba\nA metadata service with Bloom filter arrays.\n"),
+		"main.go":       []byte("package main\n\n// The leader election loop.\nfunc main() {}\n"),
+		"image.png":     append([]byte("\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR"), bytes.Repeat([]byte{0, 1, 2}, 100)...),
+		"latin1.txt":    []byte("caf\xe9 cr\xe8me membership"),
+		"empty.txt":     nil,
+		"sub/notes.txt": []byte("Notes about membership and gossip."),
+		"sub/long.txt":  []byte(strings.Repeat("word ", 20) + "élan tail-beyond-limit"),
+	}
+	for name, data := range files {
+		p := filepath.Join(src, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dest := "/imports/content"
+	// First without texts, then with: the text files get one.
+	sum, _ := run(t, c.Client, fsimport.Options{Source: src, Dest: dest, Workers: 4})
+	if sum.Created != int64(len(files)+2) { // and the destination and sub
+		t.Fatalf("import: %+v", sum)
+	}
+	if got := findText(t, c, "/", "membership"); len(got) != 0 {
+		t.Fatalf("texts indexed without Content: %v", got)
+	}
+	// 101 bytes: "word "×20 and the first byte of "é".
+	o := fsimport.Options{Source: src, Dest: dest, Workers: 4, Content: 101}
+	sum, changes := run(t, c.Client, o)
+	var updated []string
+	for _, ch := range changes {
+		if ch.Kind == fsimport.Update && slices.Equal(ch.Fields, []string{"text"}) {
+			updated = append(updated, path.Base(ch.Path))
+		}
+	}
+	slices.Sort(updated)
+	if want := []string{"long.txt", "main.go", "notes.txt", "readme.md"}; !slices.Equal(updated, want) || sum.Updated != int64(len(want)) {
+		t.Errorf("texts added: %v (%+v), want %v", updated, sum, want)
+	}
+	tests := []struct {
+		words string
+		want  []string
+	}{
+		{"membership", []string{dest + "/sub/notes.txt"}},
+		{"bloom filter", []string{dest + "/readme.md"}},
+		{"leader election", []string{dest + "/main.go"}},
+		{"word", []string{dest + "/sub/long.txt"}},
+		{"élan", nil},
+		{"png", nil},
+	}
+	for _, tc := range tests {
+		if got := findText(t, c, "/", tc.words); !slices.Equal(got, tc.want) {
+			t.Errorf("text %q: %v, want %v", tc.words, got, tc.want)
+		}
+	}
+	// Nothing changed: nothing sent. A file changed: its text re-read.
+	if sum, _ := run(t, c.Client, o); sum.Updated != 0 || sum.Created != 0 {
+		t.Errorf("import of an unchanged tree: %+v", sum)
+	}
+	if err := os.WriteFile(filepath.Join(src, "sub/notes.txt"), []byte("Notes about Raft snapshots, longer now."), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if sum, _ := run(t, c.Client, o); sum.Updated != 1 {
+		t.Errorf("import after a change: %+v", sum)
+	}
+	if got := findText(t, c, "/", "membership"); len(got) != 0 {
+		t.Errorf("the old text is still found: %v", got)
+	}
+	if got := findText(t, c, dest+"/sub", "raft snapshots"); !slices.Equal(got, []string{dest + "/sub/notes.txt"}) {
+		t.Errorf("the new text: %v", got)
 	}
 }

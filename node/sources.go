@@ -47,6 +47,8 @@ func checkSource(src *rpc.Source) error {
 		return fmt.Errorf("%w: source %s: directory %q is not absolute", fs.ErrInvalid, src.Name, src.Dir)
 	case !path.IsAbs(src.Dest) || path.Clean(src.Dest) == "/" || acl.Reserved(path.Clean(src.Dest)):
 		return fmt.Errorf("%w: source %s: destination %q: want an absolute path other than / and %s", fs.ErrInvalid, src.Name, src.Dest, acl.ReservedDir)
+	case src.Content < 0 || src.Content > rpc.MaxTextLen:
+		return fmt.Errorf("%w: source %s: content of %d bytes (0 to %d)", fs.ErrInvalid, src.Name, src.Content, rpc.MaxTextLen)
 	}
 	if d, err := time.ParseDuration(src.Every); err != nil || d < time.Second {
 		return fmt.Errorf("%w: source %s: every %q: want a duration of 1s or more", fs.ErrInvalid, src.Name, src.Every)

@@ -31,13 +31,13 @@ type findJSON struct {
 // newFindCmd returns "ghba find".
 func newFindCmd(o *clientOptions) *cobra.Command {
 	var (
-		name, regex, typ, size, mtime string
-		limit                         int
-		sorted                        bool
+		name, regex, text, typ, size, mtime string
+		limit                               int
+		sorted                              bool
 	)
 	cmd := &cobra.Command{
-		Use:   "find [PATH | QUERY] [--name GLOB] [--regex RE] [--type f|d|l] [--size ±N] [--mtime ±D]",
-		Short: "Search the namespace by name, related names, type, size and modification time",
+		Use:   "find [PATH | QUERY] [--name GLOB] [--regex RE] [--text WORDS] [--type f|d|l] [--size ±N] [--mtime ±D]",
+		Short: "Search the namespace by name, related names, text, type, size and modification time",
 		Long: `Search below PATH (default /; PATH itself included) for the entries that
 match every condition given, as find(1) does: every shard is searched in
 parallel by its leader and the results are printed as they arrive (one
@@ -48,12 +48,16 @@ order of the application modules paper ("Searching Files"): base names
 equal to QUERY first (stage exact, printed as they arrive), then related
 names (stage related, printed after): the same name in another case, the
 same stem ("report" for report.pdf and report.docx), one or two edits away
-(for queries of 4 runes or more), or holding every word of QUERY. Each
-line is "STAGE<TAB>PATH". The third stage, text, needs the full-text
-index, which is not built yet.
+(for queries of 4 runes or more), or holding every word of QUERY; then
+the files whose text holds every word of QUERY (stage text, best match
+first), for files imported with "ghba import --content". Each line is
+"STAGE<TAB>PATH".
 
   --name GLOB   the base name matches GLOB (*, ?, [a-z], [!a-z])
   --regex RE    the whole path matches the RE2 expression RE (unanchored)
+  --text WORDS  the file's indexed text holds every word of WORDS (any
+                case; very common English words such as "the" are not
+                indexed); results come best match first within a shard
   --type T      f (file), d (directory) or l (symbolic link)
   --size N      the size, rounded up to units, is N (+N: more, -N: less);
                 units c (bytes), k (KiB), M (MiB), G (GiB), default b
@@ -62,22 +66,26 @@ index, which is not built yet.
                 as find(1) does (+D: more, -D: less)
 
 With --json: one object per line {"path", "type" ("file", "dir" or
-"symlink"), "size", "mtime" (RFC 3339), "stage" ("exact" or "related"
-for a plain query, "filter" otherwise)}. With ACLs on, a user finds what
+"symlink"), "size", "mtime" (RFC 3339), "stage" ("exact", "related" or
+"text" for a plain query, "text" with --text, "filter" otherwise)}. With ACLs on, a user finds what
 it could stat.`,
 		Example: `  ghba find report.pdf
   ghba find /src --name '*.go' --type f
+  ghba find /src --text 'raft leader election' --limit 20
   ghba find /usr --size +1M --mtime -30 --sort
   ghba --json find --regex '/testdata/.*\.trace$' --limit 10`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req := rpc.FindRequest{Root: "/", Name: strings.ReplaceAll(name, "[!", "[^"), Regex: regex}
+			req := rpc.FindRequest{Root: "/", Name: strings.ReplaceAll(name, "[!", "[^"), Regex: regex, Text: text}
 			switch {
 			case len(args) == 0:
 			case strings.HasPrefix(args[0], "/"):
 				req.Root = args[0]
 			default:
 				req.Query = args[0]
+			}
+			if req.Query != "" && req.Text != "" {
+				return usageErrorf("find: a plain QUERY searches the text already; give --text with a PATH")
 			}
 			if err := checkPath(req.Root); err != nil {
 				return err
@@ -115,6 +123,7 @@ it could stat.`,
 	f := cmd.Flags()
 	f.StringVar(&name, "name", "", "glob on the base name")
 	f.StringVar(&regex, "regex", "", "RE2 regular expression on the whole path")
+	f.StringVar(&text, "text", "", "words the file's indexed text must all hold")
 	f.StringVar(&typ, "type", "", "f, d or l")
 	f.StringVar(&size, "size", "", "size as find(1): [+-]N[cbkMG]")
 	f.StringVar(&mtime, "mtime", "", "modification time in days ago as find(1): [+-]D")
@@ -133,9 +142,9 @@ type found struct {
 }
 
 // runFind runs the search and prints what it finds: as it arrives, but
-// with a plain query the exact names first and the related ones once the
-// search is done (the paper's order); with sorted, all at the end by
-// stage and path.
+// with a plain query the exact names first, then the related ones and
+// then the text matches once the search is done (the paper's order);
+// with sorted, all at the end by stage and path.
 func runFind(ctx context.Context, cmd *cobra.Command, o *clientOptions, c *rpc.Client, req rpc.FindRequest, limit int, sorted bool) error {
 	w := cmd.OutOrStdout()
 	emit := func(f *found) error {
@@ -144,24 +153,29 @@ func runFind(ctx context.Context, cmd *cobra.Command, o *clientOptions, c *rpc.C
 				Mtime: time.Unix(0, f.in.Mtime).UTC().Format(time.RFC3339Nano), Stage: f.stage})
 		}
 		var err error
-		if req.Query != "" {
+		if req.Query != "" || req.Text != "" {
 			_, err = fmt.Fprintf(w, "%s\t%s\n", f.stage, f.in.Path)
 		} else {
 			_, err = fmt.Fprintln(w, f.in.Path)
 		}
 		return err
 	}
-	var later []found
+	var later, texts []found
 	n := 0
 	err := c.Find(ctx, req, func(in *rpc.Inode, stage string) error {
 		if stage == "" {
 			stage = stageFilter
 		}
 		n++
-		if sorted || stage == search.StageRelated {
+		switch {
+		case sorted || stage == search.StageRelated:
 			later = append(later, found{*in, stage})
-		} else if err := emit(&found{*in, stage}); err != nil {
-			return err
+		case req.Query != "" && stage == search.StageText:
+			texts = append(texts, found{*in, stage}) // best first: kept in order
+		default:
+			if err := emit(&found{*in, stage}); err != nil {
+				return err
+			}
 		}
 		if limit > 0 && n >= limit {
 			return errFindDone
@@ -178,8 +192,8 @@ func runFind(ctx context.Context, cmd *cobra.Command, o *clientOptions, c *rpc.C
 		}
 		return strings.Compare(a.in.Path, b.in.Path)
 	})
-	for i := range later {
-		if err := emit(&later[i]); err != nil {
+	for _, f := range append(later, texts...) {
+		if err := emit(&f); err != nil {
 			return err
 		}
 	}

@@ -31,6 +31,8 @@ func newImportCmd(o *clientOptions) *cobra.Command {
 		noOwners   bool
 		verbose    bool
 		noProgress bool
+		content    bool
+		textBytes  int
 	)
 	cmd := &cobra.Command{
 		Use:   "import DIR",
@@ -49,6 +51,13 @@ incremental. Entries of the destination that DIR does not have are DELETED;
 Owners are kept (--no-owners gives new entries your uid and gid and stops
 comparing owners); with ACLs on, keeping them needs a root token.
 
+--content also indexes the first --content-bytes (default 4 KiB) of every
+text file for "ghba find --text" and the text stage of a plain query. A
+file is text when its start is valid UTF-8 that content sniffing takes for
+text, whatever its name. Texts are read for new files, for files whose size
+or mtime changed, and for files that have none yet; an import without
+--content keeps the texts already indexed.
+
 On a terminal a progress bar shows entries/s and the time left; otherwise
 a progress line goes to stderr every 5 s. -v (and --dry-run) print every
 change as "create|update|delete PATH [fields]". The summary counts created,
@@ -59,6 +68,7 @@ when every entry was imported or skipped; 1 when some failed (each is
 printed on stderr).`,
 		Example: `  ghba import ~/src/linux --to /src/linux
   ghba import /usr/share/doc --dry-run
+  ghba import ~/notes --to /notes --content
   ghba --json import /data/projects --to /projects --workers 256`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -75,9 +85,16 @@ printed on stderr).`,
 			if workers < 1 {
 				return usageErrorf("import: --workers must be at least 1")
 			}
+			if textBytes < 1 || textBytes > rpc.MaxTextLen {
+				return usageErrorf("import: --content-bytes must be 1 to %d", rpc.MaxTextLen)
+			}
+			if !content {
+				textBytes = 0
+			}
 			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
 				return runImport(ctx, cmd, o, c, fsimport.Options{
 					Source: src, Dest: path.Clean(to), Workers: workers, Owners: !noOwners, DryRun: dryRun,
+					Content: textBytes,
 				}, verbose || dryRun, !noProgress)
 			})
 		},
@@ -89,6 +106,8 @@ printed on stderr).`,
 	f.BoolVar(&noOwners, "no-owners", false, "do not keep or compare the source's owners")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print every change")
 	f.BoolVar(&noProgress, "no-progress", false, "no progress bar or progress lines")
+	f.BoolVar(&content, "content", false, "index the start of every text file for search by text")
+	f.IntVar(&textBytes, "content-bytes", fsimport.DefaultContentBytes, "bytes of each text file indexed with --content")
 	return cmd
 }
 

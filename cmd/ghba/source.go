@@ -41,13 +41,16 @@ func newSourceAddCmd(o *clientOptions) *cobra.Command {
 	var (
 		to, machine string
 		every       time.Duration
+		content     bool
 	)
 	cmd := &cobra.Command{
-		Use:   "add NAME DIR [--to /dest] [--every 10m]",
+		Use:   "add NAME DIR [--to /dest] [--every 10m] [--content]",
 		Short: "Register DIR on this machine as source NAME",
 		Long: `Register the tree DIR of this machine (--machine: another one) as source
 NAME, imported into --to (default /sources/NAME) by "ghba scan" on that
-machine every --every. Exit code 4 if NAME is registered already.`,
+machine every --every. With --content, the first 4 KiB of every text file
+are indexed for search by text (as "ghba import --content"). Exit code 4
+if NAME is registered already.`,
 		Example: `  ghba source add docs /srv/share/docs --every 30m
   ghba source add home /home --to /machines/ws1/home --machine ws1`,
 		Args: exactArgs(2),
@@ -72,6 +75,9 @@ machine every --every. Exit code 4 if NAME is registered already.`,
 				return err
 			}
 			src := &rpc.Source{Name: name, Machine: machine, Dir: dir, Dest: path.Clean(to), Every: every.String()}
+			if content {
+				src.Content = fsimport.DefaultContentBytes
+			}
 			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
 				r, err := c.SourcePut(ctx, src, true)
 				if err != nil {
@@ -88,6 +94,7 @@ machine every --every. Exit code 4 if NAME is registered already.`,
 	f.StringVar(&to, "to", "", "destination directory (default /sources/NAME)")
 	f.DurationVar(&every, "every", 10*time.Minute, "time between scans (at least 1s)")
 	f.StringVar(&machine, "machine", "", "the machine whose ghba scan imports it (default: this one's host name)")
+	f.BoolVar(&content, "content", false, "index the start of every text file for search by text")
 	return cmd
 }
 
@@ -258,7 +265,7 @@ func runScan(ctx context.Context, cmd *cobra.Command, c *rpc.Client, machine str
 func scanSource(ctx context.Context, c *rpc.Client, s *rpc.Source, workers int) error {
 	start := time.Now()
 	var first error
-	im, err := fsimport.New(c, fsimport.Options{Source: s.Dir, Dest: s.Dest, Workers: workers, Owners: true,
+	im, err := fsimport.New(c, fsimport.Options{Source: s.Dir, Dest: s.Dest, Workers: workers, Owners: true, Content: s.Content,
 		OnError: func(p string, err error) {
 			if first == nil {
 				first = fmt.Errorf("%s: %w", p, err)
