@@ -85,25 +85,22 @@ type Options struct {
 }
 
 func (o Options) withDefaults() Options {
-	if o.SampleInterval <= 0 {
-		o.SampleInterval = DefaultSampleInterval
-	}
-	if o.History <= 0 {
-		o.History = DefaultHistory
-	}
-	if o.SessionIdle <= 0 {
-		o.SessionIdle = DefaultSessionIdle
-	}
-	if o.MaxSessions <= 0 {
-		o.MaxSessions = DefaultMaxSessions
-	}
-	if o.CallTimeout <= 0 {
-		o.CallTimeout = DefaultCallTimeout
-	}
+	orDefault(&o.SampleInterval, DefaultSampleInterval)
+	orDefault(&o.History, DefaultHistory)
+	orDefault(&o.SessionIdle, DefaultSessionIdle)
+	orDefault(&o.MaxSessions, DefaultMaxSessions)
+	orDefault(&o.CallTimeout, DefaultCallTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
+}
+
+// orDefault sets *v to def unless *v is positive.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 //go:embed web
