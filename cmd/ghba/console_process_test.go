@@ -123,7 +123,7 @@ func (b *consoleBrowser) saveOnFailure() {
 	}
 	stamp := regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(b.t.Name(), "_") + "-" + time.Now().Format("20060102-150405")
 	loc, _ := value(b, "location", chromedp.Location())
-	png, err := value(b, "screenshot", chromedp.FullScreenshot(90))
+	png, err := value(b, "screenshot", chromedp.FullScreenshot(100))
 	html, _ := value(b, "page", chromedp.OuterHTML(chromedp.CSS("html")))
 	if len(png) > 0 {
 		_ = os.WriteFile(filepath.Join(dir, stamp+".png"), png, 0o644)
