@@ -14,7 +14,7 @@
 //	serf.go       Serf: configuration, tags, events
 //	directory.go  the namespace's Directory: peers and the root home from Serf and the FSM
 //	admin.go      Cluster.* RPC methods: members, groups, status, join, leave
-//	http.go       /metrics, /v1/status, the status page
+//	http.go       /metrics, /v1/status, /v1/health; mounts the web console (package console)
 //	wire.go       the cluster layer's server-to-server protocol
 //	logging.go    hclog and log.Logger adapters into the node's slog logger
 package node
@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/console"
 	"github.com/ghba/ghba/rpc"
 
 	"github.com/ghba/ghba/node/namespace"
@@ -88,6 +89,38 @@ type Config struct {
 	ACL acl.Config `mapstructure:"acl"`
 	// Limits bound what clients may hold of the node's RPC port.
 	Limits Limits `mapstructure:"limits"`
+	// Console configures the web console on the HTTP port.
+	Console ConsoleConfig `mapstructure:"console"`
+}
+
+// ConsoleConfig is the config section console: the web console's charts
+// and sessions (package console).
+type ConsoleConfig struct {
+	// SampleInterval is how often the node samples its counters for the
+	// console's charts; History how far back the samples go (a ring of
+	// History/SampleInterval samples in memory).
+	SampleInterval time.Duration `mapstructure:"sample_interval"`
+	History        time.Duration `mapstructure:"history"`
+	// SessionIdle ends a console session unused this long.
+	SessionIdle time.Duration `mapstructure:"session_idle"`
+}
+
+// maxConsoleSamples bounds the console's ring of samples.
+const maxConsoleSamples = 100_000
+
+// validate checks the console section; the error names the key.
+func (c ConsoleConfig) validate() error {
+	switch {
+	case c.SampleInterval < 10*time.Millisecond:
+		return fmt.Errorf("sample_interval %v must be at least 10ms", c.SampleInterval)
+	case c.History < c.SampleInterval:
+		return fmt.Errorf("history %v must be at least sample_interval %v", c.History, c.SampleInterval)
+	case c.History/c.SampleInterval > maxConsoleSamples:
+		return fmt.Errorf("history %v holds more than %d samples of sample_interval %v", c.History, maxConsoleSamples, c.SampleInterval)
+	case c.SessionIdle <= 0:
+		return fmt.Errorf("session_idle %v must be positive", c.SessionIdle)
+	}
+	return nil
 }
 
 // Limits are the bounds of the node's RPC port (config limits; see
@@ -160,6 +193,8 @@ func DefaultConfig() Config {
 		FilterMemoryMB:     DefaultFilterMemoryMB(),
 		ACL:                acl.Config{}.WithDefaults(),
 		Limits:             defaultLimits(),
+		Console: ConsoleConfig{SampleInterval: console.DefaultSampleInterval, History: console.DefaultHistory,
+			SessionIdle: console.DefaultSessionIdle},
 		PropagateThreshold: rt.PropagateThreshold,
 		PropagateInterval:  rt.PropagateInterval,
 		Placement:          namespace.PlacementColocate,
@@ -302,6 +337,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Limits.validate(); err != nil {
 		return bad("limits", "%v", err)
+	}
+	if err := c.Console.validate(); err != nil {
+		return bad("console", "%v", err)
 	}
 	if !filepath.IsAbs(c.DataDir) {
 		abs, err := filepath.Abs(c.DataDir)

@@ -3,12 +3,13 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"html/template"
+	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/ghba/ghba/console"
 	"github.com/ghba/ghba/fsm"
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/raft"
@@ -111,6 +112,7 @@ type nodeCollector struct {
 	shardsLed, shardsHosted, shardLeaderships, repairs, replicaLag, replicaApplied *prometheus.Desc
 	filterPushes, filterPulls, filterMismatches, filterBytesSent                   *prometheus.Desc
 	arrayMembers, lruLen, serving, settled                                         *prometheus.Desc
+	rpcServed                                                                      *prometheus.Desc
 }
 
 func newNodeCollector(n *Node) *nodeCollector {
@@ -157,6 +159,7 @@ func newNodeCollector(n *Node) *nodeCollector {
 		arrayMembers:        d("ghba_filter_array_members", "Filters held in the L1 (LRU) and L2 (segment and memory budget) arrays.", "array"),
 		lruLen:              d("ghba_lru_entries", "Paths in this node's LRU list."),
 		serving:             d("ghba_serving", "1 while the node serves every request it accepts (status alive), 0 while starting or leaving."),
+		rpcServed:           d("ghba_rpc_calls_served_total", "RPC calls this node answered (from clients and other nodes), with a result or an error."),
 		settled:             d("ghba_groups_settled", "1 while the node sees its groups settled (no split, merge or switch pending, its filter replicas loaded), else 0."),
 	}
 }
@@ -171,7 +174,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.lookupOutcomes, c.broadcasts, c.multicasts, c.txns, c.prepared, c.rekeyed,
 		c.shardsLed, c.shardsHosted, c.shardLeaderships, c.repairs, c.replicaLag, c.replicaApplied,
 		c.filterPushes, c.filterPulls, c.filterMismatches, c.filterBytesSent,
-		c.arrayMembers, c.lruLen, c.serving, c.settled,
+		c.arrayMembers, c.lruLen, c.serving, c.settled, c.rpcServed,
 	} {
 		ch <- d
 	}
@@ -211,6 +214,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.shardsHosted, float64(len(reps)))
 		counter(c.shardLeaderships, float64(n.shardLeaderships.Load()))
 		counter(c.repairs, float64(n.repairs.Load()))
+	}
+	if n.rpcSrv != nil {
+		counter(c.rpcServed, float64(n.rpcSrv.Served()))
 	}
 	if n.store != nil {
 		s := n.store.Stats()
@@ -402,7 +408,8 @@ func writeHealth(w http.ResponseWriter, code int, h healthJSON) {
 }
 
 // newHTTPServer returns the HTTP server of /metrics, /v1/status,
-// /v1/health (readiness), /v1/health/live (liveness) and the status page.
+// /v1/health (readiness), /v1/health/live (liveness) and, at every other
+// path, the web console (package console).
 func (n *Node) newHTTPServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{
@@ -420,7 +427,7 @@ func (n *Node) newHTTPServer() *http.Server {
 	mux.HandleFunc("GET /v1/health/live", func(w http.ResponseWriter, r *http.Request) {
 		writeHealth(w, http.StatusOK, healthJSON{Status: "live", NodeID: n.cfg.NodeID})
 	})
-	mux.HandleFunc("GET /{$}", n.serveStatusPage)
+	mux.Handle("/", n.console.Handler())
 	return &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -429,72 +436,51 @@ func (n *Node) newHTTPServer() *http.Server {
 	}
 }
 
-// statusPage is the template of the HTML status page.
-var statusPage = template.Must(template.New("status").Funcs(template.FuncMap{
-	"bytes": func(b int64) string {
-		switch {
-		case b >= 1<<30:
-			return strconv.FormatFloat(float64(b)/(1<<30), 'f', 1, 64) + " GiB"
-		case b >= 1<<20:
-			return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64) + " MiB"
-		case b >= 1<<10:
-			return strconv.FormatFloat(float64(b)/(1<<10), 'f', 1, 64) + " KiB"
-		}
-		return strconv.FormatInt(b, 10) + " B"
-	},
-	"since": func(ns int64) string { return time.Since(time.Unix(0, ns)).Truncate(time.Second).String() },
-}).Parse(`<!DOCTYPE html>
-<html><head><meta charset="utf-8"><meta http-equiv="refresh" content="5">
-<title>ghba {{.Self.NodeID}}</title>
-<style>
-body{font-family:sans-serif;margin:1.5em;color:#222}
-table{border-collapse:collapse;margin:.5em 0 1.5em}
-th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}
-th{background:#f0f0f0}
-.alive{color:#070}.failed{color:#b00;font-weight:bold}.leaving,.left,.starting{color:#a60}
-</style></head><body>
-<h1>ghba node {{.Self.NodeID}}</h1>
-<p>status <b class="{{.Self.Status}}">{{.Self.Status}}</b>{{if .Self.NotServing}} ({{.Self.NotServing}}){{end}} · groups {{if .Self.Settled}}settled{{else}}not settled ({{.Self.Unsettled}}){{end}} · group <b>{{or .Self.Group "(none yet)"}}</b> · raft role <b>{{or .Self.RaftRole "-"}}</b> · leader <b>{{or .Self.Leader "-"}}</b>
-· root home <b>{{or .Root "-"}}</b> · up {{since .Self.StartedAt}}{{if .Self.Version}} · version {{.Self.Version}}{{end}}</p>
-<h2>This node</h2>
-<table>
-<tr><th>files homed</th><th>replicas held (+ by budget)</th><th>filter memory (budget)</th><th>L1</th><th>L2</th><th>L3</th><th>L4</th><th>hops</th></tr>
-<tr><td>{{.Self.Files}}</td><td>{{.Self.ReplicasHeld}} (+{{.Self.ExtraReplicas}})</td><td>{{bytes .Self.FilterBytes}} ({{bytes .Self.FilterMemoryBudget}})</td>
-<td>{{.Self.Levels.L1}}</td><td>{{.Self.Levels.L2}}</td><td>{{.Self.Levels.L3}}</td><td>{{.Self.Levels.L4}}</td><td>{{.Self.Hops}}</td></tr>
-</table>
-<h2>Members</h2>
-<table>
-<tr><th>id</th><th>group</th><th>status</th><th>raft role</th><th>files</th><th>replicas</th><th>rpc</th><th>http</th></tr>
-{{range .Members}}<tr><td>{{.ID}}</td><td>{{.Group}}</td><td class="{{.Status}}">{{.Status}}</td><td>{{.RaftRole}}</td>
-<td>{{.Files}}</td><td>{{.ReplicasHeld}}</td><td>{{.RPCAddr}}</td>
-<td>{{if .HTTPAddr}}<a href="http://{{.HTTPAddr}}/">{{.HTTPAddr}}</a>{{end}}</td></tr>
-{{end}}</table>
-<h2>Groups</h2>
-<p>{{if .Groups.Settled}}<b class="alive">settled</b>{{else}}<b class="starting">not settled</b>: {{.Groups.Unsettled}}{{end}}</p>
-<table>
-<tr><th>group</th><th>leader</th><th>members (replicas held)</th><th>settled</th></tr>
-{{range .Groups.Groups}}{{$g := .}}<tr><td>{{.Group}}</td><td>{{or .Leader "-"}}</td>
-<td>{{range .Members}}{{.}} ({{index $g.Replicas .}}) {{end}}</td><td>{{if .Settled}}yes{{else}}no: {{.Unsettled}}{{end}}</td></tr>
-{{end}}</table>
-<p><a href="/v1/status">/v1/status</a> · <a href="/metrics">/metrics</a></p>
-</body></html>
-`))
+// consoleNode is what the web console reads of the node.
+type consoleNode struct{ n *Node }
 
-// serveStatusPage renders the HTML status page.
-func (n *Node) serveStatusPage(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), n.tune.StatusTimeout+time.Second)
-	defer cancel()
-	var statuses map[string]*rpc.StatusResponse
-	members := n.members(ctx, &statuses)
-	groups := n.groupsFrom(members, statuses)
-	data := struct {
-		Self    *rpc.StatusResponse
-		Root    string
-		Members []rpc.Member
-		Groups  *rpc.GroupsResponse
-	}{n.Status(), n.dir.RootShard(), members, groups}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := statusPage.Execute(w, data); err != nil {
-		n.log.Debug("writing the status page", "err", err)
+// Counters implements console.Node: the RPC calls served and the lookups
+// resolved per level.
+func (c consoleNode) Counters() console.Counters {
+	var out console.Counters
+	if c.n.rpcSrv != nil {
+		out.Ops = c.n.rpcSrv.Served()
 	}
+	if c.n.ns != nil {
+		l := c.n.ns.LevelCounts()
+		out.Levels = [4]uint64{l.L1, l.L2, l.L3, l.L4}
+	}
+	return out
+}
+
+// newConsole returns the web console of the node: it calls the node's
+// own RPC port as the logged-in user (with the node's TLS dialer) and
+// marks its cookie Secure when the HTTP port serves TLS.
+func (n *Node) newConsole() (*console.Server, error) {
+	c, err := console.New(consoleNode{n}, console.Options{
+		NodeID:         n.cfg.NodeID,
+		RPCAddr:        n.rpcAddrForSelf(),
+		Dial:           n.dialer(),
+		ACLEnabled:     n.cfg.ACL.Enabled,
+		Secure:         n.tls != nil,
+		SampleInterval: n.cfg.Console.SampleInterval,
+		History:        n.cfg.Console.History,
+		SessionIdle:    n.cfg.Console.SessionIdle,
+		CallTimeout:    n.tune.StatusTimeout + n.tune.RPCTimeout,
+		Logger:         n.log.With("component", "console"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	return c, nil
+}
+
+// rpcAddrForSelf is the address the node's own clients reach its RPC port
+// at: the bound one (bind_addr may be 0.0.0.0, which is not an address to
+// dial, then the advertised one).
+func (n *Node) rpcAddrForSelf() string {
+	if ip := net.ParseIP(n.cfg.BindAddr); ip != nil && !ip.IsUnspecified() {
+		return net.JoinHostPort(n.cfg.BindAddr, strconv.Itoa(n.cfg.Ports.RPC))
+	}
+	return n.addr(n.cfg.Ports.RPC)
 }

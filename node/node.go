@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ghba/ghba/console"
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/raftmux"
@@ -240,6 +241,7 @@ type Node struct {
 	client  *rpc.Client
 	httpSrv *http.Server
 	httpLn  net.Listener
+	console *console.Server // the web console on the HTTP port (http.go)
 
 	ns      *namespace.Namespace
 	dir     *directory
@@ -504,6 +506,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			n.log.Error("rpc server stopped", "err", err)
 		}
 	})
+	if n.console, err = n.newConsole(); err != nil {
+		return err
+	}
+	n.bg.Go(func() { n.console.Run(n.bgCtx) })
 	n.httpSrv = n.newHTTPServer()
 	n.bg.Go(func() {
 		if err := n.httpSrv.Serve(n.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -729,6 +735,11 @@ func (n *Node) closeAll(ctx context.Context) error {
 		}
 	} else if n.httpLn != nil {
 		n.httpLn.Close()
+	}
+	if n.console != nil {
+		if err := n.console.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("console: %w", err))
+		}
 	}
 	n.bg.Close()
 	if n.bgCancel != nil {

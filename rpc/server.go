@@ -131,6 +131,7 @@ type Server struct {
 	idle     chan struct{}
 
 	refused atomic.Uint64 // connections closed at once: MaxConns reached
+	served  atomic.Uint64 // calls answered (Served)
 
 	mu        sync.Mutex
 	state     serverState
@@ -326,6 +327,10 @@ func (s *Server) startConn(nc net.Conn) {
 	s.mu.Unlock()
 	go c.serve()
 }
+
+// Served returns the number of calls the server has answered (with a
+// result or an error) since it was created: its operations, for rates.
+func (s *Server) Served() uint64 { return s.served.Load() }
 
 // Shutdown stops the server gracefully: it stops accepting connections,
 // tells every client (a goaway frame) which of its requests were accepted,
@@ -612,6 +617,7 @@ func (c *serverConn) run(ctx context.Context, cancel context.CancelFunc, hd *han
 	} else {
 		c.respond(seq, CodeOK, "", resp)
 	}
+	s.served.Add(1)
 	cancel()
 	c.mu.Lock()
 	delete(c.calls, seq)

@@ -695,10 +695,8 @@ type Stats struct {
 func (n *Namespace) Stats() Stats {
 	c := &n.counters
 	s := Stats{
-		Levels: rpc.LevelCounts{
-			L1: c.l1.Load(), L2: c.l2.Load(), L3: c.l3.Load(), L4: c.l4.Load(),
-		},
-		Hops: c.hops.Load(), Lookups: c.lookups.Load(),
+		Levels: n.LevelCounts(),
+		Hops:   c.hops.Load(), Lookups: c.lookups.Load(),
 		NotFound: c.notFound.Load(), Unavailable: c.unavailable.Load(),
 		Broadcasts: c.broadcasts.Load(), Multicasts: c.multicasts.Load(),
 		TxnsCommitted: c.committed.Load(), TxnsAborted: c.aborted.Load(), TxnsBusy: c.busy.Load(),
