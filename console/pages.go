@@ -198,8 +198,8 @@ type searchData struct {
 var errSearchFull = errors.New("console: search limit reached")
 
 // serveSearch runs a plain query as "ghba find QUERY" does (rpc
-// Client.Find: exact names, then related ones) and lists the matches by
-// stage, then path.
+// Client.Find: exact names, then related ones, then text) and lists the
+// matches by stage, then path (text matches best first).
 func (s *Server) serveSearch(w http.ResponseWriter, r *http.Request, v *view) {
 	d := searchData{Query: strings.TrimSpace(r.URL.Query().Get("q")), Limit: searchLimit}
 	v.page.Title, v.page.Nav = "Search", "search"
@@ -221,8 +221,8 @@ func (s *Server) serveSearch(w http.ResponseWriter, r *http.Request, v *view) {
 			}
 			d.Searched = false // say what failed, not that nothing matched
 		}
-		slices.SortFunc(d.Results, func(a, b searchResult) int {
-			if c := search.StageRank(a.Stage) - search.StageRank(b.Stage); c != 0 {
+		slices.SortStableFunc(d.Results, func(a, b searchResult) int {
+			if c := search.StageRank(a.Stage) - search.StageRank(b.Stage); c != 0 || a.Stage == search.StageText {
 				return c
 			}
 			return strings.Compare(a.Path, b.Path)

@@ -153,7 +153,7 @@ func runFind(ctx context.Context, cmd *cobra.Command, o *clientOptions, c *rpc.C
 				Mtime: time.Unix(0, f.in.Mtime).UTC().Format(time.RFC3339Nano), Stage: f.stage})
 		}
 		var err error
-		if req.Query != "" || req.Text != "" {
+		if req.Query != "" {
 			_, err = fmt.Fprintf(w, "%s\t%s\n", f.stage, f.in.Path)
 		} else {
 			_, err = fmt.Fprintln(w, f.in.Path)
@@ -185,9 +185,8 @@ func runFind(ctx context.Context, cmd *cobra.Command, o *clientOptions, c *rpc.C
 	if err != nil && !errors.Is(err, errFindDone) {
 		return opError("find", req.Root, err)
 	}
-	rank := map[string]int{search.StageExact: 0, search.StageRelated: 1, search.StageText: 2}
 	slices.SortFunc(later, func(a, b found) int {
-		if d := rank[a.stage] - rank[b.stage]; d != 0 {
+		if d := search.StageRank(a.stage) - search.StageRank(b.stage); d != 0 {
 			return d
 		}
 		return strings.Compare(a.in.Path, b.in.Path)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/fsimport"
 	"github.com/ghba/ghba/fsimport/fsimporttest"
 	"github.com/ghba/ghba/rpc"
 )
@@ -214,6 +216,49 @@ func TestProcessImport(t *testing.T) {
 		}
 	}
 	t.Logf("find sha256.go: %d exact, related %v", len(exact), related)
+
+	// Texts: an import with --content gives every text file its first
+	// 4 KiB; find --text copyright then finds exactly the files whose
+	// text holds that word (checked here with a regular expression on the
+	// same bytes), and a plain query ends with text matches.
+	word := regexp.MustCompile(`(?i)(^|[^\pL\pN_'.])copyright([^\pL\pN_'.]|$)`)
+	var texts, withWord []string
+	must(filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		text, err := fsimport.ReadText(p, fsimport.DefaultContentBytes)
+		if err != nil || text == "" {
+			return err
+		}
+		dst := "/imp/crypto" + strings.TrimPrefix(p, src)
+		texts = append(texts, dst)
+		if word.MatchString(text) {
+			withWord = append(withWord, dst)
+		}
+		return nil
+	}))
+	out, errOut, code = c.at(c.nodes[0], "--json", "import", src, "--to", "/imp/crypto", "--content")
+	if sum := importSummary(t, out); code != 0 || sum["updated"] != len(texts) || sum["created"] != 0 || sum["errors"] != 0 {
+		t.Errorf("import --content: exit %d, %v; want %d texts added: %s", code, sum, len(texts), errOut)
+	}
+	out, errOut, code = c.at(c.nodes[1], "find", "/imp/crypto", "--text", "copyright", "--sort")
+	if got := strings.Fields(out); code != 0 || !slices.Equal(got, withWord) {
+		t.Errorf("find --text copyright: exit %d (%s): %d paths, want the %d text files holding the word (of %d texts); first %v", code, errOut, len(got), len(withWord), len(texts), got[:min(len(got), 6)])
+	} else {
+		t.Logf("find --text copyright: %d of %d text files, as a regular expression finds them", len(got), len(texts))
+	}
+	out, _, code = c.at(c.nodes[2], "find", "hmac")
+	var stages []string
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		stage, _, _ := strings.Cut(l, "\t")
+		if len(stages) == 0 || stages[len(stages)-1] != stage {
+			stages = append(stages, stage)
+		}
+	}
+	if code != 0 || !slices.Equal(stages, []string{"exact", "related", "text"}) {
+		t.Errorf("find hmac: exit %d, stages in the order %v, want exact, related, text", code, stages)
+	}
 
 	// ghba ln -s makes the same kind of entry by hand.
 	if _, errOut, code := c.at(c.nodes[0], "ln", "-s", "crypto/link", "/imp/l"); code != 0 {
