@@ -105,10 +105,11 @@ else
 	echo "stat of the old name: exit 3 (not found), as expected"
 fi
 
-say "importing this repository's tree, then searching it"
-show --addr "$ALL" import . --to /src/ghba --no-progress --no-owners
-show --addr "$ALL" import . --to /src/ghba --no-progress --no-owners
+say "importing this repository's tree (with the start of each text file), then searching it by name and by text"
+show --addr "$ALL" import . --to /src/ghba --no-progress --no-owners --content
+show --addr "$ALL" import . --to /src/ghba --no-progress --no-owners --content
 show --addr "$ALL" find /src/ghba --name '*.yaml' --type f --sort
+show --addr "$ALL" find /src/ghba --text 'bloom filter array' --limit 5
 
 say "creating $PATHS paths, then looking each up through every node"
 ghba --addr "$ALL" bench --paths "$PATHS" --prefix /demo --concurrency 16
