@@ -62,6 +62,10 @@ func startFakeCluster(t *testing.T, aclOn bool) string {
 	rpc.Register(srv, rpc.MethodShards, func(context.Context, *rpc.ShardsRequest) (*rpc.ShardsResponse, error) {
 		return &rpc.ShardsResponse{Shards: []rpc.ShardInfo{{Shard: "n1", Group: "g1", Leader: "n1", Replicas: []string{"n1"}, Files: 3}}}, nil
 	})
+	rpc.Register(srv, rpc.MethodSourceList, func(context.Context, *rpc.SourceListRequest) (*rpc.SourceListResponse, error) {
+		return &rpc.SourceListResponse{Sources: []rpc.Source{{Name: "share", Machine: "ws1", Dir: "/srv/share", Dest: "/sources/share",
+			Every: "10m0s", Content: 4096, Entries: 1234, Errors: 1, LastError: "/srv/share/x: permission denied"}}}, nil
+	})
 	rpc.Register(srv, rpc.MethodFind, func(_ context.Context, r *rpc.FindRequest) (*rpc.FindResponse, error) {
 		return &rpc.FindResponse{
 			Inodes: []rpc.Inode{{Path: "/docs/Report", Type: rpc.TypeFile}, {Path: "/docs/report", Type: rpc.TypeFile}},
@@ -311,6 +315,8 @@ func TestACLsOffIsOpen(t *testing.T) {
 	for _, tc := range []struct{ path, want string }{
 		{"/?refresh=0", `class="series"`},
 		{"/", `<table id="members">`},
+		{"/", `<td>share</td><td>ws1</td><td>/srv/share</td><td><a href="/browse?path=%2fsources%2fshare">/sources/share</a>`},
+		{"/", `<td>1234</td><td>1</td><td>/srv/share/x: permission denied</td>`},
 		{"/search?q=report", `class="stage">exact<`},
 		{"/browse?path=/docs/report", `<td>42</td>`},
 		{"/login", ""},

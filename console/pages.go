@@ -135,13 +135,15 @@ type clusterData struct {
 	Members []rpc.Member
 	Groups  *rpc.GroupsResponse
 	Shards  []rpc.ShardInfo
+	Sources []rpc.Source
 	Charts  []Chart
 	// Interval is the sample interval of the charts.
 	Interval time.Duration
 }
 
-// serveCluster shows this node's status, the members, groups and shards,
-// and the charts of the recent samples.
+// serveCluster shows this node's status, the members, groups, shards and
+// sources (the trees "ghba scan" keeps imported), and the charts of the
+// recent samples.
 func (s *Server) serveCluster(w http.ResponseWriter, r *http.Request, v *view) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.CallTimeout)
 	defer cancel()
@@ -170,6 +172,13 @@ func (s *Server) serveCluster(w http.ResponseWriter, r *http.Request, v *view) {
 		}
 	} else {
 		d.Shards = sr.Shards
+	}
+	if sl, err := v.client.Sources(ctx); err != nil {
+		if s.callFailed(w, r, v, err) {
+			return
+		}
+	} else {
+		d.Sources = sl.Sources
 	}
 	v.page.Title, v.page.Nav, v.page.Data = "Cluster", "cluster", d
 	v.page.Refresh = 10
