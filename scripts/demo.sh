@@ -109,7 +109,7 @@ say "importing this repository's tree (with the start of each text file), then s
 show --addr "$ALL" import . --to /src/ghba --no-progress --no-owners --content
 show --addr "$ALL" import . --to /src/ghba --no-progress --no-owners --content
 show --addr "$ALL" find /src/ghba --name '*.yaml' --type f --sort
-show --addr "$ALL" find /src/ghba --text 'bloom filter array' --limit 5
+show --addr "$ALL" find /src/ghba --text 'bloom filter' --limit 5
 
 say "creating $PATHS paths, then looking each up through every node"
 ghba --addr "$ALL" bench --paths "$PATHS" --prefix /demo --concurrency 16
