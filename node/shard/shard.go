@@ -335,7 +335,7 @@ func (r *Replica) closeParts() error {
 			errs = append(errs, fmt.Errorf("shard %s: log store: %w", r.id, err))
 		}
 	}
-	if r.fsm != nil && r.fsm.text != nil {
+	if r.fsm != nil && r.fsm.text != nil && r.fsm.text.Active() { // (closed once: no longer active)
 		// Raft has stopped: the index holds every entry up to the
 		// store's applied index (unless it failed, see textindex).
 		applied, err := r.st.AppliedIndex(context.Background())
