@@ -286,7 +286,7 @@ func (im *Importer) createAll(ctx context.Context, dst string, entries []pending
 			for i := range entries {
 				e := &entries[i]
 				d := path.Join(dst, e.name)
-				if err := im.create(ctx, d, &e.attrs); err != nil {
+				if err := im.create(ctx, "", d, &e.attrs); err != nil { // (text read above)
 					results[i] = rpc.BatchCreateResult{Code: rpc.ErrorCode(err), Message: err.Error()}
 				} else {
 					results[i] = rpc.BatchCreateResult{Inode: &rpc.Inode{Path: d}}
@@ -390,10 +390,7 @@ func (im *Importer) sync(ctx context.Context, src, dst string, info fs.FileInfo,
 		if !im.remove(ctx, dst, cur.Type, false) {
 			return
 		}
-		if !im.o.DryRun {
-			im.readText(src, &want)
-		}
-		if err := im.create(ctx, dst, &want); err != nil {
+		if err := im.create(ctx, src, dst, &want); err != nil {
 			im.fail(dst, err)
 			return
 		}
@@ -405,10 +402,7 @@ func (im *Importer) sync(ctx context.Context, src, dst string, info fs.FileInfo,
 		return
 	}
 	if cur == nil {
-		if !im.o.DryRun {
-			im.readText(src, &want)
-		}
-		if err := im.create(ctx, dst, &want); err != nil {
+		if err := im.create(ctx, src, dst, &want); err != nil {
 			im.fail(dst, err)
 			return
 		}
@@ -451,10 +445,15 @@ func (im *Importer) wanted(src string, info fs.FileInfo) (want attrs, ok bool, e
 	return want, true, nil
 }
 
-// create makes dst as want describes (nothing in a dry run).
-func (im *Importer) create(ctx context.Context, dst string, want *attrs) error {
+// create makes dst as want describes (nothing in a dry run), with the
+// text of source file src when Options.Content asks for texts ("": want
+// holds it already).
+func (im *Importer) create(ctx context.Context, src, dst string, want *attrs) error {
 	if im.o.DryRun {
 		return nil
+	}
+	if src != "" {
+		im.readText(src, want)
 	}
 	var err error
 	switch want.typ {
