@@ -64,6 +64,7 @@ var methodClasses = map[string]methodClass{
 	rpc.MethodACLUserPasswd: classManagement, rpc.MethodACLUserRemove: classManagement,
 	rpc.MethodACLTokenList: classManagement, rpc.MethodACLTokenRevoke: classManagement,
 	rpc.MethodSourcePut: classManagement, rpc.MethodSourceRemove: classManagement,
+	debugMethod: classManagement,
 }
 
 // aclService authenticates requests and keeps the users and tokens.

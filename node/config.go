@@ -80,6 +80,9 @@ type Config struct {
 	Scheme             string        `mapstructure:"scheme"`
 	CacheLease         time.Duration `mapstructure:"cache_lease"`
 	LogLevel           string        `mapstructure:"log_level"`
+	// EnableDebug serves Go's profiles (net/http/pprof) under /debug/pprof/
+	// on the HTTP port; with ACLs on, only to a management token.
+	EnableDebug bool `mapstructure:"enable_debug"`
 	// TLS secures the RPC, Raft and HTTP ports (all or none).
 	TLS tlsutil.Config `mapstructure:"tls"`
 	// Encrypt is the Serf gossip encryption key: base64 of 16, 24 or 32

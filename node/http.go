@@ -159,7 +159,7 @@ func newNodeCollector(n *Node) *nodeCollector {
 		arrayMembers:        d("ghba_filter_array_members", "Filters held in the L1 (LRU) and L2 (segment and memory budget) arrays.", "array"),
 		lruLen:              d("ghba_lru_entries", "Paths in this node's LRU list."),
 		serving:             d("ghba_serving", "1 while the node serves every request it accepts (status alive), 0 while starting or leaving."),
-		rpcServed:           d("ghba_rpc_calls_served_total", "RPC calls this node answered (from clients and other nodes), with a result or an error."),
+		rpcServed:           d("ghba_rpc_calls_served_total", "RPC calls this node answered (from clients and other nodes), with a result or an error, by method.", "method"),
 		settled:             d("ghba_groups_settled", "1 while the node sees its groups settled (no split, merge or switch pending, its filter replicas loaded), else 0."),
 	}
 }
@@ -216,7 +216,9 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.repairs, float64(n.repairs.Load()))
 	}
 	if n.rpcSrv != nil {
-		counter(c.rpcServed, float64(n.rpcSrv.Served()))
+		for method, v := range n.rpcSrv.ServedByMethod() {
+			counter(c.rpcServed, float64(v), method)
+		}
 	}
 	if n.store != nil {
 		s := n.store.Stats()
@@ -408,8 +410,9 @@ func writeHealth(w http.ResponseWriter, code int, h healthJSON) {
 }
 
 // newHTTPServer returns the HTTP server of /metrics, /v1/status,
-// /v1/health (readiness), /v1/health/live (liveness) and, at every other
-// path, the web console (package console).
+// /v1/health (readiness), /v1/health/live (liveness), with enable_debug
+// /debug/pprof/, and at every other path the web console (package
+// console).
 func (n *Node) newHTTPServer() *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{
@@ -427,6 +430,9 @@ func (n *Node) newHTTPServer() *http.Server {
 	mux.HandleFunc("GET /v1/health/live", func(w http.ResponseWriter, r *http.Request) {
 		writeHealth(w, http.StatusOK, healthJSON{Status: "live", NodeID: n.cfg.NodeID})
 	})
+	if n.cfg.EnableDebug {
+		mux.Handle("/debug/pprof/", n.debugHandler())
+	}
 	mux.Handle("/", n.console.Handler())
 	return &http.Server{
 		Handler:           mux,

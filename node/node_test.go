@@ -212,3 +212,50 @@ func TestNotServingUntilJoined(t *testing.T) {
 		t.Error("/metrics lacks ghba_serving 0")
 	}
 }
+
+// TestDebugEndpoint: /debug/pprof/ is served only with enable_debug, and
+// with ACLs on only to a management token (here the server token).
+func TestDebugEndpoint(t *testing.T) {
+	const server = "server-token-0123456789"
+	for _, tc := range []struct {
+		name         string
+		debug, acls  bool
+		token        string
+		want         int
+		wantProfiles bool
+	}{
+		{"off", false, false, "", http.StatusNotFound, false},
+		{"on", true, false, "", http.StatusOK, true},
+		{"acl without token", true, true, "", http.StatusUnauthorized, false},
+		{"acl server token", true, true, server, http.StatusOK, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := nodetest.Config(t, "n1")
+			cfg.EnableDebug = tc.debug
+			if tc.acls {
+				cfg.ACL.Enabled = true
+				cfg.ACL.ServerToken = server
+			}
+			nodetest.Start(t, cfg, rpctest.Logger(t, "node", "n1"))
+			req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+nodetest.HTTPAddr(cfg)+"/debug/pprof/", nil)
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			var code int
+			var body string
+			rpctest.Eventually(t, 10*time.Second, "the HTTP port answers", func() error {
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					return err
+				}
+				defer resp.Body.Close()
+				b, _ := io.ReadAll(resp.Body)
+				code, body = resp.StatusCode, string(b)
+				return nil
+			})
+			if code != tc.want || strings.Contains(body, "goroutine") != tc.wantProfiles {
+				t.Errorf("GET /debug/pprof/: %d, profiles listed %v; want %d, %v\n%s", code, strings.Contains(body, "goroutine"), tc.want, tc.wantProfiles, body)
+			}
+		})
+	}
+}

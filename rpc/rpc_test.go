@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"runtime"
 	"sync"
@@ -110,6 +111,15 @@ func TestUnknownMethodAndBadRequest(t *testing.T) {
 	if err := c.Call(ctx, ts.addr, mEcho, &echoReq{N: 1, S: "ok"}, &er); err != nil || er.S != "ok" {
 		t.Errorf("echo after errors: %v %+v", err, er)
 	}
+	// The calls answered, by method (an unknown method counts nowhere);
+	// a call is counted just after its answer is sent.
+	want := map[string]uint64{mEcho: 2, mFail: 1}
+	rpctest.Eventually(t, 5*time.Second, "calls counted", func() error {
+		if got := ts.ServedByMethod(); !maps.Equal(got, want) || ts.Served() != 3 {
+			return fmt.Errorf("ServedByMethod() = %v, Served() = %d; want %v, 3", got, ts.Served(), want)
+		}
+		return nil
+	})
 }
 
 func TestPipelinedConcurrentCalls(t *testing.T) {

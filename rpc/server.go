@@ -107,6 +107,8 @@ type handler struct {
 	name string
 	// call decodes body, runs the typed function and returns its response.
 	call func(ctx context.Context, bc *bodyCodec, body []byte) (any, error)
+	// served counts the calls of the method answered (ServedByMethod).
+	served atomic.Uint64
 }
 
 // Server serves registered methods over the ghba wire protocol (see the
@@ -331,6 +333,19 @@ func (s *Server) startConn(nc net.Conn) {
 // Served returns the number of calls the server has answered (with a
 // result or an error) since it was created: its operations, for rates.
 func (s *Server) Served() uint64 { return s.served.Load() }
+
+// ServedByMethod returns, for each registered method that has answered a
+// call, the number of calls it answered (their sum is Served, less the
+// calls of unknown methods).
+func (s *Server) ServedByMethod() map[string]uint64 {
+	out := make(map[string]uint64)
+	for name, hd := range *s.handlers.Load() {
+		if n := hd.served.Load(); n > 0 {
+			out[name] = n
+		}
+	}
+	return out
+}
 
 // Shutdown stops the server gracefully: it stops accepting connections,
 // tells every client (a goaway frame) which of its requests were accepted,
@@ -618,6 +633,7 @@ func (c *serverConn) run(ctx context.Context, cancel context.CancelFunc, hd *han
 		c.respond(seq, CodeOK, "", resp)
 	}
 	s.served.Add(1)
+	hd.served.Add(1)
 	cancel()
 	c.mu.Lock()
 	delete(c.calls, seq)
