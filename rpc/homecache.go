@@ -79,9 +79,12 @@ func (h *homeCache) getLocked(key string) string {
 	return ""
 }
 
-// put records p's home address; an empty addr forgets p (and its
-// directory's files' home, which may be what sent a request astray).
-func (h *homeCache) put(p, addr string) {
+// put records the home address of p, a directory when isDir; an empty
+// addr forgets p (and its directory's files' home, which may be what sent
+// a request astray). A directory's home says nothing of where its
+// siblings live (placement colocate spreads directories), so it never
+// becomes its parent's files' home.
+func (h *homeCache) put(p, addr string, isDir bool) {
 	if h == nil {
 		return
 	}
@@ -100,7 +103,11 @@ func (h *homeCache) put(p, addr string) {
 		delete(h.cur, p)
 		delete(h.old, p)
 	case "":
-		h.putLocked(dir, addr)
+		if isDir {
+			h.putLocked(p, addr)
+		} else {
+			h.putLocked(dir, addr)
+		}
 	default:
 		h.putLocked(p, addr)
 	}
@@ -115,4 +122,4 @@ func (h *homeCache) putLocked(key, addr string) {
 }
 
 // forget removes p.
-func (h *homeCache) forget(p string) { h.put(p, "") }
+func (h *homeCache) forget(p string) { h.put(p, "", false) }

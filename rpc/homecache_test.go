@@ -18,7 +18,7 @@ func cacheLen(h *homeCache) int {
 func TestHomeCacheBound(t *testing.T) {
 	h := newHomeCache(100)
 	for i := range 1000 {
-		h.put(fmt.Sprintf("/d%d/p", i), "addr")
+		h.put(fmt.Sprintf("/d%d/p", i), "addr", false)
 	}
 	if n := cacheLen(h); n > 100 {
 		t.Errorf("cache holds %d entries, bound 100", n)
@@ -34,7 +34,7 @@ func TestHomeCacheBound(t *testing.T) {
 		t.Error("forgotten entry kept")
 	}
 	var off *homeCache = newHomeCache(-1)
-	off.put("/a", "x")
+	off.put("/a", "x", false)
 	if off.get("/a") != "" || cacheLen(off) != 0 {
 		t.Error("disabled cache stores")
 	}
@@ -48,7 +48,7 @@ func TestHomeCacheByDirectory(t *testing.T) {
 	h := newHomeCache(100)
 	for d := range 40 {
 		for f := range 500 {
-			h.put(fmt.Sprintf("/d%d/f%d", d, f), fmt.Sprint("node", d%3))
+			h.put(fmt.Sprintf("/d%d/f%d", d, f), fmt.Sprint("node", d%3), false)
 		}
 	}
 	if n := cacheLen(h); n > 100 {
@@ -59,7 +59,7 @@ func TestHomeCacheByDirectory(t *testing.T) {
 			t.Errorf("/d%d/never-seen: %q, want its directory's files' home %q", d, got, want)
 		}
 	}
-	h.put("/d1/spread", "node9")
+	h.put("/d1/spread", "node9", false)
 	if got := h.get("/d1/spread"); got != "node9" {
 		t.Errorf("/d1/spread: %q, want its own home node9", got)
 	}
@@ -72,5 +72,26 @@ func TestHomeCacheByDirectory(t *testing.T) {
 	h.forget("/d1/f3")
 	if got := h.get("/d1/f4"); got != "" {
 		t.Errorf("/d1/f4 after forgetting a sibling: %q, want unknown", got)
+	}
+}
+
+// TestHomeCacheDirectories: a directory's home is its own entry, never its
+// parent's files' home (placement colocate puts directories elsewhere
+// than their siblings), and it is where its own entries are made.
+func TestHomeCacheDirectories(t *testing.T) {
+	h := newHomeCache(100)
+	h.put("/p/sub", "node2", true)
+	if got := h.get("/p/file"); got != "" {
+		t.Errorf("/p/file after learning only the directory /p/sub: %q, want unknown", got)
+	}
+	if got := h.getDir("/p/sub"); got != "node2" {
+		t.Errorf("getDir /p/sub: %q, want node2", got)
+	}
+	h.put("/p/file", "node1", false)
+	h.put("/p/sub2", "node1", true) // with the files: no entry of its own
+	for p, want := range map[string]string{"/p/other": "node1", "/p/sub": "node2", "/p/sub2": "node1"} {
+		if got := h.get(p); got != want {
+			t.Errorf("%s: %q, want %q", p, got, want)
+		}
 	}
 }

@@ -54,7 +54,7 @@ func (c *Client) statOnce(ctx context.Context, p string, lease bool) (*StatRespo
 		c.homes.forget(p)
 		return nil, err
 	}
-	c.learn(p, resp.Home, resp.HomeAddr)
+	c.learn(p, resp.Home, resp.HomeAddr, resp.Type == TypeDir)
 	return resp, nil
 }
 
@@ -65,7 +65,7 @@ func (c *Client) Lookup(ctx context.Context, p string) (*LookupResponse, error) 
 		c.homes.forget(p)
 		return nil, err
 	}
-	c.learn(p, resp.Home, resp.HomeAddr)
+	c.learn(p, resp.Home, resp.HomeAddr, resp.Type == TypeDir)
 	return resp, nil
 }
 
@@ -121,7 +121,7 @@ func (c *Client) batchStat(ctx context.Context, paths []string, lease bool) (*Ba
 				r := resp.Results[j]
 				out.Results[i] = r
 				if r.Stat != nil {
-					c.learn(paths[i], r.Stat.Home, r.Stat.HomeAddr)
+					c.learn(paths[i], r.Stat.Home, r.Stat.HomeAddr, r.Stat.Type == TypeDir)
 				} else {
 					c.homes.forget(paths[i])
 				}
@@ -141,7 +141,7 @@ func (c *Client) Create(ctx context.Context, req *CreateRequest) (*CreateRespons
 	if err := c.callAny(ctx, c.dirHomeOf(parent(req.Path)), MethodCreate, false, req, resp); err != nil {
 		return nil, err
 	}
-	c.learn(req.Path, resp.Inode.Home, "")
+	c.learn(req.Path, resp.Inode.Home, resp.HomeAddr, false)
 	return resp, nil
 }
 
@@ -158,7 +158,7 @@ func (c *Client) BatchCreate(ctx context.Context, req *BatchCreateRequest) (*Bat
 	}
 	for _, r := range resp.Results {
 		if r.Inode != nil {
-			c.learn(r.Inode.Path, r.Inode.Home, "")
+			c.learn(r.Inode.Path, r.Inode.Home, resp.HomeAddrs[r.Inode.Home], r.Inode.Type == TypeDir)
 		}
 	}
 	return resp, nil
@@ -261,7 +261,7 @@ func (c *Client) Mkdir(ctx context.Context, req *MkdirRequest) (*MkdirResponse, 
 	if err := c.callAny(ctx, c.dirHomeOf(parent(req.Path)), MethodMkdir, req.Parents, req, resp); err != nil {
 		return nil, err
 	}
-	c.learn(req.Path, resp.Inode.Home, "")
+	c.learn(req.Path, resp.Inode.Home, resp.HomeAddr, true)
 	return resp, nil
 }
 
@@ -273,7 +273,7 @@ func (c *Client) ReadDir(ctx context.Context, req *ReadDirRequest) (*ReadDirResp
 		return nil, err
 	}
 	for _, e := range resp.Entries {
-		c.learn(path.Join(req.Path, e.Name), e.Home, "")
+		c.learn(path.Join(req.Path, e.Name), e.Home, "", e.Type == TypeDir)
 	}
 	return resp, nil
 }
@@ -302,7 +302,7 @@ func (c *Client) SetAttr(ctx context.Context, req *SetAttrRequest) (*SetAttrResp
 	if err := c.callAny(ctx, c.homeOf(req.Path), MethodSetAttr, false, req, resp); err != nil {
 		return nil, err
 	}
-	c.learn(req.Path, resp.Inode.Home, "")
+	c.learn(req.Path, resp.Inode.Home, "", resp.Inode.Type == TypeDir)
 	return resp, nil
 }
 
@@ -442,7 +442,7 @@ func (c *Client) Leave(ctx context.Context, addr, nodeID string) (*LeaveResponse
 
 // learn caches p's home: addr if known, else the address of node id if the
 // client has seen it. With neither, p is forgotten.
-func (c *Client) learn(p, id, addr string) {
+func (c *Client) learn(p, id, addr string, isDir bool) {
 	if c.homes == nil {
 		return
 	}
@@ -458,7 +458,7 @@ func (c *Client) learn(p, id, addr string) {
 		addr = c.nodes[id]
 		c.mu.Unlock()
 	}
-	c.homes.put(p, addr)
+	c.homes.put(p, addr, isDir)
 }
 
 // parent returns the parent directory of an absolute path ("/" for "/").

@@ -465,6 +465,10 @@ type BatchCreateEntry struct {
 type BatchCreateResponse struct {
 	// Results[i] answers Entries[i].
 	Results []BatchCreateResult `json:"results"`
+	// HomeAddrs maps each shard homing a created entry to the RPC address
+	// of the node leading it, where the answering node knows it (for the
+	// client's home cache).
+	HomeAddrs map[string]string `json:"home_addrs,omitempty"`
 	// Hops is the number of server-to-server RPCs the call took.
 	Hops int `json:"hops"`
 }
@@ -486,6 +490,9 @@ func (r *BatchCreateResult) Err() error { return r.Code.Err(r.Message) }
 type CreateResponse struct {
 	// Inode is the created inode (Home says where it was placed).
 	Inode Inode `json:"inode"`
+	// HomeAddr is the RPC address of the node leading Inode.Home; may be
+	// empty.
+	HomeAddr string `json:"home_addr,omitempty"`
 	// Hops is the number of server-to-server RPCs the operation took.
 	Hops int `json:"hops"`
 }
@@ -514,6 +521,9 @@ type MkdirRequest struct {
 type MkdirResponse struct {
 	// Inode is the directory's inode (the existing one under Parents).
 	Inode Inode `json:"inode"`
+	// HomeAddr is the RPC address of the node leading Inode.Home; may be
+	// empty.
+	HomeAddr string `json:"home_addr,omitempty"`
 	// Created lists the directories this call created, outermost first.
 	Created []string `json:"created,omitempty"`
 	// Hops is the number of server-to-server RPCs the operation took.

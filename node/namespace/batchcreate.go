@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/ghba/ghba/acl"
@@ -61,7 +62,19 @@ func (n *Namespace) BatchCreate(ctx context.Context, r *rpc.BatchCreateRequest) 
 	if err != nil {
 		return nil, err
 	}
-	return &rpc.BatchCreateResponse{Results: resp.Results, Hops: hops + resp.Hops}, nil
+	out := &rpc.BatchCreateResponse{Results: resp.Results, Hops: hops + resp.Hops}
+	for _, r := range out.Results {
+		if r.Inode == nil || out.HomeAddrs[r.Inode.Home] != "" {
+			continue
+		}
+		if a := n.addrOfShard(r.Inode.Home); a != "" {
+			if out.HomeAddrs == nil {
+				out.HomeAddrs = make(map[string]string)
+			}
+			out.HomeAddrs[r.Inode.Home] = a
+		}
+	}
+	return out, nil
 }
 
 func (h *home) handleHomeBatchCreate(ctx context.Context, r *homeBatchCreateReq) (*homeBatchCreateResp, error) {
@@ -153,7 +166,9 @@ func (h *home) coordBatchCreateOnce(ctx context.Context, r *homeBatchCreateReq) 
 				b.PutEntry(dir, store.Entry{Name: name, Type: storeType(inodes[i].Type), Home: inodes[i].Home})
 			}
 		}
-		plan.async = true
+		// Directories homed elsewhere: wait for their homes to apply them
+		// (see createAt).
+		plan.async = !slices.ContainsFunc(away, func(i int) bool { return inodes[i].Type == rpc.TypeDir })
 		_, err := h.runTxn(ctx, plan)
 		var pu *prepareUnreachable
 		switch {

@@ -120,20 +120,27 @@ func (n *Namespace) Create(ctx context.Context, r *rpc.CreateRequest) (*rpc.Crea
 	if err != nil {
 		return nil, err
 	}
-	return &rpc.CreateResponse{Inode: in, Hops: hops}, nil
+	return &rpc.CreateResponse{Inode: in, HomeAddr: n.addrOfShard(in.Home), Hops: hops}, nil
 }
 
 // Mkdir creates a directory (with Parents: and its missing parents,
 // succeeding if it already is a directory).
 func (n *Namespace) Mkdir(ctx context.Context, r *rpc.MkdirRequest) (*rpc.MkdirResponse, error) {
+	var resp *rpc.MkdirResponse
 	if r.Parents {
-		return n.mkdirAll(ctx, r)
+		var err error
+		if resp, err = n.mkdirAll(ctx, r); err != nil {
+			return nil, err
+		}
+	} else {
+		in, hops, err := n.create(ctx, mkdirReq(r.Path, r))
+		if err != nil {
+			return nil, err
+		}
+		resp = &rpc.MkdirResponse{Inode: in, Created: []string{in.Path}, Hops: hops}
 	}
-	in, hops, err := n.create(ctx, mkdirReq(r.Path, r))
-	if err != nil {
-		return nil, err
-	}
-	return &rpc.MkdirResponse{Inode: in, Created: []string{in.Path}, Hops: hops}, nil
+	resp.HomeAddr = n.addrOfShard(resp.Inode.Home)
+	return resp, nil
 }
 
 func (n *Namespace) mkdirAll(ctx context.Context, r *rpc.MkdirRequest) (*rpc.MkdirResponse, error) {
@@ -393,7 +400,11 @@ func (h *home) createAt(ctx context.Context, r *homeCreateReq, txn, home string,
 		b.RequireEntryAbsent(dir, name)
 		b.PutEntry(dir, ent)
 	}
-	plan.async = true
+	// A new directory's home is where its entries are made next: a file's
+	// creator goes on at once, a directory's waits until its home has the
+	// inode (else the next create in it meets a part not yet applied there
+	// and finds the home by the query path and the coordinator).
+	plan.async = r.Type != rpc.TypeDir
 	if _, err := h.runTxn(ctx, plan); err != nil {
 		return nil, fmt.Errorf("create %s: %w", p, err)
 	}
