@@ -49,12 +49,49 @@ type fluxTable struct {
 	mu    sync.Mutex
 	count atomic.Int32 // len(marks): readers skip the table when 0
 	marks map[string]*partTxn
+	// under counts, for each path, the marks strictly under it, so that
+	// markBelow needs no scan of every mark for a path with none under
+	// it (a batch of creates checks each of its new names).
+	under map[string]int
 	regs  map[*opReg]struct{}
 }
 
 func (f *fluxTable) init() {
 	f.marks = make(map[string]*partTxn)
+	f.under = make(map[string]int)
 	f.regs = make(map[*opReg]struct{})
+}
+
+// setMark marks path m for part p unless m is marked already. Callers
+// hold mu.
+func (f *fluxTable) setMark(m string, p *partTxn) {
+	if _, ok := f.marks[m]; ok {
+		return
+	}
+	f.marks[m] = p
+	f.countUnder(m, 1)
+	f.count.Store(int32(len(f.marks)))
+}
+
+// dropMark removes p's mark on path m. Callers hold mu.
+func (f *fluxTable) dropMark(m string, p *partTxn) {
+	if f.marks[m] != p {
+		return
+	}
+	delete(f.marks, m)
+	f.countUnder(m, -1)
+	f.count.Store(int32(len(f.marks)))
+}
+
+// countUnder adds d to the count of marks under each proper ancestor of
+// m. Callers hold mu.
+func (f *fluxTable) countUnder(m string, d int) {
+	for a := m; a != "/"; {
+		a = directParent(a)
+		if f.under[a] += d; f.under[a] == 0 {
+			delete(f.under, a)
+		}
+	}
 }
 
 // inFlux reports whether a prepared part marks p or an ancestor of p.
@@ -92,6 +129,9 @@ func (f *fluxTable) markAtOrAbove(p, txn string) *partTxn {
 // markBelow returns a mark strictly under p whose transaction is not txn.
 // Callers hold mu.
 func (f *fluxTable) markBelow(p, txn string) *partTxn {
+	if f.under[p] == 0 {
+		return nil
+	}
 	for mp, m := range f.marks {
 		if m.id != txn && strictlyUnder(mp, p) {
 			return m
@@ -233,11 +273,8 @@ func (h *home) addMarks(p *partTxn) (wait []chan struct{}, conflict *partTxn) {
 		}
 	}
 	for _, m := range p.marks {
-		if _, ok := f.marks[m]; !ok {
-			f.marks[m] = p
-		}
+		f.setMark(m, p)
 	}
-	f.count.Store(int32(len(f.marks)))
 	for r := range f.regs {
 		if r.txn == p.id {
 			continue
@@ -257,11 +294,8 @@ func (h *home) removeMarks(p *partTxn) {
 	f := &h.flux
 	f.mu.Lock()
 	for _, m := range p.marks {
-		if f.marks[m] == p {
-			delete(f.marks, m)
-		}
+		f.dropMark(m, p)
 	}
-	f.count.Store(int32(len(f.marks)))
 	f.mu.Unlock()
 }
 
@@ -326,10 +360,7 @@ func (h *home) forceMarks(p *partTxn) {
 	f := &h.flux
 	f.mu.Lock()
 	for _, m := range p.marks {
-		if _, ok := f.marks[m]; !ok {
-			f.marks[m] = p
-		}
+		f.setMark(m, p)
 	}
-	f.count.Store(int32(len(f.marks)))
 	f.mu.Unlock()
 }
