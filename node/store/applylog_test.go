@@ -139,6 +139,33 @@ func TestApplyLog(t *testing.T) {
 			absent:  []string{"/a/b", "/x", "/e"},
 		},
 		{
+			// An inode a precondition found absent is written without a
+			// second read: the counts and changes must still be right.
+			name: "inodes found absent, then written",
+			entries: []LogEntry{
+				{1, batch(func(b *Batch) { b.RequireInodeAbsent("/p"); b.PutInode("/p", file) })},
+				{2, batch(func(b *Batch) {
+					b.RequireInodeAbsent("/q")
+					b.PutInode("/q", file)
+					b.DeleteInode("/q")
+					b.PutInode("/q", Inode{Type: TypeDir})
+				})},
+				{3, batch(func(b *Batch) { b.RequireInodeAbsent("/r"); b.DeleteInode("/r") })},
+				{4, batch(func(b *Batch) { b.RequireInodeAbsent("/p"); b.PutInode("/s", file) })},
+				{5, batch(func(b *Batch) { b.RequireInodeAbsent("/t"); b.PutInode("/p", Inode{Type: TypeDir}) })},
+			},
+			want: []wantResult{
+				{added: []string{"/p"}},
+				{added: []string{"/q"}},
+				{},
+				{err: ErrExists},
+				{},
+			},
+			applied: 5,
+			exist:   []string{"/p", "/q"},
+			absent:  []string{"/r", "/s", "/t"},
+		},
+		{
 			name:    "entries at or below the applied index are skipped",
 			before:  creates(1, 3),
 			entries: creates(2, 4),

@@ -53,6 +53,20 @@ type wtxn struct {
 	delta InodeCounts
 	// changes, when set, records the inodes created and deleted.
 	changes *inodeChanges
+	// absent holds the inode keys a precondition of this transaction found
+	// absent and no mutation has written since: a create's write of the
+	// inode then needs no second read for the counts.
+	absent map[string]struct{}
+}
+
+// oldInodeType is inodeType for a write of key: 0 without a read when a
+// precondition found key absent. The key is no longer known absent after.
+func (w *wtxn) oldInodeType(key []byte) (FileType, error) {
+	if _, ok := w.absent[string(key)]; ok {
+		delete(w.absent, string(key))
+		return 0, nil
+	}
+	return w.inodeType(key)
 }
 
 // inodeChanges records, for each inode path a log entry writes, whether an
@@ -163,7 +177,7 @@ func (w *wtxn) count(t FileType, d int64) {
 
 // setInode writes an encoded inode and keeps the counts.
 func (w *wtxn) setInode(key, val []byte) error {
-	old, err := w.inodeType(key)
+	old, err := w.oldInodeType(key)
 	if err != nil {
 		return err
 	}
@@ -180,7 +194,7 @@ func (w *wtxn) setInode(key, val []byte) error {
 
 // deleteInode deletes an inode (if present) and keeps the counts.
 func (w *wtxn) deleteInode(key []byte) error {
-	old, err := w.inodeType(key)
+	old, err := w.oldInodeType(key)
 	if err != nil || old == 0 {
 		return err
 	}
@@ -207,6 +221,11 @@ func (b *Batch) check(w *wtxn) (*PreconditionError, error) {
 			}
 			if ok {
 				fail = ErrExists
+			} else if c.kind == condInodeAbsent {
+				if w.absent == nil {
+					w.absent = make(map[string]struct{})
+				}
+				w.absent[string(c.key)] = struct{}{}
 			}
 		case condInodeExists, condEntryExists, condIntentExists:
 			ok, err := w.exists(c.key)
