@@ -31,7 +31,13 @@ func newFSCmds(o *clientOptions) []*cobra.Command {
 
 // withClient runs fn with a client for the global flags and closes it.
 func withClient(cmd *cobra.Command, o *clientOptions, fn func(ctx context.Context, c *rpc.Client) error) error {
-	c, err := o.client(cmd)
+	return withClientSet(cmd, o, nil, fn)
+}
+
+// withClientSet is withClient with the client's options adjusted by set
+// (if not nil).
+func withClientSet(cmd *cobra.Command, o *clientOptions, set func(*rpc.Options), fn func(ctx context.Context, c *rpc.Client) error) error {
+	c, err := o.clientWith(cmd, set)
 	if err != nil {
 		return err
 	}

@@ -176,7 +176,7 @@ retried at the next turn. With --once, scan each source once now and exit:
 					return fmt.Errorf("scan: this machine's name: %w", err)
 				}
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClientSet(cmd, o, importClient, func(ctx context.Context, c *rpc.Client) error {
 				return runScan(ctx, cmd, c, machine, names, once, workers)
 			})
 		},
