@@ -121,14 +121,19 @@ func (h *home) coordBatchCreateOnce(ctx context.Context, r *homeBatchCreateReq) 
 		inodes      = make([]rpc.Inode, len(r.Entries))
 		local, away []int
 	)
+	names := make([]string, len(r.Entries))
+	for i := range r.Entries {
+		_, names[i] = splitPath(r.Entries[i].Path)
+	}
+	exist, err := h.st.EntriesExist(ctx, r.Dir, names)
+	if err != nil {
+		return nil, err
+	}
 	for i := range r.Entries {
 		e := &r.Entries[i]
-		_, name := splitPath(e.Path)
-		if _, err := h.st.GetEntry(ctx, r.Dir, name); err == nil {
+		if exist[i] {
 			resp.Results[i] = batchCreateError(fmt.Errorf("%s: %w", e.Path, fs.ErrExist))
 			continue
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return nil, err
 		}
 		home := h.placeChild(ctx, r.Dir, e.Type == rpc.TypeDir)
 		if home == "" {

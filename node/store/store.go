@@ -493,6 +493,37 @@ func (s *Store) GetEntry(ctx context.Context, dir, name string) (Entry, error) {
 	return e, err
 }
 
+// EntriesExist reports, for each name, whether directory dir has an entry
+// of that name, read in one transaction (a batch of creates checks all its
+// names).
+func (s *Store) EntriesExist(ctx context.Context, dir string, names []string) ([]bool, error) {
+	if err := checkPath(dir); err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		if err := checkName(name); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]bool, len(names))
+	err := s.view(ctx, func(txn *badger.Txn) error {
+		for i, name := range names {
+			_, err := txn.Get(entryKey(dir, name))
+			switch {
+			case err == nil:
+				out[i] = true
+			case !errors.Is(err, badger.ErrKeyNotFound):
+				return fmt.Errorf("store: get entry %q in %q: %w", name, dir, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReadDir returns up to limit entries of directory dir sorted by name
 // (bytewise), starting after the name after ("" for the first page; pass the
 // last name of the previous page to continue). more reports whether entries

@@ -588,3 +588,31 @@ func TestScanInodesAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestEntriesExist: one answer per name, in order; a bad name or directory
+// is refused as GetEntry refuses it.
+func TestEntriesExist(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, testOptions(t))
+	for _, p := range []string{"/d", "/d/a", "/d/c"} {
+		typ := TypeFile
+		if p == "/d" {
+			typ = TypeDir
+		}
+		if err := s.Commit(ctx, createBatch(p, typ, "n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.EntriesExist(ctx, "/d", []string{"a", "b", "c", "a"})
+	if err != nil || !slices.Equal(got, []bool{true, false, true, true}) {
+		t.Errorf("EntriesExist(/d, a b c a) = %v, %v; want [true false true true]", got, err)
+	}
+	if got, err := s.EntriesExist(ctx, "/none", []string{"a"}); err != nil || !slices.Equal(got, []bool{false}) {
+		t.Errorf("EntriesExist(/none, a) = %v, %v; want [false]", got, err)
+	}
+	for _, tc := range []struct{ dir, name string }{{"/d", "x/y"}, {"/d", ""}, {"d", "a"}} {
+		if _, err := s.EntriesExist(ctx, tc.dir, []string{tc.name}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("EntriesExist(%q, %q): %v, want ErrInvalid", tc.dir, tc.name, err)
+		}
+	}
+}
