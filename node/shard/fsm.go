@@ -105,11 +105,13 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			}
 		default:
 			var texts []textindex.Op
+			active := f.text.Active()
 			for k, r := range res {
 				out[pos[k]] = r.Err
 				f.track(r.Added, r.Removed)
-				if !r.Skipped && r.Err == nil {
-					texts = textOps(texts, entries[k].Batch, r.Added)
+				if b := entries[k].Batch; !r.Skipped && r.Err == nil && b != nil {
+					active = active || b.HasText() // the index exists after this run
+					texts = textOps(texts, b, r.Added, active)
 				}
 			}
 			f.indexTexts(texts)
@@ -193,9 +195,19 @@ func (f *fsm) recode(index uint64, root string, codes []store.AncestorCode) erro
 // textOps appends to ops the text index's part of an applied batch: each
 // inode it puts, with its text, and each it deletes. An inode the batch
 // created without a text was not indexed (added: the entry's
-// ApplyResult.Added, in order), so it needs nothing.
-func textOps(ops []textindex.Op, b *store.Batch, added []string) []textindex.Op {
-	if b == nil {
+// ApplyResult.Added, in order), so it needs nothing. Without an index
+// (active false) a batch without texts needs nothing at all, and with one
+// it needs only removals, found without decoding its inodes.
+func textOps(ops []textindex.Op, b *store.Batch, added []string, active bool) []textindex.Op {
+	switch {
+	case !b.HasText() && !active:
+		return ops
+	case !b.HasText():
+		for _, p := range b.InodePaths() {
+			if !slices.Contains(added, p) {
+				ops = append(ops, textindex.Op{Path: p}) // a text removed, maybe
+			}
+		}
 		return ops
 	}
 	_ = b.EachInode(func(p string, ino *store.Inode) error {

@@ -74,7 +74,11 @@ type Batch struct {
 	conds []cond
 	muts  []mutation
 	err   error
+	texts bool // an inode put has a text
 }
+
+// HasText reports whether an inode the batch puts has a text (Inode.Text).
+func (b *Batch) HasText() bool { return b.texts }
 
 // Err returns the first validation error of the batch, if any.
 func (b *Batch) Err() error { return b.err }
@@ -120,7 +124,7 @@ func (b *Batch) Len() int { return len(b.conds) + len(b.muts) }
 func (b *Batch) Reset() {
 	clear(b.conds)
 	clear(b.muts)
-	b.conds, b.muts, b.err = b.conds[:0], b.muts[:0], nil
+	b.conds, b.muts, b.err, b.texts = b.conds[:0], b.muts[:0], nil, false
 }
 
 func (b *Batch) ok(err error) bool {
@@ -142,6 +146,7 @@ func (b *Batch) entryArgs(dir, name string) bool {
 func (b *Batch) PutInode(path string, ino Inode) {
 	if b.ok(checkPath(path)) && b.ok(checkType(ino.Type)) && b.ok(checkTarget(&ino)) && b.ok(checkText(&ino)) && b.ok(checkBlob("layout", ino.Layout)) {
 		b.addMut(mutation{kind: mutSetInode, key: inodeKey(path), val: encodeInode(&ino)})
+		b.texts = b.texts || ino.Text != ""
 	}
 }
 

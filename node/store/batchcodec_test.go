@@ -56,6 +56,12 @@ func TestBatchBinaryRoundTrip(t *testing.T) {
 			return &b
 		}(),
 		"create": createBatch("/dir/file", TypeFile, "n1"),
+		"text": func() *Batch {
+			var b Batch
+			b.PutInode("/a", Inode{Type: TypeFile})
+			b.PutInode("/t", Inode{Type: TypeFile, Text: "some words"})
+			return &b
+		}(),
 	}
 	for name, b := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -64,11 +70,11 @@ func TestBatchBinaryRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got Batch
-			got.PutInode("/stale", Inode{Type: TypeFile}) // replaced by the decode
+			got.PutInode("/stale", Inode{Type: TypeFile, Text: "stale"}) // replaced by the decode
 			if err := got.UnmarshalBinary(enc); err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got.conds, b.conds) || !reflect.DeepEqual(got.muts, b.muts) || got.err != nil {
+			if !reflect.DeepEqual(got.conds, b.conds) || !reflect.DeepEqual(got.muts, b.muts) || got.err != nil || got.HasText() != b.HasText() {
 				t.Fatalf("decoded batch differs:\n got %+v\nwant %+v", got, *b)
 			}
 			again, err := got.AppendBinary([]byte("hdr"))
