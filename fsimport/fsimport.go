@@ -108,10 +108,11 @@ var ErrBadDest = errors.New("fsimport: bad destination")
 
 // DefaultWorkers is the default of Options.Workers. An import waits mostly
 // for the shards' log writes, so it needs many requests in flight: on a
-// 2-core machine with 3 agents, /usr went at 10,000 entries/s with 16,
-// 14,000 with 64, 15,000-21,600 (median 19,300) with 128 and 21,000 with
-// 256.
-const DefaultWorkers = 128
+// 2-core machine with 3 agents, /usr went at 10,000 entries/s with 16 and
+// 14,000 with 64; in one later sitting, 15,000-19,100 (median 17,100) with
+// 128 and 16,600-23,300 (median 18,300) with 256, whose larger Raft
+// batches cost less CPU per entry.
+const DefaultWorkers = 256
 
 // DefaultContentBytes is the text read from each file for the full-text
 // index by default (Options.Content): the paper's "some of each text
