@@ -42,7 +42,8 @@ type Options struct {
 	Source string
 	// Dest is the namespace directory that mirrors it (absolute, not "/").
 	Dest string
-	// Workers bounds the requests in flight (default DefaultWorkers).
+	// Workers bounds the requests in flight (0: DefaultWorkers, or
+	// DefaultContentWorkers with Content).
 	Workers int
 	// Owners keeps the source's uid and gid and compares them on later
 	// runs (with ACLs on this needs a root token). Without it, new entries
@@ -114,6 +115,14 @@ var ErrBadDest = errors.New("fsimport: bad destination")
 // batches cost less CPU per entry.
 const DefaultWorkers = 256
 
+// DefaultContentWorkers is the default of Options.Workers with Content:
+// a batch then carries up to 256 texts that every replica indexes, so a
+// few requests in flight already keep the nodes busy and more only wait
+// in their queues (100,000 text files on the same machine: 3,900
+// entries/s with 32 or 64 in flight, none failed; with 256, batches ran
+// past the RPC timeout and entries failed).
+const DefaultContentWorkers = 32
+
 // DefaultContentBytes is the text read from each file for the full-text
 // index by default (Options.Content): the paper's "some of each text
 // file's content".
@@ -139,7 +148,9 @@ type Importer struct {
 
 // New returns an importer of o.Source into o.Dest through c.
 func New(c *rpc.Client, o Options) (*Importer, error) {
-	if o.Workers <= 0 {
+	if o.Workers <= 0 && o.Content > 0 {
+		o.Workers = DefaultContentWorkers
+	} else if o.Workers <= 0 {
 		o.Workers = DefaultWorkers
 	}
 	if o.Content > rpc.MaxTextLen {

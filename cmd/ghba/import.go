@@ -82,8 +82,8 @@ printed on stderr).`,
 			if err := checkPath(to); err != nil {
 				return err
 			}
-			if workers < 1 {
-				return usageErrorf("import: --workers must be at least 1")
+			if workers < 0 {
+				return usageErrorf("import: --workers must be at least 1 (0: the default)")
 			}
 			if textBytes < 1 || textBytes > rpc.MaxTextLen {
 				return usageErrorf("import: --content-bytes must be 1 to %d", rpc.MaxTextLen)
@@ -101,7 +101,7 @@ printed on stderr).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&to, "to", "", "destination directory in the namespace (default: / plus DIR's base name)")
-	f.IntVarP(&workers, "workers", "w", fsimport.DefaultWorkers, "requests in flight")
+	f.IntVarP(&workers, "workers", "w", 0, fmt.Sprintf("requests in flight (default %d, with --content %d)", fsimport.DefaultWorkers, fsimport.DefaultContentWorkers))
 	f.BoolVarP(&dryRun, "dry-run", "n", false, "print the changes without making them")
 	f.BoolVar(&noOwners, "no-owners", false, "do not keep or compare the source's owners")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print every change")

@@ -170,6 +170,9 @@ retried at the next turn. With --once, scan each source once now and exit:
 		Example: `  ghba scan --once
   ghba scan docs          # runs until stopped`,
 		RunE: func(cmd *cobra.Command, names []string) error {
+			if workers < 0 {
+				return usageErrorf("scan: --workers must be at least 1 (0: the default)")
+			}
 			if machine == "" {
 				var err error
 				if machine, err = os.Hostname(); err != nil {
@@ -184,7 +187,7 @@ retried at the next turn. With --once, scan each source once now and exit:
 	f := cmd.Flags()
 	f.BoolVar(&once, "once", false, "scan once and exit")
 	f.StringVar(&machine, "machine", "", "scan the sources of this machine name (default: this one's host name)")
-	f.IntVarP(&workers, "workers", "w", fsimport.DefaultWorkers, "requests in flight per scan")
+	f.IntVarP(&workers, "workers", "w", 0, fmt.Sprintf("requests in flight per scan (default %d, for a source with text %d)", fsimport.DefaultWorkers, fsimport.DefaultContentWorkers))
 	return cmd
 }
 
