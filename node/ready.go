@@ -30,9 +30,13 @@ func (n *Node) serving() (ok bool, reason string) {
 // has started (store open, namespace recovered), it is a member of its
 // group and is not leaving, and every shard replica its group places on
 // it is open, knows its shard's leader (serves the shard if it is that
-// leader) and has applied every entry it knows committed. It returns the
-// first reason it does not.
-func (n *Node) readiness() (bool, string) {
+// leader) and has applied every entry it knew committed at the previous
+// check (seen: the commit index per shard then, updated here; a shard not
+// seen before must have applied every entry it knows committed). Under
+// load a replica applies a moment behind its commit index; one that does
+// not keep up within a check's interval is catching up. It returns the
+// first reason the node does not serve.
+func (n *Node) readiness(seen map[string]uint64) (bool, string) {
 	n.mu.Lock()
 	st := n.state
 	n.mu.Unlock()
@@ -59,7 +63,13 @@ func (n *Node) readiness() (bool, string) {
 		if h.rep.IsLeader() && !h.leading.Load() {
 			return false, fmt.Sprintf("shard %s: elected, not serving it yet", s)
 		}
-		if ix := h.rep.Indexes(); ix.RaftApplied < ix.Commit {
+		ix := h.rep.Indexes()
+		want, ok := seen[s]
+		if !ok || want > ix.Commit {
+			want = ix.Commit
+		}
+		seen[s] = ix.Commit
+		if ix.RaftApplied < want {
 			return false, fmt.Sprintf("shard %s: catching up (applied %d of %d)", s, ix.RaftApplied, ix.Commit)
 		}
 	}
@@ -71,8 +81,9 @@ func (n *Node) readiness() (bool, string) {
 func (n *Node) readyLoop() {
 	t := time.NewTicker(n.tune.ReadyInterval)
 	defer t.Stop()
+	seen := make(map[string]uint64) // commit index per shard at the last check
 	for {
-		ok, reason := n.readiness()
+		ok, reason := n.readiness(seen)
 		n.ready.mu.Lock()
 		first := n.ready.since.IsZero()
 		changed := ok != n.ready.serving || first
