@@ -31,12 +31,13 @@ func (n *Node) serving() (ok bool, reason string) {
 // group and is not leaving, and every shard replica its group places on
 // it is open, knows its shard's leader (serves the shard if it is that
 // leader) and has applied every entry it knew committed at the previous
-// check (seen: the commit index per shard then, updated here; a shard not
-// seen before must have applied every entry it knows committed). Under
-// load a replica applies a moment behind its commit index; one that does
-// not keep up within a check's interval is catching up. It returns the
+// check (prev: the commit index of each shard the previous check looked
+// at; one it did not must have applied every entry it knows committed).
+// Under load a replica applies a moment behind its commit index; one that
+// does not keep up within a check's interval is catching up. It records
+// in next the commit index of each shard it looks at, and returns the
 // first reason the node does not serve.
-func (n *Node) readiness(seen map[string]uint64) (bool, string) {
+func (n *Node) readiness(prev, next map[string]uint64) (bool, string) {
 	n.mu.Lock()
 	st := n.state
 	n.mu.Unlock()
@@ -64,11 +65,11 @@ func (n *Node) readiness(seen map[string]uint64) (bool, string) {
 			return false, fmt.Sprintf("shard %s: elected, not serving it yet", s)
 		}
 		ix := h.rep.Indexes()
-		want, ok := seen[s]
+		want, ok := prev[s]
 		if !ok || want > ix.Commit {
 			want = ix.Commit
 		}
-		seen[s] = ix.Commit
+		next[s] = ix.Commit
 		if ix.RaftApplied < want {
 			return false, fmt.Sprintf("shard %s: catching up (applied %d of %d)", s, ix.RaftApplied, ix.Commit)
 		}
@@ -81,9 +82,11 @@ func (n *Node) readiness(seen map[string]uint64) (bool, string) {
 func (n *Node) readyLoop() {
 	t := time.NewTicker(n.tune.ReadyInterval)
 	defer t.Stop()
-	seen := make(map[string]uint64) // commit index per shard at the last check
+	var seen map[string]uint64 // commit index per shard at the last check
 	for {
-		ok, reason := n.readiness(seen)
+		next := make(map[string]uint64)
+		ok, reason := n.readiness(seen, next)
+		seen = next
 		n.ready.mu.Lock()
 		first := n.ready.since.IsZero()
 		changed := ok != n.ready.serving || first
