@@ -173,7 +173,10 @@ func (h *home) coordBatchCreateOnce(ctx context.Context, r *homeBatchCreateReq) 
 		}
 		// Directories homed elsewhere: wait for their homes to apply them
 		// (see createAt).
-		plan.async = !slices.ContainsFunc(away, func(i int) bool { return inodes[i].Type == rpc.TypeDir })
+		plan.async = true
+		if slices.ContainsFunc(away, func(i int) bool { return inodes[i].Type == rpc.TypeDir }) {
+			plan.wait = h.r.tune.DeliverWait
+		}
 		_, err := h.runTxn(ctx, plan)
 		var pu *prepareUnreachable
 		switch {

@@ -172,6 +172,11 @@ type Tuning struct {
 	// DeliverTimeout bounds telling the participants of a committed
 	// transaction (they are told again later if it passes).
 	DeliverTimeout time.Duration
+	// DeliverWait bounds how long a create of a directory on another
+	// shard waits for that shard to apply it before answering (its
+	// entries are made there next); a slower delivery goes on in the
+	// background.
+	DeliverWait time.Duration
 	// AbortTimeout bounds telling the participants of an abort.
 	AbortTimeout time.Duration
 	// BusyRetries bounds the retries of a transaction that met a
@@ -203,6 +208,7 @@ func DefaultTuning() Tuning {
 		PullTimeout:       10 * time.Second,
 		PushTimeout:       5 * time.Second,
 		DeliverTimeout:    30 * time.Second,
+		DeliverWait:       2 * time.Second,
 		AbortTimeout:      5 * time.Second,
 		BusyRetries:       25,
 		BusyBackoffMin:    time.Millisecond,
@@ -230,6 +236,7 @@ func (t Tuning) withDefaults() Tuning {
 	fill(&t.PullTimeout, d.PullTimeout)
 	fill(&t.PushTimeout, d.PushTimeout)
 	fill(&t.DeliverTimeout, d.DeliverTimeout)
+	fill(&t.DeliverWait, d.DeliverWait)
 	fill(&t.AbortTimeout, d.AbortTimeout)
 	fill(&t.BusyBackoffMin, d.BusyBackoffMin)
 	fill(&t.BusyBackoffMax, d.BusyBackoffMax)

@@ -401,10 +401,14 @@ func (h *home) createAt(ctx context.Context, r *homeCreateReq, txn, home string,
 		b.PutEntry(dir, ent)
 	}
 	// A new directory's home is where its entries are made next: a file's
-	// creator goes on at once, a directory's waits until its home has the
-	// inode (else the next create in it meets a part not yet applied there
-	// and finds the home by the query path and the coordinator).
-	plan.async = r.Type != rpc.TypeDir
+	// creator goes on at once, a directory's waits (DeliverWait at most)
+	// until its home has the inode (else the next create in it meets a
+	// part not yet applied there and finds the home by the query path and
+	// the coordinator).
+	plan.async = true
+	if r.Type == rpc.TypeDir {
+		plan.wait = h.r.tune.DeliverWait
+	}
 	if _, err := h.runTxn(ctx, plan); err != nil {
 		return nil, fmt.Errorf("create %s: %w", p, err)
 	}

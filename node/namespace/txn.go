@@ -629,8 +629,10 @@ type txnPlan struct {
 	// pre names the participants whose parts are already prepared.
 	pre map[string]bool
 	// async returns after the commit point without waiting for the
-	// participants to apply their parts.
+	// participants to apply their parts, or after waiting up to wait
+	// for them.
 	async bool
+	wait  time.Duration
 }
 
 // newPlan returns an empty plan for transaction txn.
@@ -765,8 +767,8 @@ func (h *home) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (rekey
 	}
 	// Phase 3: tell the participants (a detached context: the outcome is
 	// decided whatever the client does now). With plan.async the caller
-	// does not wait: a reader that meets a part not yet applied resolves
-	// it with this node.
+	// waits at most plan.wait: a reader that meets a part not yet applied
+	// resolves it with this node.
 	deliver := func() {
 		cctx, cancel := context.WithTimeout(h.ctx, h.r.tune.DeliverTimeout)
 		defer cancel()
@@ -781,8 +783,19 @@ func (h *home) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (rekey
 		delete(h.coords, t.id)
 		h.coordMu.Unlock()
 	}
-	if !plan.async || !h.tasks.Go(deliver) {
+	delivered := make(chan struct{})
+	if !plan.async || !h.tasks.Go(func() { defer close(delivered); deliver() }) {
 		deliver()
+		return rekeyed, nil
+	}
+	if plan.wait > 0 {
+		t := time.NewTimer(plan.wait)
+		defer t.Stop()
+		select {
+		case <-delivered:
+		case <-t.C:
+		case <-ctx.Done():
+		}
 	}
 	return rekeyed, nil
 }
