@@ -141,6 +141,17 @@ type clusterData struct {
 	Interval time.Duration
 }
 
+// pageCall hands the result of one of a page's calls to use, or records
+// its error on the page; it reports whether the page must stop
+// (callFailed: the session ended).
+func pageCall[T any](s *Server, w http.ResponseWriter, r *http.Request, v *view, res T, err error, use func(T)) bool {
+	if err != nil {
+		return s.callFailed(w, r, v, err)
+	}
+	use(res)
+	return false
+}
+
 // serveCluster shows this node's status, the members, groups, shards and
 // sources (the trees "ghba scan" keeps imported), and the charts of the
 // recent samples.
@@ -152,33 +163,21 @@ func (s *Server) serveCluster(w http.ResponseWriter, r *http.Request, v *view) {
 	if d.Self, err = v.client.Status(ctx, s.opts.RPCAddr); err != nil && s.callFailed(w, r, v, err) {
 		return
 	}
-	if mr, err := v.client.Members(ctx); err != nil {
-		if s.callFailed(w, r, v, err) {
-			return
-		}
-	} else {
-		d.Members = mr.Members
+	mr, err := v.client.Members(ctx)
+	if pageCall(s, w, r, v, mr, err, func(m *rpc.MembersResponse) { d.Members = m.Members }) {
+		return
 	}
-	if gr, err := v.client.Groups(ctx); err != nil {
-		if s.callFailed(w, r, v, err) {
-			return
-		}
-	} else {
-		d.Groups = gr
+	gr, err := v.client.Groups(ctx)
+	if pageCall(s, w, r, v, gr, err, func(g *rpc.GroupsResponse) { d.Groups = g }) {
+		return
 	}
-	if sr, err := v.client.Shards(ctx); err != nil {
-		if s.callFailed(w, r, v, err) {
-			return
-		}
-	} else {
-		d.Shards = sr.Shards
+	sr, err := v.client.Shards(ctx)
+	if pageCall(s, w, r, v, sr, err, func(sh *rpc.ShardsResponse) { d.Shards = sh.Shards }) {
+		return
 	}
-	if sl, err := v.client.Sources(ctx); err != nil {
-		if s.callFailed(w, r, v, err) {
-			return
-		}
-	} else {
-		d.Sources = sl.Sources
+	sl, err := v.client.Sources(ctx)
+	if pageCall(s, w, r, v, sl, err, func(so *rpc.SourceListResponse) { d.Sources = so.Sources }) {
+		return
 	}
 	v.page.Title, v.page.Nav, v.page.Data = "Cluster", "cluster", d
 	v.page.Refresh = 10
