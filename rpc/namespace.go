@@ -95,7 +95,7 @@ func (c *Client) batchStat(ctx context.Context, paths []string, lease bool) (*Ba
 		first  error
 	)
 	for home, idx := range groups {
-		wg.Go(func() {
+		ask := func() {
 			req := &BatchStatRequest{Paths: make([]string, len(idx)), Lease: lease}
 			for j, i := range idx {
 				req.Paths[j] = paths[i]
@@ -126,7 +126,12 @@ func (c *Client) batchStat(ctx context.Context, paths []string, lease bool) (*Ba
 					c.homes.forget(paths[i])
 				}
 			}
-		})
+		}
+		if len(groups) == 1 {
+			ask() // one home: no goroutine to start
+		} else {
+			wg.Go(ask)
+		}
 	}
 	wg.Wait()
 	if failed == len(groups) {

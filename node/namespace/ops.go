@@ -12,6 +12,7 @@ import (
 	"github.com/ghba/ghba/acl"
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/store"
+	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
 )
 
@@ -98,15 +99,45 @@ func (n *Namespace) BatchStat(ctx context.Context, paths []string, lease bool) (
 		stat = n.StatLease
 	}
 	out := &rpc.BatchStatResponse{Results: make([]rpc.BatchStatResult, len(paths))}
-	tasks.ForEach(len(paths), 8, func(i int) {
+	one := func(i int) {
 		st, err := stat(ctx, paths[i])
 		if err != nil {
 			out.Results[i] = rpc.BatchStatError(err)
 			return
 		}
 		out.Results[i] = rpc.BatchStatResult{Stat: st}
-	})
+	}
+	// A path a shard led here has in its filter is answered from this
+	// node's store without an RPC: in this goroutine, one after the other
+	// (a goroutine per path would cost more in starting and growing its
+	// stack than the lookup itself). The others may need the L1-L4 query
+	// path's round trips: those run concurrently.
+	var remote []int
+	for i, p := range paths {
+		if n.filtersHere(p) {
+			one(i)
+		} else {
+			remote = append(remote, i)
+		}
+	}
+	tasks.ForEach(len(remote), 8, func(j int) { one(remote[j]) })
 	return out, nil
+}
+
+// filtersHere reports whether the filter of a shard this node leads holds
+// path (its clean form; Stat then needs no RPC, false positives aside).
+func (n *Namespace) filtersHere(path string) bool {
+	p, err := CleanPath(path)
+	if err != nil || p == "/" {
+		return false
+	}
+	k := routing.HashPath(n.rt.Hash, p)
+	for _, h := range n.ledHomes() {
+		if _, inLocal := h.testKey(k); inLocal {
+			return true
+		}
+	}
+	return false
 }
 
 // Create creates a regular file, or a symbolic link when r.Symlink is set.
