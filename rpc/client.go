@@ -128,10 +128,8 @@ type Client struct {
 	homes *homeCache
 	// router routes by the shards' filters (nil: off).
 	router *filterRouter
-	// cache is the metadata cache (nil: off); prefetching bounds its
-	// background prefetches.
-	cache       *metaCache
-	prefetching chan struct{}
+	// cache is the metadata cache (nil: off).
+	cache *metaCache
 
 	mu     sync.Mutex
 	addrs  []string
@@ -158,7 +156,6 @@ func NewClient(opts Options) *Client {
 	}
 	if o.Cache != nil {
 		c.cache = newMetaCache(*o.Cache)
-		c.prefetching = make(chan struct{}, maxPrefetching)
 	}
 	c.calls.New = func() any { return &call{done: make(chan struct{}, 1)} }
 	c.janitor.Add(1)

@@ -14,8 +14,8 @@ import (
 // (Options.OnInvalidate is set to the cache's) before any change of the
 // inode is applied, so a cached answer is never older than what a
 // linearizable stat could return. On a miss, the cache may prefetch the
-// paths a predictor expects next (PrefetchNexus), in one batched request
-// per home.
+// paths a predictor expects next (PrefetchNexus) with the missed path, in
+// one batched request per home.
 
 // LevelCache is StatResponse.Level of an answer from the client's cache.
 const LevelCache = "cache"
@@ -39,8 +39,10 @@ type CacheOptions struct {
 	// Predictor predicts successors for PrefetchNexus; required with it
 	// (package nexus provides one).
 	Predictor Predictor
-	// Group is the number of successors prefetched on a miss (default 2;
-	// Nexus §4.5.2).
+	// Group is the number of paths prefetched on a miss (default 2, the
+	// paper's best in its simulation; Nexus §4.5.2). A group larger than
+	// the predictor's successors of the missed path is filled by walking
+	// its graph: the successors of the last path added, and so on.
 	Group int
 }
 
@@ -161,8 +163,11 @@ func (m *metaCache) lookup(p string, now time.Time) (*StatResponse, bool) {
 	return &st, true
 }
 
-// successors returns the paths to prefetch with a miss of p: the
-// predictor's, less those cached.
+// successors returns the prefetch group of a miss of p: up to Group
+// paths found by walking the predictor's graph from p (the strongest
+// successors of p, then those of the last path added, and so on; a
+// group of at most the predictor's successors of p is the paper's),
+// less those cached.
 func (m *metaCache) successors(p string) []string {
 	if m.opts.Prefetch != PrefetchNexus || m.opts.Predictor == nil {
 		return nil
@@ -170,10 +175,23 @@ func (m *metaCache) successors(p string) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
-	for _, q := range m.opts.Predictor.Successors(p, m.opts.Group) {
-		if q != p && m.entries[q] == nil {
-			out = append(out, q)
+	seen := map[string]bool{p: true}
+	for from, found := p, 0; found < m.opts.Group; {
+		last := ""
+		for _, q := range m.opts.Predictor.Successors(from, m.opts.Group-found) {
+			if seen[q] {
+				continue
+			}
+			seen[q], last = true, q
+			found++
+			if m.entries[q] == nil {
+				out = append(out, q)
+			}
 		}
+		if last == "" {
+			break
+		}
+		from = last
 	}
 	return out
 }
@@ -249,21 +267,39 @@ func (c *Client) cachedStat(ctx context.Context, p string) (*StatResponse, error
 		m.install(key, st, now, gen, false)
 		return st, nil
 	}
-	// The successors homed with the missed path travel in its request;
-	// the others are fetched in the background, so that the miss waits
-	// for one home only.
+	// One request per home, concurrently: the group's paths on the
+	// missed path's home travel with it, and the miss waits for the other
+	// homes too, at most prefetchWait (fetching them in the background
+	// after the answer instead made the client's next misses queue behind
+	// them on a busy machine, and ended with fewer hits).
 	home := c.homeOf(key)
 	paths := []string{key}
-	var elsewhere []string
+	var others []string
 	for _, q := range ahead {
 		if c.homeOf(q) == home {
 			paths = append(paths, q)
 		} else {
-			elsewhere = append(elsewhere, q)
+			others = append(others, q)
 		}
 	}
-	c.prefetch(elsewhere, now, gen)
+	var prefetched *BatchStatResponse
+	var wg sync.WaitGroup
+	if len(others) > 0 {
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, prefetchWait)
+			defer cancel()
+			prefetched, _ = c.batchStat(pctx, others, true)
+		})
+	}
 	br, err := c.batchStat(ctx, paths, true)
+	wg.Wait()
+	if prefetched != nil {
+		for i, r := range prefetched.Results {
+			if r.Stat != nil {
+				m.install(others[i], r.Stat, now, gen, true)
+			}
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -279,49 +315,9 @@ func (c *Client) cachedStat(ctx context.Context, p string) (*StatResponse, error
 	return first.Stat, nil
 }
 
-// maxPrefetching bounds the background prefetches in flight; beyond it a
-// prefetch is skipped.
-const maxPrefetching = 8
-
-// prefetch fetches paths into the cache in the background (skipped when
-// maxPrefetching are in flight, and ended by Close).
-func (c *Client) prefetch(paths []string, sent time.Time, gen uint64) {
-	if len(paths) == 0 {
-		return
-	}
-	select {
-	case c.prefetching <- struct{}{}:
-	default:
-		return
-	}
-	c.janitor.Add(1)
-	go func() {
-		defer c.janitor.Done()
-		defer func() { <-c.prefetching }()
-		timeout := c.opts.Timeout
-		if timeout <= 0 {
-			timeout = 30 * time.Second
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
-		defer cancel()
-		go func() { // Close ends the prefetch
-			select {
-			case <-c.stop:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-		br, err := c.batchStat(ctx, paths, true)
-		if err != nil {
-			return
-		}
-		for i, r := range br.Results {
-			if r.Stat != nil {
-				c.cache.install(paths[i], r.Stat, sent, gen, true)
-			}
-		}
-	}()
-}
+// prefetchWait bounds how long a miss waits for the part of its prefetch
+// group homed elsewhere (a paused or distant home delays a miss no more).
+const prefetchWait = 100 * time.Millisecond
 
 // CacheStats returns the metadata cache's counters (zero without
 // Options.Cache).

@@ -55,7 +55,10 @@ type benchOptions struct {
 	clients      int
 	cacheModes   []string
 	cacheEntries int
-	traceOrder   bool
+	// prefetchGroup is the nexus cache's prefetch group
+	// (rpc.CacheOptions.Group).
+	prefetchGroup int
+	traceOrder    bool
 }
 
 // benchTree is the generated namespace: directories (parents before
@@ -166,14 +169,16 @@ recording; --trace-order=false starts all at once), each on one of --clients
 clients (default one per stream), once per --cache mode: off (every stat
 asks the cluster), lru (a metadata cache of --cache-entries inodes per
 client, held under the nodes' leases) or nexus (the same cache, which also
-prefetches the two strongest successors of a missed path in the client's
-relationship graph, Nexus §4). It prints per mode the operations per
+prefetches, with a missed path, --prefetch-group paths that follow it in
+the client's relationship graph: its strongest successors, Nexus §4, and
+beyond two, theirs). It prints per mode the operations per
 second, the mean and p99 stat time, and the local hit rate.`,
 		Example: `  ghba --addr 127.0.0.1:7410,127.0.0.1:7420,127.0.0.1:7430 bench --paths 3000
   ghba bench --paths 100000 --concurrency 16 --prefix /bench1 --json
   ghba --addr 127.0.0.1:7410 bench --paths 100000 --prefix /bench1 --phases stat,lookup
   ghba bench --paths 20000 --phases mkdir,create,stat,stat-uncached,stat-routed
-  ghba bench --trace testdata/traces/go-build.trace --cache off,lru,nexus`,
+  ghba bench --trace testdata/traces/go-build.trace --cache off,lru,nexus
+  ghba bench --trace testdata/traces/go-build.trace --cache nexus --cache-entries 299 --prefetch-group 16`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, m := range bo.cacheModes {
@@ -219,6 +224,7 @@ second, the mean and p99 stat time, and the local hit rate.`,
 	f.IntVar(&bo.clients, "clients", 0, "with --trace: replay clients (default: one per client stream of the trace)")
 	f.StringSliceVar(&bo.cacheModes, "cache", []string{cacheOff}, "with --trace: client metadata cache modes to run, in turn: off, lru, nexus")
 	f.IntVar(&bo.cacheEntries, "cache-entries", 0, "with --trace: inodes each client's cache holds (default: 10% of the trace's distinct paths)")
+	f.IntVar(&bo.prefetchGroup, "prefetch-group", 2, "with --trace and --cache nexus: paths prefetched with each miss (2: the paper's group)")
 	f.BoolVar(&bo.traceOrder, "trace-order", true, "with --trace: start a client stream after the streams that ended before it began in the recording (false: all at once)")
 	return cmd
 }

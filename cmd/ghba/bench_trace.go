@@ -134,10 +134,13 @@ func runTraceBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions) error
 	if entries <= 0 {
 		entries = max(16, ts.distinct/10)
 	}
+	if bo.prefetchGroup < 1 {
+		return usageErrorf("bench: --prefetch-group %d: must be at least 1", bo.prefetchGroup)
+	}
 	var results []traceResult
 	for _, mode := range bo.cacheModes {
 		prefix := fmt.Sprintf("%s-%s", bo.prefix, mode)
-		res, err := replayTrace(cmd, o, ts, prefix, mode, clients, entries, bo.traceOrder)
+		res, err := replayTrace(cmd, o, ts, prefix, mode, clients, entries, bo.prefetchGroup, bo.traceOrder)
 		if err != nil {
 			return err
 		}
@@ -145,10 +148,10 @@ func runTraceBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions) error
 		fmt.Fprintf(cmd.ErrOrStderr(), "bench: %s replayed under %s\n", mode, prefix)
 	}
 	if o.json {
-		return writeJSON(cmd.OutOrStdout(), map[string]any{"trace": bo.trace, "cache_entries": entries, "results": results})
+		return writeJSON(cmd.OutOrStdout(), map[string]any{"trace": bo.trace, "cache_entries": entries, "prefetch_group": bo.prefetchGroup, "results": results})
 	}
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "trace %s: %d clients, %d distinct paths; cache of %d entries per client\n\n", bo.trace, len(ts.streams), ts.distinct, entries)
+	fmt.Fprintf(w, "trace %s: %d clients, %d distinct paths; cache of %d entries per client, nexus prefetch group %d\n\n", bo.trace, len(ts.streams), ts.distinct, entries, bo.prefetchGroup)
 	t := newTable(w, "CACHE", "CLIENTS", "OPS", "ERRORS", "OPS/S", "STATS", "STAT MEAN", "STAT P99", "HIT RATE", "PREFETCHED", "USED")
 	for _, r := range results {
 		t.row(r.Cache, r.Clients, r.Ops, r.Errors, fmt.Sprintf("%.0f", r.OpsPerSec), r.Stats,
@@ -168,10 +171,11 @@ func runTraceBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions) error
 
 // replayTrace creates the trace's existing paths under prefix, then
 // replays its streams in a closed loop through clients clients (stream i
-// on client i mod clients), each with its own cache in mode; with ordered,
+// on client i mod clients), each with its own cache in mode (nexus:
+// prefetching group paths with a miss); with ordered,
 // a stream starts once the streams that ended before it in the recording
 // have finished (traceStreams.after), else every stream starts at once.
-func replayTrace(cmd *cobra.Command, o *clientOptions, ts *traceStreams, prefix, mode string, clients, entries int, ordered bool) (*traceResult, error) {
+func replayTrace(cmd *cobra.Command, o *clientOptions, ts *traceStreams, prefix, mode string, clients, entries, group int, ordered bool) (*traceResult, error) {
 	ctx := cmd.Context()
 	setup, err := o.client(cmd)
 	if err != nil {
@@ -241,7 +245,7 @@ func replayTrace(cmd *cobra.Command, o *clientOptions, ts *traceStreams, prefix,
 				opts.Cache = &rpc.CacheOptions{Entries: entries}
 			case cacheNexus:
 				g, _ := nexus.New[string](nexus.Config{})
-				opts.Cache = &rpc.CacheOptions{Entries: entries, Prefetch: rpc.PrefetchNexus, Predictor: g}
+				opts.Cache = &rpc.CacheOptions{Entries: entries, Prefetch: rpc.PrefetchNexus, Predictor: g, Group: group}
 			}
 		})
 		if err != nil {
