@@ -55,7 +55,7 @@ var methodClasses = map[string]methodClass{
 	rpc.MethodCreate: classUser, rpc.MethodMkdir: classUser, rpc.MethodReadDir: classUser,
 	rpc.MethodSetAttr: classUser, rpc.MethodUnlink: classUser, rpc.MethodRmdir: classUser,
 	rpc.MethodRename: classUser, rpc.MethodFilters: classUser,
-	rpc.MethodBatchCreate: classUser, rpc.MethodFind: classUser,
+	rpc.MethodBatchCreate: classUser, rpc.MethodBatchCreateDirs: classUser, rpc.MethodFind: classUser,
 	rpc.MethodMembers: classUser, rpc.MethodGroups: classUser, rpc.MethodShards: classUser,
 	rpc.MethodACLWhoAmI: classUser, rpc.MethodSourceList: classUser,
 

@@ -88,56 +88,34 @@ func (c *Client) batchStat(ctx context.Context, paths []string, lease bool) (*Ba
 		h := c.homeOf(p)
 		groups[h] = append(groups[h], i)
 	}
-	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		failed int
-		first  error
-	)
-	for home, idx := range groups {
-		ask := func() {
-			req := &BatchStatRequest{Paths: make([]string, len(idx)), Lease: lease}
-			for j, i := range idx {
-				req.Paths[j] = paths[i]
+	err := eachHome(groups, func(home string, idx []int) error {
+		req := &BatchStatRequest{Paths: make([]string, len(idx)), Lease: lease}
+		for j, i := range idx {
+			req.Paths[j] = paths[i]
+		}
+		resp := new(BatchStatResponse)
+		err := c.callAny(ctx, home, MethodBatchStat, true, req, resp)
+		if err == nil && len(resp.Results) != len(idx) {
+			err = fmt.Errorf("rpc: %s: %w: %d results for %d paths", MethodBatchStat, ErrProtocol, len(resp.Results), len(idx))
+		}
+		if err != nil {
+			for _, i := range idx {
+				out.Results[i] = BatchStatError(err)
 			}
-			resp := new(BatchStatResponse)
-			err := c.callAny(ctx, home, MethodBatchStat, true, req, resp)
-			if err == nil && len(resp.Results) != len(idx) {
-				err = fmt.Errorf("rpc: %s: %w: %d results for %d paths", MethodBatchStat, ErrProtocol, len(resp.Results), len(idx))
-			}
-			if err != nil {
-				mu.Lock()
-				failed++
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-				for _, i := range idx {
-					out.Results[i] = BatchStatError(err)
-				}
-				return
-			}
-			for j, i := range idx {
-				r := resp.Results[j]
-				out.Results[i] = r
-				if r.Stat != nil {
-					c.learn(paths[i], r.Stat.Home, r.Stat.HomeAddr, r.Stat.Type == TypeDir)
-				} else {
-					c.homes.forget(paths[i])
-				}
+			return err
+		}
+		for j, i := range idx {
+			r := resp.Results[j]
+			out.Results[i] = r
+			if r.Stat != nil {
+				c.learn(paths[i], r.Stat.Home, r.Stat.HomeAddr, r.Stat.Type == TypeDir)
+			} else {
+				c.homes.forget(paths[i])
 			}
 		}
-		if len(groups) == 1 {
-			ask() // one home: no goroutine to start
-		} else {
-			wg.Go(ask)
-		}
-	}
-	wg.Wait()
-	if failed == len(groups) {
-		return out, first
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // Create creates a file.
@@ -167,6 +145,102 @@ func (c *Client) BatchCreate(ctx context.Context, req *BatchCreateRequest) (*Bat
 		}
 	}
 	return resp, nil
+}
+
+// BatchCreateDirs creates the entries of several directories
+// (BatchCreateDirsRequest): it sends one request per home that it knows
+// for them, concurrently. A request that fails leaves its directories with
+// its error; the call fails only when every request did.
+func (c *Client) BatchCreateDirs(ctx context.Context, req *BatchCreateDirsRequest) (*BatchCreateDirsResponse, error) {
+	out := &BatchCreateDirsResponse{Dirs: make([]BatchCreateDirResult, len(req.Dirs))}
+	if len(req.Dirs) == 0 {
+		return out, nil
+	}
+	groups := make(map[string][]int)
+	for i := range req.Dirs {
+		h := c.dirHomeOf(req.Dirs[i].Dir)
+		groups[h] = append(groups[h], i)
+	}
+	var mu sync.Mutex // guards out.Hops
+	err := eachHome(groups, func(home string, idx []int) error {
+		r := &BatchCreateDirsRequest{Dirs: make([]BatchCreateRequest, len(idx))}
+		for j, i := range idx {
+			r.Dirs[j] = req.Dirs[i]
+		}
+		resp := new(BatchCreateDirsResponse)
+		err := c.callAny(ctx, home, MethodBatchCreateDirs, false, r, resp)
+		if err == nil {
+			err = resp.check(r)
+		}
+		if err != nil {
+			for _, i := range idx {
+				out.Dirs[i] = BatchCreateDirResult{Code: ErrorCode(err), Message: err.Error()}
+			}
+			return err
+		}
+		mu.Lock()
+		out.Hops += resp.Hops
+		mu.Unlock()
+		for j, i := range idx {
+			out.Dirs[i] = resp.Dirs[j]
+			for _, res := range resp.Dirs[j].Results {
+				if res.Inode != nil {
+					c.learn(res.Inode.Path, res.Inode.Home, resp.HomeAddrs[res.Inode.Home], res.Inode.Type == TypeDir)
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// eachHome calls ask for each home's share of a batched request, at once
+// (in the caller's goroutine when there is one home). It returns the first
+// error when every call failed, nil otherwise: a call that fails records
+// its error in its share's results.
+func eachHome(groups map[string][]int, ask func(home string, idx []int) error) error {
+	if len(groups) == 1 {
+		for home, idx := range groups {
+			return ask(home, idx) // one home: no goroutine to start
+		}
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed int
+		first  error
+	)
+	for home, idx := range groups {
+		wg.Go(func() {
+			if err := ask(home, idx); err != nil {
+				mu.Lock()
+				failed++
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if failed == len(groups) {
+		return first
+	}
+	return nil
+}
+
+// check reports a response that does not answer every directory and entry
+// of req.
+func (r *BatchCreateDirsResponse) check(req *BatchCreateDirsRequest) error {
+	if len(r.Dirs) != len(req.Dirs) {
+		return fmt.Errorf("rpc: %s: %w: %d results for %d directories", MethodBatchCreateDirs, ErrProtocol, len(r.Dirs), len(req.Dirs))
+	}
+	for i := range r.Dirs {
+		if r.Dirs[i].Code == CodeOK && len(r.Dirs[i].Results) != len(req.Dirs[i].Entries) {
+			return fmt.Errorf("rpc: %s: %w: %d results for %d entries of %s", MethodBatchCreateDirs, ErrProtocol, len(r.Dirs[i].Results), len(req.Dirs[i].Entries), req.Dirs[i].Dir)
+		}
+	}
+	return nil
 }
 
 // Find searches every shard in parallel for the inodes below req.Root that

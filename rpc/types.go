@@ -15,6 +15,8 @@ const (
 	MethodCreate    = "Namespace.Create"    // CreateRequest → CreateResponse
 	// MethodBatchCreate: BatchCreateRequest → BatchCreateResponse.
 	MethodBatchCreate = "Namespace.BatchCreate"
+	// MethodBatchCreateDirs: BatchCreateDirsRequest → BatchCreateDirsResponse.
+	MethodBatchCreateDirs = "Namespace.BatchCreateDirs"
 	// MethodFind: FindRequest → FindResponse (one page of one shard).
 	MethodFind    = "Namespace.Find"
 	MethodMkdir   = "Namespace.Mkdir"   // MkdirRequest → MkdirResponse
@@ -425,7 +427,8 @@ type SourceRemoveRequest struct {
 // SourceRemoveResponse is empty.
 type SourceRemoveResponse struct{}
 
-// MaxBatchCreate bounds the entries of one BatchCreateRequest.
+// MaxBatchCreate bounds the entries of one BatchCreateRequest, and of all
+// the directories of one BatchCreateDirsRequest.
 const MaxBatchCreate = 1000
 
 // BatchCreateRequest creates several entries of one directory in one call
@@ -485,6 +488,46 @@ type BatchCreateResult struct {
 // Err returns the entry's error (matching errors.Is like a call's error),
 // or nil.
 func (r *BatchCreateResult) Err() error { return r.Code.Err(r.Message) }
+
+// BatchCreateDirsRequest creates entries of several directories in one
+// call (what an import of many small directories does): a BatchCreate for
+// each of Dirs, with at most MaxBatchCreate entries in all. The directories
+// homed by one shard are created there together: one replicated log entry
+// for the children homed with them, and one transaction with each other
+// shard that a new child is placed on, instead of one of each per
+// directory. Send it to the node leading the directories' shard (a client
+// groups them by the homes it knows); a directory homed elsewhere is
+// created as BatchCreate would create it.
+type BatchCreateDirsRequest struct {
+	// Dirs are the directories and their entries (a directory may come
+	// more than once, each path only once).
+	Dirs []BatchCreateRequest `json:"dirs"`
+}
+
+// BatchCreateDirsResponse answers a BatchCreateDirsRequest directory by
+// directory.
+type BatchCreateDirsResponse struct {
+	// Dirs[i] answers the request's Dirs[i].
+	Dirs []BatchCreateDirResult `json:"dirs"`
+	// HomeAddrs and Hops as in BatchCreateResponse, for the whole call.
+	HomeAddrs map[string]string `json:"home_addrs,omitempty"`
+	Hops      int               `json:"hops"`
+}
+
+// BatchCreateDirResult is one directory's answer in a
+// BatchCreateDirsResponse: one result per entry, or the error that
+// BatchCreate would have failed as a whole with (for example, the
+// directory does not exist).
+type BatchCreateDirResult struct {
+	// Results[i] answers the directory's Entries[i] when Code is CodeOK.
+	Results []BatchCreateResult `json:"results,omitempty"`
+	// Code and Message are the directory's error (CodeOK on success).
+	Code    Code   `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Err returns the directory's error, or nil.
+func (r *BatchCreateDirResult) Err() error { return r.Code.Err(r.Message) }
 
 // CreateResponse is the new file's inode.
 type CreateResponse struct {

@@ -69,7 +69,7 @@ printed on stderr).`,
 		Example: `  ghba import ~/src/linux --to /src/linux
   ghba import /usr/share/doc --dry-run
   ghba import ~/notes --to /notes --content
-  ghba --json import /data/projects --to /projects --workers 256`,
+  ghba --json import /data/projects --to /projects --workers 1024`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := filepath.Abs(args[0])
@@ -101,7 +101,7 @@ printed on stderr).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&to, "to", "", "destination directory in the namespace (default: / plus DIR's base name)")
-	f.IntVarP(&workers, "workers", "w", 0, fmt.Sprintf("requests in flight (default %d, with --content %d)", fsimport.DefaultWorkers, fsimport.DefaultContentWorkers))
+	f.IntVarP(&workers, "workers", "w", 0, fmt.Sprintf("operations in progress: scans, updates, directories waiting for their creates (default %d, with --content %d)", fsimport.DefaultWorkers, fsimport.DefaultContentWorkers))
 	f.BoolVarP(&dryRun, "dry-run", "n", false, "print the changes without making them")
 	f.BoolVar(&noOwners, "no-owners", false, "do not keep or compare the source's owners")
 	f.BoolVarP(&verbose, "verbose", "v", false, "print every change")

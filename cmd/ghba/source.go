@@ -187,7 +187,7 @@ retried at the next turn. With --once, scan each source once now and exit:
 	f := cmd.Flags()
 	f.BoolVar(&once, "once", false, "scan once and exit")
 	f.StringVar(&machine, "machine", "", "scan the sources of this machine name (default: this one's host name)")
-	f.IntVarP(&workers, "workers", "w", 0, fmt.Sprintf("requests in flight per scan (default %d, for a source with text %d)", fsimport.DefaultWorkers, fsimport.DefaultContentWorkers))
+	f.IntVarP(&workers, "workers", "w", 0, fmt.Sprintf("operations in progress per scan (default %d, for a source with text %d)", fsimport.DefaultWorkers, fsimport.DefaultContentWorkers))
 	return cmd
 }
 

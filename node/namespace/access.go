@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"strings"
 
 	"github.com/ghba/ghba/acl"
@@ -37,6 +38,21 @@ func guard(ctx context.Context, paths ...string) error {
 		if c, err := CleanPath(p); err == nil && acl.Reserved(c) {
 			return fmt.Errorf("%s: %w: reserved for the cluster's own records", p, fs.ErrPermission)
 		}
+	}
+	return nil
+}
+
+// guardBatch guards the directory and the entries of a batch create and
+// stamps the entries' owners (see guard and stampOwner).
+func guardBatch(ctx context.Context, r *rpc.BatchCreateRequest) error {
+	if err := guard(ctx, r.Dir); err != nil {
+		return err
+	}
+	for i := range r.Entries {
+		if err := guard(ctx, path.Join(r.Dir, r.Entries[i].Name)); err != nil {
+			return err
+		}
+		stampOwner(ctx, &r.Entries[i].UID, &r.Entries[i].GID)
 	}
 	return nil
 }

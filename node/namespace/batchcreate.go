@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )
@@ -22,12 +23,41 @@ import (
 // are created in one step and the others placed again one by one, as
 // Create does.
 func (n *Namespace) BatchCreate(ctx context.Context, r *rpc.BatchCreateRequest) (*rpc.BatchCreateResponse, error) {
-	dir, err := CleanPath(r.Dir)
+	req, err := newBatchCreateReq(ctx, r)
 	if err != nil {
 		return nil, err
 	}
-	if len(r.Entries) > rpc.MaxBatchCreate {
-		return nil, fmt.Errorf("%w: %d entries in one batch (limit %d)", fs.ErrInvalid, len(r.Entries), rpc.MaxBatchCreate)
+	if len(req.Entries) > rpc.MaxBatchCreate {
+		return nil, fmt.Errorf("%w: %d entries in one batch (limit %d)", fs.ErrInvalid, len(req.Entries), rpc.MaxBatchCreate)
+	}
+	if len(req.Entries) == 0 {
+		return &rpc.BatchCreateResponse{Results: []rpc.BatchCreateResult{}}, nil
+	}
+	resp, hops, err := n.batchCreateAt(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := &rpc.BatchCreateResponse{Results: resp.Results, Hops: hops}
+	out.HomeAddrs = n.homeAddrs(out.HomeAddrs, resp.Results)
+	return out, nil
+}
+
+// batchCreateAt runs req at its directory's home, found the verified way
+// when the shard that seems to home it does not.
+func (n *Namespace) batchCreateAt(ctx context.Context, req *homeBatchCreateReq) (*homeBatchCreateResp, int, error) {
+	resp, hops, err := atHome(ctx, n, target{path: req.Dir, child: req.Entries[0].Path, dir: true, checked: true}, methodHomeBatchCreate, req, (*home).coordBatchCreate)
+	if err != nil {
+		return nil, hops, err
+	}
+	return resp, hops + resp.Hops, nil
+}
+
+// newBatchCreateReq checks r and turns it into the request its directory's
+// home serves.
+func newBatchCreateReq(ctx context.Context, r *rpc.BatchCreateRequest) (*homeBatchCreateReq, error) {
+	dir, err := CleanPath(r.Dir)
+	if err != nil {
+		return nil, err
 	}
 	req := &homeBatchCreateReq{Dir: dir, Entries: make([]homeCreateReq, len(r.Entries)), Caller: caller(ctx)}
 	seen := make(map[string]bool, len(r.Entries))
@@ -55,171 +85,413 @@ func (n *Namespace) BatchCreate(ctx context.Context, r *rpc.BatchCreateRequest) 
 		}
 		req.Entries[i] = c
 	}
-	if len(req.Entries) == 0 {
-		return &rpc.BatchCreateResponse{Results: []rpc.BatchCreateResult{}}, nil
-	}
-	resp, hops, err := atHome(ctx, n, target{path: dir, child: req.Entries[0].Path, dir: true, checked: true}, methodHomeBatchCreate, req, (*home).coordBatchCreate)
-	if err != nil {
-		return nil, err
-	}
-	out := &rpc.BatchCreateResponse{Results: resp.Results, Hops: hops + resp.Hops}
-	for _, r := range out.Results {
-		if r.Inode == nil || out.HomeAddrs[r.Inode.Home] != "" {
+	return req, nil
+}
+
+// homeAddrs adds to m (made if nil) the RPC address of each shard homing
+// an inode of results, where this node knows it.
+func (n *Namespace) homeAddrs(m map[string]string, results []rpc.BatchCreateResult) map[string]string {
+	for _, r := range results {
+		if r.Inode == nil || m[r.Inode.Home] != "" {
 			continue
 		}
 		if a := n.addrOfShard(r.Inode.Home); a != "" {
-			if out.HomeAddrs == nil {
-				out.HomeAddrs = make(map[string]string)
+			if m == nil {
+				m = make(map[string]string)
 			}
-			out.HomeAddrs[r.Inode.Home] = a
+			m[r.Inode.Home] = a
 		}
+	}
+	return m
+}
+
+// BatchCreateDirs creates the entries of several directories
+// (rpc.BatchCreateDirsRequest). The directories are grouped by the shard
+// that seems to home them, and each group is created at that shard's
+// leader in one step (coordBatchCreateDirs); a directory that no led shard
+// seems to home, or that its group's shard turned out not to home, is
+// created as BatchCreate creates it.
+func (n *Namespace) BatchCreateDirs(ctx context.Context, r *rpc.BatchCreateDirsRequest) (*rpc.BatchCreateDirsResponse, error) {
+	reqs := make([]homeBatchCreateReq, len(r.Dirs))
+	total := 0
+	for i := range r.Dirs {
+		req, err := newBatchCreateReq(ctx, &r.Dirs[i])
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.Dirs[i].Dir, err)
+		}
+		reqs[i], total = *req, total+len(req.Entries)
+		if total > rpc.MaxBatchCreate {
+			return nil, fmt.Errorf("%w: more than %d entries in one batch", fs.ErrInvalid, rpc.MaxBatchCreate)
+		}
+	}
+	if err := checkDistinct(reqs); err != nil {
+		return nil, err
+	}
+	out := &rpc.BatchCreateDirsResponse{Dirs: make([]rpc.BatchCreateDirResult, len(reqs))}
+	groups := make(map[string][]int)
+	var alone []int
+	for i, req := range reqs {
+		switch s := n.candidate(req.Dir); {
+		case len(req.Entries) == 0:
+			out.Dirs[i].Results = []rpc.BatchCreateResult{}
+		case s == "":
+			alone = append(alone, i)
+		default:
+			groups[s] = append(groups[s], i)
+		}
+	}
+	hops := make([]int, len(reqs))
+	for s, idx := range groups {
+		req := &homeBatchCreateDirsReq{Dirs: make([]homeBatchCreateReq, len(idx)), Caller: caller(ctx)}
+		for j, i := range idx {
+			req.Dirs[j] = reqs[i]
+		}
+		resp, err := callShardOnce(ctx, n, s, methodHomeBatchCreateDirs, req, (*home).coordBatchCreateDirs)
+		hops[idx[0]] += n.hop(s)
+		if err == nil && len(resp.Dirs) != len(idx) {
+			err = fmt.Errorf("%w: %d results for %d directories", rpc.ErrProtocol, len(resp.Dirs), len(idx))
+		}
+		switch {
+		case err == nil:
+			hops[idx[0]] += resp.Hops
+			for j, i := range idx {
+				d := &resp.Dirs[j]
+				if d.NotHome || refusal(d.Code.Err(d.Message)) {
+					// A wrong candidate, or a refusal read from the store of
+					// a leader that may have been deposed: the verified way.
+					alone = append(alone, i)
+					continue
+				}
+				out.Dirs[i] = rpc.BatchCreateDirResult{Results: d.Results, Code: d.Code, Message: d.Message}
+			}
+		case retryable(err) || refusal(err):
+			alone = append(alone, idx...)
+		default:
+			return nil, err
+		}
+	}
+	tasks.ForEach(len(alone), batchParallel, func(j int) {
+		i := alone[j]
+		resp, h, err := n.batchCreateAt(ctx, &reqs[i])
+		hops[i] += h
+		if err != nil {
+			out.Dirs[i] = rpc.BatchCreateDirResult{Code: rpc.ErrorCode(err), Message: err.Error()}
+			return
+		}
+		out.Dirs[i] = rpc.BatchCreateDirResult{Results: resp.Results}
+	})
+	for i := range out.Dirs {
+		out.Hops += hops[i]
+		out.HomeAddrs = n.homeAddrs(out.HomeAddrs, out.Dirs[i].Results)
 	}
 	return out, nil
 }
 
 func (h *home) handleHomeBatchCreate(ctx context.Context, r *homeBatchCreateReq) (*homeBatchCreateResp, error) {
+	if err := checkHomeBatch(r, r.Caller); err != nil {
+		return nil, err
+	}
+	return h.coordBatchCreate(ctx, r)
+}
+
+func (h *home) handleHomeBatchCreateDirs(ctx context.Context, r *homeBatchCreateDirsReq) (*homeBatchCreateDirsResp, error) {
+	total := 0
+	for i := range r.Dirs {
+		if err := checkHomeBatch(&r.Dirs[i], r.Caller); err != nil {
+			return nil, err
+		}
+		total += len(r.Dirs[i].Entries)
+	}
+	if len(r.Dirs) == 0 || total > rpc.MaxBatchCreate || checkDistinct(r.Dirs) != nil {
+		return nil, fmt.Errorf("%w: bad batch create request", rpc.ErrBadRequest)
+	}
+	return h.coordBatchCreateDirs(ctx, r)
+}
+
+// checkDistinct refuses a path that dirs name twice (a directory may come
+// more than once: a large one in parts).
+func checkDistinct(dirs []homeBatchCreateReq) error {
+	seen := make(map[string]bool)
+	for _, d := range dirs {
+		for i := range d.Entries {
+			p := d.Entries[i].Path
+			if seen[p] {
+				return fmt.Errorf("%w: entry %s named twice", fs.ErrInvalid, p)
+			}
+			seen[p] = true
+		}
+	}
+	return nil
+}
+
+// checkHomeBatch checks a batch create that a node forwarded, and sets
+// its caller.
+func checkHomeBatch(r *homeBatchCreateReq, caller *acl.Identity) error {
 	dir, err := CleanPath(r.Dir)
 	if err != nil || len(r.Entries) == 0 || len(r.Entries) > rpc.MaxBatchCreate {
-		return nil, fmt.Errorf("%w: bad batch create request", rpc.ErrBadRequest)
+		return fmt.Errorf("%w: bad batch create request", rpc.ErrBadRequest)
 	}
 	for i := range r.Entries {
 		e := &r.Entries[i]
 		p, err := CleanPath(e.Path)
 		if err != nil || p == "/" || path.Dir(p) != dir || storeType(e.Type) == 0 || checkCreate(e) != nil {
-			return nil, fmt.Errorf("%w: bad batch create request", rpc.ErrBadRequest)
+			return fmt.Errorf("%w: bad batch create request", rpc.ErrBadRequest)
 		}
-		e.Path, e.Caller = p, r.Caller
+		e.Path, e.Caller = p, caller
 	}
-	r.Dir = dir
-	return h.coordBatchCreate(ctx, r)
+	r.Dir, r.Caller = dir, caller
+	return nil
 }
 
 // coordBatchCreate creates r's entries at their directory's home (this
 // node).
 func (h *home) coordBatchCreate(ctx context.Context, r *homeBatchCreateReq) (*homeBatchCreateResp, error) {
-	return retryBusy(ctx, h, func() (*homeBatchCreateResp, error) { return h.coordBatchCreateOnce(ctx, r) })
+	return retryBusy(ctx, h, func() (*homeBatchCreateResp, error) {
+		bs, hops, err := h.createInDirs(ctx, []homeBatchCreateReq{*r})
+		switch {
+		case err != nil:
+			return nil, err
+		case bs[0].notHome:
+			return &homeBatchCreateResp{homeStatus: notHomeHere}, nil
+		case bs[0].err != nil:
+			return nil, bs[0].err
+		}
+		return &homeBatchCreateResp{Results: bs[0].results, Hops: hops}, nil
+	})
 }
 
-func (h *home) coordBatchCreateOnce(ctx context.Context, r *homeBatchCreateReq) (*homeBatchCreateResp, error) {
-	paths := make([]string, len(r.Entries))
-	for i := range r.Entries {
-		paths[i] = r.Entries[i].Path
+// coordBatchCreateDirs creates the entries of r's directories at their
+// home (this node), together.
+func (h *home) coordBatchCreateDirs(ctx context.Context, r *homeBatchCreateDirsReq) (*homeBatchCreateDirsResp, error) {
+	return retryBusy(ctx, h, func() (*homeBatchCreateDirsResp, error) {
+		bs, hops, err := h.createInDirs(ctx, r.Dirs)
+		if err != nil {
+			return nil, err
+		}
+		out := &homeBatchCreateDirsResp{Dirs: make([]homeDirResult, len(bs)), Hops: hops}
+		for i, b := range bs {
+			d := &out.Dirs[i]
+			switch {
+			case b.notHome:
+				d.homeStatus = notHomeHere
+			case b.err != nil:
+				d.Code, d.Message = rpc.ErrorCode(b.err), b.err.Error()
+			default:
+				d.Results = b.results
+			}
+		}
+		return out, nil
+	})
+}
+
+// dirBatch is one directory's share of createInDirs.
+type dirBatch struct {
+	req  *homeBatchCreateReq
+	dino store.Inode // the directory's inode, read under the locks
+	// notHome: the directory is not homed here; err: the directory's
+	// error (not a directory, no permission). Neither: results.
+	notHome bool
+	err     error
+	results []rpc.BatchCreateResult
+	inodes  []rpc.Inode
+	// local and away index the entries placed here and elsewhere.
+	local, away []int
+}
+
+// createInDirs creates the entries of dirs, directories homed here, as one
+// operation: it takes the locks of every new path, registers them, checks
+// each directory and the callers' permission once, places every child,
+// and creates them all in one transaction: one log entry here, and one
+// part for each other shard that a child is placed on. If such a shard
+// does not answer, the children homed here are created in one step and
+// the others placed again one by one, as Create does. An error concerns
+// every directory (the results say nothing then).
+func (h *home) createInDirs(ctx context.Context, dirs []homeBatchCreateReq) (_ []dirBatch, hops int, _ error) {
+	var names, parents []string
+	for i := range dirs {
+		parents = append(parents, dirs[i].Dir)
+		for j := range dirs[i].Entries {
+			names = append(names, dirs[i].Entries[j].Path)
+		}
 	}
-	op, err := h.beginParentOp(ctx, r.Dir, r.Dir, paths, []string{r.Dir}, paths, nil)
+	keys := make([]string, len(names))
+	for i, p := range names {
+		keys[i] = "e:" + p
+	}
+	unlock, err := h.locks.lock(ctx, keys...)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	if op == nil {
-		return &homeBatchCreateResp{homeStatus: notHomeHere}, nil
-	}
-	defer op.end()
-	if err := op.allow(r.Caller, acl.Write|acl.Execute); err != nil {
-		return nil, err
-	}
-	resp := &homeBatchCreateResp{Results: make([]rpc.BatchCreateResult, len(r.Entries))}
-	var (
-		inodes      = make([]rpc.Inode, len(r.Entries))
-		local, away []int
-	)
-	names := make([]string, len(r.Entries))
-	for i := range r.Entries {
-		_, names[i] = splitPath(r.Entries[i].Path)
-	}
-	exist, err := h.st.EntriesExist(ctx, r.Dir, names)
+	defer unlock()
+	txn := h.newTxnID()
+	reg, err := h.beginOp(ctx, txn, parents, names, nil)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	for i := range r.Entries {
-		e := &r.Entries[i]
-		if exist[i] {
-			resp.Results[i] = batchCreateError(fmt.Errorf("%s: %w", e.Path, fs.ErrExist))
-			continue
+	defer h.endOp(reg)
+
+	bs := make([]dirBatch, len(dirs))
+	var anyAway, anyLocal, awayDir bool
+	for i := range dirs {
+		b := &bs[i]
+		b.req = &dirs[i]
+		if err := h.placeDir(ctx, b); err != nil {
+			return nil, 0, err
 		}
-		home := h.placeChild(ctx, r.Dir, e.Type == rpc.TypeDir)
-		if home == "" {
-			resp.Results[i] = batchCreateError(fmt.Errorf("%w: no node takes new files", rpc.ErrUnavailable))
-			continue
-		}
-		inodes[i] = newInode(e, home, &op.dino)
-		if home == h.id {
-			local = append(local, i)
-		} else {
-			away = append(away, i)
-		}
+		anyAway = anyAway || len(b.away) > 0
+		anyLocal = anyLocal || len(b.local) > 0
+		awayDir = awayDir || slices.ContainsFunc(b.away, func(i int) bool { return b.inodes[i].Type == rpc.TypeDir })
 	}
-	done := func(idx []int) {
+	done := func(b *dirBatch, idx []int) {
 		for _, i := range idx {
-			resp.Results[i] = rpc.BatchCreateResult{Inode: withoutText(inodes[i])}
+			b.results[i] = rpc.BatchCreateResult{Inode: withoutText(b.inodes[i])}
 		}
 	}
-	if len(away) > 0 {
+	// addLocal adds the checks of the directories and the creates of
+	// the children placed here.
+	addLocal := func(sb *store.Batch) {
+		for i := range bs {
+			if b := &bs[i]; b.results != nil && len(b.local)+len(b.away) > 0 {
+				sb.RequireInodeExists(b.req.Dir)
+				for _, i := range b.local {
+					addLocalCreate(sb, &b.inodes[i])
+				}
+			}
+		}
+	}
+	touchLocal := func() {
+		for i := range bs {
+			for _, j := range bs[i].local {
+				h.touch(bs[i].inodes[j].Path)
+			}
+			done(&bs[i], bs[i].local)
+		}
+	}
+	if anyAway {
 		// One transaction: the entries and local inodes here, each other
 		// shard's inodes in its part.
-		plan := h.newPlan(op.txn)
-		for _, i := range away {
-			p := inodes[i].Path
-			plan.add(inodes[i].Home, h.id, []string{p}, txnOp{Kind: opPutInode, Path: p, Inode: &inodes[i]})
-		}
-		plan.local = func(b *store.Batch) {
-			b.RequireInodeExists(r.Dir)
-			for _, i := range local {
-				addLocalCreate(b, &inodes[i])
+		plan := h.newPlan(txn)
+		for i := range bs {
+			for _, j := range bs[i].away {
+				in := &bs[i].inodes[j]
+				plan.add(in.Home, h.id, []string{in.Path}, txnOp{Kind: opPutInode, Path: in.Path, Inode: in})
 			}
-			for _, i := range away {
-				dir, name := splitPath(inodes[i].Path)
-				b.RequireEntryAbsent(dir, name)
-				b.PutEntry(dir, store.Entry{Name: name, Type: storeType(inodes[i].Type), Home: inodes[i].Home})
+		}
+		plan.local = func(sb *store.Batch) {
+			addLocal(sb)
+			for i := range bs {
+				for _, j := range bs[i].away {
+					in := &bs[i].inodes[j]
+					dir, name := splitPath(in.Path)
+					sb.RequireEntryAbsent(dir, name)
+					sb.PutEntry(dir, store.Entry{Name: name, Type: storeType(in.Type), Home: in.Home})
+				}
 			}
 		}
 		// Directories homed elsewhere: wait for their homes to apply them
 		// (see createAt).
 		plan.async = true
-		if slices.ContainsFunc(away, func(i int) bool { return inodes[i].Type == rpc.TypeDir }) {
+		if awayDir {
 			plan.wait = h.r.tune.DeliverWait
 		}
 		_, err := h.runTxn(ctx, plan)
 		var pu *prepareUnreachable
 		switch {
 		case err == nil:
-			for _, i := range local {
-				h.touch(inodes[i].Path)
+			touchLocal()
+			for i := range bs {
+				done(&bs[i], bs[i].away)
 			}
-			done(local)
-			done(away)
-			resp.Hops += 2 * len(plan.parts)
-			return resp, nil
+			return bs, 2 * len(plan.parts), nil
 		case !errors.As(err, &pu) || ctx.Err() != nil:
-			return nil, fmt.Errorf("create in %s: %w", r.Dir, err)
+			return nil, 0, fmt.Errorf("create in %s: %w", dirsName(dirs), err)
 		}
 		// A shard did not answer and the transaction was aborted: create
 		// what is homed here in one step and place the rest one by one.
-		h.log.Debug("batch create: a child's home did not answer; creating one by one", "dir", r.Dir, "home", pu.node, "err", err)
+		h.log.Debug("batch create: a child's home did not answer; creating one by one", "dir", dirsName(dirs), "home", pu.node, "err", err)
 	}
-	if len(local) > 0 {
-		var b store.Batch
-		b.RequireInodeExists(r.Dir)
-		for _, i := range local {
-			addLocalCreate(&b, &inodes[i])
+	if anyLocal {
+		var sb store.Batch
+		addLocal(&sb)
+		if err := h.apply(ctx, &sb); err != nil {
+			return nil, 0, fmt.Errorf("create in %s: %w", dirsName(dirs), storeErr(err))
 		}
-		if err := h.apply(ctx, &b); err != nil {
-			return nil, fmt.Errorf("create in %s: %w", r.Dir, storeErr(err))
-		}
-		for _, i := range local {
-			h.touch(inodes[i].Path)
-		}
-		done(local)
+		touchLocal()
 	}
-	for _, i := range away {
-		op.txn = h.newTxnID()
-		cr, err := h.createPlaced(ctx, &r.Entries[i], op)
-		if err != nil {
-			resp.Results[i] = batchCreateError(err)
+	for i := range bs {
+		b := &bs[i]
+		op := &parentOp{h: h, dir: b.req.Dir, dino: b.dino}
+		for _, j := range b.away {
+			op.txn = h.newTxnID()
+			cr, err := h.createPlaced(ctx, &b.req.Entries[j], op)
+			if err != nil {
+				b.results[j] = batchCreateError(err)
+				continue
+			}
+			hops += cr.Hops
+			b.results[j] = rpc.BatchCreateResult{Inode: &cr.Inode}
+		}
+	}
+	return bs, hops, nil
+}
+
+// placeDir checks b's directory (homed here, a directory, writable by the
+// caller) and places each of its new children; an error concerns every
+// directory of the operation.
+func (h *home) placeDir(ctx context.Context, b *dirBatch) error {
+	r := b.req
+	dino, err := h.st.GetInode(ctx, r.Dir)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		b.notHome = true
+		return nil
+	case err != nil:
+		return err
+	case dino.Type != store.TypeDir:
+		b.err = fmt.Errorf("%s: %s: %w", r.Entries[0].Path, r.Dir, rpc.ErrNotDir)
+		return nil
+	}
+	b.dino = dino
+	if b.err = allowDir(r.Caller, r.Dir, &b.dino, acl.Write|acl.Execute); b.err != nil {
+		return nil
+	}
+	names := make([]string, len(r.Entries))
+	for i := range r.Entries {
+		_, names[i] = splitPath(r.Entries[i].Path)
+	}
+	exist, err := h.st.EntriesExist(ctx, r.Dir, names)
+	if err != nil {
+		return err
+	}
+	b.results = make([]rpc.BatchCreateResult, len(r.Entries))
+	b.inodes = make([]rpc.Inode, len(r.Entries))
+	for i := range r.Entries {
+		e := &r.Entries[i]
+		if exist[i] {
+			b.results[i] = batchCreateError(fmt.Errorf("%s: %w", e.Path, fs.ErrExist))
 			continue
 		}
-		resp.Hops += cr.Hops
-		resp.Results[i] = rpc.BatchCreateResult{Inode: &cr.Inode}
+		home := h.placeChild(ctx, r.Dir, e.Type == rpc.TypeDir)
+		if home == "" {
+			b.results[i] = batchCreateError(fmt.Errorf("%w: no node takes new files", rpc.ErrUnavailable))
+			continue
+		}
+		b.inodes[i] = newInode(e, home, &b.dino)
+		if home == h.id {
+			b.local = append(b.local, i)
+		} else {
+			b.away = append(b.away, i)
+		}
 	}
-	return resp, nil
+	return nil
+}
+
+// dirsName names the directories of a batch in errors and logs.
+func dirsName(dirs []homeBatchCreateReq) string {
+	if len(dirs) == 1 {
+		return dirs[0].Dir
+	}
+	return fmt.Sprintf("%s and %d other directories", dirs[0].Dir, len(dirs)-1)
 }
 
 func batchCreateError(err error) rpc.BatchCreateResult {

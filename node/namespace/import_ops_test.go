@@ -168,6 +168,118 @@ func testBatchCreate(t *testing.T, r int, placement string) {
 	}
 }
 
+// TestBatchCreateDirs creates the entries of several directories in one
+// call through a node that homes some of them: a directory in two parts,
+// children of every type (subdirectories placed on other shards), an
+// existing name, and directories that fail on their own (missing, not a
+// directory) without failing the others.
+func TestBatchCreateDirs(t *testing.T) { forEachR(t, testBatchCreateDirs) }
+
+func testBatchCreateDirs(t *testing.T, r int) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: r, Placement: namespace.PlacementColocate})
+	o := via(c, "n2")
+	want := map[string]string{}
+	var req rpc.BatchCreateDirsRequest
+	for d := range 6 {
+		dir := fmt.Sprintf("/d%d", d)
+		mustOK(t, o.mkdir(dir, false), "mkdir")
+		// Each directory in two parts, the second after another's.
+		for part := range 2 {
+			dr := rpc.BatchCreateRequest{Dir: dir}
+			for i := range 5 {
+				e := rpc.BatchCreateEntry{Name: fmt.Sprintf("p%d-%d", part, i), Type: rpc.TypeFile, Mode: 0o640, Size: int64(i)}
+				switch i {
+				case 1:
+					e.Type, e.Mode, e.Size = rpc.TypeDir, 0o750, 0
+				case 2:
+					e.Type, e.Symlink, e.Size = rpc.TypeSymlink, "p0-0", 0
+				}
+				dr.Entries = append(dr.Entries, e)
+				want[dir+"/"+e.Name] = e.Type
+			}
+			req.Dirs = append(req.Dirs, dr)
+		}
+	}
+	mustOK(t, o.create("/d0/taken"), "create")
+	mustOK(t, o.create("/file"), "create")
+	req.Dirs[0].Entries = append(req.Dirs[0].Entries, rpc.BatchCreateEntry{Name: "taken", Type: rpc.TypeFile})
+	req.Dirs = append(req.Dirs,
+		rpc.BatchCreateRequest{Dir: "/nope", Entries: []rpc.BatchCreateEntry{{Name: "x", Type: rpc.TypeFile}}},
+		rpc.BatchCreateRequest{Dir: "/file", Entries: []rpc.BatchCreateEntry{{Name: "x", Type: rpc.TypeFile}}},
+		rpc.BatchCreateRequest{Dir: "/d1"})
+	var resp rpc.BatchCreateDirsResponse
+	mustOK(t, via(c, "n1").call(rpc.MethodBatchCreateDirs, &req, &resp), "batch create dirs")
+	if len(resp.Dirs) != len(req.Dirs) {
+		t.Fatalf("%d results for %d directories", len(resp.Dirs), len(req.Dirs))
+	}
+	homes := map[string]bool{}
+	for i, dr := range req.Dirs[:12] {
+		res := resp.Dirs[i]
+		if err := res.Err(); err != nil || len(res.Results) != len(dr.Entries) {
+			t.Fatalf("%s: %d results for %d entries (%v)", dr.Dir, len(res.Results), len(dr.Entries), err)
+		}
+		for j, er := range res.Results {
+			p := dr.Dir + "/" + dr.Entries[j].Name
+			if p == "/d0/taken" {
+				if err := er.Err(); !errors.Is(err, fs.ErrExist) {
+					t.Errorf("existing name: %v", err)
+				}
+				continue
+			}
+			if err := er.Err(); err != nil || er.Inode == nil || er.Inode.Path != p {
+				t.Fatalf("%s: %+v (%v)", p, er, err)
+			}
+			homes[er.Inode.Home] = true
+		}
+	}
+	for i, wantErr := range []error{fs.ErrNotExist, rpc.ErrNotDir} {
+		if err := resp.Dirs[12+i].Err(); !errors.Is(err, wantErr) {
+			t.Errorf("%s: %v, want %v", req.Dirs[12+i].Dir, err, wantErr)
+		}
+	}
+	if res := resp.Dirs[14]; res.Err() != nil || len(res.Results) != 0 {
+		t.Errorf("a directory without entries: %+v", res)
+	}
+	if len(homes) < 2 {
+		t.Errorf("every child on %v: subdirectories should be placed on other shards too", homes)
+	}
+	for _, id := range c.IDs {
+		for p, typ := range want {
+			st, err := via(c, id).stat(p)
+			mustOK(t, err, "stat")
+			if st.Type != typ {
+				t.Errorf("via %s: %s is a %s, want %s", id, p, st.Type, typ)
+			}
+		}
+	}
+	names, err := o.names("/d0")
+	mustOK(t, err, "readdir")
+	if len(names) != 11 {
+		t.Errorf("readdir /d0: %d names, want 11", len(names))
+	}
+	// Whole-call errors: a path named twice, too many entries.
+	twice := rpc.BatchCreateDirsRequest{Dirs: []rpc.BatchCreateRequest{
+		{Dir: "/d2", Entries: []rpc.BatchCreateEntry{{Name: "y", Type: rpc.TypeFile}}},
+		{Dir: "/d2", Entries: []rpc.BatchCreateEntry{{Name: "y", Type: rpc.TypeFile}}},
+	}}
+	big := rpc.BatchCreateDirsRequest{}
+	for d := range 3 {
+		dr := rpc.BatchCreateRequest{Dir: fmt.Sprintf("/d%d", d)}
+		for i := range rpc.MaxBatchCreate/2 + 1 {
+			dr.Entries = append(dr.Entries, rpc.BatchCreateEntry{Name: fmt.Sprintf("z%d", i), Type: rpc.TypeFile})
+		}
+		big.Dirs = append(big.Dirs, dr)
+	}
+	for _, bad := range []*rpc.BatchCreateDirsRequest{&twice, &big} {
+		if err := o.call(rpc.MethodBatchCreateDirs, bad, &rpc.BatchCreateDirsResponse{}); !errors.Is(err, fs.ErrInvalid) {
+			t.Errorf("%d directories: %v, want invalid", len(bad.Dirs), err)
+		}
+	}
+	if _, err := o.stat("/d2/y"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a refused batch created /d2/y: %v", err)
+	}
+}
+
 // TestFind pages through each shard's matches with a small limit and
 // checks that the union over the shards is exactly the matching paths,
 // and that bad requests are refused. (Client.Find, which asks the

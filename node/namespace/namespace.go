@@ -31,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -446,16 +445,18 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 		return n.Create(ctx, r)
 	}))
 	rpc.Register(s, rpc.MethodBatchCreate, gate(n, func(ctx context.Context, r *rpc.BatchCreateRequest) (*rpc.BatchCreateResponse, error) {
-		if err := guard(ctx, r.Dir); err != nil {
+		if err := guardBatch(ctx, r); err != nil {
 			return nil, err
 		}
-		for i := range r.Entries {
-			if err := guard(ctx, path.Join(r.Dir, r.Entries[i].Name)); err != nil {
+		return n.BatchCreate(ctx, r)
+	}))
+	rpc.Register(s, rpc.MethodBatchCreateDirs, gate(n, func(ctx context.Context, r *rpc.BatchCreateDirsRequest) (*rpc.BatchCreateDirsResponse, error) {
+		for i := range r.Dirs {
+			if err := guardBatch(ctx, &r.Dirs[i]); err != nil {
 				return nil, err
 			}
-			stampOwner(ctx, &r.Entries[i].UID, &r.Entries[i].GID)
 		}
-		return n.BatchCreate(ctx, r)
+		return n.BatchCreateDirs(ctx, r)
 	}))
 	rpc.Register(s, rpc.MethodFind, gate(n, n.Find))
 	rpc.Register(s, rpc.MethodMkdir, gate(n, func(ctx context.Context, r *rpc.MkdirRequest) (*rpc.MkdirResponse, error) {
@@ -514,6 +515,7 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 	rpc.Register(s, methodTxnStatus, gate(n, shardRPC(n, methodTxnStatus, (*home).handleTxnStatus)))
 	rpc.Register(s, methodHomeCreate, gate(n, shardRPC(n, methodHomeCreate, (*home).handleHomeCreate)))
 	rpc.Register(s, methodHomeBatchCreate, gate(n, shardRPC(n, methodHomeBatchCreate, (*home).handleHomeBatchCreate)))
+	rpc.Register(s, methodHomeBatchCreateDirs, gate(n, shardRPC(n, methodHomeBatchCreateDirs, (*home).handleHomeBatchCreateDirs)))
 	rpc.Register(s, methodHomeFind, gate(n, shardRPC(n, methodHomeFind, (*home).handleHomeFind)))
 	rpc.Register(s, methodHomeRemove, gate(n, shardRPC(n, methodHomeRemove, (*home).handleHomeRemove)))
 	rpc.Register(s, methodHomeRename, gate(n, shardRPC(n, methodHomeRename, (*home).handleHomeRename)))

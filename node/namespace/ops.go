@@ -87,6 +87,11 @@ func (n *Namespace) Lookup(ctx context.Context, path string) (*rpc.LookupRespons
 	return &rpc.LookupResponse{Path: p, Home: l.shard, Leader: n.leaderOf(l.shard), HomeAddr: n.addrOfShard(l.shard), Type: l.typ, Level: l.level, Hops: l.hops}, nil
 }
 
+// batchParallel bounds the parts of one batched request (BatchStat,
+// BatchCreateDirs) that a node runs concurrently, each on its own way to
+// its home.
+const batchParallel = 8
+
 // BatchStat stats several paths (up to MaxBatchStat), concurrently; each
 // path's failure is in its result.
 // With lease, each answer may carry a cache lease (StatLease).
@@ -120,7 +125,7 @@ func (n *Namespace) BatchStat(ctx context.Context, paths []string, lease bool) (
 			remote = append(remote, i)
 		}
 	}
-	tasks.ForEach(len(remote), 8, func(j int) { one(remote[j]) })
+	tasks.ForEach(len(remote), batchParallel, func(j int) { one(remote[j]) })
 	return out, nil
 }
 

@@ -38,6 +38,9 @@ const (
 	// methodHomeBatchCreate: homeBatchCreateReq → homeBatchCreateResp
 	// (at the directory's home).
 	methodHomeBatchCreate = "Home.BatchCreate"
+	// methodHomeBatchCreateDirs: homeBatchCreateDirsReq →
+	// homeBatchCreateDirsResp (at the directories' home).
+	methodHomeBatchCreateDirs = "Home.BatchCreateDirs"
 	// methodHomeFind: homeFindReq → rpc.FindResponse (at the shard's
 	// leader).
 	methodHomeFind    = "Home.Find"
@@ -225,6 +228,29 @@ type homeBatchCreateResp struct {
 	homeStatus
 	Results []rpc.BatchCreateResult `json:"results"`
 	Hops    int                     `json:"hops"`
+}
+
+// homeBatchCreateDirsReq asks the home of several directories to create
+// their children together (rpc.BatchCreateDirsRequest).
+type homeBatchCreateDirsReq struct {
+	shardReq
+	Dirs   []homeBatchCreateReq `json:"dirs"`
+	Caller *acl.Identity        `json:"caller,omitempty"`
+}
+
+type homeBatchCreateDirsResp struct {
+	// Dirs[i] answers the request's Dirs[i].
+	Dirs []homeDirResult `json:"dirs"`
+	Hops int             `json:"hops"`
+}
+
+// homeDirResult is one directory's answer in a homeBatchCreateDirsResp:
+// not homed here, its error, or one result per entry.
+type homeDirResult struct {
+	homeStatus
+	Results []rpc.BatchCreateResult `json:"results,omitempty"`
+	Code    rpc.Code                `json:"code,omitempty"`
+	Message string                  `json:"message,omitempty"`
 }
 
 type homeCreateResp struct {
