@@ -517,7 +517,8 @@ type BatchCreateDirsResponse struct {
 // BatchCreateDirResult is one directory's answer in a
 // BatchCreateDirsResponse: one result per entry, or the error that
 // BatchCreate would have failed as a whole with (for example, the
-// directory does not exist).
+// directory does not exist, or an entry's name is bad); only the
+// request's bounds (entries in all, a path named twice) fail the call.
 type BatchCreateDirResult struct {
 	// Results[i] answers the directory's Entries[i] when Code is CodeOK.
 	Results []BatchCreateResult `json:"results,omitempty"`

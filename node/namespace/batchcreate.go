@@ -112,26 +112,34 @@ func (n *Namespace) homeAddrs(m map[string]string, results []rpc.BatchCreateResu
 // seems to home, or that its group's shard turned out not to home, is
 // created as BatchCreate creates it.
 func (n *Namespace) BatchCreateDirs(ctx context.Context, r *rpc.BatchCreateDirsRequest) (*rpc.BatchCreateDirsResponse, error) {
-	reqs := make([]homeBatchCreateReq, len(r.Dirs))
 	total := 0
+	for i := range r.Dirs {
+		if total += len(r.Dirs[i].Entries); total > rpc.MaxBatchCreate {
+			return nil, fmt.Errorf("%w: more than %d entries in one batch", fs.ErrInvalid, rpc.MaxBatchCreate)
+		}
+	}
+	out := &rpc.BatchCreateDirsResponse{Dirs: make([]rpc.BatchCreateDirResult, len(r.Dirs))}
+	// A directory whose request is bad (a bad name, a name twice) fails
+	// alone, with the error BatchCreate would give it.
+	reqs := make([]homeBatchCreateReq, len(r.Dirs))
+	bad := make([]bool, len(r.Dirs))
 	for i := range r.Dirs {
 		req, err := newBatchCreateReq(ctx, &r.Dirs[i])
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", r.Dirs[i].Dir, err)
+			out.Dirs[i] = rpc.BatchCreateDirResult{Code: rpc.ErrorCode(err), Message: err.Error()}
+			bad[i] = true
+			continue
 		}
-		reqs[i], total = *req, total+len(req.Entries)
-		if total > rpc.MaxBatchCreate {
-			return nil, fmt.Errorf("%w: more than %d entries in one batch", fs.ErrInvalid, rpc.MaxBatchCreate)
-		}
+		reqs[i] = *req
 	}
 	if err := checkDistinct(reqs); err != nil {
 		return nil, err
 	}
-	out := &rpc.BatchCreateDirsResponse{Dirs: make([]rpc.BatchCreateDirResult, len(reqs))}
 	groups := make(map[string][]int)
 	var alone []int
 	for i, req := range reqs {
 		switch s := n.candidate(req.Dir); {
+		case bad[i]:
 		case len(req.Entries) == 0:
 			out.Dirs[i].Results = []rpc.BatchCreateResult{}
 		case s == "":

@@ -206,7 +206,8 @@ func testBatchCreateDirs(t *testing.T, r int) {
 	req.Dirs = append(req.Dirs,
 		rpc.BatchCreateRequest{Dir: "/nope", Entries: []rpc.BatchCreateEntry{{Name: "x", Type: rpc.TypeFile}}},
 		rpc.BatchCreateRequest{Dir: "/file", Entries: []rpc.BatchCreateEntry{{Name: "x", Type: rpc.TypeFile}}},
-		rpc.BatchCreateRequest{Dir: "/d1"})
+		rpc.BatchCreateRequest{Dir: "/d1"},
+		rpc.BatchCreateRequest{Dir: "/d3", Entries: []rpc.BatchCreateEntry{{Name: "ok", Type: rpc.TypeFile}, {Name: "a/b", Type: rpc.TypeFile}}})
 	var resp rpc.BatchCreateDirsResponse
 	mustOK(t, via(c, "n1").call(rpc.MethodBatchCreateDirs, &req, &resp), "batch create dirs")
 	if len(resp.Dirs) != len(req.Dirs) {
@@ -239,6 +240,12 @@ func testBatchCreateDirs(t *testing.T, r int) {
 	}
 	if res := resp.Dirs[14]; res.Err() != nil || len(res.Results) != 0 {
 		t.Errorf("a directory without entries: %+v", res)
+	}
+	if err := resp.Dirs[15].Err(); !errors.Is(err, rpc.ErrInvalidPath) {
+		t.Errorf("a bad name: %v, want invalid path", err)
+	}
+	if _, err := o.stat("/d3/ok"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a directory with a bad name had an entry created: %v", err)
 	}
 	if len(homes) < 2 {
 		t.Errorf("every child on %v: subdirectories should be placed on other shards too", homes)
