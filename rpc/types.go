@@ -217,7 +217,7 @@ type ShardFilter struct {
 	Unchanged bool `json:"unchanged,omitempty"`
 	// Data is the filter in the routing package's full encoding
 	// (routing.DecodeFilter).
-	Data []byte `json:"data,omitempty"`
+	Data Bytes `json:"data,omitempty"`
 }
 
 // LookupRequest asks which node is the home of Path.

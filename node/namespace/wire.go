@@ -96,10 +96,10 @@ type filterPullReq struct {
 
 // filterPullResp carries a full filter encoding.
 type filterPullResp struct {
-	Origin  string `json:"origin"`
-	Kind    string `json:"kind"`
-	Version uint64 `json:"version"` // the filter version of Data
-	Data    []byte `json:"data"`    // routing's full encoding of the filter
+	Origin  string    `json:"origin"`
+	Kind    string    `json:"kind"`
+	Version uint64    `json:"version"` // the filter version of Data
+	Data    rpc.Bytes `json:"data"`    // routing's full encoding of the filter
 	// Term is the Raft term of the leadership that answers (the versions
 	// of a shard's filters start afresh with each leadership).
 	Term uint64 `json:"term,omitempty"`
@@ -111,12 +111,12 @@ type filterPullResp struct {
 // leader to a holder node: a delta from BaseVersion to Version, or the
 // full encoding.
 type filterPushReq struct {
-	Origin      string `json:"origin"`
-	Kind        string `json:"kind"`
-	Full        bool   `json:"full,omitempty"`         // Data is a full encoding
-	BaseVersion uint64 `json:"base_version,omitempty"` // the version a delta applies to
-	Version     uint64 `json:"version"`                // the version after Data
-	Data        []byte `json:"data"`                   // routing's delta or full encoding
+	Origin      string    `json:"origin"`
+	Kind        string    `json:"kind"`
+	Full        bool      `json:"full,omitempty"`         // Data is a full encoding
+	BaseVersion uint64    `json:"base_version,omitempty"` // the version a delta applies to
+	Version     uint64    `json:"version"`                // the version after Data
+	Data        rpc.Bytes `json:"data"`                   // routing's delta or full encoding
 }
 
 // filterPushResp says whether the holder applied the push.
@@ -169,10 +169,10 @@ type idbfaReq struct {
 
 // idbfaResp carries the group's IDBFA (Data empty when Unchanged).
 type idbfaResp struct {
-	Group     string `json:"group"`
-	Version   uint64 `json:"version"`
-	Unchanged bool   `json:"unchanged,omitempty"`
-	Data      []byte `json:"data,omitempty"`
+	Group     string    `json:"group"`
+	Version   uint64    `json:"version"`
+	Unchanged bool      `json:"unchanged,omitempty"`
+	Data      rpc.Bytes `json:"data,omitempty"`
 }
 
 // homeStatus is embedded in the replies of the Home.* methods.
