@@ -288,10 +288,10 @@ func (c *Client) cachedStat(ctx context.Context, p string) (*StatResponse, error
 		wg.Go(func() {
 			pctx, cancel := context.WithTimeout(ctx, prefetchWait)
 			defer cancel()
-			prefetched, _ = c.batchStat(pctx, others, true)
+			prefetched, _ = c.batchStat(pctx, others, true, true)
 		})
 	}
-	br, err := c.batchStat(ctx, paths, true)
+	br, err := c.batchStat(ctx, paths, true, true)
 	wg.Wait()
 	if prefetched != nil {
 		for i, r := range prefetched.Results {

@@ -74,11 +74,13 @@ func (c *Client) Lookup(ctx context.Context, p string) (*LookupResponse, error) 
 // Results are in the order of paths; a path's failure is in its result
 // (BatchStatResult.Err). The error is non-nil only if every request failed.
 func (c *Client) BatchStat(ctx context.Context, paths []string) (*BatchStatResponse, error) {
-	return c.batchStat(ctx, paths, false)
+	return c.batchStat(ctx, paths, false, false)
 }
 
-// batchStat is BatchStat, with leases for the cache.
-func (c *Client) batchStat(ctx context.Context, paths []string, lease bool) (*BatchStatResponse, error) {
+// batchStat is BatchStat, with leases for the cache; with prefetch, the
+// paths after the first of each home's request are a prefetch
+// (BatchStatRequest.Prefetch: the node may skip them).
+func (c *Client) batchStat(ctx context.Context, paths []string, lease, prefetch bool) (*BatchStatResponse, error) {
 	out := &BatchStatResponse{Results: make([]BatchStatResult, len(paths))}
 	if len(paths) == 0 {
 		return out, nil
@@ -89,7 +91,7 @@ func (c *Client) batchStat(ctx context.Context, paths []string, lease bool) (*Ba
 		groups[h] = append(groups[h], i)
 	}
 	err := eachHome(groups, func(home string, idx []int) error {
-		req := &BatchStatRequest{Paths: make([]string, len(idx)), Lease: lease}
+		req := &BatchStatRequest{Paths: make([]string, len(idx)), Lease: lease, Prefetch: prefetch}
 		for j, i := range idx {
 			req.Paths[j] = paths[i]
 		}
@@ -107,9 +109,10 @@ func (c *Client) batchStat(ctx context.Context, paths []string, lease bool) (*Ba
 		for j, i := range idx {
 			r := resp.Results[j]
 			out.Results[i] = r
-			if r.Stat != nil {
+			switch {
+			case r.Stat != nil:
 				c.learn(paths[i], r.Stat.Home, r.Stat.HomeAddr, r.Stat.Type == TypeDir)
-			} else {
+			case !r.Skipped:
 				c.homes.forget(paths[i])
 			}
 		}

@@ -252,6 +252,12 @@ type BatchStatRequest struct {
 	Paths []string `json:"paths"`
 	// Lease asks for a cache lease on each path (StatRequest.Lease).
 	Lease bool `json:"lease,omitempty"`
+	// Prefetch marks the paths after the first as a cache's prefetch
+	// group: the node answers them only where that takes no round trip to
+	// another node (from the shards it leads) and marks the others
+	// Skipped, so that the missed first path is not held up by lookups of
+	// paths the client only guessed it would need.
+	Prefetch bool `json:"prefetch,omitempty"`
 }
 
 // BatchStatResponse holds one result per requested path, in request order.
@@ -269,6 +275,9 @@ type BatchStatResult struct {
 	Code Code `json:"code,omitempty"`
 	// Message is the error text when Code is not CodeOK.
 	Message string `json:"message,omitempty"`
+	// Skipped: a prefetched path (BatchStatRequest.Prefetch) the node did
+	// not look up; neither Stat nor an error.
+	Skipped bool `json:"skipped,omitempty"`
 }
 
 // Err returns the result's error (matching errors.Is like a call's error),

@@ -86,6 +86,34 @@ func TestLookupLevels(t *testing.T) {
 		br.Results[3].Stat == nil || br.Results[3].Stat.Path != paths[1] {
 		t.Errorf("batch stat: %+v", br.Results)
 	}
+
+	// A cache's prefetch: the first path is answered wherever it lives;
+	// of the others, those a shard led by the entry node holds are
+	// answered, the rest (homed elsewhere, missing) skipped, not looked up.
+	var here, away string
+	for _, p := range paths {
+		if homeOf(c, t, p) == "n3" {
+			here = p
+		} else {
+			away = p
+		}
+	}
+	if here == "" || away == "" {
+		t.Fatalf("no path homed at n3 (%q) or elsewhere (%q)", here, away)
+	}
+	before := c.NS("n3").Stats()
+	br = rpc.BatchStatResponse{}
+	req = &rpc.BatchStatRequest{Paths: []string{away, here, away + "x", "/nope", "bad"}, Prefetch: true}
+	mustOK(t, via(c, "n3").call(rpc.MethodBatchStat, req, &br), "prefetch batch stat")
+	res := br.Results
+	if len(res) != 5 || res[0].Stat == nil || res[0].Stat.Path != away || res[0].Skipped ||
+		res[1].Stat == nil || res[1].Stat.Path != here || res[1].Skipped ||
+		!res[2].Skipped || res[2].Stat != nil || res[2].Err() != nil || !res[3].Skipped || !res[4].Skipped {
+		t.Errorf("prefetch batch stat: %+v", res)
+	}
+	if after := c.NS("n3").Stats(); after.Lookups-before.Lookups != 2 || after.NotFound != before.NotFound {
+		t.Errorf("%d lookups (%d not found) for the 2 paths answered", after.Lookups-before.Lookups, after.NotFound-before.NotFound)
+	}
 }
 
 // TestLookupFalsePositive: a filter that claims a path it does not have

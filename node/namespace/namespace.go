@@ -435,7 +435,7 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 		if err := guard(ctx, r.Paths...); err != nil {
 			return nil, err
 		}
-		return n.BatchStat(ctx, r.Paths, r.Lease)
+		return n.BatchStat(ctx, r)
 	}))
 	rpc.Register(s, rpc.MethodCreate, gate(n, func(ctx context.Context, r *rpc.CreateRequest) (*rpc.CreateResponse, error) {
 		if err := guard(ctx, r.Path); err != nil {

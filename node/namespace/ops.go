@@ -94,8 +94,11 @@ const batchParallel = 8
 
 // BatchStat stats several paths (up to MaxBatchStat), concurrently; each
 // path's failure is in its result.
-// With lease, each answer may carry a cache lease (StatLease).
-func (n *Namespace) BatchStat(ctx context.Context, paths []string, lease bool) (*rpc.BatchStatResponse, error) {
+// With r.Lease, each answer may carry a cache lease (StatLease). With
+// r.Prefetch, the paths after the first that no shard led here holds are
+// skipped rather than looked up.
+func (n *Namespace) BatchStat(ctx context.Context, r *rpc.BatchStatRequest) (*rpc.BatchStatResponse, error) {
+	paths, lease := r.Paths, r.Lease
 	if len(paths) > MaxBatchStat {
 		return nil, fmt.Errorf("%w: %d paths in one batch (limit %d)", fs.ErrInvalid, len(paths), MaxBatchStat)
 	}
@@ -116,12 +119,18 @@ func (n *Namespace) BatchStat(ctx context.Context, paths []string, lease bool) (
 	// node's store without an RPC: in this goroutine, one after the other
 	// (a goroutine per path would cost more in starting and growing its
 	// stack than the lookup itself). The others may need the L1-L4 query
-	// path's round trips: those run concurrently.
+	// path's round trips: those run concurrently, except a prefetch's,
+	// which are skipped (the client's guess of their home was wrong, or
+	// they do not exist: a lookup would hold up the missed path's answer
+	// by a round trip, or a multicast, for a path it may never need).
 	var remote []int
 	for i, p := range paths {
-		if n.filtersHere(p) {
+		switch {
+		case n.filtersHere(p):
 			one(i)
-		} else {
+		case r.Prefetch && i > 0:
+			out.Results[i] = rpc.BatchStatResult{Skipped: true}
+		default:
 			remote = append(remote, i)
 		}
 	}
