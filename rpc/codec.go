@@ -62,13 +62,30 @@ func (e *encoder) encode(v any) (out []byte, err error) {
 			err = fmt.Errorf("rpc: encode %T: %v", v, r)
 		}
 	}()
+	if f, ok := v.(msgpackAppender); ok {
+		e.buf = f.appendMsgpack(e.buf[:0])
+		return e.buf, nil
+	}
 	e.e.ResetBytes(&e.buf)
 	err = e.e.Encode(v)
 	return e.buf, err
 }
 
+// msgpackAppender and msgpackDecoder are bodies with a hand-written
+// encoding (statcodec.go), which bodyCodec uses instead of reflection.
+type msgpackAppender interface {
+	appendMsgpack(b []byte) []byte
+}
+
+type msgpackDecoder interface {
+	decodeMsgpack(b []byte) error
+}
+
 // unmarshal decodes b into v (a pointer).
 func (bc *bodyCodec) unmarshal(b []byte, v any) (err error) {
+	if f, ok := v.(msgpackDecoder); ok {
+		return f.decodeMsgpack(b)
+	}
 	d := bc.decs.Get().(*codec.Decoder)
 	defer func() {
 		if r := recover(); r != nil {
