@@ -38,7 +38,9 @@ func newHomeCache(size int) *homeCache {
 func filesKey(dir string) string { return "\x00" + dir }
 
 // get returns the cached home address of p: its own entry, else its
-// directory's files' home; "" when neither is known.
+// directory's files' home, else its directory's own home (where placement
+// colocate puts the directory's files, so the first file seen in a
+// directory already goes to the right node); "" when none is known.
 func (h *homeCache) get(p string) string {
 	if h == nil {
 		return ""
@@ -48,7 +50,14 @@ func (h *homeCache) get(p string) string {
 	if a := h.getLocked(p); a != "" {
 		return a
 	}
-	return h.getLocked(filesKey(path.Dir(p)))
+	dir := path.Dir(p)
+	if a := h.getLocked(filesKey(dir)); a != "" {
+		return a
+	}
+	if dir == p { // "/"
+		return ""
+	}
+	return h.getLocked(dir)
 }
 
 // getDir returns the cached home address of directory dir, where its

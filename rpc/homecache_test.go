@@ -77,7 +77,8 @@ func TestHomeCacheByDirectory(t *testing.T) {
 
 // TestHomeCacheDirectories: a directory's home is its own entry, never its
 // parent's files' home (placement colocate puts directories elsewhere
-// than their siblings), and it is where its own entries are made.
+// than their siblings), and it is where its own entries are made and, until
+// one of its files is seen, where its files are looked for.
 func TestHomeCacheDirectories(t *testing.T) {
 	h := newHomeCache(100)
 	h.put("/p/sub", "node2", true)
@@ -86,6 +87,9 @@ func TestHomeCacheDirectories(t *testing.T) {
 	}
 	if got := h.getDir("/p/sub"); got != "node2" {
 		t.Errorf("getDir /p/sub: %q, want node2", got)
+	}
+	if got := h.get("/p/sub/first"); got != "node2" {
+		t.Errorf("/p/sub/first, the first path seen in /p/sub: %q, want the directory's home node2", got)
 	}
 	h.put("/p/file", "node1", false)
 	h.put("/p/sub2", "node1", true) // with the files: no entry of its own
