@@ -140,6 +140,9 @@ type Client struct {
 	stop    chan struct{} // closed by Close: stops the janitor
 	janitor sync.WaitGroup
 	readers sync.WaitGroup // connection reader goroutines
+	// prefetches are the metadata cache's background prefetches
+	// (Client.prefetch); Add under mu while not closed.
+	prefetches sync.WaitGroup
 }
 
 // NewClient returns a Client for the nodes in opts.Addrs.
@@ -205,6 +208,7 @@ func (c *Client) Close() error {
 		}
 	}
 	c.readers.Wait()
+	c.prefetches.Wait()
 	return nil
 }
 

@@ -44,6 +44,10 @@ type CacheOptions struct {
 	// the predictor's successors of the missed path is filled by walking
 	// its graph: the successors of the last path added, and so on.
 	Group int
+	// PrefetchTimeout bounds a background prefetch of the part of a group
+	// homed elsewhere than the missed path (default 100 ms): the stats
+	// waiting for one of its paths wait no longer than that.
+	PrefetchTimeout time.Duration
 }
 
 // Predictor learns a client's access sequence and predicts what follows
@@ -92,6 +96,9 @@ type metaCache struct {
 	lru     *list.List // front: most recently used
 	gen     uint64     // invalidations so far
 	stats   CacheStats
+	// inflight holds the paths a background prefetch is fetching: done is
+	// closed when its answers are installed (or it failed).
+	inflight map[string]chan struct{}
 }
 
 func newMetaCache(o CacheOptions) *metaCache {
@@ -104,7 +111,10 @@ func newMetaCache(o CacheOptions) *metaCache {
 	if o.Prefetch == "" {
 		o.Prefetch = PrefetchNone
 	}
-	return &metaCache{opts: o, entries: make(map[string]*cacheEntry), lru: list.New()}
+	if o.PrefetchTimeout <= 0 {
+		o.PrefetchTimeout = defaultPrefetchTimeout
+	}
+	return &metaCache{opts: o, entries: make(map[string]*cacheEntry), lru: list.New(), inflight: make(map[string]chan struct{})}
 }
 
 // invalidate drops what inv names (Options.OnInvalidate).
@@ -137,20 +147,47 @@ func (m *metaCache) drop(e *cacheEntry) {
 	delete(m.entries, e.key)
 }
 
-// lookup returns a copy of p's cached answer if its lease still holds.
-func (m *metaCache) lookup(p string, now time.Time) (*StatResponse, bool) {
+// lookup returns a copy of p's cached answer if its lease still holds,
+// recording the access with the predictor. On a miss, wait is non-nil if
+// a background prefetch is fetching p: after it is closed, p may be cached
+// (lookupAfterWait).
+func (m *metaCache) lookup(p string, now time.Time) (st *StatResponse, wait <-chan struct{}) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.opts.Predictor != nil {
 		m.opts.Predictor.Access(p)
 	}
+	if st := m.hitLocked(p, now); st != nil {
+		return st, nil
+	}
+	if w := m.inflight[p]; w != nil {
+		return nil, w
+	}
+	m.stats.Misses++
+	return nil, nil
+}
+
+// lookupAfterWait is lookup's second look at p once the prefetch it
+// waited for ended: a hit, or a miss counted now.
+func (m *metaCache) lookupAfterWait(p string, now time.Time) *StatResponse {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st := m.hitLocked(p, now)
+	if st == nil {
+		m.stats.Misses++
+	}
+	return st
+}
+
+// hitLocked returns a copy of p's entry and counts a hit, or drops an
+// expired entry and returns nil; callers hold mu.
+func (m *metaCache) hitLocked(p string, now time.Time) *StatResponse {
 	e := m.entries[p]
 	if e == nil || !now.Before(e.until) {
 		if e != nil {
 			m.drop(e)
 		}
-		m.stats.Misses++
-		return nil, false
+		return nil
 	}
 	m.stats.Hits++
 	if e.prefetched {
@@ -160,14 +197,15 @@ func (m *metaCache) lookup(p string, now time.Time) (*StatResponse, bool) {
 	m.lru.MoveToFront(e.elem)
 	st := e.st
 	st.Level, st.Hops = LevelCache, 0
-	return &st, true
+	return &st
 }
 
 // successors returns the prefetch group of a miss of p: up to Group
 // paths found by walking the predictor's graph from p (the strongest
 // successors of p, then those of the last path added, and so on; a
 // group of at most the predictor's successors of p is the paper's),
-// less those cached.
+// less those cached under a lease that still holds and those a prefetch
+// is fetching.
 func (m *metaCache) successors(p string) []string {
 	if m.opts.Prefetch != PrefetchNexus || m.opts.Predictor == nil {
 		return nil
@@ -175,6 +213,7 @@ func (m *metaCache) successors(p string) []string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
+	now := time.Now()
 	seen := map[string]bool{p: true}
 	for from, found := p, 0; found < m.opts.Group; {
 		last := ""
@@ -184,7 +223,7 @@ func (m *metaCache) successors(p string) []string {
 			}
 			seen[q], last = true, q
 			found++
-			if m.entries[q] == nil {
+			if e := m.entries[q]; (e == nil || !now.Before(e.until)) && m.inflight[q] == nil {
 				out = append(out, q)
 			}
 		}
@@ -254,8 +293,20 @@ func (c *Client) cachedStat(ctx context.Context, p string) (*StatResponse, error
 		return c.statOnce(ctx, p, false)
 	}
 	now := time.Now()
-	if st, ok := m.lookup(key, now); ok {
+	st, wait := m.lookup(key, now)
+	if st != nil {
 		return st, nil
+	}
+	if wait != nil { // a prefetch is bringing it: cheaper than asking again
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		now = time.Now()
+		if st := m.lookupAfterWait(key, now); st != nil {
+			return st, nil
+		}
 	}
 	gen := m.generation()
 	ahead := m.successors(key)
@@ -267,11 +318,13 @@ func (c *Client) cachedStat(ctx context.Context, p string) (*StatResponse, error
 		m.install(key, st, now, gen, false)
 		return st, nil
 	}
-	// One request per home, concurrently: the group's paths on the
-	// missed path's home travel with it, and the miss waits for the other
-	// homes too, at most prefetchWait (fetching them in the background
-	// after the answer instead made the client's next misses queue behind
-	// them on a busy machine, and ended with fewer hits).
+	// The group's paths on the missed path's home travel with it; those
+	// homed elsewhere go at the same time, one request per home, in the
+	// background: the miss does not wait for them, and a stat of one of
+	// them while it is in flight waits for its answer instead of asking
+	// again (waiting for every home made a miss as slow as the slowest
+	// home; fetching the others only after the answer made the next
+	// accesses miss).
 	home := c.homeOf(key)
 	paths := []string{key}
 	var others []string
@@ -282,24 +335,10 @@ func (c *Client) cachedStat(ctx context.Context, p string) (*StatResponse, error
 			others = append(others, q)
 		}
 	}
-	var prefetched *BatchStatResponse
-	var wg sync.WaitGroup
 	if len(others) > 0 {
-		wg.Go(func() {
-			pctx, cancel := context.WithTimeout(ctx, prefetchWait)
-			defer cancel()
-			prefetched, _ = c.batchStat(pctx, others, true, true)
-		})
+		c.prefetch(others, now, gen)
 	}
 	br, err := c.batchStat(ctx, paths, true, true)
-	wg.Wait()
-	if prefetched != nil {
-		for i, r := range prefetched.Results {
-			if r.Stat != nil {
-				m.install(others[i], r.Stat, now, gen, true)
-			}
-		}
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -315,9 +354,58 @@ func (c *Client) cachedStat(ctx context.Context, p string) (*StatResponse, error
 	return first.Stat, nil
 }
 
-// prefetchWait bounds how long a miss waits for the part of its prefetch
-// group homed elsewhere (a paused or distant home delays a miss no more).
-const prefetchWait = 100 * time.Millisecond
+// prefetch fetches paths in the background (one request per home) and
+// caches the answers under leases counted from sent, unless an
+// invalidation arrived since gen was read. The paths are in flight until
+// then: a stat of one of them waits for the answer (cachedStat). It gives
+// up after CacheOptions.PrefetchTimeout; Close stops it.
+func (c *Client) prefetch(paths []string, sent time.Time, gen uint64) {
+	m := c.cache
+	done := make(chan struct{})
+	m.mu.Lock()
+	for _, q := range paths {
+		m.inflight[q] = done
+	}
+	m.mu.Unlock()
+	finish := func() {
+		m.mu.Lock()
+		for _, q := range paths {
+			if m.inflight[q] == done {
+				delete(m.inflight, q)
+			}
+		}
+		m.mu.Unlock()
+		close(done)
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		finish()
+		return
+	}
+	c.prefetches.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.prefetches.Done()
+		defer finish()
+		// Close fails the call (it closes the connections, then waits for
+		// c.prefetches).
+		ctx, cancel := context.WithTimeout(context.Background(), m.opts.PrefetchTimeout)
+		defer cancel()
+		br, _ := c.batchStat(ctx, paths, true, true)
+		if br == nil {
+			return
+		}
+		for i, r := range br.Results {
+			if r.Stat != nil {
+				m.install(paths[i], r.Stat, sent, gen, true)
+			}
+		}
+	}()
+}
+
+// defaultPrefetchTimeout is CacheOptions.PrefetchTimeout's default.
+const defaultPrefetchTimeout = 100 * time.Millisecond
 
 // CacheStats returns the metadata cache's counters (zero without
 // Options.Cache).

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/nexus"
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
@@ -154,4 +155,86 @@ func TestCacheSilentClient(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestCachePrefetchGroup: a miss brings its prefetch group from two homes
+// (the part on another node in the background; rpc's
+// TestCachePrefetchInFlight pins that down), with leases: every other path
+// of the group is then a hit, and shows the latest write.
+func TestCachePrefetchGroup(t *testing.T) { forEachR(t, testCachePrefetchGroup) }
+
+func testCachePrefetchGroup(t *testing.T, r int) {
+	c := cacheCluster(t, r)
+	w := via(c, c.IDs[0])
+	// Two directories on different homes (placement colocate puts each
+	// directory's files with it).
+	var dirs []string
+	homes := map[string]bool{}
+	for i := 0; len(dirs) < 2; i++ {
+		if i == 12 {
+			t.Fatalf("12 directories, homes %v: no two apart", homes)
+		}
+		d := fmt.Sprintf("/d%d", i)
+		mustOK(t, w.mkdir(d, false), "mkdir")
+		if h := homeOf(c, t, d); !homes[h] {
+			homes[h] = true
+			dirs = append(dirs, d)
+		}
+	}
+	var seq []string
+	for _, d := range dirs {
+		for f := range 4 {
+			p := fmt.Sprintf("%s/f%d", d, f)
+			mustOK(t, w.create(p), "create")
+			seq = append(seq, p)
+		}
+	}
+
+	g, err := nexus.New[string](nexus.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var addrs []string
+	for _, id := range c.IDs {
+		addrs = append(addrs, c.Nodes[id].Addr)
+	}
+	cl := rpc.NewClient(rpc.Options{Addrs: addrs, Logger: rpctest.Logger(t), Cache: &rpc.CacheOptions{
+		Entries: 100, Prefetch: rpc.PrefetchNexus, Predictor: g, Group: len(seq), PrefetchTimeout: time.Minute}})
+	t.Cleanup(func() { cl.Close() })
+	ctx := context.Background()
+	// Learn the sequence (and the homes), then drop the cached inodes: a
+	// change of each makes its home revoke the client's lease first.
+	for range 2 {
+		for _, p := range seq {
+			if _, err := cl.Stat(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, p := range seq {
+		if _, err := w.setattr(&rpc.SetAttrRequest{Path: p, Mode: u32(0o600)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := cl.CacheStats()
+	if before.Entries != 0 {
+		t.Fatalf("%d entries cached after every path changed", before.Entries)
+	}
+
+	if _, err := cl.Stat(ctx, seq[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range seq[1:] { // the other directory's first: in flight
+		st, err := cl.Stat(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Level != rpc.LevelCache || st.Mode != 0o600 {
+			t.Errorf("%s: level %s, mode %#o; want the prefetched inode, mode 0600", p, st.Level, st.Mode)
+		}
+	}
+	s := cl.CacheStats()
+	if misses, hits, used := s.Misses-before.Misses, s.Hits-before.Hits, s.PrefetchUsed-before.PrefetchUsed; misses != 1 || hits != 7 || used != 7 {
+		t.Errorf("after a miss and its group of 7: %d misses, %d hits, %d prefetches used; want 1, 7, 7", misses, hits, used)
+	}
 }
