@@ -128,6 +128,7 @@ type Server struct {
 	baseCancel context.CancelFunc
 	done       chan struct{} // closed when Shutdown or Close starts
 
+	workers  *workers     // run the calls
 	inflight atomic.Int64 // dispatched calls not yet answered
 	stopping atomic.Bool  // set by Shutdown; finishing calls signal idle
 	idle     chan struct{}
@@ -168,6 +169,7 @@ func NewServer(opts ServerOptions) *Server {
 		conns:      make(map[*serverConn]struct{}),
 		perIP:      make(map[string]int),
 	}
+	s.workers = newWorkers(s.done)
 	empty := map[string]*handler{}
 	s.handlers.Store(&empty)
 	return s
@@ -415,7 +417,7 @@ func (s *Server) Close() error {
 }
 
 // serverConn is one accepted connection. Its goroutine (serve) reads frames
-// and dispatches requests, each to its own goroutine, bounded by s.sem.
+// and dispatches requests to the server's workers, bounded by s.sem.
 type serverConn struct {
 	s      *Server
 	nc     net.Conn
@@ -618,7 +620,8 @@ func (c *serverConn) dispatch(b *[]byte) error {
 	s.inflight.Add(1)
 	c.mu.Unlock()
 
-	go c.run(ctx, cancel, hd, c.token, h.seq, b, h.body)
+	token, seq, body := c.token, h.seq, h.body
+	s.workers.run(func() { c.run(ctx, cancel, hd, token, seq, b, body) })
 	return nil
 }
 
