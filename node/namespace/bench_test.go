@@ -46,8 +46,11 @@ func (l *nsLatencies) report(b *testing.B, elapsed time.Duration) {
 	b.ReportMetric(q(0.99), "p99-µs")
 }
 
-// runParallel runs op with nsBenchClients goroutines and reports ops/s and
-// latency percentiles.
+// runParallel runs op with nsBenchClients goroutines and reports ops/s,
+// latency percentiles and the CPU time the process used per operation
+// (cpu-µs/op: the cluster's and the client's, every node running in this
+// process; on 2 cores, where ops/s moves by tens of percent between runs
+// with what else runs, it is the steadier measure of a change).
 func runParallel(b *testing.B, op func(r *rand.Rand) error) {
 	b.Helper()
 	// allocs/op count the whole cluster's allocations per operation (every
@@ -59,6 +62,7 @@ func runParallel(b *testing.B, op func(r *rand.Rand) error) {
 	var failed atomic.Int64
 	b.ResetTimer()
 	start := time.Now()
+	cpu0, cpuOK := processCPU()
 	b.RunParallel(func(pb *testing.PB) {
 		s := seed.Add(1)
 		r := rand.New(rand.NewPCG(s, s))
@@ -75,8 +79,12 @@ func runParallel(b *testing.B, op func(r *rand.Rand) error) {
 		lat.add(local)
 	})
 	elapsed := time.Since(start)
+	cpu1, _ := processCPU()
 	b.StopTimer()
 	lat.report(b, elapsed)
+	if cpuOK && b.N > 0 {
+		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+	}
 }
 
 // benchCluster returns a cluster of n nodes with r replicas per shard
