@@ -345,7 +345,7 @@ func (h *home) coordCreate(ctx context.Context, r *homeCreateReq) (*homeCreateRe
 
 func (h *home) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*homeCreateResp, error) {
 	p := r.Path
-	dir, name := splitPath(p)
+	dir, _ := splitPath(p)
 	op, err := h.beginParentOp(ctx, dir, p, []string{p}, []string{dir}, []string{p}, nil)
 	if err != nil {
 		return nil, err
@@ -355,11 +355,6 @@ func (h *home) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*homeCrea
 	}
 	defer op.end()
 	if err := op.allow(r.Caller, acl.Write|acl.Execute); err != nil {
-		return nil, err
-	}
-	if _, err := h.st.GetEntry(ctx, dir, name); err == nil {
-		return nil, fmt.Errorf("%s: %w", p, fs.ErrExist)
-	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
 	return h.createPlaced(ctx, r, op)
@@ -429,14 +424,26 @@ func (h *home) createAt(ctx context.Context, r *homeCreateReq, txn, home string,
 	ino := newInode(r, home, dino)
 	ent := store.Entry{Name: name, Type: storeType(r.Type), Home: home}
 	if home == h.id {
+		// The batch's preconditions are the only check that the name is
+		// free: a read before it would cost every create a store lookup.
 		var b store.Batch
 		b.RequireInodeExists(dir)
 		addLocalCreate(&b, &ino)
 		if err := h.apply(ctx, &b); err != nil {
+			if errors.Is(err, store.ErrExists) {
+				return nil, fmt.Errorf("%s: %w", p, fs.ErrExist)
+			}
 			return nil, fmt.Errorf("create %s: %w", p, storeErr(err))
 		}
 		h.touch(p)
 		return &homeCreateResp{Inode: *withoutText(ino)}, nil
+	}
+	// A name that exists fails before a transaction with another shard
+	// starts (the caller holds the name's lock).
+	if _, err := h.st.GetEntry(ctx, dir, name); err == nil {
+		return nil, fmt.Errorf("%s: %w", p, fs.ErrExist)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
 	}
 	plan := h.newPlan(txn)
 	plan.add(home, h.id, []string{p}, txnOp{Kind: opPutInode, Path: p, Inode: &ino})
