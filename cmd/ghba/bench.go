@@ -172,7 +172,10 @@ client, held under the nodes' leases) or nexus (the same cache, which also
 prefetches, with a missed path, --prefetch-group paths that follow it in
 the client's relationship graph: its strongest successors, Nexus §4, and
 beyond two, theirs). It prints per mode the operations per
-second, the mean and p99 stat time, and the local hit rate.`,
+second, the mean and p99 stat time, and the local hit rate. A mode may be
+given more than once (--cache off,nexus,off,nexus): each replay then runs
+under a prefix of its own (--prefix-MODE-2, ...), and rounds that
+alternate share whatever else the machine is doing.`,
 		Example: `  ghba --addr 127.0.0.1:7410,127.0.0.1:7420,127.0.0.1:7430 bench --paths 3000
   ghba bench --paths 100000 --concurrency 16 --prefix /bench1 --json
   ghba --addr 127.0.0.1:7410 bench --paths 100000 --prefix /bench1 --phases stat,lookup
@@ -222,7 +225,7 @@ second, the mean and p99 stat time, and the local hit rate.`,
 	f.IntVar(&bo.maxErrors, "max-errors", 0, "failed operations tolerated before the exit code is 1")
 	f.StringVar(&bo.trace, "trace", "", "replay this trace file instead of the generated tree")
 	f.IntVar(&bo.clients, "clients", 0, "with --trace: replay clients (default: one per client stream of the trace)")
-	f.StringSliceVar(&bo.cacheModes, "cache", []string{cacheOff}, "with --trace: client metadata cache modes to run, in turn: off, lru, nexus")
+	f.StringSliceVar(&bo.cacheModes, "cache", []string{cacheOff}, "with --trace: client metadata cache modes to run, in turn: off, lru, nexus (a mode may repeat: off,nexus,off,nexus)")
 	f.IntVar(&bo.cacheEntries, "cache-entries", 0, "with --trace: inodes each client's cache holds (default: 10% of the trace's distinct paths)")
 	f.IntVar(&bo.prefetchGroup, "prefetch-group", 2, "with --trace and --cache nexus: paths prefetched with each miss (2: the paper's group)")
 	f.BoolVar(&bo.traceOrder, "trace-order", true, "with --trace: start a client stream after the streams that ended before it began in the recording (false: all at once)")

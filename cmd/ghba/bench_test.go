@@ -113,7 +113,7 @@ func TestBenchTraceAgainstFake(t *testing.T) {
 	if err := os.WriteFile(trace, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, code := runCLI(t, "--addr", f.Addr(), "--json", "bench", "--trace", trace, "--cache", "off,lru,nexus", "--prefix", "/tb")
+	out, errOut, code := runCLI(t, "--addr", f.Addr(), "--json", "bench", "--trace", trace, "--cache", "off,lru,nexus,off", "--prefix", "/tb")
 	if code != 0 {
 		t.Fatalf("bench --trace: exit %d: %s", code, errOut)
 	}
@@ -126,10 +126,10 @@ func TestBenchTraceAgainstFake(t *testing.T) {
 			t.Errorf("result %v: want 6 ops, 4 stats, no errors, 2 clients", m)
 		}
 	}
-	if want := []string{"off", "lru", "nexus"}; !slices.Equal(modes, want) {
+	if want := []string{"off", "lru", "nexus", "off"}; !slices.Equal(modes, want) {
 		t.Errorf("modes %v, want %v", modes, want)
 	}
-	for _, mode := range []string{"off", "lru", "nexus"} {
+	for _, mode := range []string{"off", "lru", "nexus", "off-2"} { // a repeated mode: a prefix of its own
 		for _, p := range []string{"/tb-" + mode + "/src/a.go", "/tb-" + mode + "/src/c.go"} {
 			if !slices.Contains(f.Paths(), p) {
 				t.Errorf("the replay did not create %s", p)

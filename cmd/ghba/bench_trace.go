@@ -116,8 +116,8 @@ type traceResult struct {
 	Entries     int     `json:"cache_entries"`
 }
 
-// runTraceBench replays the trace once per cache mode, each under its own
-// prefix, and prints the results.
+// runTraceBench replays the trace once per cache mode given, each replay
+// under its own prefix, and prints the results.
 func runTraceBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions) error {
 	ts, err := readTraceStreams(bo.trace)
 	if err != nil {
@@ -138,8 +138,15 @@ func runTraceBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions) error
 		return usageErrorf("bench: --prefetch-group %d: must be at least 1", bo.prefetchGroup)
 	}
 	var results []traceResult
+	runs := map[string]int{}
 	for _, mode := range bo.cacheModes {
+		// A mode given again (off,nexus,off,nexus: rounds that share the
+		// machine's drift) replays under a prefix of its own.
+		runs[mode]++
 		prefix := fmt.Sprintf("%s-%s", bo.prefix, mode)
+		if n := runs[mode]; n > 1 {
+			prefix = fmt.Sprintf("%s-%d", prefix, n)
+		}
 		res, err := replayTrace(cmd, o, ts, prefix, mode, clients, entries, bo.prefetchGroup, bo.traceOrder)
 		if err != nil {
 			return err
