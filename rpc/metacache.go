@@ -48,6 +48,14 @@ type CacheOptions struct {
 	// homed elsewhere than the missed path (default 100 ms): the stats
 	// waiting for one of its paths wait no longer than that.
 	PrefetchTimeout time.Duration
+	// ListPrefetch, when above 0, makes each ReadDir page through this
+	// client fetch up to that many of the page's entries that are not
+	// cached, in the background and under leases, as a prefetch group is
+	// fetched (what NFS's READDIRPLUS and FUSE's readdirplus do): a
+	// program that lists a directory and then stats its entries finds
+	// them cached the first time, before any predictor has seen them.
+	// 0 (the default) fetches none.
+	ListPrefetch int
 }
 
 // Predictor learns a client's access sequence and predicts what follows
@@ -223,7 +231,7 @@ func (m *metaCache) successors(p string) []string {
 			}
 			seen[q], last = true, q
 			found++
-			if e := m.entries[q]; (e == nil || !now.Before(e.until)) && m.inflight[q] == nil {
+			if m.wantedLocked(q, now) {
 				out = append(out, q)
 			}
 		}
@@ -231,6 +239,34 @@ func (m *metaCache) successors(p string) []string {
 			break
 		}
 		from = last
+	}
+	return out
+}
+
+// wantedLocked reports whether q is worth fetching ahead: not cached under
+// a lease that still holds, and not in flight; callers hold mu.
+func (m *metaCache) wantedLocked(q string, now time.Time) bool {
+	e := m.entries[q]
+	return (e == nil || !now.Before(e.until)) && m.inflight[q] == nil
+}
+
+// listed returns the entries of directory dir (a ReadDir page) that
+// ListPrefetch fetches: the first ListPrefetch of them that are wanted.
+func (m *metaCache) listed(dir string, entries []DirEntry) []string {
+	if m.opts.ListPrefetch <= 0 || cacheKey(dir) == "" {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	var out []string
+	for _, e := range entries {
+		if len(out) == m.opts.ListPrefetch {
+			break
+		}
+		if q := path.Join(dir, e.Name); m.wantedLocked(q, now) {
+			out = append(out, q)
+		}
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"sync"
+	"time"
 )
 
 // Typed client methods. Each enters the cluster at a node chosen as
@@ -355,7 +356,12 @@ func (c *Client) ReadDir(ctx context.Context, req *ReadDirRequest) (*ReadDirResp
 		return nil, err
 	}
 	for _, e := range resp.Entries {
-		c.learn(path.Join(req.Path, e.Name), e.Home, "", e.Type == TypeDir)
+		c.learn(path.Join(req.Path, e.Name), e.Home, resp.HomeAddrs[e.Home], e.Type == TypeDir)
+	}
+	if m := c.cache; m != nil {
+		if ahead := m.listed(cacheKey(req.Path), resp.Entries); len(ahead) > 0 {
+			c.prefetch(ahead, time.Now(), m.generation())
+		}
 	}
 	return resp, nil
 }

@@ -2,6 +2,8 @@ package rpc_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -192,4 +194,58 @@ func TestCachePrefetchClose(t *testing.T) {
 		t.Fatal("a stat waiting for the prefetch did not return after Close")
 	}
 	close(b.release)
+}
+
+// TestCacheListPrefetch: with ListPrefetch, a ReadDir page brings up to
+// that many of its entries into the cache, in one batch under leases, so
+// that the stats that follow the listing are hits; without it, they miss.
+func TestCacheListPrefetch(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		listPrefetch int
+		cached       []string // the entries the stats find cached
+	}{
+		{"off", 0, nil},
+		{"3 of 5", 3, []string{"/a/1", "/a/2", "/a/3"}},
+		{"all", 10, []string{"/a/1", "/a/2", "/a/3", "/a/4", "/a/5"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, _ := startStatHomes(t)
+			rpc.Register(a.Server, rpc.MethodReadDir, func(ctx context.Context, r *rpc.ReadDirRequest) (*rpc.ReadDirResponse, error) {
+				resp := &rpc.ReadDirResponse{}
+				for _, name := range []string{"1", "2", "3", "4", "5"} {
+					resp.Entries = append(resp.Entries, rpc.DirEntry{Name: name, Type: rpc.TypeFile})
+				}
+				return resp, nil
+			})
+			a.lease.Store(int64(time.Minute))
+			c := newClient(t, rpc.Options{Addrs: []string{a.addr}, Cache: &rpc.CacheOptions{
+				Entries: 100, ListPrefetch: tc.listPrefetch, PrefetchTimeout: time.Minute}})
+			ctx := context.Background()
+			if _, err := c.ReadDir(ctx, &rpc.ReadDirRequest{Path: "/a"}); err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i <= 5; i++ {
+				p := fmt.Sprintf("/a/%d", i)
+				st, err := c.Stat(ctx, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := slices.Contains(tc.cached, p); (st.Level == rpc.LevelCache) != want {
+					t.Errorf("stat %s: level %s; want it from the cache: %v", p, st.Level, want)
+				}
+			}
+			wantBatches := int64(0)
+			if len(tc.cached) > 0 {
+				wantBatches = 1
+			}
+			if got := a.batches.Load(); got != wantBatches {
+				t.Errorf("%d batch stats, want %d", got, wantBatches)
+			}
+			s := c.CacheStats()
+			if s.Prefetched != uint64(len(tc.cached)) || s.PrefetchUsed != uint64(len(tc.cached)) {
+				t.Errorf("cache stats %+v: want %d prefetched and used", s, len(tc.cached))
+			}
+		})
+	}
 }

@@ -610,6 +610,10 @@ type ReadDirResponse struct {
 	Entries []DirEntry `json:"entries"`
 	// Next is the After value for the next page; "" when this is the last.
 	Next string `json:"next,omitempty"`
+	// HomeAddrs maps each shard named by an entry's Home to the RPC
+	// address of the node leading it, as far as the answering node knows
+	// (the client sends the entries' stats straight there).
+	HomeAddrs map[string]string `json:"home_addrs,omitempty"`
 }
 
 // SetAttrRequest changes attributes of a path; nil fields are left alone.

@@ -58,7 +58,9 @@ type benchOptions struct {
 	// prefetchGroup is the nexus cache's prefetch group
 	// (rpc.CacheOptions.Group).
 	prefetchGroup int
-	traceOrder    bool
+	// listPrefetch is the caches' rpc.CacheOptions.ListPrefetch.
+	listPrefetch int
+	traceOrder   bool
 }
 
 // benchTree is the generated namespace: directories (parents before
@@ -171,7 +173,9 @@ asks the cluster), lru (a metadata cache of --cache-entries inodes per
 client, held under the nodes' leases) or nexus (the same cache, which also
 prefetches, with a missed path, --prefetch-group paths that follow it in
 the client's relationship graph: its strongest successors, Nexus §4, and
-beyond two, theirs). It prints per mode the operations per
+beyond two, theirs). With --list-prefetch N, both caches also fetch up to
+N entries of each directory the trace lists, as a listing that returns
+attributes would (rpc.CacheOptions.ListPrefetch). It prints per mode the operations per
 second, the mean and p99 stat time, and the local hit rate. A mode may be
 given more than once (--cache off,nexus,off,nexus): each replay then runs
 under a prefix of its own (--prefix-MODE-2, ...), and rounds that
@@ -228,6 +232,7 @@ alternate share whatever else the machine is doing.`,
 	f.StringSliceVar(&bo.cacheModes, "cache", []string{cacheOff}, "with --trace: client metadata cache modes to run, in turn: off, lru, nexus (a mode may repeat: off,nexus,off,nexus)")
 	f.IntVar(&bo.cacheEntries, "cache-entries", 0, "with --trace: inodes each client's cache holds (default: 10% of the trace's distinct paths)")
 	f.IntVar(&bo.prefetchGroup, "prefetch-group", 2, "with --trace and --cache nexus: paths prefetched with each miss (2: the paper's group)")
+	f.IntVar(&bo.listPrefetch, "list-prefetch", 0, "with --trace and --cache lru or nexus: entries of each directory listing fetched into the cache (0: none)")
 	f.BoolVar(&bo.traceOrder, "trace-order", true, "with --trace: start a client stream after the streams that ended before it began in the recording (false: all at once)")
 	return cmd
 }

@@ -137,6 +137,9 @@ func runTraceBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions) error
 	if bo.prefetchGroup < 1 {
 		return usageErrorf("bench: --prefetch-group %d: must be at least 1", bo.prefetchGroup)
 	}
+	if bo.listPrefetch < 0 {
+		return usageErrorf("bench: --list-prefetch %d: must not be negative", bo.listPrefetch)
+	}
 	var results []traceResult
 	runs := map[string]int{}
 	for _, mode := range bo.cacheModes {
@@ -147,7 +150,7 @@ func runTraceBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions) error
 		if n := runs[mode]; n > 1 {
 			prefix = fmt.Sprintf("%s-%d", prefix, n)
 		}
-		res, err := replayTrace(cmd, o, ts, prefix, mode, clients, entries, bo.prefetchGroup, bo.traceOrder)
+		res, err := replayTrace(cmd, o, bo, ts, prefix, mode, clients, entries)
 		if err != nil {
 			return err
 		}
@@ -155,10 +158,12 @@ func runTraceBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions) error
 		fmt.Fprintf(cmd.ErrOrStderr(), "bench: %s replayed under %s\n", mode, prefix)
 	}
 	if o.json {
-		return writeJSON(cmd.OutOrStdout(), map[string]any{"trace": bo.trace, "cache_entries": entries, "prefetch_group": bo.prefetchGroup, "results": results})
+		return writeJSON(cmd.OutOrStdout(), map[string]any{"trace": bo.trace, "cache_entries": entries, "prefetch_group": bo.prefetchGroup,
+			"list_prefetch": bo.listPrefetch, "results": results})
 	}
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "trace %s: %d clients, %d distinct paths; cache of %d entries per client, nexus prefetch group %d\n\n", bo.trace, len(ts.streams), ts.distinct, entries, bo.prefetchGroup)
+	fmt.Fprintf(w, "trace %s: %d clients, %d distinct paths; cache of %d entries per client, nexus prefetch group %d, listings prefetch %d entries\n\n",
+		bo.trace, len(ts.streams), ts.distinct, entries, bo.prefetchGroup, bo.listPrefetch)
 	t := newTable(w, "CACHE", "CLIENTS", "OPS", "ERRORS", "OPS/S", "STATS", "STAT MEAN", "STAT P99", "HIT RATE", "PREFETCHED", "USED")
 	for _, r := range results {
 		t.row(r.Cache, r.Clients, r.Ops, r.Errors, fmt.Sprintf("%.0f", r.OpsPerSec), r.Stats,
@@ -178,11 +183,12 @@ func runTraceBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions) error
 
 // replayTrace creates the trace's existing paths under prefix, then
 // replays its streams in a closed loop through clients clients (stream i
-// on client i mod clients), each with its own cache in mode (nexus:
-// prefetching group paths with a miss); with ordered,
-// a stream starts once the streams that ended before it in the recording
+// on client i mod clients), each with its own cache of entries inodes in
+// mode (nexus: prefetching bo.prefetchGroup paths with a miss; both
+// caches: bo.listPrefetch entries of a listing); with bo.traceOrder, a
+// stream starts once the streams that ended before it in the recording
 // have finished (traceStreams.after), else every stream starts at once.
-func replayTrace(cmd *cobra.Command, o *clientOptions, ts *traceStreams, prefix, mode string, clients, entries, group int, ordered bool) (*traceResult, error) {
+func replayTrace(cmd *cobra.Command, o *clientOptions, bo *benchOptions, ts *traceStreams, prefix, mode string, clients, entries int) (*traceResult, error) {
 	ctx := cmd.Context()
 	setup, err := o.client(cmd)
 	if err != nil {
@@ -249,10 +255,11 @@ func replayTrace(cmd *cobra.Command, o *clientOptions, ts *traceStreams, prefix,
 		c, err := o.clientWith(cmd, func(opts *rpc.Options) {
 			switch mode {
 			case cacheLRU:
-				opts.Cache = &rpc.CacheOptions{Entries: entries}
+				opts.Cache = &rpc.CacheOptions{Entries: entries, ListPrefetch: bo.listPrefetch}
 			case cacheNexus:
 				g, _ := nexus.New[string](nexus.Config{})
-				opts.Cache = &rpc.CacheOptions{Entries: entries, Prefetch: rpc.PrefetchNexus, Predictor: g, Group: group}
+				opts.Cache = &rpc.CacheOptions{Entries: entries, Prefetch: rpc.PrefetchNexus, Predictor: g, Group: bo.prefetchGroup,
+					ListPrefetch: bo.listPrefetch}
 			}
 		})
 		if err != nil {
@@ -273,7 +280,7 @@ func replayTrace(cmd *cobra.Command, o *clientOptions, ts *traceStreams, prefix,
 		c := cls[i%clients]
 		wg.Go(func() {
 			defer close(done[i])
-			if ordered {
+			if bo.traceOrder {
 				for _, j := range ts.after[i] {
 					<-done[j] // every stream closes its channel, also when ctx ends
 				}

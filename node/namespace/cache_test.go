@@ -26,12 +26,16 @@ func cacheCluster(t *testing.T, r int) *nodetest.Namespaces {
 
 // cachingClient returns a client of c with a metadata cache.
 func cachingClient(t *testing.T, c *nodetest.Namespaces, onInv func(*rpc.Invalidation)) *rpc.Client {
+	return clientWithCache(t, c, &rpc.CacheOptions{Entries: 1000}, onInv)
+}
+
+// clientWithCache returns a client of c with the cache opts.
+func clientWithCache(t *testing.T, c *nodetest.Namespaces, opts *rpc.CacheOptions, onInv func(*rpc.Invalidation)) *rpc.Client {
 	var addrs []string
 	for _, id := range c.IDs {
 		addrs = append(addrs, c.Nodes[id].Addr)
 	}
-	cl := rpc.NewClient(rpc.Options{Addrs: addrs, Cache: &rpc.CacheOptions{Entries: 1000}, OnInvalidate: onInv,
-		Logger: rpctest.Logger(t)})
+	cl := rpc.NewClient(rpc.Options{Addrs: addrs, Cache: opts, OnInvalidate: onInv, Logger: rpctest.Logger(t)})
 	t.Cleanup(func() { cl.Close() })
 	return cl
 }
@@ -194,13 +198,8 @@ func testCachePrefetchGroup(t *testing.T, r int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var addrs []string
-	for _, id := range c.IDs {
-		addrs = append(addrs, c.Nodes[id].Addr)
-	}
-	cl := rpc.NewClient(rpc.Options{Addrs: addrs, Logger: rpctest.Logger(t), Cache: &rpc.CacheOptions{
-		Entries: 100, Prefetch: rpc.PrefetchNexus, Predictor: g, Group: len(seq), PrefetchTimeout: time.Minute}})
-	t.Cleanup(func() { cl.Close() })
+	cl := clientWithCache(t, c, &rpc.CacheOptions{
+		Entries: 100, Prefetch: rpc.PrefetchNexus, Predictor: g, Group: len(seq), PrefetchTimeout: time.Minute}, nil)
 	ctx := context.Background()
 	// Learn the sequence (and the homes), then drop the cached inodes: a
 	// change of each makes its home revoke the client's lease first.
@@ -236,5 +235,55 @@ func testCachePrefetchGroup(t *testing.T, r int) {
 	s := cl.CacheStats()
 	if misses, hits, used := s.Misses-before.Misses, s.Hits-before.Hits, s.PrefetchUsed-before.PrefetchUsed; misses != 1 || hits != 7 || used != 7 {
 		t.Errorf("after a miss and its group of 7: %d misses, %d hits, %d prefetches used; want 1, 7, 7", misses, hits, used)
+	}
+}
+
+// TestCacheListPrefetch: a client with ListPrefetch lists a directory, and
+// the stats of its entries that follow are hits (the listing brought them
+// under leases from their home); a write of one of them by another client
+// is then seen by the caching client's next stat.
+func TestCacheListPrefetch(t *testing.T) { forEachR(t, testCacheListPrefetch) }
+
+func testCacheListPrefetch(t *testing.T, r int) {
+	c := cacheCluster(t, r)
+	ctx := context.Background()
+	w := via(c, c.IDs[0])
+	mustOK(t, w.mkdir("/d", false), "mkdir")
+	files := []string{"/d/f0", "/d/f1", "/d/f2", "/d/f3", "/d/f4", "/d/f5"}
+	for _, p := range files {
+		mustOK(t, w.create(p), "create")
+	}
+	// A file created on another shard than /d's is in flux there until
+	// its part of the create is delivered, and gets no lease meanwhile:
+	// wait until another caching client holds each under a lease.
+	probe := cachingClient(t, c, nil)
+	for _, p := range files {
+		cached(t, probe, p)
+	}
+	cl := clientWithCache(t, c, &rpc.CacheOptions{Entries: 100, ListPrefetch: 64, PrefetchTimeout: time.Minute}, nil)
+	if _, err := cl.ReadDir(ctx, &rpc.ReadDirRequest{Path: "/d"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range files {
+		st, err := cl.Stat(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Level != rpc.LevelCache {
+			t.Errorf("stat %s after listing /d: level %s, want the cache", p, st.Level)
+		}
+	}
+	if s := cl.CacheStats(); s.Misses != 0 || s.PrefetchUsed != uint64(len(files)) {
+		t.Errorf("cache stats %+v: want no miss and the %d listed entries used", s, len(files))
+	}
+	if _, err := w.setattr(&rpc.SetAttrRequest{Path: files[2], Mode: u32(0o600)}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := cl.Stat(ctx, files[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode != 0o600 {
+		t.Errorf("stat %s after another client's chmod 600: mode %#o (level %s)", files[2], st.Mode, st.Level)
 	}
 }

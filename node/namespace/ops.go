@@ -649,7 +649,17 @@ func (n *Namespace) ReadDir(ctx context.Context, r *rpc.ReadDirRequest) (*rpc.Re
 	if resp.Entries == nil {
 		resp.Entries = []rpc.DirEntry{}
 	}
-	return &rpc.ReadDirResponse{Entries: resp.Entries, Next: resp.Next}, nil
+	out := &rpc.ReadDirResponse{Entries: resp.Entries, Next: resp.Next}
+	for _, e := range resp.Entries {
+		if _, done := out.HomeAddrs[e.Home]; done || e.Home == "" {
+			continue
+		}
+		if out.HomeAddrs == nil {
+			out.HomeAddrs = make(map[string]string)
+		}
+		out.HomeAddrs[e.Home] = n.addrOfShard(e.Home)
+	}
+	return out, nil
 }
 
 func (h *home) handleHomeReadDir(ctx context.Context, r *homeReadDirReq) (*homeReadDirResp, error) {
