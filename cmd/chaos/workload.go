@@ -318,7 +318,8 @@ func makeDirs(ctx context.Context, addrs, dirs []string, log *slog.Logger) error
 // newClient returns a client for the workload: short timeouts so that a
 // paused or cut-off node costs a few seconds, not the default 30. With
 // cached, its stats answer from a metadata cache under the nodes' leases
-// (rpc.Options.Cache), and are checked like every other operation.
+// (rpc.Options.Cache), which its listings also fill (ListPrefetch), and
+// are checked like every other operation.
 func newClient(addrs []string, log *slog.Logger, cached bool) *client {
 	s := &sentTo{}
 	opts := rpc.Options{
@@ -331,7 +332,7 @@ func newClient(addrs []string, log *slog.Logger, cached bool) *client {
 		IdleTimeout: 10 * time.Second,
 	}
 	if cached {
-		opts.Cache = &rpc.CacheOptions{Entries: 4096}
+		opts.Cache = &rpc.CacheOptions{Entries: 4096, ListPrefetch: 64}
 	}
 	return &client{sent: s, Client: rpc.NewClient(opts)}
 }
@@ -480,6 +481,13 @@ func (w *Workload) Run(ctx context.Context, r *Recorder) {
 			// Odd workers read through a metadata cache.
 			c := newClient(w.Addrs, w.Log.With("worker", i, "cache", i%2 == 1), i%2 == 1)
 			defer c.Close()
+			if i%2 == 1 {
+				defer func() { // how much of the cache the run went through
+					s := c.CacheStats()
+					w.Log.Info("cached worker done", "worker", i, "hits", s.Hits, "misses", s.Misses,
+						"prefetched", s.Prefetched, "prefetch_used", s.PrefetchUsed, "invalidated", s.Invalidated)
+				}()
+			}
 			id := i
 			for ctx.Err() == nil {
 				o := w.next(rng, "", false)
