@@ -44,9 +44,10 @@ type CacheOptions struct {
 	// the predictor's successors of the missed path is filled by walking
 	// its graph: the successors of the last path added, and so on.
 	Group int
-	// PrefetchTimeout bounds a background prefetch of the part of a group
-	// homed elsewhere than the missed path (default 100 ms): the stats
-	// waiting for one of its paths wait no longer than that.
+	// PrefetchTimeout bounds a background prefetch (the part of a group
+	// homed elsewhere than the missed path, or a listing's entries;
+	// default 100 ms): the stats waiting for one of its paths wait no
+	// longer than that.
 	PrefetchTimeout time.Duration
 	// ListPrefetch, when above 0, makes each ReadDir page through this
 	// client fetch up to that many of the page's entries that are not
@@ -250,10 +251,11 @@ func (m *metaCache) wantedLocked(q string, now time.Time) bool {
 	return (e == nil || !now.Before(e.until)) && m.inflight[q] == nil
 }
 
-// listed returns the entries of directory dir (a ReadDir page) that
-// ListPrefetch fetches: the first ListPrefetch of them that are wanted.
+// listed returns the entries of directory dir (its cacheKey; a ReadDir
+// page) that ListPrefetch fetches: the first ListPrefetch of them that are
+// wanted.
 func (m *metaCache) listed(dir string, entries []DirEntry) []string {
-	if m.opts.ListPrefetch <= 0 || cacheKey(dir) == "" {
+	if m.opts.ListPrefetch <= 0 || dir == "" {
 		return nil
 	}
 	m.mu.Lock()
