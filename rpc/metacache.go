@@ -13,9 +13,11 @@ import (
 // homes the path granted the inode lasts; the node notifies the client
 // (Options.OnInvalidate is set to the cache's) before any change of the
 // inode is applied, so a cached answer is never older than what a
-// linearizable stat could return. On a miss, the cache may prefetch the
-// paths a predictor expects next (PrefetchNexus) with the missed path, in
-// one batched request per home.
+// linearizable stat could return. A path that does not exist is cached
+// too, under a lease on its absence (BatchStatResult.Lease), which the
+// node revokes before the name is created. On a miss, the cache may
+// prefetch the paths a predictor expects next (PrefetchNexus) with the
+// missed path, in one batched request per home.
 
 // LevelCache is StatResponse.Level of an answer from the client's cache.
 const LevelCache = "cache"
@@ -32,7 +34,7 @@ const (
 
 // CacheOptions configure the client's metadata cache.
 type CacheOptions struct {
-	// Entries bounds the cached inodes (default 10,000).
+	// Entries bounds the cached inodes and absences (default 10,000).
 	Entries int
 	// Prefetch is PrefetchNone (default) or PrefetchNexus.
 	Prefetch string
@@ -89,8 +91,11 @@ type CacheStats struct {
 const leaseMargin = 10
 
 type cacheEntry struct {
-	key        string
-	st         StatResponse
+	key string
+	st  StatResponse
+	// absent, when not nil, is the answer instead of st: the path does
+	// not exist (an error with CodeNotExist and the node's message).
+	absent     error
 	until      time.Time
 	prefetched bool // fetched ahead and not used yet
 	elem       *list.Element
@@ -156,47 +161,49 @@ func (m *metaCache) drop(e *cacheEntry) {
 	delete(m.entries, e.key)
 }
 
-// lookup returns a copy of p's cached answer if its lease still holds,
-// recording the access with the predictor. On a miss, wait is non-nil if
-// a background prefetch is fetching p: after it is closed, p may be cached
+// lookup returns p's cached answer if its lease still holds (a copy of
+// the inode, or the error saying p does not exist), recording the access
+// with the predictor. On a miss (hit false), wait is non-nil if a
+// background prefetch is fetching p: after it is closed, p may be cached
 // (lookupAfterWait).
-func (m *metaCache) lookup(p string, now time.Time) (st *StatResponse, wait <-chan struct{}) {
+func (m *metaCache) lookup(p string, now time.Time) (st *StatResponse, hit bool, wait <-chan struct{}, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.opts.Predictor != nil {
 		m.opts.Predictor.Access(p)
 	}
-	if st := m.hitLocked(p, now); st != nil {
-		return st, nil
+	if st, hit, err := m.hitLocked(p, now); hit {
+		return st, true, nil, err
 	}
 	if w := m.inflight[p]; w != nil {
-		return nil, w
+		return nil, false, w, nil
 	}
 	m.stats.Misses++
-	return nil, nil
+	return nil, false, nil, nil
 }
 
 // lookupAfterWait is lookup's second look at p once the prefetch it
 // waited for ended: a hit, or a miss counted now.
-func (m *metaCache) lookupAfterWait(p string, now time.Time) *StatResponse {
+func (m *metaCache) lookupAfterWait(p string, now time.Time) (st *StatResponse, hit bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := m.hitLocked(p, now)
-	if st == nil {
+	st, hit, err = m.hitLocked(p, now)
+	if !hit {
 		m.stats.Misses++
 	}
-	return st
+	return st, hit, err
 }
 
-// hitLocked returns a copy of p's entry and counts a hit, or drops an
-// expired entry and returns nil; callers hold mu.
-func (m *metaCache) hitLocked(p string, now time.Time) *StatResponse {
+// hitLocked returns p's answer (a copy of its inode, or the error saying
+// it does not exist) and counts a hit, or drops an expired entry and
+// returns hit false; callers hold mu.
+func (m *metaCache) hitLocked(p string, now time.Time) (st *StatResponse, hit bool, err error) {
 	e := m.entries[p]
 	if e == nil || !now.Before(e.until) {
 		if e != nil {
 			m.drop(e)
 		}
-		return nil
+		return nil, false, nil
 	}
 	m.stats.Hits++
 	if e.prefetched {
@@ -204,9 +211,12 @@ func (m *metaCache) hitLocked(p string, now time.Time) *StatResponse {
 		m.stats.PrefetchUsed++
 	}
 	m.lru.MoveToFront(e.elem)
-	st := e.st
-	st.Level, st.Hops = LevelCache, 0
-	return &st
+	if e.absent != nil {
+		return nil, true, e.absent
+	}
+	c := e.st
+	c.Level, c.Hops = LevelCache, 0
+	return &c, true, nil
 }
 
 // successors returns the prefetch group of a miss of p: up to Group
@@ -273,13 +283,24 @@ func (m *metaCache) listed(dir string, entries []DirEntry) []string {
 	return out
 }
 
-// install caches st under a lease granted on a request sent at sent,
+// install caches r, an answer for key (an inode, or the error saying key
+// does not exist), under the lease granted on a request sent at sent,
 // unless an invalidation arrived since gen was read.
-func (m *metaCache) install(key string, st *StatResponse, sent time.Time, gen uint64, prefetched bool) {
-	if st.Lease <= 0 {
+func (m *metaCache) install(key string, r *BatchStatResult, sent time.Time, gen uint64, prefetched bool) {
+	var (
+		lease  int64
+		absent error
+	)
+	switch {
+	case r.Stat != nil:
+		lease = r.Stat.Lease
+	case r.Code == CodeNotExist:
+		lease, absent = r.Lease, r.Err()
+	}
+	if lease <= 0 {
 		return
 	}
-	until := sent.Add(time.Duration(st.Lease - st.Lease/leaseMargin))
+	until := sent.Add(time.Duration(lease - lease/leaseMargin))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.gen != gen {
@@ -291,7 +312,10 @@ func (m *metaCache) install(key string, st *StatResponse, sent time.Time, gen ui
 	if prefetched {
 		m.stats.Prefetched++
 	}
-	e := &cacheEntry{key: key, st: *st, until: until, prefetched: prefetched}
+	e := &cacheEntry{key: key, absent: absent, until: until, prefetched: prefetched}
+	if r.Stat != nil {
+		e.st = *r.Stat
+	}
 	e.elem = m.lru.PushFront(e)
 	m.entries[key] = e
 	for m.lru.Len() > m.opts.Entries {
@@ -331,9 +355,9 @@ func (c *Client) cachedStat(ctx context.Context, p string) (*StatResponse, error
 		return c.statOnce(ctx, p, false)
 	}
 	now := time.Now()
-	st, wait := m.lookup(key, now)
-	if st != nil {
-		return st, nil
+	st, hit, wait, err := m.lookup(key, now)
+	if hit {
+		return st, err
 	}
 	if wait != nil { // a prefetch is bringing it: cheaper than asking again
 		select {
@@ -342,20 +366,12 @@ func (c *Client) cachedStat(ctx context.Context, p string) (*StatResponse, error
 			return nil, ctx.Err()
 		}
 		now = time.Now()
-		if st := m.lookupAfterWait(key, now); st != nil {
-			return st, nil
+		if st, hit, err := m.lookupAfterWait(key, now); hit {
+			return st, err
 		}
 	}
 	gen := m.generation()
 	ahead := m.successors(key)
-	if len(ahead) == 0 {
-		st, err := c.statOnce(ctx, key, true)
-		if err != nil {
-			return nil, err
-		}
-		m.install(key, st, now, gen, false)
-		return st, nil
-	}
 	// The group's paths on the missed path's home travel with it; those
 	// homed elsewhere go at the same time, one request per home, in the
 	// background: the miss does not wait for them, and a stat of one of
@@ -376,14 +392,14 @@ func (c *Client) cachedStat(ctx context.Context, p string) (*StatResponse, error
 	if len(others) > 0 {
 		c.prefetch(others, now, gen)
 	}
-	br, err := c.batchStat(ctx, paths, true, true)
+	// A lone path goes as a batch of one too: a batch's answer can carry
+	// a lease on a path's absence.
+	br, err := c.batchStat(ctx, paths, true, len(paths) > 1)
 	if err != nil {
 		return nil, err
 	}
-	for i, r := range br.Results {
-		if r.Stat != nil {
-			m.install(paths[i], r.Stat, now, gen, i > 0)
-		}
+	for i := range br.Results {
+		m.install(paths[i], &br.Results[i], now, gen, i > 0)
 	}
 	first := br.Results[0]
 	if err := first.Err(); err != nil {
@@ -434,10 +450,8 @@ func (c *Client) prefetch(paths []string, sent time.Time, gen uint64) {
 		if br == nil {
 			return
 		}
-		for i, r := range br.Results {
-			if r.Stat != nil {
-				m.install(paths[i], r.Stat, sent, gen, true)
-			}
+		for i := range br.Results {
+			m.install(paths[i], &br.Results[i], sent, gen, true)
 		}
 	}()
 }

@@ -1,6 +1,8 @@
 package rpc
 
 import (
+	"errors"
+	"io/fs"
 	"slices"
 	"testing"
 	"time"
@@ -36,10 +38,58 @@ func TestPrefetchGroup(t *testing.T) {
 			}
 			m := newMetaCache(CacheOptions{Prefetch: PrefetchNexus, Predictor: g, Group: tc.group})
 			for _, p := range tc.cached {
-				m.install(p, &StatResponse{Lease: int64(time.Minute)}, time.Now(), m.generation(), false)
+				m.install(p, &BatchStatResult{Stat: &StatResponse{Lease: int64(time.Minute)}}, time.Now(), m.generation(), false)
 			}
 			if got := m.successors("/a"); !slices.Equal(got, tc.want) {
 				t.Errorf("successors(/a) with group %d = %v, want %v", tc.group, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestCacheAnswers: the cache holds an inode or a path's absence under the
+// lease its answer carries, answers a stat of it until the lease ends or a
+// node's notice drops it, and holds nothing without a lease or for any
+// other error.
+func TestCacheAnswers(t *testing.T) {
+	lease := int64(time.Minute)
+	cases := []struct {
+		name       string
+		res        BatchStatResult
+		cached     bool
+		wantAbsent bool
+	}{
+		{"inode under a lease", BatchStatResult{Stat: &StatResponse{Inode: Inode{Path: "/p", Mode: 0o600}, Lease: lease}}, true, false},
+		{"inode without a lease", BatchStatResult{Stat: &StatResponse{Inode: Inode{Path: "/p"}}}, false, false},
+		{"absence under a lease", BatchStatResult{Code: CodeNotExist, Message: "/p: file does not exist", Lease: lease}, true, true},
+		{"absence without a lease", BatchStatResult{Code: CodeNotExist, Message: "/p: file does not exist"}, false, false},
+		{"another error", BatchStatResult{Code: CodeUnavailable, Message: "down", Lease: lease}, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMetaCache(CacheOptions{})
+			now := time.Now()
+			m.install("/p", &tc.res, now, m.generation(), false)
+			st, hit, _, err := m.lookup("/p", now)
+			if hit != tc.cached {
+				t.Fatalf("hit %v, want %v", hit, tc.cached)
+			}
+			if !hit {
+				return
+			}
+			switch {
+			case tc.wantAbsent && !errors.Is(err, fs.ErrNotExist):
+				t.Errorf("cached absence answered %v, %+v", err, st)
+			case !tc.wantAbsent && (err != nil || st.Mode != 0o600 || st.Level != LevelCache):
+				t.Errorf("cached inode answered %v, %+v", err, st)
+			}
+			if _, hit, _, _ := m.lookup("/p", now.Add(time.Duration(lease))); hit {
+				t.Error("answered after its lease ended")
+			}
+			m.install("/p", &tc.res, now, m.generation(), false)
+			m.invalidate(&Invalidation{Paths: []string{"/p"}})
+			if _, hit, _, _ := m.lookup("/p", now); hit {
+				t.Error("answered after the node's notice")
 			}
 		})
 	}

@@ -148,7 +148,7 @@ func (r *BatchStatResponse) appendMsgpack(b []byte) []byte {
 	for i := range r.Results {
 		x := &r.Results[i]
 		n := 0
-		for _, set := range [...]bool{x.Code != 0, x.Message != "", x.Skipped, x.Stat != nil} {
+		for _, set := range [...]bool{x.Code != 0, x.Lease != 0, x.Message != "", x.Skipped, x.Stat != nil} {
 			if set {
 				n++
 			}
@@ -156,6 +156,9 @@ func (r *BatchStatResponse) appendMsgpack(b []byte) []byte {
 		b = appendMapLen(b, n)
 		if x.Code != 0 {
 			b = kvUint(b, "code", uint64(x.Code))
+		}
+		if x.Lease != 0 {
+			b = kvInt(b, "lease", x.Lease)
 		}
 		if x.Message != "" {
 			b = kvStr(b, "message", x.Message)
@@ -192,6 +195,8 @@ func (r *BatchStatResponse) decodeMsgpack(b []byte) error {
 				switch string(key) {
 				case "code":
 					x.Code = Code(rd.int(0, math.MaxUint16))
+				case "lease":
+					x.Lease = rd.int(math.MinInt64, math.MaxInt64)
 				case "message":
 					x.Message = rd.str()
 				case "skipped":

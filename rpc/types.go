@@ -278,6 +278,12 @@ type BatchStatResult struct {
 	// Skipped: a prefetched path (BatchStatRequest.Prefetch) the node did
 	// not look up; neither Stat nor an error.
 	Skipped bool `json:"skipped,omitempty"`
+	// Lease, when Code is CodeNotExist and the request asked for leases,
+	// is the length in nanoseconds of a lease on the path's absence,
+	// granted by the node that leads the shard of the path's parent
+	// directory: until it ends, measured as StatResponse.Lease, the node
+	// notifies the client before the name is created.
+	Lease int64 `json:"lease,omitempty"`
 }
 
 // Err returns the result's error (matching errors.Is like a call's error),

@@ -44,18 +44,39 @@ func clientWithCache(t *testing.T, c *nodetest.Namespaces, opts *rpc.CacheOption
 func cached(t *testing.T, cl *rpc.Client, p string) *rpc.StatResponse {
 	t.Helper()
 	var st *rpc.StatResponse
-	rpctest.Eventually(t, 10*time.Second, "a cached answer of "+p, func() error {
-		var err error
-		st, err = cl.Stat(context.Background(), p)
-		if err != nil {
-			return err
-		}
-		if st.Level != rpc.LevelCache {
-			return fmt.Errorf("stat %s answered at %s", p, st.Level)
+	untilHit(t, cl, p, func(s *rpc.StatResponse, err error) error {
+		st = s
+		return err
+	})
+	return st
+}
+
+// cachedAbsent stats p through cl until the cache answers that p does not
+// exist (a lease on its absence).
+func cachedAbsent(t *testing.T, cl *rpc.Client, p string) {
+	t.Helper()
+	untilHit(t, cl, p, func(_ *rpc.StatResponse, err error) error {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("stat %s: %v, want it not to exist", p, err)
 		}
 		return nil
 	})
-	return st
+}
+
+// untilHit stats p through cl until the cache answers and check accepts
+// the answer.
+func untilHit(t *testing.T, cl *rpc.Client, p string, check func(*rpc.StatResponse, error) error) {
+	t.Helper()
+	rpctest.Eventually(t, 10*time.Second, "a cached answer of "+p, func() error {
+		before := cl.CacheStats().Hits
+		if err := check(cl.Stat(context.Background(), p)); err != nil {
+			return err
+		}
+		if cl.CacheStats().Hits == before {
+			return fmt.Errorf("stat %s: not from the cache yet", p)
+		}
+		return nil
+	})
 }
 
 // TestCacheNeverStale: a client caches inodes under leases; after every
@@ -285,5 +306,68 @@ func testCacheListPrefetch(t *testing.T, r int) {
 	}
 	if st.Mode != 0o600 {
 		t.Errorf("stat %s after another client's chmod 600: mode %#o (level %s)", files[2], st.Mode, st.Level)
+	}
+}
+
+// TestCacheAbsent: a client caches that a path does not exist, under a
+// lease on its absence from the node that leads its directory; every way
+// another client can make the path exist (create, mkdir, symlink, a
+// rename into the directory, the directory itself replaced by one that
+// holds the name) is seen by the caching client's next stat once it was
+// acknowledged.
+func TestCacheAbsent(t *testing.T) { forEachR(t, testCacheAbsent) }
+
+func testCacheAbsent(t *testing.T, r int) {
+	c := cacheCluster(t, r)
+	ctx := context.Background()
+	w := via(c, c.IDs[0])
+	mustOK(t, w.mkdir("/d", false), "mkdir")
+	mustOK(t, w.mkdir("/e", false), "mkdir")
+	mustOK(t, w.create("/d/a"), "create")
+	mustOK(t, w.create("/e/b"), "create")
+	mustOK(t, w.mkdir("/p", false), "mkdir")
+	mustOK(t, w.mkdir("/o", false), "mkdir")
+	mustOK(t, w.create("/o/n"), "create")
+	mustOK(t, w.mkdir("/q", false), "mkdir")
+	symlink := func(p string) error {
+		return w.call(rpc.MethodCreate, &rpc.CreateRequest{Path: p, Mode: 0o777, Symlink: "/d/a"}, &rpc.CreateResponse{})
+	}
+	cl := cachingClient(t, c, nil)
+	for _, tc := range []struct {
+		name  string
+		path  string
+		write func() error
+	}{
+		{"create", "/d/x", func() error { return w.create("/d/x") }},
+		{"mkdir", "/d/y", func() error { return w.mkdir("/d/y", false) }},
+		{"symlink", "/d/s", func() error { return symlink("/d/s") }},
+		{"rename within the directory", "/d/z", func() error { return w.rename("/d/a", "/d/z") }},
+		{"rename from another directory", "/d/w", func() error { return w.rename("/e/b", "/d/w") }},
+		{"in the root", "/top", func() error { return w.mkdir("/top", false) }},
+		{"the directory removed and made again", "/p/n", func() error {
+			if err := w.rmdir("/p"); err != nil {
+				return err
+			}
+			if err := w.mkdir("/p", false); err != nil {
+				return err
+			}
+			return w.create("/p/n")
+		}},
+		{"the directory replaced by a rename", "/q/n", func() error { return w.rename("/o", "/q") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cachedAbsent(t, cl, tc.path)
+			mustOK(t, tc.write(), "%s", tc.name)
+			st, err := cl.Stat(ctx, tc.path)
+			if err != nil {
+				t.Fatalf("stat %s through the cache after %s was acknowledged: %v", tc.path, tc.name, err)
+			}
+			if st.Path != tc.path {
+				t.Errorf("stat %s: %+v", tc.path, st)
+			}
+		})
+	}
+	if s := cl.CacheStats(); s.Invalidated == 0 {
+		t.Errorf("cache stats %+v: want invalidations", s)
 	}
 }

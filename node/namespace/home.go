@@ -49,9 +49,10 @@ type home struct {
 	ctx    context.Context // ends when the node stops leading the shard
 	cancel context.CancelFunc
 	tasks  tasks.Group
-	// writable is when the leases an earlier leader of the shard may have
-	// granted have all expired: writes wait for it (leases.go).
-	writable time.Time
+	// led is when this leadership began; writable is when the leases an
+	// earlier leader of the shard may have granted have all expired:
+	// writes wait for it (leases.go).
+	led, writable time.Time
 }
 
 // newHome returns the home of the shard rep leads, not started.
@@ -69,7 +70,8 @@ func newHome(n *Namespace, rep Replica) *home {
 		parts:   make(map[string]*partTxn),
 		cleanup: make(chan string, 4096),
 	}
-	h.writable = time.Now().Add(n.leases.ttl)
+	h.led = time.Now()
+	h.writable = h.led.Add(n.leases.ttl)
 	h.flux.init()
 	h.push.init()
 	h.ctx, h.cancel = context.WithCancel(n.ctx)
@@ -111,9 +113,10 @@ func (h *home) preparedCount() int {
 }
 
 // apply commits b in the shard's log, once the clients caching the
-// inodes it changes have dropped them (leases.go).
+// paths it changes (inodes, and names whose entry it puts or deletes)
+// have dropped them (leases.go).
 func (h *home) apply(ctx context.Context, b *store.Batch) error {
-	rv, err := h.revoke(ctx, b.InodePaths(), nil, true)
+	rv, err := h.revoke(ctx, b.ChangedPaths(), nil, true)
 	if err != nil {
 		return err
 	}
@@ -130,7 +133,7 @@ func (h *home) apply(ctx context.Context, b *store.Batch) error {
 
 // applyMarked is apply for a prepared part's batch.
 func (h *home) applyMarked(ctx context.Context, b *store.Batch) error {
-	rv, err := h.revoke(ctx, b.InodePaths(), nil, false)
+	rv, err := h.revoke(ctx, b.ChangedPaths(), nil, false)
 	if err != nil {
 		return err
 	}

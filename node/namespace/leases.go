@@ -3,6 +3,7 @@ package namespace
 import (
 	"context"
 	"hash/maphash"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,14 @@ import (
 // bumped it, and so does every write that ended meanwhile (the stat may
 // have read the inode before the write was applied): the lease is
 // refused.
+//
+// A lease may also be on a path's absence (grantAbsent), granted by the
+// node that leads the shard of the path's parent directory, whose entries
+// say which names exist: a write of the name's entry (a create, a rename
+// into the directory) revokes it as a write of the path's inode does; a
+// write of the directory's own inode (it is removed, moved, replaced or
+// its mode changes) revokes every lease on an absence in it, as a write
+// of the subtree.
 type leaseTable struct {
 	ttl     time.Duration // 0: leases are never granted
 	seed    maphash.Seed
@@ -44,6 +53,9 @@ type leaseStripe struct {
 	epoch   uint64
 	writing map[string]int
 	holders map[string]map[*rpc.Peer]time.Time // path → holder → expiry
+	// absentIn maps a directory (in its own stripe) to the latest expiry
+	// of the leases granted on the absence of a name in it.
+	absentIn map[string]time.Time
 }
 
 func newLeaseTable(ttl time.Duration) *leaseTable {
@@ -51,6 +63,7 @@ func newLeaseTable(ttl time.Duration) *leaseTable {
 	for i := range t.stripes {
 		t.stripes[i].writing = map[string]int{}
 		t.stripes[i].holders = map[string]map[*rpc.Peer]time.Time{}
+		t.stripes[i].absentIn = map[string]time.Time{}
 	}
 	return t
 }
@@ -74,6 +87,36 @@ func (t *leaseTable) grant(peer *rpc.Peer, p string, epoch uint64) time.Duration
 	if t.ttl <= 0 || peer == nil {
 		return 0
 	}
+	return t.record(peer, p, epoch, time.Now().Add(t.ttl))
+}
+
+// grantAbsent records a lease on the absence of p, whose parent directory
+// is dir, for peer: the caller read dir's entries after taking p's and
+// dir's epochs and found no entry for p's name. It is refused if a write
+// of p or of dir began since or is in progress. A write of dir that begins
+// after the grant sees dir in absentIn and revokes the leases in it
+// (beginWrite); one that began before changed dir's epoch.
+func (t *leaseTable) grantAbsent(peer *rpc.Peer, p, dir string, epoch, dirEpoch uint64) time.Duration {
+	if t.ttl <= 0 || peer == nil {
+		return 0
+	}
+	until := time.Now().Add(t.ttl)
+	ds := t.stripe(dir)
+	ds.mu.Lock()
+	if ds.epoch != dirEpoch || ds.writing[dir] > 0 {
+		ds.mu.Unlock()
+		return 0
+	}
+	if until.After(ds.absentIn[dir]) {
+		ds.absentIn[dir] = until
+	}
+	ds.mu.Unlock()
+	return t.record(peer, p, epoch, until)
+}
+
+// record is grant's and grantAbsent's lease on p until until, checked
+// against epoch.
+func (t *leaseTable) record(peer *rpc.Peer, p string, epoch uint64, until time.Time) time.Duration {
 	if t.nprefix.Load() > 0 && t.underPrefix(p) {
 		return 0
 	}
@@ -88,7 +131,7 @@ func (t *leaseTable) grant(peer *rpc.Peer, p string, epoch uint64) time.Duration
 		h = map[*rpc.Peer]time.Time{}
 		s.holders[p] = h
 	}
-	h[peer] = time.Now().Add(t.ttl)
+	h[peer] = until
 	return t.ttl
 }
 
@@ -114,10 +157,11 @@ type revocation struct {
 // beginWrite marks paths, and the subtrees at prefixes, as being written,
 // and revokes every lease held on them: it returns once every holder has
 // acknowledged the revocation or its lease has expired, or with ctx's
-// error (the marks are then removed). The caller applies its change, then
-// calls end.
+// error (the marks are then removed). A path that is a directory with
+// leases on absences in it is written as a subtree. The caller applies
+// its change, then calls end.
 func (t *leaseTable) beginWrite(ctx context.Context, paths, prefixes []string) (*revocation, error) {
-	rv := &revocation{t: t, paths: paths, prefixes: prefixes}
+	rv := &revocation{t: t, paths: paths}
 	now := time.Now()
 	held := map[*rpc.Peer]*heldLeases{}
 	take := func(p string, holders map[*rpc.Peer]time.Time) {
@@ -140,8 +184,15 @@ func (t *leaseTable) beginWrite(ctx context.Context, paths, prefixes []string) (
 		s.writing[p]++
 		take(p, s.holders[p])
 		delete(s.holders, p)
+		if until, ok := s.absentIn[p]; ok {
+			delete(s.absentIn, p)
+			if until.After(now) {
+				prefixes = append(slices.Clip(prefixes), p)
+			}
+		}
 		s.mu.Unlock()
 	}
+	rv.prefixes = prefixes
 	if len(prefixes) > 0 {
 		t.prefixMu.Lock()
 		for _, q := range prefixes {
@@ -259,6 +310,11 @@ func (t *leaseTable) sweep(now time.Time) {
 			}
 			if len(holders) == 0 {
 				delete(s.holders, p)
+			}
+		}
+		for dir, until := range s.absentIn {
+			if !until.After(now) {
+				delete(s.absentIn, dir)
 			}
 		}
 		s.mu.Unlock()

@@ -24,6 +24,9 @@ type located struct {
 	inode *rpc.Inode
 	level string
 	hops  int
+	// absentIn, with fs.ErrNotExist, is the shard of the path's parent
+	// directory, whose entries said the name does not exist (L4).
+	absentIn string
 }
 
 // maxL4Retries bounds the re-tries of the authoritative step when it races
@@ -112,6 +115,26 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 		}
 	}
 	return n.authoritative(ctx, p, withInode, hops)
+}
+
+// dirHomesHere returns the homes of the shards this node leads that may
+// home directory dir: the root's shard for "/", else those whose filters
+// hold dir (a false positive is possible; the caller reads the store).
+func (n *Namespace) dirHomesHere(dir string) []*home {
+	if dir == "/" {
+		if h := n.home(n.peers.Load().root); h != nil {
+			return []*home{h}
+		}
+		return nil
+	}
+	k := routing.HashPath(n.rt.Hash, dir)
+	var out []*home
+	for _, h := range n.ledHomes() {
+		if _, inLocal := h.testKey(k); inLocal {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // candidate returns the shard that L1 and L2 name for p, unverified: the
@@ -251,7 +274,7 @@ func (n *Namespace) authoritative(ctx context.Context, p string, withInode bool,
 		case er.NotDir:
 			return located{hops: hops}, fmt.Errorf("%s: %s: %w", p, dir, rpc.ErrNotDir)
 		case !er.Exists:
-			return located{hops: hops}, notExist(p)
+			return located{hops: hops, absentIn: pl.shard}, notExist(p)
 		}
 		home := er.Entry.Home
 		l, ok, err := n.verify(ctx, home, p, withInode, true)

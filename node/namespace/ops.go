@@ -28,44 +28,80 @@ const (
 
 // Stat returns the inode of path, with the level and hops of its lookup.
 func (n *Namespace) Stat(ctx context.Context, path string) (*rpc.StatResponse, error) {
+	st, _, err := n.stat(ctx, path)
+	return st, err
+}
+
+// stat is Stat; with fs.ErrNotExist, located.absentIn may name the shard
+// whose directory entries said so.
+func (n *Namespace) stat(ctx context.Context, path string) (*rpc.StatResponse, located, error) {
 	p, err := CleanPath(path)
 	if err != nil {
-		return nil, err
+		return nil, located{}, err
 	}
 	l, err := n.locate(ctx, p, true)
 	n.countLookup(l, err)
 	id := caller(ctx)
 	if err != nil {
-		return nil, n.missing(ctx, id, p, err)
+		return nil, l, n.missing(ctx, id, p, err)
 	}
 	if err := allowInode(id, p, l.inode); err != nil {
-		return nil, err
+		return nil, l, err
 	}
-	return &rpc.StatResponse{Inode: *l.inode, HomeAddr: n.addrOfShard(l.shard), Level: l.level, Hops: l.hops}, nil
+	return &rpc.StatResponse{Inode: *l.inode, HomeAddr: n.addrOfShard(l.shard), Level: l.level, Hops: l.hops}, l, nil
 }
 
 // StatLease is Stat for a client that caches inodes: when this node leads
 // the path's shard, the answer carries a lease on the path for the
 // client's connection (leases.go).
 func (n *Namespace) StatLease(ctx context.Context, path string) (*rpc.StatResponse, error) {
+	st, _, err := n.statLease(ctx, path, false)
+	return st, err
+}
+
+// statLease is StatLease. With absent, a path that does not exist may get
+// a lease on its absence, returned with the error: when this node leads
+// the shard of the path's parent directory, whose entries said so, and the
+// caller is not held to permissions (an error for a user depends on the
+// modes along the path, which such a lease does not follow).
+func (n *Namespace) statLease(ctx context.Context, path string, absent bool) (*rpc.StatResponse, time.Duration, error) {
 	peer := rpc.PeerFrom(ctx)
 	p, err := CleanPath(path)
 	if err != nil || peer == nil || n.leases.ttl <= 0 {
-		return n.Stat(ctx, path)
+		st, err := n.Stat(ctx, path)
+		return st, 0, err
 	}
+	asked := time.Now()
 	epoch := n.leases.epoch(p)
-	st, err := n.Stat(ctx, p)
+	dir := directParent(p)
+	var dirEpoch uint64
+	if absent {
+		dirEpoch = n.leases.epoch(dir)
+	}
+	st, l, err := n.stat(ctx, p)
 	if err != nil {
-		return nil, err
+		if !absent || l.absentIn == "" || !errors.Is(err, fs.ErrNotExist) || !unrestricted(caller(ctx)) {
+			return nil, 0, err
+		}
+		if h := n.home(l.absentIn); h != nil && h.led.Before(asked) && !h.inFlux(p) {
+			return nil, n.leases.grantAbsent(peer, p, dir, epoch, dirEpoch), err
+		}
+		return nil, 0, err
 	}
 	// A path in flux (a prepared part of a transaction changes it) gets
 	// no lease: the part may be committed and acknowledged before it is
-	// applied here.
-	if h := n.home(st.Inode.Home); h != nil && !h.inFlux(p) {
+	// applied here. Nor does one read before this node's leadership of its
+	// shard began (the read may have been the previous leader's, which may
+	// have applied a change since).
+	if h := n.home(st.Inode.Home); h != nil && h.led.Before(asked) && !h.inFlux(p) {
 		st.Lease = int64(n.leases.grant(peer, p, epoch))
 	}
-	return st, nil
+	return st, 0, nil
 }
+
+// unrestricted reports whether id is not held to permissions: no
+// identity (access control off, or a server) or root.
+func unrestricted(id *acl.Identity) bool { return id == nil || id.UID == 0 }
 
 // Lookup returns the home of path, with the level and hops that found it.
 func (n *Namespace) Lookup(ctx context.Context, path string) (*rpc.LookupResponse, error) {
@@ -102,15 +138,21 @@ func (n *Namespace) BatchStat(ctx context.Context, r *rpc.BatchStatRequest) (*rp
 	if len(paths) > MaxBatchStat {
 		return nil, fmt.Errorf("%w: %d paths in one batch (limit %d)", fs.ErrInvalid, len(paths), MaxBatchStat)
 	}
-	stat := n.Stat
-	if lease {
-		stat = n.StatLease
-	}
 	out := &rpc.BatchStatResponse{Results: make([]rpc.BatchStatResult, len(paths))}
 	one := func(i int) {
-		st, err := stat(ctx, paths[i])
+		var (
+			st      *rpc.StatResponse
+			absence time.Duration
+			err     error
+		)
+		if lease {
+			st, absence, err = n.statLease(ctx, paths[i], true)
+		} else {
+			st, err = n.Stat(ctx, paths[i])
+		}
 		if err != nil {
 			out.Results[i] = rpc.BatchStatError(err)
+			out.Results[i].Lease = int64(absence)
 			return
 		}
 		out.Results[i] = rpc.BatchStatResult{Stat: st}
@@ -122,11 +164,16 @@ func (n *Namespace) BatchStat(ctx context.Context, r *rpc.BatchStatRequest) (*rp
 	// path's round trips: those run concurrently, except a prefetch's,
 	// which are skipped (the client's guess of their home was wrong, or
 	// they do not exist: a lookup would hold up the missed path's answer
-	// by a round trip, or a multicast, for a path it may never need).
+	// by a round trip, or a multicast, for a path it may never need) unless
+	// the entries of a directory homed here say the path does not exist
+	// (the answer then needs no RPC and, with a lease, is cached: programs
+	// probe the same missing names again and again).
 	var remote []int
 	for i, p := range paths {
 		switch {
 		case n.filtersHere(p):
+			one(i)
+		case r.Prefetch && i > 0 && lease && n.absentHere(ctx, p):
 			one(i)
 		case r.Prefetch && i > 0:
 			out.Results[i] = rpc.BatchStatResult{Skipped: true}
@@ -150,6 +197,26 @@ func (n *Namespace) filtersHere(path string) bool {
 		if _, inLocal := h.testKey(k); inLocal {
 			return true
 		}
+	}
+	return false
+}
+
+// absentHere reports whether path is missing from the entries of its
+// parent directory in a shard this node leads (a read of this node's
+// store, not linearizable: a hint that a lookup will need no RPC).
+func (n *Namespace) absentHere(ctx context.Context, path string) bool {
+	p, err := CleanPath(path)
+	if err != nil || p == "/" {
+		return false
+	}
+	dir, name := splitPath(p)
+	for _, h := range n.dirHomesHere(dir) {
+		ino, err := h.st.GetInode(ctx, dir)
+		if err != nil || ino.Type != store.TypeDir {
+			continue
+		}
+		_, err = h.st.GetEntry(ctx, dir, name)
+		return errors.Is(err, store.ErrNotFound)
 	}
 	return false
 }

@@ -476,7 +476,8 @@ func (h *home) applyPart(p *partTxn) error {
 	return nil
 }
 
-// changes returns the inode paths and the subtrees p's ops change.
+// changes returns the paths (inodes, and names whose entry is put or
+// deleted) and the subtrees p's ops change.
 func (p *partTxn) changes() (paths, prefixes []string) {
 	for i := range p.ops {
 		switch op := &p.ops[i]; op.Kind {
@@ -484,6 +485,10 @@ func (p *partTxn) changes() (paths, prefixes []string) {
 			paths = append(paths, op.Path)
 		case opMoveInode:
 			paths = append(paths, op.Path, op.New)
+		case opPutEntry, opDelEntry:
+			if op.Entry != nil { // a name appears or goes: leases on its absence end
+				paths = append(paths, joinPath(op.Path, op.Entry.Name))
+			}
 		case opRekey:
 			prefixes = append(prefixes, op.Path, op.New)
 		case opRecode:

@@ -95,6 +95,31 @@ func (b *Batch) InodePaths() []string {
 	return out
 }
 
+// ChangedPaths returns the paths the batch changes the existence or the
+// inode of, in the order added (a path may repeat): those of the inodes it
+// puts or deletes, and those of the directory entries it puts or deletes
+// (the entry's directory joined with its name). A directory's entry is
+// what says whether a name exists, so a lease on a path's absence is
+// revoked by the write of its entry.
+func (b *Batch) ChangedPaths() []string {
+	var out []string
+	for _, m := range b.muts {
+		switch m.kind {
+		case mutSetInode, mutDeleteInode:
+			out = append(out, string(m.key[1:]))
+		case mutSet, mutDelete:
+			if dir, name, ok := parseEntryKey(m.key); ok {
+				if dir == "/" {
+					out = append(out, "/"+name)
+				} else {
+					out = append(out, dir+"/"+name)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // EachInode calls fn for every inode the batch puts (with the inode) or
 // deletes (with nil), in the order added; it stops at fn's first error.
 func (b *Batch) EachInode(fn func(path string, ino *Inode) error) error {
