@@ -160,6 +160,24 @@ func TestGHBAGroups(t *testing.T) {
 	if levels[rpc.LevelL3] == 0 || levels[rpc.LevelL2]+levels[rpc.LevelL1] == 0 {
 		t.Errorf("levels %v: want L1/L2 and L3 hits", levels)
 	}
+	// A name that does not exist: through the node that leads its
+	// directory's shard, the directory's entries answer with no multicast;
+	// through the others, the levels in turn end at the same answer.
+	dirHome := ""
+	if r, err := lookupAt(nodes[0], "/d"); err != nil {
+		t.Fatal(err)
+	} else {
+		dirHome = r.Home
+	}
+	for _, n := range nodes {
+		before := n.NS().Stats().Multicasts
+		if _, err := lookupAt(n, "/d/nope"); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("lookup /d/nope at %s: %v, want it not to exist", n.ID(), err)
+		}
+		if m := n.NS().Stats().Multicasts - before; n.ID() == dirHome && m != 0 {
+			t.Errorf("lookup /d/nope at %s, /d's home: %d multicasts, want none", n.ID(), m)
+		}
+	}
 
 	// Kill a3: its group-mates take over the replicas it held (a group of
 	// three keeps its Raft quorum).

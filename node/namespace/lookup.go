@@ -40,7 +40,10 @@ const maxL4Retries = 3
 //   - L2, the array of local-filter replicas (with G-HBA this node's
 //     segment);
 //   - L3 (G-HBA), the multicast to this node's group, whose members
-//     together hold every node's filter;
+//     together hold every node's filter, unless the parent directory is
+//     homed in a shard this node leads: L4 then needs no RPC to find the
+//     parent, and the parent's entry says at once where the path is, or
+//     that it does not exist;
 //   - L4, the authoritative step: the parent directory's entry at the
 //     parent's home (found the same way; the root's home is well known),
 //     or, when that home cannot be reached, a broadcast.
@@ -99,7 +102,7 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 		}
 		tried = append(tried, lv.hit.ID)
 	}
-	if n.segmented() {
+	if n.segmented() && len(n.dirHomesHere(directParent(p))) == 0 {
 		id, sent := n.l3(ctx, p, k, tried)
 		hops += sent
 		if id != "" && n.shardUp(id) {
