@@ -40,7 +40,8 @@ func (c *Client) dirHomeOf(dir string) string {
 
 // Stat returns the inode of p and the level and hops that resolved it;
 // with Options.Cache, from the cache while its lease lasts (Level
-// LevelCache).
+// LevelCache), and so is an error matching fs.ErrNotExist for a path the
+// cache holds as absent.
 func (c *Client) Stat(ctx context.Context, p string) (*StatResponse, error) {
 	if c.cache != nil {
 		return c.cachedStat(ctx, p)

@@ -310,11 +310,12 @@ func testCacheListPrefetch(t *testing.T, r int) {
 }
 
 // TestCacheAbsent: a client caches that a path does not exist, under a
-// lease on its absence from the node that leads its directory; every way
+// lease on its absence from the node that leads the directory whose
+// entries say so (its own, or a missing directory's on the way); every way
 // another client can make the path exist (create, mkdir, symlink, a
 // rename into the directory, the directory itself replaced by one that
-// holds the name) is seen by the caching client's next stat once it was
-// acknowledged.
+// holds the name, a missing directory on the way made or renamed in) is
+// seen by the caching client's next stat once it was acknowledged.
 func TestCacheAbsent(t *testing.T) { forEachR(t, testCacheAbsent) }
 
 func testCacheAbsent(t *testing.T, r int) {
@@ -329,6 +330,9 @@ func testCacheAbsent(t *testing.T, r int) {
 	mustOK(t, w.mkdir("/o", false), "mkdir")
 	mustOK(t, w.create("/o/n"), "create")
 	mustOK(t, w.mkdir("/q", false), "mkdir")
+	mustOK(t, w.mkdir("/o2", false), "mkdir")
+	mustOK(t, w.create("/o2/x"), "create")
+	mustOK(t, w.mkdir("/g", false), "mkdir")
 	symlink := func(p string) error {
 		return w.call(rpc.MethodCreate, &rpc.CreateRequest{Path: p, Mode: 0o777, Symlink: "/d/a"}, &rpc.CreateResponse{})
 	}
@@ -354,6 +358,19 @@ func testCacheAbsent(t *testing.T, r int) {
 			return w.create("/p/n")
 		}},
 		{"the directory replaced by a rename", "/q/n", func() error { return w.rename("/o", "/q") }},
+		{"a missing directory on the way made", "/d/nd/x", func() error {
+			if err := w.mkdir("/d/nd", false); err != nil {
+				return err
+			}
+			return w.create("/d/nd/x")
+		}},
+		{"a missing directory on the way renamed in", "/d/md/x", func() error { return w.rename("/o2", "/d/md") }},
+		{"the directory above a missing one made again", "/g/m/x", func() error {
+			if err := w.rmdir("/g"); err != nil {
+				return err
+			}
+			return w.mkdir("/g/m/x", true)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cachedAbsent(t, cl, tc.path)

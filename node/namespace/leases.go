@@ -30,12 +30,13 @@ import (
 // refused.
 //
 // A lease may also be on a path's absence (grantAbsent), granted by the
-// node that leads the shard of the path's parent directory, whose entries
-// say which names exist: a write of the name's entry (a create, a rename
-// into the directory) revokes it as a write of the path's inode does; a
-// write of the directory's own inode (it is removed, moved, replaced or
-// its mode changes) revokes every lease on an absence in it, as a write
-// of the subtree.
+// node that leads the shard of the directory whose entries say the
+// missing name does not exist (the path's parent's, or, when a directory
+// on the way is missing, that directory's parent's): a write of the
+// name's entry (a create, a rename into the directory) revokes it as a
+// write of the path's inode does; a write of the directory's own inode (it
+// is removed, moved, replaced or its mode changes) revokes every lease on
+// an absence under it, as a write of the subtree.
 type leaseTable struct {
 	ttl     time.Duration // 0: leases are never granted
 	seed    maphash.Seed
@@ -54,7 +55,7 @@ type leaseStripe struct {
 	writing map[string]int
 	holders map[string]map[*rpc.Peer]time.Time // path → holder → expiry
 	// absentIn maps a directory (in its own stripe) to the latest expiry
-	// of the leases granted on the absence of a name in it.
+	// of the leases granted on the absence of a path under it.
 	absentIn map[string]time.Time
 }
 
@@ -90,27 +91,37 @@ func (t *leaseTable) grant(peer *rpc.Peer, p string, epoch uint64) time.Duration
 	return t.record(peer, p, epoch, time.Now().Add(t.ttl))
 }
 
-// grantAbsent records a lease on the absence of p, whose parent directory
-// is dir, for peer: the caller read dir's entries after taking p's and
-// dir's epochs and found no entry for p's name. It is refused if a write
-// of p or of dir began since or is in progress. A write of dir that begins
-// after the grant sees dir in absentIn and revokes the leases in it
-// (beginWrite); one that began before changed dir's epoch.
-func (t *leaseTable) grantAbsent(peer *rpc.Peer, p, dir string, epoch, dirEpoch uint64) time.Duration {
+// absenceMark is a directory whose writes revoke a lease on an absence
+// (grantAbsent), with its stripe's epoch taken before the read.
+type absenceMark struct {
+	dir   string
+	epoch uint64
+}
+
+// grantAbsent records a lease on the absence of p for peer: the caller
+// took p's epoch and the marks' before reading the entries that said p
+// does not exist. The marks are the directory of the missing name (p's
+// parent, or that of a missing ancestor of p) and the missing ancestor
+// itself: a write of either that begins after the grant sees it in
+// absentIn and revokes the leases under it (beginWrite); one that began
+// before changed its epoch, and the lease is refused.
+func (t *leaseTable) grantAbsent(peer *rpc.Peer, p string, epoch uint64, marks []absenceMark) time.Duration {
 	if t.ttl <= 0 || peer == nil {
 		return 0
 	}
 	until := time.Now().Add(t.ttl)
-	ds := t.stripe(dir)
-	ds.mu.Lock()
-	if ds.epoch != dirEpoch || ds.writing[dir] > 0 {
+	for _, m := range marks {
+		ds := t.stripe(m.dir)
+		ds.mu.Lock()
+		if ds.epoch != m.epoch || ds.writing[m.dir] > 0 {
+			ds.mu.Unlock()
+			return 0
+		}
+		if until.After(ds.absentIn[m.dir]) {
+			ds.absentIn[m.dir] = until
+		}
 		ds.mu.Unlock()
-		return 0
 	}
-	if until.After(ds.absentIn[dir]) {
-		ds.absentIn[dir] = until
-	}
-	ds.mu.Unlock()
 	return t.record(peer, p, epoch, until)
 }
 

@@ -24,9 +24,11 @@ type located struct {
 	inode *rpc.Inode
 	level string
 	hops  int
-	// absentIn, with fs.ErrNotExist, is the shard of the path's parent
-	// directory, whose entries said the name does not exist (L4).
-	absentIn string
+	// With fs.ErrNotExist, missing is the path whose name the entries of
+	// its parent directory, in shard missingIn, said does not exist (L4):
+	// the path itself or, when a directory on the way is missing, that
+	// directory.
+	missing, missingIn string
 }
 
 // maxL4Retries bounds the re-tries of the authoritative step when it races
@@ -256,7 +258,7 @@ func (n *Namespace) authoritative(ctx context.Context, p string, withInode bool,
 				return located{hops: hops}, fmt.Errorf("%s: %w", p, rpc.ErrNotDir)
 			}
 			if errors.Is(err, fs.ErrNotExist) {
-				return located{hops: hops}, notExist(p)
+				return located{hops: hops, missing: pl.missing, missingIn: pl.missingIn}, notExist(p)
 			}
 			return located{hops: hops}, err
 		}
@@ -277,7 +279,7 @@ func (n *Namespace) authoritative(ctx context.Context, p string, withInode bool,
 		case er.NotDir:
 			return located{hops: hops}, fmt.Errorf("%s: %s: %w", p, dir, rpc.ErrNotDir)
 		case !er.Exists:
-			return located{hops: hops, absentIn: pl.shard}, notExist(p)
+			return located{hops: hops, missing: p, missingIn: pl.shard}, notExist(p)
 		}
 		home := er.Entry.Home
 		l, ok, err := n.verify(ctx, home, p, withInode, true)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -32,8 +33,8 @@ func (n *Namespace) Stat(ctx context.Context, path string) (*rpc.StatResponse, e
 	return st, err
 }
 
-// stat is Stat; with fs.ErrNotExist, located.absentIn may name the shard
-// whose directory entries said so.
+// stat is Stat; with fs.ErrNotExist, located.missing and missingIn may
+// say whose directory entries said so.
 func (n *Namespace) stat(ctx context.Context, path string) (*rpc.StatResponse, located, error) {
 	p, err := CleanPath(path)
 	if err != nil {
@@ -61,9 +62,10 @@ func (n *Namespace) StatLease(ctx context.Context, path string) (*rpc.StatRespon
 
 // statLease is StatLease. With absent, a path that does not exist may get
 // a lease on its absence, returned with the error: when this node leads
-// the shard of the path's parent directory, whose entries said so, and the
-// caller is not held to permissions (an error for a user depends on the
-// modes along the path, which such a lease does not follow).
+// the shard of the directory whose entries said so (the path's parent, or
+// the parent of its first missing ancestor), and the caller is not held
+// to permissions (an error for a user depends on the modes along the
+// path, which such a lease does not follow).
 func (n *Namespace) statLease(ctx context.Context, path string, absent bool) (*rpc.StatResponse, time.Duration, error) {
 	peer := rpc.PeerFrom(ctx)
 	p, err := CleanPath(path)
@@ -73,20 +75,40 @@ func (n *Namespace) statLease(ctx context.Context, path string, absent bool) (*r
 	}
 	asked := time.Now()
 	epoch := n.leases.epoch(p)
-	dir := directParent(p)
-	var dirEpoch uint64
+	// The epochs of p's ancestors, nearest first, for a lease on an
+	// absence (a write of the missing name or of its directory begun
+	// after they were taken refuses it).
+	var (
+		ancestors [maxAbsenceDepth]uint64
+		depth     int
+	)
 	if absent {
-		dirEpoch = n.leases.epoch(dir)
+		for q := p; q != "/" && depth < len(ancestors); depth++ {
+			q = directParent(q)
+			ancestors[depth] = n.leases.epoch(q)
+		}
 	}
 	st, l, err := n.stat(ctx, p)
 	if err != nil {
-		if !absent || l.absentIn == "" || !errors.Is(err, fs.ErrNotExist) || !unrestricted(caller(ctx)) {
+		if !absent || l.missingIn == "" || !errors.Is(err, fs.ErrNotExist) || !unrestricted(caller(ctx)) {
 			return nil, 0, err
 		}
-		if h := n.home(l.absentIn); h != nil && h.led.Before(asked) && !h.inFlux(p) {
-			return nil, n.leases.grantAbsent(peer, p, dir, epoch, dirEpoch), err
+		h := n.home(l.missingIn)
+		if h == nil || !h.led.Before(asked) || h.inFlux(p) {
+			return nil, 0, err
 		}
-		return nil, 0, err
+		// The missing name m is p or an ancestor of p; a write of m's
+		// entry, or of its directory d, must revoke the lease.
+		m := l.missing
+		up := strings.Count(p, "/") - strings.Count(m, "/") // m is p's up-th ancestor
+		if m == "/" || up < 0 || up >= depth || !isUnder(p, m) {
+			return nil, 0, err
+		}
+		marks := []absenceMark{{dir: directParent(m), epoch: ancestors[up]}}
+		if up > 0 {
+			marks = append(marks, absenceMark{dir: m, epoch: ancestors[up-1]})
+		}
+		return nil, n.leases.grantAbsent(peer, p, epoch, marks), err
 	}
 	// A path in flux (a prepared part of a transaction changes it) gets
 	// no lease: the part may be committed and acknowledged before it is
@@ -98,6 +120,10 @@ func (n *Namespace) statLease(ctx context.Context, path string, absent bool) (*r
 	}
 	return st, 0, nil
 }
+
+// maxAbsenceDepth bounds how many directories above a missing path may
+// decide its absence for a lease (deeper: no lease).
+const maxAbsenceDepth = 32
 
 // unrestricted reports whether id is not held to permissions: no
 // identity (access control off, or a server) or root.
