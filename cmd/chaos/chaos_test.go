@@ -582,9 +582,12 @@ type RunSummary struct {
 	Workload  int `json:"workload"`
 	ReadBacks int `json:"read_backs"`
 	// Stats counts the workload's successful stats, Cached those its
-	// caching workers answered from their metadata cache.
-	Stats  int `json:"stats"`
-	Cached int `json:"cached"`
+	// caching workers answered from their metadata cache; Missing and
+	// MissingCached the same of its stats that answered "does not exist".
+	Stats         int `json:"stats"`
+	Cached        int `json:"cached"`
+	Missing       int `json:"missing"`
+	MissingCached int `json:"missing_cached"`
 	// Unknown counts the workload's operations with an unknown outcome
 	// (UnknownWrites of them writes); Resolved the unknown creates and
 	// mkdirs a stat saw; Pending the unknown writes left for the check.
@@ -631,6 +634,12 @@ func summarize(ops []Op, faults []FaultEvent, check *CheckReport) *RunSummary {
 			s.Stats++
 			if o.Cached {
 				s.Cached++
+			}
+		}
+		if o.Kind == OpStat && o.Result == ResNotExist {
+			s.Missing++
+			if o.Cached {
+				s.MissingCached++
 			}
 		}
 		if o.Result != ResUnknown {
@@ -685,7 +694,8 @@ func logSummary(t *testing.T, ops []Op, faults []FaultEvent, sum *RunSummary, ch
 		sum.Ops, sum.Workload, sum.ReadBacks, formTook.Round(time.Second), total.Round(time.Second))
 	fmt.Fprintf(&b, "  unknown outcomes: %d of %d (%.2f%%); writes %d: %d resolved by a stat of their token, %d pending in the check\n",
 		sum.Unknown, sum.Workload, 100*sum.UnknownShare(), sum.UnknownWrites, sum.Resolved, sum.Pending)
-	fmt.Fprintf(&b, "  stats: %d answered, %d of them from a client's metadata cache\n", sum.Stats, sum.Cached)
+	fmt.Fprintf(&b, "  stats: %d answered, %d of them from a client's metadata cache; %d answered \"does not exist\", %d of them from a cache\n",
+		sum.Stats, sum.Cached, sum.Missing, sum.MissingCached)
 	fmt.Fprintf(&b, "  %s\n", check.Summary())
 	fmt.Fprintf(&b, "  availability: %s\n", avail.Summary())
 	fmt.Fprintf(&b, "  faults: %s\n", sum.faultList())

@@ -64,8 +64,10 @@
 // gives its inode a unique UID, its token; a rename keeps it and every
 // stat answers it, so a stat names the very operation that created what
 // it sees. Half the workers (the odd ones) use a client metadata cache
-// (rpc.Options.Cache): their stats are answered from inodes cached under
-// the nodes' leases whenever they can be, and the checks hold them to the
+// (rpc.Options.Cache): their stats are answered from inodes, and from
+// absences, cached under the nodes' leases whenever they can be; each such
+// worker stats a path again after a stat that answered it or said it does
+// not exist, so that the cache answers; and the checks hold them to the
 // same standard.
 //
 // Every operation is recorded with its invocation and response times.

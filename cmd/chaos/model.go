@@ -108,7 +108,8 @@ type Op struct {
 	Token uint32 `json:"token,omitempty"`
 	// Seen is the UID a successful stat answered.
 	Seen uint32 `json:"seen,omitempty"`
-	// Cached marks a stat answered from the client's metadata cache.
+	// Cached marks a stat answered from the client's metadata cache (an
+	// inode, or that the path does not exist).
 	Cached bool `json:"cached,omitempty"`
 	// Call and Return are the invocation and response times.
 	Call   int64 `json:"call"`

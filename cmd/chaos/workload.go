@@ -132,8 +132,11 @@ func (r *Recorder) Exec(ctx context.Context, c *client, clientID int, o Op) Op {
 		_, err = c.Mkdir(ctx, &rpc.MkdirRequest{Path: p, Mode: 0o755, UID: o.Token})
 	case OpStat:
 		var st *rpc.StatResponse
+		hits := c.CacheStats().Hits
 		st, err = c.Stat(ctx, p)
 		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			o.Cached = c.CacheStats().Hits > hits // a cached absence
 		case err != nil:
 		case st.Inode.IsDir() != (o.Name == ""):
 			err = fmt.Errorf("chaos: %s: stat answered type %s", p, st.Inode.Type)
@@ -503,9 +506,10 @@ func (w *Workload) Run(ctx context.Context, r *Recorder) {
 				if g != nil {
 					g.end(time.Now(), got.Result == ResUnknown)
 				}
-				if i%2 == 1 && got.Kind == OpStat && got.Result == ResOK {
+				if i%2 == 1 && got.Kind == OpStat && (got.Result == ResOK || got.Result == ResNotExist) {
 					// A caching worker reads what it just read again,
-					// as applications do: the cache's answer is checked.
+					// as applications do (a missing path too): the
+					// cache's answer is checked.
 					got = r.Exec(context.WithoutCancel(ctx), c, id, o)
 				}
 				var pause time.Duration
