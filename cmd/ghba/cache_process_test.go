@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,15 +24,8 @@ func TestProcessCacheNeverStale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test")
 	}
-	c := newProcCluster(t, 3)
-	c.startAll()
+	c, addrs, writer := startCacheCluster(t)
 	ctx := context.Background()
-	var addrs []string
-	for _, n := range c.nodes {
-		addrs = append(addrs, n.rpcAddr())
-	}
-	writer := rpc.NewClient(rpc.Options{Addrs: addrs, Timeout: procRPCTimeout})
-	defer writer.Close()
 	reader := rpc.NewClient(rpc.Options{Addrs: addrs, Timeout: procRPCTimeout, Cache: &rpc.CacheOptions{Entries: 100}})
 	defer reader.Close()
 
@@ -95,17 +89,7 @@ func TestProcessCacheNeverStale(t *testing.T) {
 		time.Sleep(2 * time.Millisecond) // let the readers cache between writes
 	}
 	// Kill the node leading /c/f1's shard and go on writing.
-	st, err := writer.Stat(ctx, paths[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	victim := c.nodes[0]
-	for _, n := range c.nodes {
-		if n.id == st.Inode.Home {
-			victim = n
-		}
-	}
-	c.kill(victim)
+	victim := killHomeOf(t, c, writer, paths[1])
 	for ; seq <= 300; seq++ {
 		write(seq)
 	}
@@ -122,4 +106,142 @@ func TestProcessCacheNeverStale(t *testing.T) {
 	if cs.Hits == 0 || cs.Invalidated == 0 {
 		t.Errorf("the cache answered %d reads and was invalidated %d times: the test proved nothing", cs.Hits, cs.Invalidated)
 	}
+}
+
+// TestProcessCacheAbsenceNeverStale: agent processes with the default
+// cache lease; a writer client creates and removes a few files in turn (no
+// cache), and readers, each through its own client with a metadata cache,
+// stat them all the time, so that both the files and their absence are
+// cached. No read may show a state older than the last write acknowledged
+// before the read began: not "does not exist" after an acknowledged
+// create (unless the remove that follows it had begun), not a file after
+// an acknowledged remove (unless a later create had) — also across a
+// kill -9 of the node leading the files' directory. The caches must have
+// answered some of the "does not exist" reads, or the test proved nothing.
+func TestProcessCacheAbsenceNeverStale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("process test")
+	}
+	c, addrs, writer := startCacheCluster(t)
+	ctx := context.Background()
+	const files = 4
+	if _, err := writer.Mkdir(ctx, &rpc.MkdirRequest{Path: "/a", Mode: 0o755}); err != nil {
+		t.Fatal(err)
+	}
+	paths := make([]string, files)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("/a/f%d", i)
+	}
+	// File k's writes are numbered 1, 2, …: odd ones create it (with that
+	// number as its mtime), even ones remove it. started[k] is the number
+	// of the last write sent, acked[k] of the last one acknowledged.
+	var started, acked [files]atomic.Int64
+	var stop atomic.Bool
+	var stale, reads, failed, absentHits atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 4 {
+		reader := rpc.NewClient(rpc.Options{Addrs: addrs, Timeout: procRPCTimeout, Cache: &rpc.CacheOptions{Entries: 100}})
+		defer reader.Close()
+		wg.Go(func() {
+			for i := 0; !stop.Load(); i++ {
+				k := (g + i) % files
+				before := acked[k].Load()
+				hits := reader.CacheStats().Hits
+				st, err := reader.Stat(ctx, paths[k])
+				after := started[k].Load()
+				var bad string
+				switch {
+				case errors.Is(err, fs.ErrNotExist):
+					if reader.CacheStats().Hits > hits {
+						absentHits.Add(1)
+					}
+					if before%2 == 1 && after == before {
+						bad = fmt.Sprintf("does not exist after create %d was acknowledged", before)
+					}
+				case err != nil:
+					failed.Add(1) // unavailable during the fail-over
+					time.Sleep(10 * time.Millisecond)
+					continue
+				case before%2 == 1 && st.Mtime < before, before%2 == 0 && st.Mtime <= before:
+					bad = fmt.Sprintf("shows create %d (level %s) after write %d was acknowledged", st.Mtime, st.Level, before)
+				}
+				reads.Add(1)
+				if bad != "" && stale.Add(1) <= 5 {
+					t.Errorf("stat %s %s", paths[k], bad)
+				}
+			}
+		})
+	}
+	write := func(k int) {
+		seq := started[k].Add(1)
+		for try := 0; ; try++ {
+			var err error
+			if seq%2 == 1 {
+				_, err = writer.Create(ctx, &rpc.CreateRequest{Path: paths[k], Mode: 0o600, Mtime: seq})
+			} else {
+				err = writer.Unlink(ctx, paths[k])
+			}
+			doneBefore := try > 0 && (seq%2 == 1 && errors.Is(err, fs.ErrExist) || seq%2 == 0 && errors.Is(err, fs.ErrNotExist))
+			if err == nil || doneBefore { // doneBefore: by a try whose answer was lost
+				acked[k].Store(seq)
+				return
+			}
+			if !errors.Is(err, rpc.ErrUnavailable) || stop.Load() {
+				t.Errorf("write %d of %s: %v", seq, paths[k], err)
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	n := 0
+	writes := func(count int, pause time.Duration) {
+		for range count {
+			write(n % files)
+			n++
+			time.Sleep(pause) // let the readers cache between writes
+		}
+	}
+	writes(200, 2*time.Millisecond)
+	// Kill the node leading /a's shard and go on writing.
+	victim := killHomeOf(t, c, writer, "/a")
+	writes(100, 0)
+	c.start(victim)
+	c.waitReady("after the restart", c.nodes...)
+	writes(100, 2*time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+	t.Logf("%d writes, %d reads (%d failed during the fail-over), %d \"does not exist\" answered by a cache", n, reads.Load(), failed.Load(), absentHits.Load())
+	if absentHits.Load() == 0 {
+		t.Error("no cache answered that a file does not exist: the test proved nothing")
+	}
+}
+
+// startCacheCluster starts 3 agent processes with the default cache lease
+// and returns them, their RPC addresses and a client without a cache.
+func startCacheCluster(t *testing.T) (*procCluster, []string, *rpc.Client) {
+	c := newProcCluster(t, 3)
+	c.startAll()
+	var addrs []string
+	for _, n := range c.nodes {
+		addrs = append(addrs, n.rpcAddr())
+	}
+	writer := rpc.NewClient(rpc.Options{Addrs: addrs, Timeout: procRPCTimeout})
+	t.Cleanup(func() { writer.Close() })
+	return c, addrs, writer
+}
+
+// killHomeOf kills (-9) the node that leads p's shard and returns it.
+func killHomeOf(t *testing.T, c *procCluster, cl *rpc.Client, p string) *procNode {
+	st, err := cl.Stat(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := c.nodes[0]
+	for _, n := range c.nodes {
+		if n.id == st.Inode.Home {
+			victim = n
+		}
+	}
+	c.kill(victim)
+	return victim
 }
