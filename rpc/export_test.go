@@ -66,3 +66,14 @@ func (s *Server) OpenConns() int {
 // RouteOf returns the address the client's filter routing names for p ("":
 // none).
 func RouteOf(c *Client, p string) string { return c.router.route(p) }
+
+// PrefetchesInFlight returns how many paths background prefetches are
+// fetching now (0 without a cache).
+func (c *Client) PrefetchesInFlight() int {
+	if c.cache == nil {
+		return 0
+	}
+	c.cache.mu.Lock()
+	defer c.cache.mu.Unlock()
+	return len(c.cache.inflight)
+}

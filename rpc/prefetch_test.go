@@ -11,6 +11,7 @@ import (
 
 	"github.com/ghba/ghba/nexus"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/rpctest"
 )
 
 // statHome is a server that homes the paths under its prefix. Like a
@@ -91,7 +92,9 @@ func TestCachePrefetchInFlight(t *testing.T) {
 	c := newClient(t, rpc.Options{Addrs: []string{a.addr}, Cache: &rpc.CacheOptions{
 		Prefetch: rpc.PrefetchNexus, Predictor: g, Group: 3, PrefetchTimeout: time.Minute}})
 	ctx := context.Background()
-	// Learn the sequence and the homes under leases that end at once.
+	// Learn the sequence and the homes under leases that end at once, and
+	// let the background prefetches of that end: one answered after the
+	// leases grow would cache its paths.
 	a.lease.Store(1)
 	b.lease.Store(1)
 	for range 2 {
@@ -101,6 +104,12 @@ func TestCachePrefetchInFlight(t *testing.T) {
 			}
 		}
 	}
+	rpctest.Eventually(t, waitTime, "the learning's prefetches done", func() error {
+		if n := c.PrefetchesInFlight(); n > 0 {
+			return fmt.Errorf("%d paths in flight", n)
+		}
+		return nil
+	})
 	a.lease.Store(int64(time.Minute))
 	b.lease.Store(int64(time.Minute))
 	a.batches.Store(0)
