@@ -15,12 +15,12 @@ build:
 	CGO_ENABLED=0 $(GO) build $(TAGS) -trimpath -o $(BIN) ./cmd/ghba
 
 ## test: vet, then every test with the race detector (the README's test command); the
-## container fault suite (cmd/chaos, short run) last and alone, so that its containers do
+## container fault suite (cmd/ghba/chaos, short run) last and alone, so that its containers do
 ## not compete for the CPU with the in-process cluster tests
 test:
 	$(GO) vet $(TAGS) $(PKGS)
-	$(GO) test $(TAGS) -race -count=1 -timeout 15m $$($(GO) list $(PKGS) | grep -v '/cmd/chaos$$')
-	$(GO) test $(TAGS) -race -count=1 -timeout 15m ./cmd/chaos/
+	$(GO) test $(TAGS) -race -count=1 -timeout 15m $$($(GO) list $(PKGS) | grep -v '/cmd/ghba/chaos$$')
+	$(GO) test $(TAGS) -race -count=1 -timeout 15m ./cmd/ghba/chaos/
 
 ## chaos: the container fault suite with random faults for DURATION (default 10m) on
 ## CHAOS_GROUPS groups of 3 nodes (default 3); needs docker. `make test` runs its short
@@ -37,7 +37,7 @@ CHAOS_TIMEOUT ?= 3h
 chaos:
 	GHBA_CHAOS_DURATION=$(DURATION) GHBA_CHAOS_GROUPS=$(CHAOS_GROUPS) GHBA_CHAOS_AUTO=$(CHAOS_AUTO) \
 		GHBA_CHAOS_DOUBLE=$(CHAOS_DOUBLE) \
-		$(GO) test $(TAGS) -count=1 -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) -v ./cmd/chaos/
+		$(GO) test $(TAGS) -count=1 -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) -v ./cmd/ghba/chaos/
 
 ## chaos-broken: the short fault suite against a server built BROKEN on purpose
 ## (-tags ghba_broken; BROKEN=stale: stale directory listings, BROKEN=early-ack: creates
@@ -46,7 +46,7 @@ chaos:
 BROKEN ?= stale
 chaos-broken:
 	GHBA_CHAOS_BROKEN=$(BROKEN) \
-		$(GO) test $(TAGS) -count=1 -run '^TestChaosBroken$$' -timeout 1h -v ./cmd/chaos/
+		$(GO) test $(TAGS) -count=1 -run '^TestChaosBroken$$' -timeout 1h -v ./cmd/ghba/chaos/
 
 ## formation: RUNS rounds (default 20) of 9 agent processes with group auto (max 3 per
 ## group) started at once; each must settle into 3 groups of 3 with 2 filter replicas per

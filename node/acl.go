@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/node/acl"
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/rpc"
 )

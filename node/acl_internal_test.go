@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/node/acl"
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/rpc"
 )

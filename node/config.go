@@ -30,14 +30,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ghba/ghba/acl"
-	"github.com/ghba/ghba/console"
+	"github.com/ghba/ghba/node/acl"
+	"github.com/ghba/ghba/node/console"
 	"github.com/ghba/ghba/rpc"
 
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/routing"
-	"github.com/ghba/ghba/tlsutil"
+	"github.com/ghba/ghba/rpc/tlsutil"
 )
 
 // GroupAuto asks the cluster to choose the group (docs/design.md, "Groups").

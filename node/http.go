@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ghba/ghba/console"
+	"github.com/ghba/ghba/node/console"
 	"github.com/ghba/ghba/fsm"
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/raft"

@@ -17,14 +17,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ghba/ghba/console"
+	"github.com/ghba/ghba/node/console"
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/raftmux"
 	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
-	"github.com/ghba/ghba/tlsutil"
+	"github.com/ghba/ghba/rpc/tlsutil"
 	"github.com/hashicorp/serf/serf"
 )
 

@@ -10,7 +10,7 @@ import (
 	"path"
 	"time"
 
-	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/node/acl"
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/rpc"
 )

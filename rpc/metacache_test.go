@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghba/ghba/nexus"
+	"github.com/ghba/ghba/routing/nexus"
 )
 
 // TestPrefetchGroup checks the prefetch group of a miss: the predictor's

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghba/ghba/nexus"
+	"github.com/ghba/ghba/routing/nexus"
 	"github.com/ghba/ghba/rpc"
 	"github.com/ghba/ghba/rpc/rpctest"
 )

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/node/acl"
 	"github.com/ghba/ghba/rpc"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/node/acl"
 	"github.com/ghba/ghba/rpc"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ghba/ghba/nexus"
+	"github.com/ghba/ghba/routing/nexus"
 	"github.com/ghba/ghba/routing/workload"
 	"github.com/ghba/ghba/rpc"
 )

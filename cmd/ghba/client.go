@@ -15,7 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ghba/ghba/rpc"
-	"github.com/ghba/ghba/tlsutil"
+	"github.com/ghba/ghba/rpc/tlsutil"
 )
 
 // Client defaults.

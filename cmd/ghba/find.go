@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ghba/ghba/rpc"
-	"github.com/ghba/ghba/search"
+	"github.com/ghba/ghba/node/search"
 )
 
 // errFindDone ends a search at --limit.

@@ -15,7 +15,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/ghba/ghba/fsimport"
+	"github.com/ghba/ghba/cmd/ghba/fsimport"
 	"github.com/ghba/ghba/rpc"
 )
 

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghba/ghba/fsimport"
-	"github.com/ghba/ghba/fsimport/fsimporttest"
+	"github.com/ghba/ghba/cmd/ghba/fsimport"
+	"github.com/ghba/ghba/cmd/ghba/fsimport/fsimporttest"
 	"github.com/ghba/ghba/rpc"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ghba/ghba/nexus"
-	"github.com/ghba/ghba/nexus/cachesim"
+	"github.com/ghba/ghba/routing/nexus"
+	"github.com/ghba/ghba/routing/nexus/cachesim"
 	"github.com/ghba/ghba/routing/sim"
 )
 
@@ -126,7 +126,7 @@ func newSimNexusCmd(o *simOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "nexus",
 		Short: "Nexus metadata prefetching vs LRU, LFU, MRU, successor predictors, PG and OPT (Nexus Figs. 8–16)",
-		Long: `Replay a trace against client metadata caches (package nexus/cachesim) and
+		Long: `Replay a trace against client metadata caches (package routing/nexus/cachesim) and
 compare the algorithms of the Nexus paper (Gu et al., IEEE TC 2010, §5.3):
 LRU, LFU, MRU; First Successor, Last Successor, Noah (stable successor,
 --noah-s) and Recent Popularity (best j-out-of-k, --rp-j/--rp-k), which

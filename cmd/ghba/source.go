@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ghba/ghba/fsimport"
+	"github.com/ghba/ghba/cmd/ghba/fsimport"
 	"github.com/ghba/ghba/rpc"
 )
 

@@ -23,7 +23,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ghba/ghba/tlsutil"
+	"github.com/ghba/ghba/rpc/tlsutil"
 )
 
 // Names and defaults of "ghba tls" and "ghba keygen" (Consul's conventions,

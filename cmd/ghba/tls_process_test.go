@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
-	"github.com/ghba/ghba/tlsutil"
+	"github.com/ghba/ghba/rpc/tlsutil"
 )
 
 // procTLS is the PKI and gossip key of a procCluster with TLS (useTLS):

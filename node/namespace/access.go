@@ -8,7 +8,7 @@ import (
 	"path"
 	"strings"
 
-	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/node/acl"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/node/acl"
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/node/acl"
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/routing"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/node/acl"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )

@@ -1,7 +1,7 @@
 package namespace
 
 import (
-	"github.com/ghba/ghba/acl"
+	"github.com/ghba/ghba/node/acl"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )

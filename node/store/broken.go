@@ -3,7 +3,7 @@
 package store
 
 // This file is compiled only with the ghba_broken build tag, which the
-// container fault suite (cmd/chaos, GHBA_CHAOS_BROKEN=<mode>) sets to prove
+// container fault suite (cmd/ghba/chaos, GHBA_CHAOS_BROKEN=<mode>) sets to prove
 // that it catches a wrong server. It makes the store answer wrongly, the
 // way a real bug would, when the environment variable GHBA_STORE_BROKEN
 // names a mode:

@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ghba/ghba/nexus"
+	"github.com/ghba/ghba/routing/nexus"
 )
 
 // TestPredictors checks each predictor of Nexus §2 on hand-made streams

@@ -7,7 +7,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/ghba/ghba/fsimport"
+	"github.com/ghba/ghba/cmd/ghba/fsimport"
 	"github.com/ghba/ghba/node/nodetest"
 )
 

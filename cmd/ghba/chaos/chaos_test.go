@@ -4,7 +4,7 @@ package chaos
 // daemon; without them it FAILS (CI runs it). Developers can skip it with
 // -short or GHBA_CHAOS=off.
 //
-//	go test -tags hashicorpmetrics -run TestChaos -count=1 -v ./cmd/chaos/   # the short run
+//	go test -tags hashicorpmetrics -run TestChaos -count=1 -v ./cmd/ghba/chaos/   # the short run
 //	make chaos DURATION=10m                                                  # a longer one
 //	make chaos-broken BROKEN=stale                                           # the suite must catch a broken server
 //

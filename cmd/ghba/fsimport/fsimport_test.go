@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghba/ghba/fsimport"
-	"github.com/ghba/ghba/fsimport/fsimporttest"
+	"github.com/ghba/ghba/cmd/ghba/fsimport"
+	"github.com/ghba/ghba/cmd/ghba/fsimport/fsimporttest"
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
 )

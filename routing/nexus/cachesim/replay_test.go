@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghba/ghba/nexus"
+	"github.com/ghba/ghba/routing/nexus"
 	"github.com/ghba/ghba/routing/workload"
 )
 

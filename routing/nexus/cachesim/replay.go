@@ -7,7 +7,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/ghba/ghba/nexus"
+	"github.com/ghba/ghba/routing/nexus"
 	"github.com/ghba/ghba/routing/workload"
 )
 

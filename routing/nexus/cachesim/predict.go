@@ -1,6 +1,6 @@
 package cachesim
 
-import "github.com/ghba/ghba/nexus"
+import "github.com/ghba/ghba/routing/nexus"
 
 // predictor learns from one access stream (one client's, or every
 // client's with server-oriented grouping) and predicts the successors of a

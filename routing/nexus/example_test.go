@@ -3,7 +3,7 @@ package nexus_test
 import (
 	"fmt"
 
-	"github.com/ghba/ghba/nexus"
+	"github.com/ghba/ghba/routing/nexus"
 )
 
 // A client cache keeps one Graph per client stream (client-oriented

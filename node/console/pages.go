@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
-	"github.com/ghba/ghba/search"
+	"github.com/ghba/ghba/node/search"
 )
 
 // csrfField is the form field of the CSRF token.
