@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ghba/ghba/node/console"
 	"github.com/ghba/ghba/fsm"
+	"github.com/ghba/ghba/node/console"
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"

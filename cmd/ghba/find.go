@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/ghba/ghba/rpc"
 	"github.com/ghba/ghba/node/search"
+	"github.com/ghba/ghba/rpc"
 )
 
 // errFindDone ends a search at --limit.

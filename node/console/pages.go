@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ghba/ghba/rpc"
 	"github.com/ghba/ghba/node/search"
+	"github.com/ghba/ghba/rpc"
 )
 
 // csrfField is the form field of the CSRF token.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ghba/ghba/routing/nexus"
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/nodetest"
+	"github.com/ghba/ghba/routing/nexus"
 	"github.com/ghba/ghba/rpc"
 	"github.com/ghba/ghba/rpc/rpctest"
 )

@@ -11,9 +11,9 @@ import (
 	"strings"
 
 	"github.com/ghba/ghba/node/acl"
+	"github.com/ghba/ghba/node/search"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
-	"github.com/ghba/ghba/node/search"
 )
 
 // maxFindScan bounds the inodes one page of a search looks at, so that a
