@@ -178,7 +178,7 @@ func (l Limits) serverOptions() rpc.ServerOptions {
 		HandshakeTimeout: l.HandshakeTimeout, IdleTimeout: l.IdleTimeout, WriteTimeout: l.WriteTimeout}
 }
 
-// DefaultConfig returns the defaults documented in the README.
+// DefaultConfig returns the defaults documented in docs/operations.md, "Configuration".
 func DefaultConfig() Config {
 	rt := namespace.DefaultRouting()
 	return Config{
