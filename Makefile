@@ -60,14 +60,14 @@ formation:
 
 ## bench: the tracked benchmarks (no -race)
 bench:
-	$(GO) test $(TAGS) -run=NONE -bench=. -benchmem -benchtime=$(BENCHTIME) ./routing/... ./rpc/ ./node/...
+	$(GO) test $(TAGS) -run=NONE -bench=. -benchmem -benchtime=$(BENCHTIME) ./routing/... ./rpc/... ./node/...
 
 ## fuzz: run every decoder fuzzer for FUZZTIME each (default 30s)
 FUZZTIME ?= 30s
 fuzz:
 	@for f in $$($(GO) test $(TAGS) -list 'Fuzz.*' ./routing/ | grep ^Fuzz); do \
 		echo "== $$f"; $(GO) test -run=NONE -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) ./routing/ || exit 1; done
-	@for p in ./routing/workload/ ./rpc/ ./node/store/ ./node/raftmux/ ./node/shard/ ./fsm/; do \
+	@for p in ./routing/workload/ ./rpc/ ./rpc/internal/wire/ ./node/store/ ./node/raftmux/ ./node/shard/ ./fsm/; do \
 		for f in $$($(GO) test $(TAGS) -list 'Fuzz.*' $$p | grep ^Fuzz); do \
 			echo "== $$p $$f"; $(GO) test $(TAGS) -run=NONE -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s $$p || exit 1; done; done
 

@@ -12,6 +12,7 @@ import (
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/rpctest"
 	"go.uber.org/goleak"
 )
@@ -93,7 +94,7 @@ func TestFilterMemoryBudget(t *testing.T) {
 		}
 	}
 
-	client := rpc.NewClient(rpc.Options{Addrs: nodeAddrs(nodes), HomeCacheSize: -1})
+	client := client.New(client.Options{Addrs: nodeAddrs(nodes), HomeCacheSize: -1})
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/rpctest"
 	"github.com/hashicorp/raft"
 	"go.uber.org/goleak"
@@ -164,7 +165,7 @@ func TestClusterLifecycle(t *testing.T) {
 		nodes          []*node.Node
 		leader         *node.Node
 	)
-	client := rpc.NewClient(rpc.Options{Addrs: []string{nodetest.RPCAddr(c1)}})
+	client := client.New(client.Options{Addrs: []string{nodetest.RPCAddr(c1)}})
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -591,7 +592,7 @@ func testLeaveAndKill(t *testing.T, r int) {
 		}
 		return out
 	}
-	client := rpc.NewClient(rpc.Options{Addrs: rpcAddrs(nodes...), HomeCacheSize: -1})
+	client := client.New(client.Options{Addrs: rpcAddrs(nodes...), HomeCacheSize: -1})
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -759,7 +760,7 @@ func TestRepairAfterFailure(t *testing.T) {
 	for _, n := range nodes[:3] {
 		addrs = append(addrs, nodetest.RPCAddr(n.Config()))
 	}
-	client := rpc.NewClient(rpc.Options{Addrs: addrs, HomeCacheSize: -1})
+	client := client.New(client.Options{Addrs: addrs, HomeCacheSize: -1})
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/rpctest"
 	"go.uber.org/goleak"
 )
@@ -107,7 +108,7 @@ func TestGHBAGroups(t *testing.T) {
 	for i, n := range nodes {
 		addrs[i] = nodetest.RPCAddr(n.Config())
 	}
-	client := rpc.NewClient(rpc.Options{Addrs: addrs, HomeCacheSize: -1})
+	client := client.New(client.Options{Addrs: addrs, HomeCacheSize: -1})
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -282,7 +283,7 @@ func nodeAddrs(nodes []*node.Node) []string {
 // shards, and waits until every create has reached its child's shard (a
 // create across shards is acknowledged when the parent's shard committed
 // it). It returns the paths.
-func createSpread(t *testing.T, ctx context.Context, client *rpc.Client, nodes []*node.Node, count, minShards int) []string {
+func createSpread(t *testing.T, ctx context.Context, client *client.Client, nodes []*node.Node, count, minShards int) []string {
 	t.Helper()
 	// Every node's shard led by its owner first: a create placed on a
 	// shard whose first leader is still being elected would fail.

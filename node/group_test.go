@@ -15,6 +15,7 @@ import (
 	"github.com/ghba/ghba/node"
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/rpctest"
 	"go.uber.org/goleak"
 )
@@ -119,7 +120,7 @@ func statEverywhere(t *testing.T, d time.Duration, nodes []*node.Node, paths []s
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	for _, n := range nodes {
-		c := rpc.NewClient(rpc.Options{Addrs: []string{nodetest.RPCAddr(n.Config())}, HomeCacheSize: -1})
+		c := client.New(client.Options{Addrs: []string{nodetest.RPCAddr(n.Config())}, HomeCacheSize: -1})
 		rpctest.Eventually(t, d, "stat through "+n.ID(), func() error {
 			for _, p := range paths {
 				if _, err := c.Stat(ctx, p); err != nil {
@@ -142,7 +143,7 @@ func watchMissing(t *testing.T, addr string, paths []string) func() ([]string, i
 	var missing []string
 	stats := 0
 	wg.Go(func() {
-		c := rpc.NewClient(rpc.Options{Addrs: []string{addr}, HomeCacheSize: -1})
+		c := client.New(client.Options{Addrs: []string{addr}, HomeCacheSize: -1})
 		defer c.Close()
 		for ctx.Err() == nil {
 			for _, p := range paths {
@@ -166,7 +167,7 @@ func watchMissing(t *testing.T, addr string, paths []string) func() ([]string, i
 }
 
 // makePaths creates a directory and files through client.
-func makePaths(t *testing.T, client *rpc.Client, k int) []string {
+func makePaths(t *testing.T, client *client.Client, k int) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -270,7 +271,7 @@ func TestGroupSplit(t *testing.T) {
 		groups := checkGroups(t, 60*time.Second, nodes, m, want[i-1])
 		t.Logf("%d nodes: groups %v at %v", i, groups, time.Since(start).Round(time.Millisecond))
 		if i == 3 {
-			client := rpc.NewClient(rpc.Options{Addrs: []string{nodetest.RPCAddr(nodes[0].Config())}, HomeCacheSize: -1})
+			client := client.New(client.Options{Addrs: []string{nodetest.RPCAddr(nodes[0].Config())}, HomeCacheSize: -1})
 			paths = makePaths(t, client, 12)
 			client.Close()
 			stopWatch = watchMissing(t, nodetest.RPCAddr(nodes[0].Config()), paths)
@@ -346,7 +347,7 @@ func TestGroupMerge(t *testing.T) {
 		checkGroups(t, 60*time.Second, nodes, m, []int{1, 1, 1, 2}[i-1])
 	}
 	groups := checkGroups(t, 60*time.Second, nodes, m, 2)
-	client := rpc.NewClient(rpc.Options{Addrs: []string{nodetest.RPCAddr(nodes[0].Config())}, HomeCacheSize: -1})
+	client := client.New(client.Options{Addrs: []string{nodetest.RPCAddr(nodes[0].Config())}, HomeCacheSize: -1})
 	defer client.Close()
 	paths := makePaths(t, client, 12)
 	statEverywhere(t, 20*time.Second, nodes, paths)

@@ -24,6 +24,7 @@ import (
 	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/tlsutil"
 	"github.com/hashicorp/serf/serf"
 )
@@ -238,7 +239,7 @@ type Node struct {
 
 	rpcSrv  *rpc.Server
 	rpcLn   net.Listener
-	client  *rpc.Client
+	client  *client.Client
 	httpSrv *http.Server
 	httpLn  net.Listener
 	console *console.Server // the web console on the HTTP port (http.go)
@@ -470,7 +471,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	case n.cfg.ACL.ServerToken == "":
 		n.log.Warn("acl.server_token is not set: the node-to-node methods are not authenticated")
 	}
-	n.client = rpc.NewClient(rpc.Options{Logger: n.log.With("component", "rpc-client"), HomeCacheSize: -1, Timeout: n.tune.RPCTimeout,
+	n.client = client.New(client.Options{Logger: n.log.With("component", "rpc-client"), HomeCacheSize: -1, Timeout: n.tune.RPCTimeout,
 		Dial: n.dialer(), Token: n.cfg.ACL.ServerToken})
 	so := n.cfg.Limits.serverOptions()
 	so.Logger, so.Authenticate = n.log.With("component", "rpc"), n.acl.authenticate

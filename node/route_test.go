@@ -11,13 +11,13 @@ import (
 	"github.com/ghba/ghba/node"
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/nodetest"
-	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/rpctest"
 	"go.uber.org/goleak"
 )
 
 // TestClientRoutesByFilters: a client with no home cache that routes by the
-// shards' filters (rpc.Options.RouteRefresh) sends each stat to the node
+// shards' filters (client.Options.RouteRefresh) sends each stat to the node
 // that leads the path's shard, so that the node answers it from its own
 // store (0 hops) — on a G-HBA group of 3 whose nodes hold their segment
 // alone, where a node asked about another's path takes the group multicast
@@ -38,7 +38,7 @@ func TestClientRoutesByFilters(t *testing.T) {
 	checkGroup(t, 30*time.Second, nodes, []string{"r1", "r2", "r3"})
 	shardsSettled(t, time.Minute, nodes, []string{"r1", "r2", "r3"}, nodes[0].Config().Replication)
 	addrs := nodeAddrs(nodes)
-	writer := rpc.NewClient(rpc.Options{Addrs: addrs, HomeCacheSize: -1})
+	writer := client.New(client.Options{Addrs: addrs, HomeCacheSize: -1})
 	defer writer.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -47,7 +47,7 @@ func TestClientRoutesByFilters(t *testing.T) {
 		n.NS().SyncFilters() // a new filter version for the client to fetch
 	}
 
-	reader := rpc.NewClient(rpc.Options{Addrs: addrs, HomeCacheSize: -1, RouteRefresh: time.Hour})
+	reader := client.New(client.Options{Addrs: addrs, HomeCacheSize: -1, RouteRefresh: time.Hour})
 	defer reader.Close()
 	rpctest.Eventually(t, 20*time.Second, "the client holds every shard's filter", func() error {
 		if err := reader.RefreshFilters(ctx); err != nil {

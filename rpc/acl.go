@@ -1,7 +1,5 @@
 package rpc
 
-import "context"
-
 // ACL methods (docs/design.md, "Security"). Bootstrap and Login need no
 // token; the others need one with the management role.
 const (
@@ -22,7 +20,7 @@ type ACLBootstrapRequest struct{}
 
 // ACLTokenResponse carries a new token's secret.
 type ACLTokenResponse struct {
-	// Token is the secret: present it with Options.Token.
+	// Token is the secret: present it with client.Options.Token.
 	Token string `json:"token"`
 	// Accessor names the token in lists and revocations.
 	Accessor string `json:"accessor"`
@@ -103,47 +101,3 @@ type ACLTokenRevokeResponse struct {
 
 // ACLWhoAmIRequest asks who the connection's token belongs to.
 type ACLWhoAmIRequest struct{}
-
-// ACLBootstrap creates the cluster's first management token (for the user
-// root, uid 0) and returns it. It works once per cluster.
-func (c *Client) ACLBootstrap(ctx context.Context) (*ACLTokenResponse, error) {
-	resp := new(ACLTokenResponse)
-	return resp, c.callAny(ctx, "", MethodACLBootstrap, false, &ACLBootstrapRequest{}, resp)
-}
-
-// ACLLogin exchanges a user name and password for a token.
-func (c *Client) ACLLogin(ctx context.Context, user, password string) (*ACLTokenResponse, error) {
-	resp := new(ACLTokenResponse)
-	return resp, c.callAny(ctx, "", MethodACLLogin, false, &ACLLoginRequest{User: user, Password: password}, resp)
-}
-
-// ACLUser runs a user change: method is MethodACLUserAdd,
-// MethodACLUserPasswd or MethodACLUserRemove.
-func (c *Client) ACLUser(ctx context.Context, method string, req *ACLUserRequest) (*ACLUserResponse, error) {
-	resp := new(ACLUserResponse)
-	return resp, c.callAny(ctx, "", method, false, req, resp)
-}
-
-// ACLUsers lists the users.
-func (c *Client) ACLUsers(ctx context.Context) (*ACLUserListResponse, error) {
-	resp := new(ACLUserListResponse)
-	return resp, c.callAny(ctx, "", MethodACLUserList, true, &ACLUserListRequest{}, resp)
-}
-
-// ACLTokens lists the tokens.
-func (c *Client) ACLTokens(ctx context.Context) (*ACLTokenListResponse, error) {
-	resp := new(ACLTokenListResponse)
-	return resp, c.callAny(ctx, "", MethodACLTokenList, true, &ACLTokenListRequest{}, resp)
-}
-
-// ACLRevoke revokes a token given by its secret or accessor.
-func (c *Client) ACLRevoke(ctx context.Context, token string) (*ACLTokenRevokeResponse, error) {
-	resp := new(ACLTokenRevokeResponse)
-	return resp, c.callAny(ctx, "", MethodACLTokenRevoke, true, &ACLTokenRevokeRequest{Token: token}, resp)
-}
-
-// ACLWhoAmI returns the user the client's token belongs to.
-func (c *Client) ACLWhoAmI(ctx context.Context) (*ACLUser, error) {
-	resp := new(ACLUser)
-	return resp, c.callAny(ctx, "", MethodACLWhoAmI, true, &ACLWhoAmIRequest{}, resp)
-}

@@ -6,27 +6,35 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
+
+	"github.com/ghba/ghba/rpc/internal/wire"
 )
 
-// bodyCodec encodes and decodes message bodies as msgpack with
+// Codec encodes and decodes message bodies as msgpack with
 // github.com/hashicorp/go-msgpack/v2, the codec hashicorp/raft already links
 // into the binary (one msgpack implementation, not two). Structs are encoded
 // as maps keyed by their `codec` or `json` tag names, so fields can be added
 // without breaking older peers (unknown keys are skipped). Encoders and
 // decoders are pooled; []byte fields are copied on decode, so a decoded
 // value never aliases the frame buffer.
-type bodyCodec struct {
+//
+// The server and the client (package rpc/client) each hold one: the bodies
+// are part of the protocol, and StatResponse and BatchStatResponse have a
+// hand-written encoding (statcodec.go) that only a Codec uses. It is safe
+// for concurrent use.
+type Codec struct {
 	h    *codec.MsgpackHandle
 	encs sync.Pool
 	decs sync.Pool
 }
 
-func newBodyCodec() *bodyCodec {
+// NewCodec returns a Codec.
+func NewCodec() *Codec {
 	h := &codec.MsgpackHandle{WriteExt: true}
 	h.MaxInitLen = 4096 // bound allocations driven by a container length in the input
-	bc := &bodyCodec{h: h}
+	bc := &Codec{h: h}
 	bc.encs.New = func() any {
-		e := &encoder{buf: make([]byte, 0, initialBufferSize)}
+		e := &Encoder{buf: make([]byte, 0, wire.InitialBufferSize)}
 		e.e = codec.NewEncoderBytes(&e.buf, bc.h)
 		return e
 	}
@@ -34,29 +42,29 @@ func newBodyCodec() *bodyCodec {
 	return bc
 }
 
-// encoder is a pooled msgpack encoder with its output buffer.
-type encoder struct {
+// Encoder is a pooled msgpack encoder with its output buffer.
+type Encoder struct {
 	e   *codec.Encoder
 	buf []byte
 }
 
-// getEncoder returns a pooled encoder; give it back with putEncoder once its
-// output is no longer used.
-func (bc *bodyCodec) getEncoder() *encoder {
-	return bc.encs.Get().(*encoder)
+// GetEncoder returns a pooled Encoder; give it back with PutEncoder once
+// its output is no longer used.
+func (bc *Codec) GetEncoder() *Encoder {
+	return bc.encs.Get().(*Encoder)
 }
 
-// putEncoder recycles e unless its buffer grew large.
-func (bc *bodyCodec) putEncoder(e *encoder) {
-	if cap(e.buf) > smallFrame {
-		e.buf = make([]byte, 0, initialBufferSize)
+// PutEncoder recycles e unless its buffer grew large.
+func (bc *Codec) PutEncoder(e *Encoder) {
+	if cap(e.buf) > wire.SmallFrame {
+		e.buf = make([]byte, 0, wire.InitialBufferSize)
 	}
 	bc.encs.Put(e)
 }
 
-// encode encodes v into e's buffer and returns the bytes, valid until the
-// next encode or putEncoder.
-func (e *encoder) encode(v any) (out []byte, err error) {
+// Encode encodes v into e's buffer and returns the bytes, valid until the
+// next Encode or PutEncoder.
+func (e *Encoder) Encode(v any) (out []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil { // the codec should not panic; never let it kill a server
 			err = fmt.Errorf("rpc: encode %T: %v", v, r)
@@ -72,7 +80,7 @@ func (e *encoder) encode(v any) (out []byte, err error) {
 }
 
 // msgpackAppender and msgpackDecoder are bodies with a hand-written
-// encoding (statcodec.go), which bodyCodec uses instead of reflection.
+// encoding (statcodec.go), which Codec uses instead of reflection.
 type msgpackAppender interface {
 	appendMsgpack(b []byte) []byte
 }
@@ -81,8 +89,8 @@ type msgpackDecoder interface {
 	decodeMsgpack(b []byte) error
 }
 
-// unmarshal decodes b into v (a pointer).
-func (bc *bodyCodec) unmarshal(b []byte, v any) (err error) {
+// Unmarshal decodes b into v (a pointer).
+func (bc *Codec) Unmarshal(b []byte, v any) (err error) {
 	if f, ok := v.(msgpackDecoder); ok {
 		return f.decodeMsgpack(b)
 	}

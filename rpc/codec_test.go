@@ -10,7 +10,7 @@ import (
 // what a []byte field (or a str) wrote and is read by one, and refuses a
 // value that is not bytes.
 func TestBytes(t *testing.T) {
-	bc := newBodyCodec()
+	bc := NewCodec()
 	type withBytes struct {
 		Data Bytes `json:"data"`
 		N    int   `json:"n"`
@@ -25,7 +25,7 @@ func TestBytes(t *testing.T) {
 	}
 	encode := func(v any) []byte {
 		t.Helper()
-		b, err := bc.getEncoder().encode(v)
+		b, err := bc.GetEncoder().Encode(v)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func TestBytes(t *testing.T) {
 			"string": encode(&withString{Data: string(want), N: 7}),
 		} {
 			var got withBytes
-			if err := bc.unmarshal(frame, &got); err != nil {
+			if err := bc.Unmarshal(frame, &got); err != nil {
 				t.Fatalf("%d bytes written as %s: %v", n, name, err)
 			}
 			if !bytes.Equal(got.Data, want) || got.N != 7 {
@@ -55,7 +55,7 @@ func TestBytes(t *testing.T) {
 			}
 		}
 		var old withSlice
-		if err := bc.unmarshal(encode(&withBytes{Data: want, N: 7}), &old); err != nil || !bytes.Equal(old.Data, want) {
+		if err := bc.Unmarshal(encode(&withBytes{Data: want, N: 7}), &old); err != nil || !bytes.Equal(old.Data, want) {
 			t.Fatalf("%d bytes read as []byte: %d bytes, %v", n, len(old.Data), err)
 		}
 	}
@@ -63,7 +63,7 @@ func TestBytes(t *testing.T) {
 	// The decoded value is a copy: reusing the frame leaves it alone.
 	frame := encode(&withBytes{Data: []byte("abc")})
 	var got withBytes
-	if err := bc.unmarshal(frame, &got); err != nil {
+	if err := bc.Unmarshal(frame, &got); err != nil {
 		t.Fatal(err)
 	}
 	clear(frame)
@@ -73,7 +73,7 @@ func TestBytes(t *testing.T) {
 
 	// Nil stays nil.
 	got = withBytes{}
-	if err := bc.unmarshal(encode(&withBytes{}), &got); err != nil || got.Data != nil {
+	if err := bc.Unmarshal(encode(&withBytes{}), &got); err != nil || got.Data != nil {
 		t.Errorf("nil: %v, %v", got.Data, err)
 	}
 
@@ -81,7 +81,7 @@ func TestBytes(t *testing.T) {
 	type withInt struct {
 		Data int `json:"data"`
 	}
-	err := bc.unmarshal(encode(&withInt{Data: 5}), &got)
+	err := bc.Unmarshal(encode(&withInt{Data: 5}), &got)
 	if err == nil || !strings.Contains(err.Error(), "not bin or str") {
 		t.Errorf("an int as bytes: %v", err)
 	}
@@ -90,8 +90,8 @@ func TestBytes(t *testing.T) {
 // BenchmarkDecodeFilter decodes a frame carrying a 1 MiB filter (what a
 // full filter pull or a client's filter refresh brings).
 func BenchmarkDecodeFilter(b *testing.B) {
-	bc := newBodyCodec()
-	frame, err := bc.getEncoder().encode(&ShardFilter{Data: make(Bytes, 1<<20)})
+	bc := NewCodec()
+	frame, err := bc.GetEncoder().Encode(&ShardFilter{Data: make(Bytes, 1<<20)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,8 +100,30 @@ func BenchmarkDecodeFilter(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var v ShardFilter
-		if err := bc.unmarshal(frame, &v); err != nil {
+		if err := bc.Unmarshal(frame, &v); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzBodyDecoder decodes arbitrary bytes into the message types: errors
+// are fine, panics and runaway allocations are not.
+func FuzzBodyDecoder(f *testing.F) {
+	bc := NewCodec()
+	for _, v := range []any{&StatResponse{Inode: Inode{Path: "/a"}}, &BatchStatRequest{Paths: []string{"/a", "/b"}},
+		&MembersResponse{Members: []Member{{ID: "n1"}}}, &GroupsResponse{Groups: []GroupInfo{{Replicas: map[string]int{"a": 1}}}},
+		&FiltersResponse{Filters: []ShardFilter{{FilterVersion: FilterVersion{Shard: "n1", Term: 2}, Data: []byte{1, 2}}}},
+		&KeyringResponse{Keys: map[string]int{"k": 3}, Messages: map[string]string{"n1": "ok"}}} {
+		b, _ := bc.GetEncoder().Encode(v)
+		f.Add(append([]byte(nil), b...))
+	}
+	f.Add([]byte{0xdd, 0x7f, 0xff, 0xff, 0xff}) // array32 of 2^31 elements
+	f.Add([]byte{0xdf, 0x7f, 0xff, 0xff, 0xff}) // map32 of 2^31 entries
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, v := range []any{&StatResponse{}, &BatchStatRequest{}, &BatchStatResponse{}, &MembersResponse{},
+			&GroupsResponse{}, &ReadDirResponse{}, &SetAttrRequest{}, &FiltersRequest{}, &FiltersResponse{},
+			&KeyringRequest{}, &KeyringResponse{}} {
+			_ = bc.Unmarshal(data, v)
+		}
+	})
 }

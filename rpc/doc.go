@@ -1,7 +1,10 @@
 // Package rpc is the wire protocol between ghba clients and metadata
-// servers and between servers, with a Server that dispatches named methods
-// to typed handlers and a pooling, retrying Client with typed methods for
-// the namespace and cluster operations (types.go).
+// servers and between servers: the request and response types of the
+// namespace and cluster operations (types.go), their msgpack encoding
+// (Codec), the error codes, and a Server that dispatches named methods to
+// typed handlers. The client, with its connection pool, retries, home
+// cache, metadata cache and routing by the shards' filters, is package
+// rpc/client; this package does not depend on it.
 //
 // # Wire format
 //
@@ -18,7 +21,8 @@
 // bearer token for the requests that follow it. Frames are limited in size
 // (DefaultMaxFrameSize); a bad preface, an oversized or malformed frame, or
 // an unknown frame kind closes the connection and nothing else. The layout
-// is specified in frame.go.
+// is specified in rpc/internal/wire (frame.go), the frame layer the server
+// and the client share.
 //
 // Bodies are msgpack, encoded with github.com/hashicorp/go-msgpack/v2
 // (already linked through hashicorp/raft). Structs are maps keyed by the
@@ -27,9 +31,10 @@
 //
 // # Authentication
 //
-// A client with Options.Token presents it once per connection, in an auth
-// frame sent right after the preface (so it precedes the first request);
-// the server keeps the token the connection last presented. If
+// A client with a token (client.Options.Token) presents it once per
+// connection, in an auth frame sent right after the preface (so it
+// precedes the first request); the server keeps the token the connection
+// last presented. If
 // ServerOptions.Authenticate is set, the server calls it before every
 // handler with the method name and that token: it returns the context the
 // handler runs with (carrying what the token proves, for permission checks
@@ -45,23 +50,11 @@
 // ErrUnavailable, ErrInvalidPath, ErrUnauthenticated, context errors,
 // ...; anything else is CodeInternal) and sends err.Error() as the
 // message. The client returns a *RemoteError whose Is method matches the
-// same sentinels, so
+// same sentinels, so, with c a *client.Client,
 //
-//	_, err := client.Stat(ctx, "/a/b")
+//	_, err := c.Stat(ctx, "/a/b")
 //	if errors.Is(err, fs.ErrNotExist) { ... }
 //
 // works across the network, and across server-to-server hops (a handler
 // that returns a *RemoteError keeps its code).
-//
-// # Retries
-//
-// Client.Call sends to one address and never retries elsewhere. CallAny and
-// the typed methods choose a node (the path's cached home, else random) and
-// move to another node only when that is safe: when the request certainly
-// was not executed (the dial failed, the pooled connection was already
-// broken, the server refused it while shutting down), or, for Idempotent
-// methods, also when a connection broke after the request was sent. A
-// non-idempotent call whose connection broke after sending returns an error
-// matching both ErrUnavailable and ErrOutcomeUnknown: it may have been
-// applied. An answer from a server, even an error, is never retried.
 package rpc

@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+
+	"github.com/ghba/ghba/rpc/internal/wire"
 )
 
 // Sentinel errors of the namespace and of the transport. Handlers return
@@ -46,11 +48,12 @@ var (
 	// *RemoteError), whatever its code.
 	ErrRemote = errors.New("remote error")
 	// ErrFrameTooLarge reports a frame over the configured maximum size.
-	ErrFrameTooLarge = errors.New("frame too large")
+	ErrFrameTooLarge = wire.ErrFrameTooLarge
 	// ErrProtocol reports bytes on a connection that are not the ghba
 	// protocol (bad preface, unknown frame kind, malformed header).
-	ErrProtocol = errors.New("protocol error")
-	// ErrClientClosed reports a call on a closed Client.
+	ErrProtocol = wire.ErrProtocol
+	// ErrClientClosed reports a call on a closed client (package
+	// rpc/client).
 	ErrClientClosed = errors.New("rpc: client closed")
 	// ErrServerClosed is returned by Serve after Shutdown or Close.
 	ErrServerClosed = errors.New("rpc: server closed")

@@ -9,7 +9,7 @@ import (
 
 // A hand-written msgpack writer and reader for the types on the hot path of
 // every stat (statcodec.go). They produce and accept exactly what the
-// reflection codec (bodyCodec) does for the same struct, a map keyed by the
+// reflection codec (Codec) does for the same struct, a map keyed by the
 // fields' json names, so a peer that uses either reads the other.
 
 // errMsgpack reports input that is not the msgpack a field expects.

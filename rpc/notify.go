@@ -2,9 +2,10 @@ package rpc
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"sync"
+
+	"github.com/ghba/ghba/rpc/internal/wire"
 )
 
 // Notifications: a server may tell a client something on a connection the
@@ -21,11 +22,7 @@ import (
 // seq numbers a connection's notifications (from 1, increasing). A server
 // sends notifications only to a client that asked for what they concern
 // (a stat with Lease); a client that receives one it has no use for still
-// acknowledges it.
-const (
-	kindNotify    byte = 6
-	kindNotifyAck byte = 7
-)
+// acknowledges it. The client side is in package rpc/client (notify.go).
 
 // Invalidation tells a client to drop cached entries: Paths exactly, and
 // every path at or under one of Prefixes.
@@ -64,13 +61,13 @@ func (p *Peer) String() string { return p.c.remote }
 // handled it. It fails with the connection's end (an error matching
 // ErrUnavailable) or ctx's.
 func (p *Peer) Notify(ctx context.Context, inv *Invalidation) error {
-	enc := p.c.s.codec.getEncoder()
-	defer p.c.s.codec.putEncoder(enc)
-	body, err := enc.encode(inv)
+	enc := p.c.s.codec.GetEncoder()
+	defer p.c.s.codec.PutEncoder(enc)
+	body, err := enc.Encode(inv)
 	if err != nil {
 		return fmt.Errorf("rpc: encoding a notification: %w", err)
 	}
-	if controlFrameLen+len(body) > p.c.s.opts.MaxFrameSize {
+	if wire.ControlFrameLen+len(body) > p.c.s.opts.MaxFrameSize {
 		return fmt.Errorf("rpc: notification of %d bytes exceeds the frame limit", len(body))
 	}
 	ack := make(chan struct{})
@@ -87,15 +84,13 @@ func (p *Peer) Notify(ctx context.Context, inv *Invalidation) error {
 		delete(p.acks, seq)
 		p.mu.Unlock()
 	}()
-	buf, err := p.c.w.begin()
+	buf, err := p.c.w.Begin()
 	if err != nil {
-		p.c.w.abort()
+		p.c.w.Abort()
 		return fmt.Errorf("rpc: notifying %s: %w: %w", p.c.remote, ErrUnavailable, err)
 	}
-	buf = binary.BigEndian.AppendUint32(buf, uint32(controlFrameLen+len(body)))
-	buf = append(buf, kindNotify)
-	buf = binary.BigEndian.AppendUint64(buf, seq)
-	if err := p.c.w.commit(append(buf, body...)); err != nil {
+	buf = wire.AppendNotifyHeader(buf, len(body), seq)
+	if err := p.c.w.Commit(append(buf, body...)); err != nil {
 		return fmt.Errorf("rpc: notifying %s: %w: %w", p.c.remote, ErrUnavailable, err)
 	}
 	select {
@@ -117,38 +112,4 @@ func (p *Peer) acked(seq uint64) {
 	if ack != nil {
 		close(ack)
 	}
-}
-
-// parseNotify parses a notify payload (kind byte included); body aliases p.
-func parseNotify(p []byte) (seq uint64, body []byte, err error) {
-	if len(p) < controlFrameLen || p[0] != kindNotify {
-		return 0, nil, fmt.Errorf("%w: short or mislabelled notify frame", ErrProtocol)
-	}
-	return binary.BigEndian.Uint64(p[1:]), p[controlFrameLen:], nil
-}
-
-// onNotify handles a notification on a client connection: it decodes it,
-// hands it to Options.OnInvalidate and acknowledges it. A body that does
-// not decode is a protocol error.
-func (c *clientConn) onNotify(p []byte) error {
-	seq, body, err := parseNotify(p)
-	if err != nil {
-		return err
-	}
-	var inv Invalidation
-	if err := c.cl.codec.unmarshal(body, &inv); err != nil {
-		return fmt.Errorf("%w: notify body: %w", ErrProtocol, err)
-	}
-	if m := c.cl.cache; m != nil {
-		m.invalidate(&inv)
-	}
-	if fn := c.cl.opts.OnInvalidate; fn != nil {
-		fn(&inv)
-	}
-	buf, err := c.w.begin()
-	if err != nil {
-		c.w.abort()
-		return err
-	}
-	return c.w.commit(appendControl(buf, kindNotifyAck, seq))
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/ghba/ghba/rpc/internal/wire"
 )
 
 // ServerOptions configure a Server. The zero value is usable.
@@ -52,13 +54,14 @@ type ServerOptions struct {
 	WriteTimeout time.Duration
 	// Authenticate, if set, runs before every handler, in the call's
 	// goroutine (it may block), with the method name and the token the
-	// connection last presented ("" if none; see Options.Token). It returns
-	// the context the handler runs with, derived from ctx (it may carry what
-	// the token proves, for the handler's permission checks; nil keeps
-	// ctx), or an error that is sent back instead of running the handler,
-	// mapped to a wire code like handler errors (wrap ErrUnauthenticated or
-	// fs.ErrPermission). It decides which methods need a token. A panic in
-	// it is reported like a handler panic. Nil: no check.
+	// connection last presented ("" if none; see client.Options.Token). It
+	// returns the context the handler runs with, derived from ctx (it may
+	// carry what the token proves, for the handler's permission checks; nil
+	// keeps ctx), or an error that is sent back instead of running the
+	// handler, mapped to a wire code like handler errors (wrap
+	// ErrUnauthenticated or fs.ErrPermission). It decides which methods
+	// need a token. A panic in it is reported like a handler panic. Nil: no
+	// check.
 	Authenticate func(ctx context.Context, method, token string) (context.Context, error)
 }
 
@@ -106,7 +109,7 @@ func (o *ServerOptions) withDefaults() ServerOptions {
 type handler struct {
 	name string
 	// call decodes body, runs the typed function and returns its response.
-	call func(ctx context.Context, bc *bodyCodec, body []byte) (any, error)
+	call func(ctx context.Context, bc *Codec, body []byte) (any, error)
 	// served counts the calls of the method answered (ServedByMethod).
 	served atomic.Uint64
 }
@@ -117,8 +120,8 @@ type handler struct {
 type Server struct {
 	opts  ServerOptions
 	log   *slog.Logger
-	codec *bodyCodec
-	bufs  bufPool
+	codec *Codec
+	bufs  wire.BufPool
 
 	regMu    sync.Mutex
 	handlers atomic.Pointer[map[string]*handler]
@@ -159,7 +162,7 @@ func NewServer(opts ServerOptions) *Server {
 	s := &Server{
 		opts:       o,
 		log:        o.Logger,
-		codec:      newBodyCodec(),
+		codec:      NewCodec(),
 		sem:        make(chan struct{}, o.MaxConcurrent),
 		baseCtx:    ctx,
 		baseCancel: cancel,
@@ -188,9 +191,9 @@ func NewServer(opts ServerOptions) *Server {
 func Register[Req, Resp any](s *Server, method string, fn func(ctx context.Context, req *Req) (*Resp, error)) {
 	s.register(&handler{
 		name: method,
-		call: func(ctx context.Context, bc *bodyCodec, body []byte) (any, error) {
+		call: func(ctx context.Context, bc *Codec, body []byte) (any, error) {
 			req := new(Req)
-			if err := bc.unmarshal(body, req); err != nil {
+			if err := bc.Unmarshal(body, req); err != nil {
 				return nil, fmt.Errorf("%w: %s: %v", ErrBadRequest, method, err)
 			}
 			resp, err := fn(ctx, req)
@@ -316,7 +319,7 @@ func (s *Server) startConn(nc net.Conn) {
 		s:      s,
 		nc:     nc,
 		br:     bufio.NewReaderSize(nc, 16<<10),
-		w:      newConnWriter(nc, 16<<10, s.opts.WriteTimeout),
+		w:      wire.NewWriter(nc, 16<<10, s.opts.WriteTimeout),
 		ctx:    ctx,
 		cancel: cancel,
 		calls:  make(map[uint64]context.CancelFunc),
@@ -422,11 +425,11 @@ type serverConn struct {
 	s      *Server
 	nc     net.Conn
 	br     *bufio.Reader
-	w      *connWriter
+	w      *wire.Writer
 	ctx    context.Context // canceled when the connection ends
 	cancel context.CancelFunc
 	remote string
-	hdr    [frameLenSize]byte
+	hdr    [wire.FrameLenSize]byte
 	frames atomic.Uint64 // frames read, for idle detection
 	slots  chan struct{} // this connection's running handlers (MaxConcurrentPerConn)
 	ip     string        // the remote IP (MaxConnsPerClient)
@@ -490,33 +493,33 @@ func (c *serverConn) serve() {
 		c.mu.Unlock()
 	}
 	for {
-		b, err := readFrame(c.br, &c.hdr, c.s.opts.MaxFrameSize, &c.s.bufs)
+		b, err := wire.ReadFrame(c.br, &c.hdr, c.s.opts.MaxFrameSize, &c.s.bufs)
 		if err != nil {
 			c.logClose(err)
 			return
 		}
 		c.frames.Add(1)
 		switch (*b)[0] {
-		case kindRequest:
+		case wire.KindRequest:
 			err = c.dispatch(b)
-		case kindAuth:
+		case wire.KindAuth:
 			var tok []byte
-			tok, err = parseAuth(*b)
+			tok, err = wire.ParseAuth(*b)
 			if err == nil && string(tok) != c.token { // no copy when unchanged
 				c.token = string(tok)
 			}
-			c.s.bufs.put(b)
-		case kindNotifyAck:
+			c.s.bufs.Put(b)
+		case wire.KindNotifyAck:
 			var seq uint64
-			seq, err = parseControl(*b, kindNotifyAck)
-			c.s.bufs.put(b)
+			seq, err = wire.ParseControl(*b, wire.KindNotifyAck)
+			c.s.bufs.Put(b)
 			if err == nil {
 				c.peer.acked(seq)
 			}
-		case kindCancel:
+		case wire.KindCancel:
 			var seq uint64
-			seq, err = parseControl(*b, kindCancel)
-			c.s.bufs.put(b)
+			seq, err = wire.ParseControl(*b, wire.KindCancel)
+			c.s.bufs.Put(b)
 			if err == nil {
 				c.mu.Lock()
 				cancel := c.calls[seq]
@@ -527,7 +530,7 @@ func (c *serverConn) serve() {
 			}
 		default:
 			kind := (*b)[0]
-			c.s.bufs.put(b)
+			c.s.bufs.Put(b)
 			err = fmt.Errorf("%w: unknown frame kind %d", ErrProtocol, kind)
 		}
 		if err != nil {
@@ -544,7 +547,7 @@ func (c *serverConn) readPreface() error {
 	if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
 		return fmt.Errorf("reading preface: %w", err)
 	}
-	if string(c.hdr[:]) != preface {
+	if string(c.hdr[:]) != wire.Preface {
 		return fmt.Errorf("%w: bad preface %q", ErrProtocol, c.hdr[:])
 	}
 	return c.nc.SetReadDeadline(time.Time{})
@@ -565,21 +568,21 @@ func (c *serverConn) logClose(err error) {
 // returned error is a protocol violation that ends the connection.
 func (c *serverConn) dispatch(b *[]byte) error {
 	s := c.s
-	h, err := parseRequest(*b)
+	h, err := wire.ParseRequest(*b)
 	if err != nil {
-		s.bufs.put(b)
+		s.bufs.Put(b)
 		return err
 	}
-	if h.seq <= c.maxSeen {
-		s.bufs.put(b)
-		return fmt.Errorf("%w: sequence %d after %d", ErrProtocol, h.seq, c.maxSeen)
+	if h.Seq <= c.maxSeen {
+		s.bufs.Put(b)
+		return fmt.Errorf("%w: sequence %d after %d", ErrProtocol, h.Seq, c.maxSeen)
 	}
-	c.maxSeen = h.seq
-	hd := (*s.handlers.Load())[string(h.method)]
+	c.maxSeen = h.Seq
+	hd := (*s.handlers.Load())[string(h.Method)]
 	if hd == nil {
-		msg := fmt.Sprintf("%s: %q", ErrUnknownMethod, h.method)
-		s.bufs.put(b)
-		c.respond(h.seq, CodeUnknownMethod, msg, nil)
+		msg := fmt.Sprintf("%s: %q", ErrUnknownMethod, h.Method)
+		s.bufs.Put(b)
+		c.respond(h.Seq, CodeUnknownMethod, msg, nil)
 		return nil
 	}
 	// Back-pressure: stop reading this connection until it has a slot of
@@ -587,21 +590,21 @@ func (c *serverConn) dispatch(b *[]byte) error {
 	select {
 	case c.slots <- struct{}{}:
 	case <-c.ctx.Done():
-		s.bufs.put(b)
+		s.bufs.Put(b)
 		return c.ctx.Err()
 	}
 	select {
 	case s.sem <- struct{}{}:
 	case <-c.ctx.Done():
 		<-c.slots
-		s.bufs.put(b)
+		s.bufs.Put(b)
 		return c.ctx.Err()
 	}
 
 	var ctx context.Context
 	var cancel context.CancelFunc
-	if h.timeout > 0 {
-		ctx, cancel = context.WithTimeout(c.ctx, time.Duration(h.timeout))
+	if h.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(c.ctx, time.Duration(h.Timeout))
 	} else {
 		ctx, cancel = context.WithCancel(c.ctx)
 	}
@@ -611,16 +614,16 @@ func (c *serverConn) dispatch(b *[]byte) error {
 		<-s.sem
 		<-c.slots
 		cancel()
-		s.bufs.put(b)
-		c.respond(h.seq, CodeShuttingDown, ErrShuttingDown.Error(), nil)
+		s.bufs.Put(b)
+		c.respond(h.Seq, CodeShuttingDown, ErrShuttingDown.Error(), nil)
 		return nil
 	}
-	c.lastSeq = h.seq
-	c.calls[h.seq] = cancel
+	c.lastSeq = h.Seq
+	c.calls[h.Seq] = cancel
 	s.inflight.Add(1)
 	c.mu.Unlock()
 
-	token, seq, body := c.token, h.seq, h.body
+	token, seq, body := c.token, h.Seq, h.Body
 	s.workers.run(func() { c.run(ctx, cancel, hd, token, seq, b, body) })
 	return nil
 }
@@ -656,7 +659,7 @@ func (c *serverConn) run(ctx context.Context, cancel context.CancelFunc, hd *han
 // is recycled as soon as they return.
 func (c *serverConn) invoke(ctx context.Context, hd *handler, token string, body []byte, b *[]byte) (resp any, err error) {
 	defer func() {
-		c.s.bufs.put(b)
+		c.s.bufs.Put(b)
 		if r := recover(); r != nil {
 			c.s.log.Error("rpc: handler panic", "method", hd.name, "panic", r, "stack", string(debug.Stack()))
 			resp, err = nil, fmt.Errorf("rpc: %s: internal error (handler panic)", hd.name)
@@ -679,31 +682,31 @@ func (c *serverConn) invoke(ctx context.Context, hd *handler, token string, body
 // reported here.
 func (c *serverConn) respond(seq uint64, code Code, msg string, resp any) {
 	var body []byte
-	var enc *encoder
+	var enc *Encoder
 	if code == CodeOK {
-		enc = c.s.codec.getEncoder()
+		enc = c.s.codec.GetEncoder()
 		var err error
-		body, err = enc.encode(resp)
+		body, err = enc.Encode(resp)
 		switch {
 		case err != nil:
 			code, msg, body = CodeInternal, fmt.Sprintf("rpc: encoding response: %v", err), nil
-		case responseFixedLen+len(body) > c.s.opts.MaxFrameSize:
+		case wire.ResponseFixedLen+len(body) > c.s.opts.MaxFrameSize:
 			code, msg, body = CodeInternal, fmt.Sprintf("rpc: response of %d bytes exceeds the frame limit", len(body)), nil
 		}
 	}
-	buf, err := c.w.begin()
+	buf, err := c.w.Begin()
 	if err == nil {
-		buf = appendResponseHeader(buf, len(body), seq, code, msg)
-		err = c.w.commit(append(buf, body...))
+		buf = wire.AppendResponseHeader(buf, len(body), seq, uint16(code), msg)
+		err = c.w.Commit(append(buf, body...))
 	} else {
-		c.w.abort()
+		c.w.Abort()
 	}
 	if err != nil {
 		c.s.log.Debug("rpc: writing response", "remote", c.remote, "err", err)
 		c.nc.Close() // unblock the reader; the connection is unusable
 	}
 	if enc != nil {
-		c.s.codec.putEncoder(enc)
+		c.s.codec.PutEncoder(enc)
 	}
 }
 
@@ -721,13 +724,11 @@ func (c *serverConn) drain() {
 	// Do not wait behind a backlog for a client that stopped reading: it
 	// then learns nothing from a goaway anyway (its pending calls end as
 	// "outcome unknown" when the connection closes).
-	w := c.w
-	w.mu.Lock()
-	if w.err != nil || len(w.buf) >= writeBufferLimit {
-		w.abort()
+	buf, ok := c.w.BeginIfRoom(false)
+	if !ok {
 		return
 	}
-	if err := w.commit(appendControl(w.buf, kindGoAway, last)); err != nil {
+	if err := c.w.Commit(wire.AppendControl(buf, wire.KindGoAway, last)); err != nil {
 		c.nc.Close()
 	}
 }

@@ -61,11 +61,11 @@ func statSamples() map[string]*StatResponse {
 // TestStatCodec: the hand-written encodings are byte for byte the
 // reflection codec's, and each reads the other's.
 func TestStatCodec(t *testing.T) {
-	bc := newBodyCodec()
+	bc := NewCodec()
 	reflected := func(v any) []byte {
 		t.Helper()
-		e := bc.getEncoder()
-		b, err := e.encode(v)
+		e := bc.GetEncoder()
+		b, err := e.Encode(v)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,11 +79,11 @@ func TestStatCodec(t *testing.T) {
 				t.Fatalf("encodings differ:\nfast %x\nslow %x", fast, slow)
 			}
 			var got StatResponse
-			if err := bc.unmarshal(fast, &got); err != nil {
+			if err := bc.Unmarshal(fast, &got); err != nil {
 				t.Fatal(err)
 			}
 			var back plainStat
-			if err := bc.unmarshal(fast, &back); err != nil {
+			if err := bc.Unmarshal(fast, &back); err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, *st) || !reflect.DeepEqual(StatResponse(back), got) {
@@ -106,7 +106,7 @@ func TestStatCodec(t *testing.T) {
 				t.Fatalf("encodings differ:\nfast %x\nslow %x", fast, slow)
 			}
 			var got BatchStatResponse
-			if err := bc.unmarshal(fast, &got); err != nil {
+			if err := bc.Unmarshal(fast, &got); err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(&got, br) {
@@ -118,7 +118,7 @@ func TestStatCodec(t *testing.T) {
 
 // TestStatCodecEveryField: the "every field" sample sets every field of
 // StatResponse and its Inode, so a field added to either without a line in
-// statcodec.go fails TestStatCodec (the hand encoder would leave it out).
+// statcodec.go fails TestStatCodec (the hand Encoder would leave it out).
 func TestStatCodecEveryField(t *testing.T) {
 	st := statSamples()["every field"]
 	var zero func(v reflect.Value, name string)
@@ -158,15 +158,15 @@ func TestStatCodecUnknownKeys(t *testing.T) {
 		Before  map[string]int `json:"before"`
 		Results []newerResult  `json:"results"`
 	}
-	bc := newBodyCodec()
+	bc := NewCodec()
 	v := newerStat{Path: "/p", Extra: map[string][]any{"a": {1, "x", true, -3.5}}, Float: 1.5, Bin: []byte("bin"),
 		Neg: -100000, Nested: []map[string]uint{{"k": 1 << 40}}, Level: LevelL2}
-	frame, err := bc.getEncoder().encode(&newerBatch{Before: map[string]int{"x": 1}, Results: []newerResult{{Stat: &v, Extra: []string{"e"}}}})
+	frame, err := bc.GetEncoder().Encode(&newerBatch{Before: map[string]int{"x": 1}, Results: []newerResult{{Stat: &v, Extra: []string{"e"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got BatchStatResponse
-	if err := bc.unmarshal(frame, &got); err != nil {
+	if err := bc.Unmarshal(frame, &got); err != nil {
 		t.Fatal(err)
 	}
 	want := &BatchStatResponse{Results: []BatchStatResult{{Stat: &StatResponse{Inode: Inode{Path: "/p"}, Level: LevelL2}}}}
@@ -178,16 +178,16 @@ func TestStatCodecUnknownKeys(t *testing.T) {
 // TestStatCodecMalformed: truncated or mistyped input is an error, never a
 // panic or a value read past the frame.
 func TestStatCodecMalformed(t *testing.T) {
-	bc := newBodyCodec()
+	bc := NewCodec()
 	full := &BatchStatResponse{Results: []BatchStatResult{{Stat: statSamples()["every field"]}, {Code: 3, Message: "m"}}}
-	frame, err := bc.getEncoder().encode(full)
+	frame, err := bc.GetEncoder().Encode(full)
 	if err != nil {
 		t.Fatal(err)
 	}
 	frame = bytes.Clone(frame)
 	for n := range len(frame) {
 		var got BatchStatResponse
-		if err := bc.unmarshal(frame[:n], &got); err == nil {
+		if err := bc.Unmarshal(frame[:n], &got); err == nil {
 			t.Fatalf("%d of %d bytes: no error", n, len(frame))
 		}
 	}
@@ -205,7 +205,7 @@ func TestStatCodecMalformed(t *testing.T) {
 		{"unknown type", append(appendStr(appendMapLen(nil, 1), "x"), 0xc1)},
 	} {
 		var got StatResponse
-		if err := bc.unmarshal(tc.frame, &got); err == nil {
+		if err := bc.Unmarshal(tc.frame, &got); err == nil {
 			t.Errorf("%s: no error", tc.name)
 		}
 	}
@@ -218,7 +218,7 @@ func binary32(b []byte, c byte, n uint32) []byte {
 // BenchmarkStatCodec encodes and decodes a batch of 16 inodes (a prefetch
 // group's answer), by hand and by reflection.
 func BenchmarkStatCodec(b *testing.B) {
-	bc := newBodyCodec()
+	bc := NewCodec()
 	br := &BatchStatResponse{}
 	for i := range 16 {
 		st := *statSamples()["file"]
@@ -232,8 +232,8 @@ func BenchmarkStatCodec(b *testing.B) {
 		{"hand", br, new(BatchStatResponse)},
 		{"reflection", toPlain(br), new(plainBatch)},
 	} {
-		e := bc.getEncoder()
-		frame, err := e.encode(tc.enc)
+		e := bc.GetEncoder()
+		frame, err := e.Encode(tc.enc)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func BenchmarkStatCodec(b *testing.B) {
 		b.Run(tc.name+"/encode", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := e.encode(tc.enc); err != nil {
+				if _, err := e.Encode(tc.enc); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -249,7 +249,7 @@ func BenchmarkStatCodec(b *testing.B) {
 		b.Run(tc.name+"/decode", func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := bc.unmarshal(frame, tc.dec); err != nil {
+				if err := bc.Unmarshal(frame, tc.dec); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -42,10 +42,11 @@ const (
 )
 
 // Idempotent reports whether executing method twice has the same effect as
-// executing it once. Client.CallAny retries only idempotent methods on
-// another node after a request may have reached a node whose answer was
-// lost; everything else is retried only when the request certainly was not
-// executed (dial failure, refused by a shutting-down server).
+// executing it once. A client (package rpc/client, CallAny) retries only
+// idempotent methods on another node after a request may have reached a
+// node whose answer was lost; everything else is retried only when the
+// request certainly was not executed (dial failure, refused by a
+// shutting-down server).
 func Idempotent(method string) bool {
 	switch method {
 	case MethodStat, MethodLookup, MethodBatchStat, MethodReadDir, MethodFilters,
@@ -71,6 +72,9 @@ const (
 	LevelL2 = "L2" // the entry node's segment array had exactly one hit
 	LevelL3 = "L3" // the group multicast found exactly one positive
 	LevelL4 = "L4" // the authoritative step (parent's home or broadcast)
+	// LevelCache is the level of an answer from a client's metadata cache
+	// (client.CacheOptions, package rpc/client): no node was asked.
+	LevelCache = "cache"
 )
 
 // Inode is the metadata of one file or directory, as stored at its home.
@@ -159,7 +163,7 @@ type StatRequest struct {
 	// Path is the absolute path to stat.
 	Path string `json:"path"`
 	// Lease asks for a cache lease (StatResponse.Lease): only a client
-	// that handles invalidations (Options.OnInvalidate) may ask.
+	// that handles invalidations (client.Options.OnInvalidate) may ask.
 	Lease bool `json:"lease,omitempty"`
 }
 
@@ -183,7 +187,7 @@ type StatResponse struct {
 }
 
 // FiltersRequest asks a node for the local Bloom filters of the shards it
-// leads, for a client that routes by them (Options.RouteRefresh).
+// leads, for a client that routes by them (client.Options.RouteRefresh).
 type FiltersRequest struct {
 	// Have lists the filters the client holds: a shard whose filter is
 	// still at that term and version is answered Unchanged, without its
@@ -329,7 +333,7 @@ type CreateRequest struct {
 const MaxTextLen = 64 << 10
 
 // FindRequest asks one shard for a page of the inodes below Root that
-// match every condition set (Client.Find asks every shard).
+// match every condition set (client.Client.Find asks every shard).
 type FindRequest struct {
 	// Shard is the shard to search (its leader answers).
 	Shard string `json:"shard"`

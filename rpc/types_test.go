@@ -63,34 +63,34 @@ func fill(v reflect.Value, seed *int) {
 }
 
 func TestTypesRoundTrip(t *testing.T) {
-	bc := newBodyCodec()
+	bc := NewCodec()
 	for _, proto := range allTypes {
 		typ := reflect.TypeOf(proto).Elem()
 		t.Run(typ.Name(), func(t *testing.T) {
 			in := reflect.New(typ)
 			seed := 0
 			fill(in, &seed)
-			enc := bc.getEncoder()
-			b, err := enc.encode(in.Interface())
+			enc := bc.GetEncoder()
+			b, err := enc.Encode(in.Interface())
 			if err != nil {
 				t.Fatal(err)
 			}
 			out := reflect.New(typ)
-			if err := bc.unmarshal(b, out.Interface()); err != nil {
+			if err := bc.Unmarshal(b, out.Interface()); err != nil {
 				t.Fatal(err)
 			}
-			bc.putEncoder(enc)
+			bc.PutEncoder(enc)
 			if !reflect.DeepEqual(in.Interface(), out.Interface()) {
 				t.Errorf("round trip mismatch:\n in: %+v\nout: %+v", in.Elem().Interface(), out.Elem().Interface())
 			}
 			// The zero value round-trips too.
 			zero := reflect.New(typ)
-			b, err = bc.getEncoder().encode(zero.Interface())
+			b, err = bc.GetEncoder().Encode(zero.Interface())
 			if err != nil {
 				t.Fatal(err)
 			}
 			out = reflect.New(typ)
-			if err := bc.unmarshal(b, out.Interface()); err != nil {
+			if err := bc.Unmarshal(b, out.Interface()); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -138,14 +138,14 @@ func TestJSONContract(t *testing.T) {
 // TestEmbeddedInodeOnTheWire checks that StatResponse's embedded Inode
 // travels flattened (same keys as JSON) and survives.
 func TestEmbeddedInodeOnTheWire(t *testing.T) {
-	bc := newBodyCodec()
+	bc := NewCodec()
 	in := &StatResponse{Inode: Inode{Path: "/a", Type: TypeDir, Mode: 0o755, Home: "n1"}, Level: LevelL2, Hops: 1}
-	b, err := bc.getEncoder().encode(in)
+	b, err := bc.GetEncoder().Encode(in)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var flat map[string]any
-	if err := bc.unmarshal(b, &flat); err != nil {
+	if err := bc.Unmarshal(b, &flat); err != nil {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"path", "type", "home", "level"} {
@@ -154,7 +154,7 @@ func TestEmbeddedInodeOnTheWire(t *testing.T) {
 		}
 	}
 	var out StatResponse
-	if err := bc.unmarshal(b, &out); err != nil {
+	if err := bc.Unmarshal(b, &out); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(in, &out) {
@@ -168,17 +168,17 @@ func TestEmbeddedInodeOnTheWire(t *testing.T) {
 // TestUnknownFieldsIgnored: a newer peer's extra fields do not break an
 // older one.
 func TestUnknownFieldsIgnored(t *testing.T) {
-	bc := newBodyCodec()
+	bc := NewCodec()
 	type newer struct {
 		Path  string `json:"path"`
 		Extra []int  `json:"extra"`
 	}
-	b, err := bc.getEncoder().encode(&newer{Path: "/x", Extra: []int{1, 2}})
+	b, err := bc.GetEncoder().Encode(&newer{Path: "/x", Extra: []int{1, 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var old StatRequest
-	if err := bc.unmarshal(b, &old); err != nil || old.Path != "/x" {
+	if err := bc.Unmarshal(b, &old); err != nil || old.Path != "/x" {
 		t.Errorf("got %+v, %v", old, err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ghba/ghba/node/acl"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // The ACL commands: acl bootstrap, login, logout, user, token, whoami
@@ -116,7 +117,7 @@ user}.
   ghba acl bootstrap --json | jq -r .accessor`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.ACLBootstrap(ctx)
 				if err != nil {
 					return aclError("acl bootstrap", err)
@@ -173,7 +174,7 @@ failure, up to a minute).
 			if err != nil {
 				return fmt.Errorf("login: %w", err)
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.ACLLogin(ctx, user, password)
 				if err != nil {
 					return aclError("login", err)
@@ -362,7 +363,7 @@ permission check.`,
 					return err
 				}
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.ACLUser(ctx, rpc.MethodACLUserAdd, req)
 				if err != nil {
 					return aclError("user add", err)
@@ -395,7 +396,7 @@ shown.`,
   ghba user list --json | jq -r '.[] | select(.management) | .name'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.ACLUsers(ctx)
 				if err != nil {
 					return aclError("user list", err)
@@ -441,7 +442,7 @@ confirmation; with --json {user: {...}}.`,
 			if err != nil {
 				return err
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.ACLUser(ctx, rpc.MethodACLUserPasswd, &rpc.ACLUserRequest{ACLUser: rpc.ACLUser{Name: name}, Password: password})
 				if err != nil {
 					return aclError("user passwd", err)
@@ -474,7 +475,7 @@ exits with code 3. With --json {user: {...}, revoked}.`,
 			if err := checkUserName("user rm", name); err != nil {
 				return err
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.ACLUser(ctx, rpc.MethodACLUserRemove, &rpc.ACLUserRequest{ACLUser: rpc.ACLUser{Name: name}})
 				if err != nil {
 					return aclError("user rm", err)
@@ -535,7 +536,7 @@ objects (times in Unix nanoseconds).`,
   ghba token list --json | jq -r '.[] | select(.user == "alice") | .accessor'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.ACLTokens(ctx)
 				if err != nil {
 					return aclError("token list", err)
@@ -587,7 +588,7 @@ more (each node caches what it read of a token that long).`,
 			if token == "" {
 				return usageErrorf("token revoke: no token given")
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.ACLRevoke(ctx, token)
 				if err != nil {
 					return aclError("token revoke", err)
@@ -615,7 +616,7 @@ uid, gid, groups, management}.`,
   ghba whoami --json | jq .uid`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				u, err := c.ACLWhoAmI(ctx)
 				if err != nil {
 					return aclError("whoami", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // Bench phases, in the order they run.
@@ -29,7 +30,7 @@ const (
 	// routed by the cluster, as in a sweep larger than any client cache.
 	phaseStatUncached = "stat-uncached"
 	// phaseStatRouted stats every path through a client without the home
-	// cache that routes by the shards' filters (rpc.Options.RouteRefresh):
+	// cache that routes by the shards' filters (client.Options.RouteRefresh):
 	// every stat goes to the node the filters name.
 	phaseStatRouted = "stat-routed"
 	phaseLookup     = "lookup"
@@ -56,9 +57,9 @@ type benchOptions struct {
 	cacheModes   []string
 	cacheEntries int
 	// prefetchGroup is the nexus cache's prefetch group
-	// (rpc.CacheOptions.Group).
+	// (client.CacheOptions.Group).
 	prefetchGroup int
-	// listPrefetch is the caches' rpc.CacheOptions.ListPrefetch.
+	// listPrefetch is the caches' client.CacheOptions.ListPrefetch.
 	listPrefetch int
 	traceOrder   bool
 }
@@ -175,7 +176,7 @@ prefetches, with a missed path, --prefetch-group paths that follow it in
 the client's relationship graph: its strongest successors, Nexus §4, and
 beyond two, theirs). With --list-prefetch N, both caches also fetch up to
 N entries of each directory the trace lists, as a listing that returns
-attributes would (rpc.CacheOptions.ListPrefetch). It prints per mode the operations per
+attributes would (client.CacheOptions.ListPrefetch). It prints per mode the operations per
 second, the mean and p99 stat time, and the local hit rate. A mode may be
 given more than once (--cache off,nexus,off,nexus): each replay then runs
 under a prefix of its own (--prefix-MODE-2, ...), and rounds that
@@ -214,7 +215,7 @@ alternate share whatever else the machine is doing.`,
 			if bo.trace != "" {
 				return runTraceBench(cmd, o, bo)
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				return runBench(ctx, cmd, o, bo, c)
 			})
 		},
@@ -238,7 +239,7 @@ alternate share whatever else the machine is doing.`,
 }
 
 // runBench runs the selected phases with client c and prints the report.
-func runBench(ctx context.Context, cmd *cobra.Command, o *clientOptions, bo *benchOptions, c *rpc.Client) error {
+func runBench(ctx context.Context, cmd *cobra.Command, o *clientOptions, bo *benchOptions, c *client.Client) error {
 	tree := makeBenchTree(bo.prefix, bo.paths, bo.filesPerDir)
 	nodes := c.Addrs()
 	if bo.eachNode {
@@ -303,7 +304,7 @@ func runBench(ctx context.Context, cmd *cobra.Command, o *clientOptions, bo *ben
 	}
 	paths := tree.all()
 	// statPhase stats every path through client sc.
-	statPhase := func(phase string, sc *rpc.Client) {
+	statPhase := func(phase string, sc *client.Client) {
 		res := &phaseResult{Phase: phase, Node: entry}
 		start := time.Now()
 		runOps(ctx, res, paths, bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
@@ -320,12 +321,12 @@ func runBench(ctx context.Context, cmd *cobra.Command, o *clientOptions, bo *ben
 		statPhase(phaseStat, c)
 	}
 	if run(phaseStatUncached) {
-		nc := rpc.NewClient(rpc.Options{Addrs: c.Addrs(), Timeout: o.timeout, Dial: o.dial, HomeCacheSize: -1})
+		nc := client.New(client.Options{Addrs: c.Addrs(), Timeout: o.timeout, Dial: o.dial, HomeCacheSize: -1})
 		statPhase(phaseStatUncached, nc)
 		nc.Close()
 	}
 	if run(phaseStatRouted) {
-		nc := rpc.NewClient(rpc.Options{Addrs: c.Addrs(), Timeout: o.timeout, Dial: o.dial, HomeCacheSize: -1, RouteRefresh: time.Second})
+		nc := client.New(client.Options{Addrs: c.Addrs(), Timeout: o.timeout, Dial: o.dial, HomeCacheSize: -1, RouteRefresh: time.Second})
 		if err := nc.RefreshFilters(ctx); err != nil { // route from the first stat on
 			fmt.Fprintf(cmd.ErrOrStderr(), "bench: fetching the shards' filters: %v\n", err)
 		}
@@ -334,7 +335,7 @@ func runBench(ctx context.Context, cmd *cobra.Command, o *clientOptions, bo *ben
 	}
 	if run(phaseLookup) {
 		for _, addr := range nodes {
-			nc := rpc.NewClient(rpc.Options{Addrs: []string{addr}, Timeout: o.timeout, Dial: o.dial, HomeCacheSize: -1, MaxAttempts: 1})
+			nc := client.New(client.Options{Addrs: []string{addr}, Timeout: o.timeout, Dial: o.dial, HomeCacheSize: -1, MaxAttempts: 1})
 			res := &phaseResult{Phase: phaseLookup, Node: addr}
 			start := time.Now()
 			runOps(ctx, res, paths, bo.concurrency, func(ctx context.Context, p string) (string, int, error) {

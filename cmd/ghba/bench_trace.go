@@ -18,6 +18,7 @@ import (
 	"github.com/ghba/ghba/routing/nexus"
 	"github.com/ghba/ghba/routing/workload"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // Cache modes of "ghba bench --trace".
@@ -250,15 +251,15 @@ func replayTrace(cmd *cobra.Command, o *clientOptions, bo *benchOptions, ts *tra
 	}
 
 	res := &traceResult{Cache: mode, Clients: clients}
-	cls := make([]*rpc.Client, clients)
+	cls := make([]*client.Client, clients)
 	for i := range cls {
-		c, err := o.clientWith(cmd, func(opts *rpc.Options) {
+		c, err := o.clientWith(cmd, func(opts *client.Options) {
 			switch mode {
 			case cacheLRU:
-				opts.Cache = &rpc.CacheOptions{Entries: entries, ListPrefetch: bo.listPrefetch}
+				opts.Cache = &client.CacheOptions{Entries: entries, ListPrefetch: bo.listPrefetch}
 			case cacheNexus:
 				g, _ := nexus.New[string](nexus.Config{})
-				opts.Cache = &rpc.CacheOptions{Entries: entries, Prefetch: rpc.PrefetchNexus, Predictor: g, Group: bo.prefetchGroup,
+				opts.Cache = &client.CacheOptions{Entries: entries, Prefetch: client.PrefetchNexus, Predictor: g, Group: bo.prefetchGroup,
 					ListPrefetch: bo.listPrefetch}
 			}
 		})
@@ -344,7 +345,7 @@ func replayTrace(cmd *cobra.Command, o *clientOptions, bo *benchOptions, ts *tra
 }
 
 // replayOp runs one trace record under prefix through c.
-func replayOp(ctx context.Context, c *rpc.Client, prefix string, rec workload.Record) error {
+func replayOp(ctx context.Context, c *client.Client, prefix string, rec workload.Record) error {
 	p := prefix + rec.Path
 	if rec.Path == "/" {
 		p = prefix

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // TestProcessCacheNeverStale: agent processes with the default cache
@@ -26,7 +27,7 @@ func TestProcessCacheNeverStale(t *testing.T) {
 	}
 	c, addrs, writer := startCacheCluster(t)
 	ctx := context.Background()
-	reader := rpc.NewClient(rpc.Options{Addrs: addrs, Timeout: procRPCTimeout, Cache: &rpc.CacheOptions{Entries: 100}})
+	reader := client.New(client.Options{Addrs: addrs, Timeout: procRPCTimeout, Cache: &client.CacheOptions{Entries: 100}})
 	defer reader.Close()
 
 	const files = 4
@@ -140,7 +141,7 @@ func TestProcessCacheAbsenceNeverStale(t *testing.T) {
 	var stale, reads, failed, absentHits atomic.Int64
 	var wg sync.WaitGroup
 	for g := range 4 {
-		reader := rpc.NewClient(rpc.Options{Addrs: addrs, Timeout: procRPCTimeout, Cache: &rpc.CacheOptions{Entries: 100}})
+		reader := client.New(client.Options{Addrs: addrs, Timeout: procRPCTimeout, Cache: &client.CacheOptions{Entries: 100}})
 		defer reader.Close()
 		wg.Go(func() {
 			for i := 0; !stop.Load(); i++ {
@@ -218,20 +219,20 @@ func TestProcessCacheAbsenceNeverStale(t *testing.T) {
 
 // startCacheCluster starts 3 agent processes with the default cache lease
 // and returns them, their RPC addresses and a client without a cache.
-func startCacheCluster(t *testing.T) (*procCluster, []string, *rpc.Client) {
+func startCacheCluster(t *testing.T) (*procCluster, []string, *client.Client) {
 	c := newProcCluster(t, 3)
 	c.startAll()
 	var addrs []string
 	for _, n := range c.nodes {
 		addrs = append(addrs, n.rpcAddr())
 	}
-	writer := rpc.NewClient(rpc.Options{Addrs: addrs, Timeout: procRPCTimeout})
+	writer := client.New(client.Options{Addrs: addrs, Timeout: procRPCTimeout})
 	t.Cleanup(func() { writer.Close() })
 	return c, addrs, writer
 }
 
 // killHomeOf kills (-9) the node that leads p's shard and returns it.
-func killHomeOf(t *testing.T, c *procCluster, cl *rpc.Client, p string) *procNode {
+func killHomeOf(t *testing.T, c *procCluster, cl *client.Client, p string) *procNode {
 	st, err := cl.Stat(context.Background(), p)
 	if err != nil {
 		t.Fatal(err)

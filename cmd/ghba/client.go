@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/tlsutil"
 )
 
@@ -101,14 +102,14 @@ func (o *clientOptions) addrs(cmd *cobra.Command) ([]string, error) {
 	return out, nil
 }
 
-// client returns an rpc.Client for the --addr nodes with the --timeout per
+// client returns a client.Client for the --addr nodes with the --timeout per
 // call. The caller closes it.
-func (o *clientOptions) client(cmd *cobra.Command) (*rpc.Client, error) {
+func (o *clientOptions) client(cmd *cobra.Command) (*client.Client, error) {
 	return o.clientWith(cmd, nil)
 }
 
 // clientWith is client with the options adjusted by set (if not nil).
-func (o *clientOptions) clientWith(cmd *cobra.Command, set func(*rpc.Options)) (*rpc.Client, error) {
+func (o *clientOptions) clientWith(cmd *cobra.Command, set func(*client.Options)) (*client.Client, error) {
 	addrs, err := o.addrs(cmd)
 	if err != nil {
 		return nil, err
@@ -128,11 +129,11 @@ func (o *clientOptions) clientWith(cmd *cobra.Command, set func(*rpc.Options)) (
 	if err != nil {
 		return nil, err
 	}
-	opts := rpc.Options{Addrs: addrs, Timeout: o.timeout, Dial: o.dial, Token: token}
+	opts := client.Options{Addrs: addrs, Timeout: o.timeout, Dial: o.dial, Token: token}
 	if set != nil {
 		set(&opts)
 	}
-	return rpc.NewClient(opts), nil
+	return client.New(opts), nil
 }
 
 // envToken names the environment variable of the ACL token.

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // defaultLeaveWait bounds "ghba leave", which waits for the node's shard
@@ -54,7 +55,7 @@ through retry_join; this is for joining by hand.`,
 			if err != nil {
 				return err
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.Join(ctx, addr, args)
 				if err != nil {
 					return fmt.Errorf("join via %s: %w", addr, err)
@@ -98,7 +99,7 @@ The call may take long: --wait bounds it, not --timeout.`,
 			if wait <= 0 {
 				return usageErrorf("--wait %v: must be positive", wait)
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				ctx, cancel := context.WithTimeout(ctx, wait)
 				defer cancel()
 				r, err := c.Leave(ctx, addr, nodeID)
@@ -147,7 +148,7 @@ up after --timeout (2m if not given) with exit code 5.`,
 			if wait < 0 {
 				return usageErrorf("--wait %d: must be positive", wait)
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				var r *rpc.MembersResponse
 				var err error
 				if wait > 0 {
@@ -175,7 +176,7 @@ up after --timeout (2m if not given) with exit code 5.`,
 
 // waitMembers asks for the members every half second until at least want
 // are alive, for at most limit.
-func waitMembers(ctx context.Context, c *rpc.Client, want int, limit time.Duration) (*rpc.MembersResponse, error) {
+func waitMembers(ctx context.Context, c *client.Client, want int, limit time.Duration) (*rpc.MembersResponse, error) {
 	return poll(ctx, limit, func(ctx context.Context) (*rpc.MembersResponse, string, error) {
 		r, err := c.Members(ctx)
 		if err != nil {
@@ -223,7 +224,7 @@ up after --timeout (5m if not given) with exit code 5.`,
   ghba groups --wait --timeout 2m`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				var r *rpc.GroupsResponse
 				var err error
 				if wait {
@@ -251,7 +252,7 @@ up after --timeout (5m if not given) with exit code 5.`,
 
 // waitGroups asks for the groups every half second until the cluster is
 // settled, for at most limit.
-func waitGroups(ctx context.Context, c *rpc.Client, limit time.Duration) (*rpc.GroupsResponse, error) {
+func waitGroups(ctx context.Context, c *client.Client, limit time.Duration) (*rpc.GroupsResponse, error) {
 	return poll(ctx, limit, func(ctx context.Context) (*rpc.GroupsResponse, string, error) {
 		r, err := c.Groups(ctx)
 		if err != nil || r.Settled {
@@ -305,7 +306,7 @@ a leader (an election in progress, or no live majority) shows "-". With
   ghba shards --json | jq -r '.[] | select(.leader == "") | .shard'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.Shards(ctx)
 				if err != nil {
 					return fmt.Errorf("shards: %w", err)

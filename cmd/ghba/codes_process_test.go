@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // codesSettleTimeout bounds how long the stats of one check may keep
@@ -134,7 +135,7 @@ func (c *procCluster) checkAncestorCodes(what string, paths map[string]bool, via
 }
 
 // codesOp is an operation of TestProcessAncestorCodes, through cl.
-type codesOp func(ctx context.Context, cl *rpc.Client) error
+type codesOp func(ctx context.Context, cl *client.Client) error
 
 // codesAttempts bounds the attempts of a round at landing its kill while
 // the operation runs (codesKillRound).
@@ -381,13 +382,13 @@ func TestProcessAncestorCodes(t *testing.T) {
 	}
 
 	chmod := func(p string, mode uint32) codesOp {
-		return func(ctx context.Context, cl *rpc.Client) error {
+		return func(ctx context.Context, cl *client.Client) error {
 			_, err := cl.SetAttr(ctx, &rpc.SetAttrRequest{Path: p, Mode: &mode})
 			return err
 		}
 	}
 	rename := func(src, dst string) codesOp {
-		return func(ctx context.Context, cl *rpc.Client) error {
+		return func(ctx context.Context, cl *client.Client) error {
 			_, err := cl.Rename(ctx, src, dst)
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ghba/ghba/node/search"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // errFindDone ends a search at --limit.
@@ -115,7 +116,7 @@ it could stat.`,
 			if limit < 0 {
 				return usageErrorf("find: --limit must not be negative")
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				return runFind(ctx, cmd, o, c, req, limit, sorted)
 			})
 		},
@@ -145,7 +146,7 @@ type found struct {
 // with a plain query the exact names first, then the related ones and
 // then the text matches once the search is done (the paper's order);
 // with sorted, all at the end by stage and path.
-func runFind(ctx context.Context, cmd *cobra.Command, o *clientOptions, c *rpc.Client, req rpc.FindRequest, limit int, sorted bool) error {
+func runFind(ctx context.Context, cmd *cobra.Command, o *clientOptions, c *client.Client, req rpc.FindRequest, limit int, sorted bool) error {
 	w := cmd.OutOrStdout()
 	emit := func(f *found) error {
 		if o.json {

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // The shape of a formation round.
@@ -130,7 +131,7 @@ func newFormationCluster(t *testing.T) *procCluster {
 	if testing.Short() {
 		t.Skip("multi-process test: runs agents as separate processes")
 	}
-	c := &procCluster{t: t, bin: bin, dir: t.TempDir(), used: map[int]bool{}, clients: map[string]*rpc.Client{}, replication: 3}
+	c := &procCluster{t: t, bin: bin, dir: t.TempDir(), used: map[int]bool{}, clients: map[string]*client.Client{}, replication: 3}
 	t.Cleanup(c.cleanup)
 	return c
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // rmConcurrency bounds the RPCs "rm -r" has in flight.
@@ -30,13 +31,13 @@ func newFSCmds(o *clientOptions) []*cobra.Command {
 }
 
 // withClient runs fn with a client for the global flags and closes it.
-func withClient(cmd *cobra.Command, o *clientOptions, fn func(ctx context.Context, c *rpc.Client) error) error {
+func withClient(cmd *cobra.Command, o *clientOptions, fn func(ctx context.Context, c *client.Client) error) error {
 	return withClientSet(cmd, o, nil, fn)
 }
 
 // withClientSet is withClient with the client's options adjusted by set
 // (if not nil).
-func withClientSet(cmd *cobra.Command, o *clientOptions, set func(*rpc.Options), fn func(ctx context.Context, c *rpc.Client) error) error {
+func withClientSet(cmd *cobra.Command, o *clientOptions, set func(*client.Options), fn func(ctx context.Context, c *client.Client) error) error {
 	c, err := o.clientWith(cmd, set)
 	if err != nil {
 		return err
@@ -74,7 +75,7 @@ server checks on every access with ACLs on.`,
 			if err := checkPath(p); err != nil {
 				return err
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				st, err := c.Stat(ctx, p)
 				if err != nil {
 					return opError("stat", p, err)
@@ -117,7 +118,7 @@ routes. With --json: an object {path, home, level, hops} (plus type, leader and 
 			if err := checkPath(p); err != nil {
 				return err
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.Lookup(ctx, p)
 				if err != nil {
 					return opError("lookup", p, err)
@@ -195,7 +196,7 @@ nothing on success; with --json the new inode and the hops the create took.`,
 			if err != nil {
 				return err
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				if parents {
 					if dir := path.Dir(p); dir != "/" {
 						dmode := uint32(0o755)
@@ -245,7 +246,7 @@ it. Only symbolic links exist (-s is required). Exit codes as for create.`,
 			if target == "" {
 				return usageErrorf("ln: empty target")
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o777, UID: own.uid, GID: own.gid, Symlink: target})
 				if err != nil {
 					return opError("ln", p, err)
@@ -288,7 +289,7 @@ the directories created and the hops.`,
 			if err != nil {
 				return err
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.Mkdir(ctx, &rpc.MkdirRequest{Path: p, Mode: mode, UID: own.uid, GID: own.gid, Parents: parents})
 				if err != nil {
 					return opError("mkdir", p, err)
@@ -336,7 +337,7 @@ the node that homes the entry).`,
 			if pageSize < 0 {
 				return usageErrorf("--page-size %d: must not be negative", pageSize)
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				entries, err := c.ReadDirAll(ctx, p, pageSize)
 				if err != nil {
 					return opError("ls", p, err)
@@ -374,7 +375,7 @@ exist is not an error. The exit code is that of the first failure.`,
 					return usageErrorf("rm: refusing to remove /")
 				}
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				var errs []error
 				for _, p := range args {
 					err := removePath(ctx, c, p, recursive)
@@ -396,7 +397,7 @@ exist is not an error. The exit code is that of the first failure.`,
 
 // removePath removes the file p, or the directory p: empty, or with
 // recursive its whole tree.
-func removePath(ctx context.Context, c *rpc.Client, p string, recursive bool) error {
+func removePath(ctx context.Context, c *client.Client, p string, recursive bool) error {
 	err := c.Unlink(ctx, p)
 	if !errors.Is(err, rpc.ErrIsDir) {
 		return err
@@ -411,7 +412,7 @@ func removePath(ctx context.Context, c *rpc.Client, p string, recursive bool) er
 // removeTree removes the directory dir and everything below it. sem bounds
 // the RPCs in flight (it is held only around single calls, never while
 // waiting for children, so it cannot deadlock).
-func removeTree(ctx context.Context, c *rpc.Client, sem chan struct{}, dir string) error {
+func removeTree(ctx context.Context, c *client.Client, sem chan struct{}, dir string) error {
 	do := func(f func() error) error {
 		select {
 		case sem <- struct{}{}:
@@ -495,7 +496,7 @@ its parent must. Renaming a directory re-keys every descendant on its home;
 					return err
 				}
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.Rename(ctx, src, dst)
 				if err != nil {
 					return opError("mv", src+" "+dst, err)
@@ -592,7 +593,7 @@ func newChownCmd(o *clientOptions) *cobra.Command {
 
 // setAttr sends req and prints the result for --json.
 func setAttr(cmd *cobra.Command, o *clientOptions, req *rpc.SetAttrRequest, op string) error {
-	return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+	return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 		r, err := c.SetAttr(ctx, req)
 		if err != nil {
 			return opError(op, req.Path, err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ghba/ghba/cmd/ghba/fsimport"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // errImportIncomplete is returned when some entries were not imported.
@@ -91,7 +92,7 @@ printed on stderr).`,
 			if !content {
 				textBytes = 0
 			}
-			return withClientSet(cmd, o, importClient, func(ctx context.Context, c *rpc.Client) error {
+			return withClientSet(cmd, o, importClient, func(ctx context.Context, c *client.Client) error {
 				return runImport(ctx, cmd, o, c, fsimport.Options{
 					Source: src, Dest: path.Clean(to), Workers: workers, Owners: !noOwners, DryRun: dryRun,
 					Content: textBytes,
@@ -118,10 +119,10 @@ printed on stderr).`,
 const importHomeCache = 1 << 17
 
 // importClient sets the options of the import and scan clients.
-func importClient(o *rpc.Options) { o.HomeCacheSize = importHomeCache }
+func importClient(o *client.Options) { o.HomeCacheSize = importHomeCache }
 
 // runImport runs one import with progress output and prints its summary.
-func runImport(ctx context.Context, cmd *cobra.Command, o *clientOptions, c *rpc.Client, opts fsimport.Options, changes, progress bool) error {
+func runImport(ctx context.Context, cmd *cobra.Command, o *clientOptions, c *client.Client, opts fsimport.Options, changes, progress bool) error {
 	out, errOut := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	var bar *progressbar.ProgressBar
 	if changes && !o.json {

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 	"github.com/spf13/cobra"
 )
 
@@ -45,7 +46,7 @@ answered, failed, messages}.`,
 			if n > 1 {
 				return usageErrorf("keyring: give at most one of --install, --use and --remove")
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.Keyring(ctx, op, key)
 				if err != nil {
 					return fmt.Errorf("keyring: %w", err)

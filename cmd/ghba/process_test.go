@@ -2,7 +2,7 @@ package main
 
 // End-to-end tests with the real binary: the cluster runs as separate OS
 // processes ("ghba agent"), driven through the CLI (exit codes, --json
-// output) and through rpc.Client for bulk work. The binary is built once
+// output) and through client.Client for bulk work. The binary is built once
 // (normal build, not -race) into a temporary directory that TestMain
 // removes. All tests here are skipped with -short.
 //
@@ -38,6 +38,7 @@ import (
 
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // Bounds of the multi-process tests.
@@ -177,7 +178,7 @@ type procCluster struct {
 	token string
 
 	mu      sync.Mutex
-	clients map[string]*rpc.Client
+	clients map[string]*client.Client
 }
 
 // newProcCluster prepares (does not start) n nodes with the default
@@ -191,7 +192,7 @@ func newProcClusterR(t testing.TB, n, r int) *procCluster { return newProcCluste
 // newProcClusterLogs is newProcCluster with replication r and the shard
 // log store logStore.
 func newProcClusterLogs(t testing.TB, n, r int, logStore string) *procCluster {
-	c := &procCluster{t: t, bin: procBinary(t), dir: t.TempDir(), used: map[int]bool{}, clients: map[string]*rpc.Client{},
+	c := &procCluster{t: t, bin: procBinary(t), dir: t.TempDir(), used: map[int]bool{}, clients: map[string]*client.Client{},
 		replication: r, logStore: logStore}
 	t.Cleanup(c.cleanup)
 	for range n {
@@ -556,14 +557,14 @@ func (c *procCluster) groups(n *procNode) ([]rpc.GroupInfo, error) {
 	return gs, nil
 }
 
-// client returns an rpc.Client that enters the cluster only at n (no
+// client returns a client.Client that enters the cluster only at n (no
 // home cache, so every request is routed by n).
-func (c *procCluster) client(n *procNode) *rpc.Client {
+func (c *procCluster) client(n *procNode) *client.Client {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cl := c.clients[n.id]
 	if cl == nil {
-		cl = rpc.NewClient(rpc.Options{Addrs: []string{n.rpcAddr()}, Timeout: procRPCTimeout, HomeCacheSize: -1, Dial: c.tls.dialer(c.t), Token: c.token})
+		cl = client.New(client.Options{Addrs: []string{n.rpcAddr()}, Timeout: procRPCTimeout, HomeCacheSize: -1, Dial: c.tls.dialer(c.t), Token: c.token})
 		c.clients[n.id] = cl
 	}
 	return cl
@@ -1682,7 +1683,7 @@ func TestProcessGarbage(t *testing.T) {
 	var good sync.WaitGroup
 	var goodOps atomic.Int64
 	var goodErrs procErrs
-	cl := rpc.NewClient(rpc.Options{Addrs: []string{addr}, Timeout: procRPCTimeout})
+	cl := client.New(client.Options{Addrs: []string{addr}, Timeout: procRPCTimeout})
 	defer cl.Close()
 	if _, err := cl.Mkdir(context.Background(), &rpc.MkdirRequest{Path: "/g", Mode: 0o755}); err != nil {
 		t.Fatal(err)

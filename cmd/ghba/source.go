@@ -14,6 +14,7 @@ import (
 
 	"github.com/ghba/ghba/cmd/ghba/fsimport"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // newSourceCmd returns "ghba source" and its subcommands.
@@ -78,7 +79,7 @@ if NAME is registered already.`,
 			if content {
 				src.Content = fsimport.DefaultContentBytes
 			}
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.SourcePut(ctx, src, true)
 				if err != nil {
 					return opError("source add", name, err)
@@ -111,7 +112,7 @@ skipped, errors, last_error}].`,
   ghba --json source list | jq '.[] | select(.errors > 0)'`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				r, err := c.Sources(ctx)
 				if err != nil {
 					return opError("source list", "", err)
@@ -140,7 +141,7 @@ func newSourceRmCmd(o *clientOptions) *cobra.Command {
 		Example: `  ghba source rm docs`,
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return withClient(cmd, o, func(ctx context.Context, c *rpc.Client) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				if err := c.SourceRemove(ctx, args[0]); err != nil {
 					return opError("source rm", args[0], err)
 				}
@@ -179,7 +180,7 @@ retried at the next turn. With --once, scan each source once now and exit:
 					return fmt.Errorf("scan: this machine's name: %w", err)
 				}
 			}
-			return withClientSet(cmd, o, importClient, func(ctx context.Context, c *rpc.Client) error {
+			return withClientSet(cmd, o, importClient, func(ctx context.Context, c *client.Client) error {
 				return runScan(ctx, cmd, c, machine, names, once, workers)
 			})
 		},
@@ -195,7 +196,7 @@ retried at the next turn. With --once, scan each source once now and exit:
 var errScanFailed = errors.New("scan: some entries were not imported")
 
 // runScan scans the machine's sources, once or on their schedules.
-func runScan(ctx context.Context, cmd *cobra.Command, c *rpc.Client, machine string, names []string, once bool, workers int) error {
+func runScan(ctx context.Context, cmd *cobra.Command, c *client.Client, machine string, names []string, once bool, workers int) error {
 	w := cmd.ErrOrStderr()
 	mine := func() ([]rpc.Source, error) {
 		r, err := c.Sources(ctx)
@@ -265,7 +266,7 @@ func runScan(ctx context.Context, cmd *cobra.Command, c *rpc.Client, machine str
 }
 
 // scanSource imports s and stores the outcome in its record.
-func scanSource(ctx context.Context, c *rpc.Client, s *rpc.Source, workers int) error {
+func scanSource(ctx context.Context, c *client.Client, s *rpc.Source, workers int) error {
 	start := time.Now()
 	var first error
 	im, err := fsimport.New(c, fsimport.Options{Source: s.Dir, Dest: s.Dest, Workers: workers, Owners: true, Content: s.Content,

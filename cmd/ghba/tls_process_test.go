@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/tlsutil"
 )
 
@@ -155,7 +156,7 @@ func TestProcessTLS(t *testing.T) {
 	// Refused connections.
 	refused := func(what string, dial func(ctx context.Context, network, addr string) (net.Conn, error)) {
 		t.Helper()
-		cl := rpc.NewClient(rpc.Options{Addrs: []string{n1.rpcAddr()}, Timeout: 5 * time.Second, MaxAttempts: 1, Dial: dial})
+		cl := client.New(client.Options{Addrs: []string{n1.rpcAddr()}, Timeout: 5 * time.Second, MaxAttempts: 1, Dial: dial})
 		defer cl.Close()
 		if _, err := cl.Stat(ctx, "/tls/f0"); err == nil {
 			t.Errorf("%s: stat answered", what)

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // Defaults of Options.
@@ -117,7 +118,7 @@ type Server struct {
 	pages map[string]*template.Template
 	mux   *http.ServeMux
 	// open is the client of every visitor while ACLs are off (no token).
-	open *rpc.Client
+	open *client.Client
 	now  func() time.Time
 }
 
@@ -147,8 +148,8 @@ func New(n Node, opts Options) (*Server, error) {
 }
 
 // newClient returns a client of the node's RPC port presenting token.
-func (s *Server) newClient(token string) *rpc.Client {
-	return rpc.NewClient(rpc.Options{
+func (s *Server) newClient(token string) *client.Client {
+	return client.New(client.Options{
 		Addrs: []string{s.opts.RPCAddr}, Dial: s.opts.Dial, Token: token,
 		Timeout: s.opts.CallTimeout, HomeCacheSize: 256,
 		Logger: s.log.With("component", "console-client"),
@@ -227,7 +228,7 @@ func (s *Server) routes() {
 // view is what a page handler gets: the visitor's client and the fields
 // every page shows.
 type view struct {
-	client *rpc.Client
+	client *client.Client
 	sid    string // the session id ("" with ACLs off)
 	page   page
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // Users and tokens of the fake cluster.
@@ -354,7 +355,7 @@ func TestSessionsBounded(t *testing.T) {
 	ss := newSessions(2, time.Minute)
 	now := time.Now()
 	mk := func() *session {
-		return &session{client: rpc.NewClient(rpc.Options{Addrs: []string{"127.0.0.1:1"}}), expires: now.Add(time.Hour)}
+		return &session{client: client.New(client.Options{Addrs: []string{"127.0.0.1:1"}}), expires: now.Add(time.Hour)}
 	}
 	a := ss.add(mk(), now)
 	b := ss.add(mk(), now.Add(time.Second))

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // session is a logged-in user of the console: the token ACL.Login gave,
@@ -19,7 +19,7 @@ import (
 type session struct {
 	user    string
 	csrf    string // the CSRF token of the session's forms
-	client  *rpc.Client
+	client  *client.Client
 	expires time.Time // the token's expiry, or the session's limit
 
 	mu       sync.Mutex

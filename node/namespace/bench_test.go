@@ -15,6 +15,7 @@ import (
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // nsBenchClients is the number of client goroutines of the benchmarks.
@@ -90,7 +91,7 @@ func runParallel(b *testing.B, op func(r *rand.Rand) error) {
 // benchCluster returns a cluster of n nodes with r replicas per shard
 // (logs: their log store, "" for the default) and a client of it (with or
 // without the client's home cache).
-func benchCluster(b *testing.B, n, r int, placement, logs string, homeCache bool) (*nodetest.Namespaces, *rpc.Client) {
+func benchCluster(b *testing.B, n, r int, placement, logs string, homeCache bool) (*nodetest.Namespaces, *client.Client) {
 	rt := nodetest.SmallRouting()
 	rt.FilterCapacity = 200_000
 	rt.LRUEntries = 4096
@@ -104,7 +105,7 @@ func benchCluster(b *testing.B, n, r int, placement, logs string, homeCache bool
 	if !homeCache {
 		size = -1
 	}
-	cl := rpc.NewClient(rpc.Options{Addrs: addrs, HomeCacheSize: size, MaxConnsPerAddr: 4})
+	cl := client.New(client.Options{Addrs: addrs, HomeCacheSize: size, MaxConnsPerAddr: 4})
 	b.Cleanup(func() { cl.Close() })
 	return c, cl
 }

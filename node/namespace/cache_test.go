@@ -13,6 +13,7 @@ import (
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/routing/nexus"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/rpctest"
 )
 
@@ -25,23 +26,23 @@ func cacheCluster(t *testing.T, r int) *nodetest.Namespaces {
 }
 
 // cachingClient returns a client of c with a metadata cache.
-func cachingClient(t *testing.T, c *nodetest.Namespaces, onInv func(*rpc.Invalidation)) *rpc.Client {
-	return clientWithCache(t, c, &rpc.CacheOptions{Entries: 1000}, onInv)
+func cachingClient(t *testing.T, c *nodetest.Namespaces, onInv func(*rpc.Invalidation)) *client.Client {
+	return clientWithCache(t, c, &client.CacheOptions{Entries: 1000}, onInv)
 }
 
 // clientWithCache returns a client of c with the cache opts.
-func clientWithCache(t *testing.T, c *nodetest.Namespaces, opts *rpc.CacheOptions, onInv func(*rpc.Invalidation)) *rpc.Client {
+func clientWithCache(t *testing.T, c *nodetest.Namespaces, opts *client.CacheOptions, onInv func(*rpc.Invalidation)) *client.Client {
 	var addrs []string
 	for _, id := range c.IDs {
 		addrs = append(addrs, c.Nodes[id].Addr)
 	}
-	cl := rpc.NewClient(rpc.Options{Addrs: addrs, Cache: opts, OnInvalidate: onInv, Logger: rpctest.Logger(t)})
+	cl := client.New(client.Options{Addrs: addrs, Cache: opts, OnInvalidate: onInv, Logger: rpctest.Logger(t)})
 	t.Cleanup(func() { cl.Close() })
 	return cl
 }
 
 // cached stats p through cl until the answer comes from the cache.
-func cached(t *testing.T, cl *rpc.Client, p string) *rpc.StatResponse {
+func cached(t *testing.T, cl *client.Client, p string) *rpc.StatResponse {
 	t.Helper()
 	var st *rpc.StatResponse
 	untilHit(t, cl, p, func(s *rpc.StatResponse, err error) error {
@@ -53,7 +54,7 @@ func cached(t *testing.T, cl *rpc.Client, p string) *rpc.StatResponse {
 
 // cachedAbsent stats p through cl until the cache answers that p does not
 // exist (a lease on its absence).
-func cachedAbsent(t *testing.T, cl *rpc.Client, p string) {
+func cachedAbsent(t *testing.T, cl *client.Client, p string) {
 	t.Helper()
 	untilHit(t, cl, p, func(_ *rpc.StatResponse, err error) error {
 		if !errors.Is(err, fs.ErrNotExist) {
@@ -65,7 +66,7 @@ func cachedAbsent(t *testing.T, cl *rpc.Client, p string) {
 
 // untilHit stats p through cl until the cache answers and check accepts
 // the answer.
-func untilHit(t *testing.T, cl *rpc.Client, p string, check func(*rpc.StatResponse, error) error) {
+func untilHit(t *testing.T, cl *client.Client, p string, check func(*rpc.StatResponse, error) error) {
 	t.Helper()
 	rpctest.Eventually(t, 10*time.Second, "a cached answer of "+p, func() error {
 		before := cl.CacheStats().Hits
@@ -219,8 +220,8 @@ func testCachePrefetchGroup(t *testing.T, r int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := clientWithCache(t, c, &rpc.CacheOptions{
-		Entries: 100, Prefetch: rpc.PrefetchNexus, Predictor: g, Group: len(seq), PrefetchTimeout: time.Minute}, nil)
+	cl := clientWithCache(t, c, &client.CacheOptions{
+		Entries: 100, Prefetch: client.PrefetchNexus, Predictor: g, Group: len(seq), PrefetchTimeout: time.Minute}, nil)
 	ctx := context.Background()
 	// Learn the sequence (and the homes), then drop the cached inodes: a
 	// change of each makes its home revoke the client's lease first.
@@ -281,7 +282,7 @@ func testCacheListPrefetch(t *testing.T, r int) {
 	for _, p := range files {
 		cached(t, probe, p)
 	}
-	cl := clientWithCache(t, c, &rpc.CacheOptions{Entries: 100, ListPrefetch: 64, PrefetchTimeout: time.Minute}, nil)
+	cl := clientWithCache(t, c, &client.CacheOptions{Entries: 100, ListPrefetch: 64, PrefetchTimeout: time.Minute}, nil)
 	if _, err := cl.ReadDir(ctx, &rpc.ReadDirRequest{Path: "/d"}); err != nil {
 		t.Fatal(err)
 	}

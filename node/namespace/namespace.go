@@ -39,6 +39,7 @@ import (
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // Placement policies for a new child's home (docs/design.md, "Placement").
@@ -256,7 +257,7 @@ type Options struct {
 	NodeID string
 	// Client calls other nodes (Client.Call to an exact address). Required.
 	// The Namespace does not close it.
-	Client *rpc.Client
+	Client *client.Client
 	// Directory is the cluster membership. Required.
 	Directory Directory
 	// Routing configures the filters; zero fields take DefaultRouting's.
@@ -297,7 +298,7 @@ type Options struct {
 // client and server afterwards.
 type Namespace struct {
 	id        string
-	cl        *rpc.Client
+	cl        *client.Client
 	dir       Directory
 	log       *slog.Logger
 	rt        Routing

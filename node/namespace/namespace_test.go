@@ -15,12 +15,13 @@ import (
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // nsOps calls the namespace of one node over the wire.
 type nsOps struct {
 	t    testing.TB
-	cl   *rpc.Client
+	cl   *client.Client
 	addr string
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/rpctest"
 )
 
@@ -163,7 +164,7 @@ type NamespaceNode struct {
 	Running  bool
 
 	srv      *rpc.Server
-	cl       *rpc.Client
+	cl       *client.Client
 	served   chan struct{}
 	raftLn   net.Listener // the raft port, bound again for a restart
 	raftAddr string
@@ -191,7 +192,7 @@ type Namespaces struct {
 	// Nodes holds every node by id.
 	Nodes map[string]*NamespaceNode
 	// Client is a client of the whole cluster (it caches homes).
-	Client *rpc.Client
+	Client *client.Client
 }
 
 // NamespacesOptions configure a Namespaces cluster.
@@ -275,7 +276,7 @@ func NewNamespaces(t testing.TB, opts NamespacesOptions) *Namespaces {
 	for _, id := range c.IDs {
 		addrs = append(addrs, c.Nodes[id].Addr)
 	}
-	c.Client = rpc.NewClient(rpc.Options{Addrs: addrs})
+	c.Client = client.New(client.Options{Addrs: addrs})
 	t.Cleanup(c.close)
 	c.WaitFilters()
 	return c
@@ -329,7 +330,7 @@ func (c *Namespaces) start(id string, ln net.Listener, first bool) {
 	}
 	log := rpctest.Logger(t).With("node_id", id)
 	nd.srv = rpc.NewServer(rpc.ServerOptions{Logger: log})
-	nd.cl = rpc.NewClient(rpc.Options{Logger: log, HomeCacheSize: -1, Timeout: 10 * time.Second})
+	nd.cl = client.New(client.Options{Logger: log, HomeCacheSize: -1, Timeout: 10 * time.Second})
 	opts := namespace.Options{
 		NodeID: id, Client: nd.cl, Directory: c.Dir.View(id),
 		Routing: c.opts.Routing, Placement: cmp.Or(c.opts.Placement, namespace.PlacementBalanced), Scheme: c.opts.Scheme,

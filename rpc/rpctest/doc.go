@@ -1,8 +1,8 @@
 // Package rpctest holds the test helpers that ghba's packages share: a test
 // logger, a wait helper, an address nothing listens on, and FakeServer, a
 // real rpc.Server that serves a small in-memory namespace and canned
-// cluster answers, for testing clients (rpc.Client, the ghba CLI) without
-// starting metadata servers.
+// cluster answers, for testing clients (rpc/client's Client, the ghba CLI)
+// without starting metadata servers.
 //
 // It imports only rpc and the standard library, so any package but rpc
 // itself may use it from its tests (rpc's own tests that use it are in
@@ -16,7 +16,7 @@
 //		b := rpctest.StartFakeServer(t, rpctest.FakeOptions{ID: "b", Share: a})
 //		a.SetHome("b")
 //		a.Put("/d", rpc.TypeDir)
-//		c := rpc.NewClient(rpc.Options{Addrs: []string{a.Addr()}, Logger: rpctest.Logger(t)})
+//		c := client.New(client.Options{Addrs: []string{a.Addr()}, Logger: rpctest.Logger(t)})
 //		defer c.Close()
 //		if _, err := c.Stat(context.Background(), "/d"); err != nil {
 //			t.Fatal(err)

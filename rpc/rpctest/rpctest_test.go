@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/rpctest"
 )
 
@@ -109,8 +110,8 @@ func TestLoggerShowsLogsOnlyOnFailure(t *testing.T) {
 }
 
 // newClient returns a client of addrs, closed when t ends.
-func newClient(t *testing.T, addrs ...string) *rpc.Client {
-	c := rpc.NewClient(rpc.Options{Addrs: addrs, Logger: rpctest.Logger(t)})
+func newClient(t *testing.T, addrs ...string) *client.Client {
+	c := client.New(client.Options{Addrs: addrs, Logger: rpctest.Logger(t)})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -312,7 +313,7 @@ func TestStat(t *testing.T) {
 	b := rpctest.StartFakeServer(t, rpctest.FakeOptions{ID: "b", Share: a})
 	a.SetHome("b")
 	a.Put("/d", rpc.TypeDir)
-	c := rpc.NewClient(rpc.Options{Addrs: []string{a.Addr()}, Logger: rpctest.Logger(t)})
+	c := client.New(client.Options{Addrs: []string{a.Addr()}, Logger: rpctest.Logger(t)})
 	defer c.Close()
 	if _, err := c.Stat(context.Background(), "/d"); err != nil {
 		t.Fatal(err)

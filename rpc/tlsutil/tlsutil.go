@@ -186,7 +186,7 @@ func (c *Configurator) ClientConfig() *tls.Config {
 	return tc
 }
 
-// Dialer returns a dial function (for rpc.Options.Dial and the Raft mux)
+// Dialer returns a dial function (for client.Options.Dial and the Raft mux)
 // that connects with base and then runs the TLS handshake
 // (ClientConfig), within ctx.
 func (c *Configurator) Dialer(base func(ctx context.Context, network, addr string) (net.Conn, error)) func(ctx context.Context, network, addr string) (net.Conn, error) {

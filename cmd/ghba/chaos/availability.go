@@ -227,7 +227,7 @@ type sentTo struct {
 	addr atomic.Pointer[string]
 }
 
-// dial is an rpc.Options.Dial that tracks the writes of each connection.
+// dial is a client.Options.Dial that tracks the writes of each connection.
 func (s *sentTo) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := net.Dialer{KeepAlive: 15 * time.Second}
 	nc, err := d.DialContext(ctx, network, addr)

@@ -4,7 +4,7 @@
 // static ghba binary of the current source, starts 6–9 nodes in 2–3 fixed
 // groups on a private docker network (static IPs, named volumes for the
 // data dirs, so a restarted container keeps its address and its data), and
-// drives them with concurrent rpc.Client workers from the test process
+// drives them with concurrent client.Client workers from the test process
 // while it injects faults through the docker CLI:
 //
 //   - kill -9 of a random node and of a group's Raft leader, then restart;
@@ -64,7 +64,7 @@
 // gives its inode a unique UID, its token; a rename keeps it and every
 // stat answers it, so a stat names the very operation that created what
 // it sees. Half the workers (the odd ones) use a client metadata cache
-// (rpc.Options.Cache): their stats are answered from inodes, and from
+// (client.Options.Cache): their stats are answered from inodes, and from
 // absences, cached under the nodes' leases whenever they can be; each such
 // worker stats a path again after a stat that answered it or said it does
 // not exist, so that the cache answers; and the checks hold them to the

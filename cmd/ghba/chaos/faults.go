@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // Fault kinds.
@@ -907,7 +907,7 @@ func (in *Injector) splitKill(ctx context.Context) (string, error) {
 // nodes; the agent exits) and moves it to the cluster's Retired nodes.
 func (in *Injector) retire(ctx context.Context, n *Node) error {
 	in.log.Info("extra node leaves", "node", n.ID)
-	c := rpc.NewClient(rpc.Options{Addrs: []string{n.RPCAddr()}, Logger: in.log, HomeCacheSize: -1, Timeout: 2 * time.Minute, MaxAttempts: 1})
+	c := client.New(client.Options{Addrs: []string{n.RPCAddr()}, Logger: in.log, HomeCacheSize: -1, Timeout: 2 * time.Minute, MaxAttempts: 1})
 	defer c.Close()
 	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	resp, err := c.Leave(lctx, n.RPCAddr(), n.ID)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // setupTimeout bounds the mkdir of the workload's roots.
@@ -108,16 +109,16 @@ func Classify(err error) string {
 	return ResWrong
 }
 
-// client is a workload's rpc.Client that knows the node it sent its last
-// request to.
-type client struct {
-	*rpc.Client
+// workClient is a workload's client.Client that knows the node it sent
+// its last request to.
+type workClient struct {
+	*client.Client
 	sent *sentTo
 }
 
 // Exec runs one operation through c and records it, with the node it
 // asked last and whether it answered "unavailable".
-func (r *Recorder) Exec(ctx context.Context, c *client, clientID int, o Op) Op {
+func (r *Recorder) Exec(ctx context.Context, c *workClient, clientID int, o Op) Op {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	p := o.Path()
@@ -321,11 +322,11 @@ func makeDirs(ctx context.Context, addrs, dirs []string, log *slog.Logger) error
 // newClient returns a client for the workload: short timeouts so that a
 // paused or cut-off node costs a few seconds, not the default 30. With
 // cached, its stats answer from a metadata cache under the nodes' leases
-// (rpc.Options.Cache), which its listings also fill (ListPrefetch), and
+// (client.Options.Cache), which its listings also fill (ListPrefetch), and
 // are checked like every other operation.
-func newClient(addrs []string, log *slog.Logger, cached bool) *client {
+func newClient(addrs []string, log *slog.Logger, cached bool) *workClient {
 	s := &sentTo{}
-	opts := rpc.Options{
+	opts := client.Options{
 		Addrs:       addrs,
 		Logger:      log,
 		Dial:        s.dial,
@@ -335,9 +336,9 @@ func newClient(addrs []string, log *slog.Logger, cached bool) *client {
 		IdleTimeout: 10 * time.Second,
 	}
 	if cached {
-		opts.Cache = &rpc.CacheOptions{Entries: 4096, ListPrefetch: 64}
+		opts.Cache = &client.CacheOptions{Entries: 4096, ListPrefetch: 64}
 	}
-	return &client{sent: s, Client: rpc.NewClient(opts)}
+	return &workClient{sent: s, Client: client.New(opts)}
 }
 
 // The mix of operations, in percent (cumulative thresholds in next).
@@ -538,7 +539,7 @@ func (w *Workload) Run(ctx context.Context, r *Recorder) {
 
 // readBack stats the paths of readBacks(o) until each has answered (or
 // readBackTimeout, or the end of the run).
-func (w *Workload) readBack(ctx context.Context, r *Recorder, c *client, id *int, o *Op) {
+func (w *Workload) readBack(ctx context.Context, r *Recorder, c *workClient, id *int, o *Op) {
 	todo := readBacks(o)
 	deadline := time.Now().Add(readBackTimeout)
 	backoff := 200 * time.Millisecond
@@ -578,7 +579,7 @@ func FinalReads(ctx context.Context, r *Recorder, addrs, roots []string, firstCl
 	for _, a := range addrs {
 		wg.Go(func() {
 			s := &sentTo{}
-			c := &client{sent: s, Client: rpc.NewClient(rpc.Options{Addrs: []string{a}, Logger: log, Dial: s.dial,
+			c := &workClient{sent: s, Client: client.New(client.Options{Addrs: []string{a}, Logger: log, Dial: s.dial,
 				HomeCacheSize: -1, Timeout: opTimeout, DialTimeout: time.Second})}
 			defer c.Close()
 			id := int(ids.Add(1))

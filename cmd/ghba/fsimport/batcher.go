@@ -5,10 +5,11 @@ import (
 	"sync"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // batcher gathers the batched creates of many directories into few
-// requests (rpc.Client.BatchCreateDirs, one request per home): while
+// requests (client.Client.BatchCreateDirs, one request per home): while
 // limit requests are in flight, the directories that workers hand it
 // wait, and the next request takes as many of them as fit. Most
 // directories of a real tree hold a few entries, and a request per
@@ -17,7 +18,7 @@ import (
 // writes one log entry and one transaction per other shard for all of
 // them.
 type batcher struct {
-	c     *rpc.Client
+	c     *client.Client
 	limit int // requests in flight
 	// maxEntries and maxText bound one request's entries and the bytes
 	// of their texts.

@@ -34,6 +34,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // Options configure an import.
@@ -150,7 +151,7 @@ const (
 
 // Importer runs one import.
 type Importer struct {
-	c *rpc.Client
+	c *client.Client
 	o Options
 
 	created, updated, deleted, skipped, errs, unchanged atomic.Int64
@@ -161,7 +162,7 @@ type Importer struct {
 }
 
 // New returns an importer of o.Source into o.Dest through c.
-func New(c *rpc.Client, o Options) (*Importer, error) {
+func New(c *client.Client, o Options) (*Importer, error) {
 	if o.Workers <= 0 && o.Content > 0 {
 		o.Workers = DefaultContentWorkers
 	} else if o.Workers <= 0 {

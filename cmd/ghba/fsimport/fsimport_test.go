@@ -18,6 +18,7 @@ import (
 	"github.com/ghba/ghba/cmd/ghba/fsimport/fsimporttest"
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // walkSource returns the source tree as the destination must hold it.
@@ -32,7 +33,7 @@ func walkSource(t *testing.T, root string) map[string]fsimporttest.Entry {
 
 // walkDest reads the destination tree back through the client, keyed
 // like fsimporttest.Tree.
-func walkDest(t *testing.T, c *rpc.Client, root string) map[string]fsimporttest.Entry {
+func walkDest(t *testing.T, c *client.Client, root string) map[string]fsimporttest.Entry {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]fsimporttest.Entry{}
@@ -93,7 +94,7 @@ func makeTree(t *testing.T, root string) {
 	must(os.Chtimes(filepath.Join(root, "a/b"), old, old))
 }
 
-func run(t *testing.T, c *rpc.Client, o fsimport.Options) (fsimport.Summary, []fsimport.Change) {
+func run(t *testing.T, c *client.Client, o fsimport.Options) (fsimport.Summary, []fsimport.Change) {
 	t.Helper()
 	var changes []fsimport.Change
 	o.OnChange = func(ch fsimport.Change) { changes = append(changes, ch) }

@@ -1,4 +1,4 @@
-package rpc
+package client
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/routing"
+	"github.com/ghba/ghba/rpc"
 )
 
 // filterRouter chooses the node to send a path's request to by the shards'
@@ -40,7 +41,7 @@ type filterRouter struct {
 // of its filter it holds.
 type routedShard struct {
 	addr string
-	FilterVersion
+	rpc.FilterVersion
 }
 
 func newFilterRouter(c *Client, every time.Duration) *filterRouter {
@@ -103,14 +104,14 @@ func (r *filterRouter) refresh(ctx context.Context) error {
 	defer r.refreshMu.Unlock()
 	addrs := r.c.Addrs()
 	r.mu.RLock()
-	have := make([]FilterVersion, 0, len(r.shards))
+	have := make([]rpc.FilterVersion, 0, len(r.shards))
 	for _, s := range r.shards {
 		have = append(have, s.FilterVersion)
 	}
 	r.mu.RUnlock()
 	type answer struct {
 		addr string
-		resp *FiltersResponse
+		resp *rpc.FiltersResponse
 		err  error
 	}
 	answers := make([]answer, len(addrs))
@@ -119,8 +120,8 @@ func (r *filterRouter) refresh(ctx context.Context) error {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, max(r.every, time.Second))
 			defer cancel()
-			resp := new(FiltersResponse)
-			err := r.c.Call(cctx, a, MethodFilters, &FiltersRequest{Have: have}, resp)
+			resp := new(rpc.FiltersResponse)
+			err := r.c.Call(cctx, a, rpc.MethodFilters, &rpc.FiltersRequest{Have: have}, resp)
 			answers[i] = answer{addr: a, resp: resp, err: err}
 		})
 	}
@@ -158,7 +159,7 @@ func (r *filterRouter) refresh(ctx context.Context) error {
 // answerFilter is a shard's filter and the node that sent it.
 type answerFilter struct {
 	addr string
-	ShardFilter
+	rpc.ShardFilter
 }
 
 // load takes in f, shard id's filter as its leader at f.addr sent it.
@@ -166,7 +167,7 @@ func (r *filterRouter) load(id string, f answerFilter) error {
 	cur, ok := r.shards[id]
 	if f.Unchanged {
 		if !ok || cur.FilterVersion != f.FilterVersion {
-			return fmt.Errorf("%w: filter answered unchanged but not held", ErrProtocol)
+			return fmt.Errorf("%w: filter answered unchanged but not held", rpc.ErrProtocol)
 		}
 		cur.addr = f.addr
 		r.shards[id] = cur

@@ -1,4 +1,4 @@
-package rpc_test
+package client_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
+	"github.com/ghba/ghba/rpc/internal/wire"
 	"github.com/ghba/ghba/rpc/rpctest"
 )
 
@@ -17,7 +19,7 @@ import (
 // alone would fill every server slot (MaxConcurrent).
 func TestFloodingConnectionLeavesOthersServed(t *testing.T) {
 	ts := startServer(t, "s", rpc.ServerOptions{MaxConcurrent: 8, MaxConcurrentPerConn: 4})
-	flooder := rpc.NewClient(rpc.Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 1, Timeout: -1})
+	flooder := client.New(client.Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 1, Timeout: -1})
 	defer flooder.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -39,7 +41,7 @@ func TestFloodingConnectionLeavesOthersServed(t *testing.T) {
 		}
 	}
 
-	other := rpc.NewClient(rpc.Options{Addrs: []string{ts.addr}, MaxAttempts: 1})
+	other := client.New(client.Options{Addrs: []string{ts.addr}, MaxAttempts: 1})
 	defer other.Close()
 	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer ccancel()
@@ -70,7 +72,7 @@ func TestIdleConnectionsFromOneClient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Write([]byte(rpc.Preface)); err != nil {
+		if _, err := c.Write([]byte(wire.Preface)); err != nil {
 			t.Fatal(err)
 		}
 		idle = append(idle, c)
@@ -92,13 +94,13 @@ func TestIdleConnectionsFromOneClient(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	same := rpc.NewClient(rpc.Options{Addrs: []string{ts.addr}, MaxAttempts: 1})
+	same := client.New(client.Options{Addrs: []string{ts.addr}, MaxAttempts: 1})
 	defer same.Close()
 	if err := same.Call(ctx, ts.addr, mEcho, &echoReq{N: 1}, &echoResp{}); err == nil {
 		t.Error("a sixth connection from the same address was served")
 	}
 	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
-	elsewhere := rpc.NewClient(rpc.Options{Addrs: []string{ts.addr}, MaxAttempts: 1, Dial: d.DialContext})
+	elsewhere := client.New(client.Options{Addrs: []string{ts.addr}, MaxAttempts: 1, Dial: d.DialContext})
 	defer elsewhere.Close()
 	if err := elsewhere.Call(ctx, ts.addr, mEcho, &echoReq{N: 2}, &echoResp{}); err != nil {
 		t.Errorf("a client from another address: %v", err)

@@ -1,4 +1,4 @@
-package rpc_test
+package client_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 const mSubscribe = "Test.Subscribe" // keeps the caller's Peer
@@ -31,7 +32,7 @@ func TestNotify(t *testing.T) {
 	})
 	var mu sync.Mutex
 	var got []string
-	cl := newClient(t, rpc.Options{Addrs: []string{ts.addr}, OnInvalidate: func(inv *rpc.Invalidation) {
+	cl := newClient(t, client.Options{Addrs: []string{ts.addr}, OnInvalidate: func(inv *rpc.Invalidation) {
 		mu.Lock()
 		got = append(got, inv.Paths...)
 		got = append(got, inv.Prefixes...)

@@ -1,4 +1,4 @@
-package rpc_test
+package client_test
 
 import (
 	"bytes"
@@ -12,11 +12,12 @@ import (
 	"net"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
+	"github.com/ghba/ghba/rpc/internal/wire"
 	"github.com/ghba/ghba/rpc/rpctest"
 )
 
@@ -30,7 +31,7 @@ var allSentinels = []error{
 
 func TestErrorCodesRoundTrip(t *testing.T) {
 	ts := startServer(t, "s1", rpc.ServerOptions{})
-	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}})
+	c := newClient(t, client.Options{Addrs: []string{ts.addr}})
 	tests := []struct {
 		kind  string
 		code  rpc.Code
@@ -90,7 +91,7 @@ func TestErrorCodesRoundTrip(t *testing.T) {
 
 func TestUnknownMethodAndBadRequest(t *testing.T) {
 	ts := startServer(t, "s1", rpc.ServerOptions{})
-	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}})
+	c := newClient(t, client.Options{Addrs: []string{ts.addr}})
 	ctx := context.Background()
 	err := c.Call(ctx, ts.addr, "No.Such", &echoReq{}, nil)
 	if !errors.Is(err, rpc.ErrUnknownMethod) {
@@ -125,7 +126,7 @@ func TestUnknownMethodAndBadRequest(t *testing.T) {
 func TestPipelinedConcurrentCalls(t *testing.T) {
 	ts := startServer(t, "s1", rpc.ServerOptions{})
 	var dials countingDialer
-	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 1, Dial: dials.Dial})
+	c := newClient(t, client.Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 1, Dial: dials.Dial})
 	const workers, per = 32, 100
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -162,7 +163,7 @@ func TestPipelinedConcurrentCalls(t *testing.T) {
 func TestPoolReuse(t *testing.T) {
 	ts := startServer(t, "s1", rpc.ServerOptions{})
 	var dials countingDialer
-	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 3, Dial: dials.Dial, IdleTimeout: 50 * time.Millisecond})
+	c := newClient(t, client.Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 3, Dial: dials.Dial, IdleTimeout: 50 * time.Millisecond})
 	ctx := context.Background()
 	for i := range 200 {
 		var resp echoResp
@@ -201,7 +202,7 @@ func TestPoolReuse(t *testing.T) {
 
 func TestDeadlinePropagation(t *testing.T) {
 	ts := startServer(t, "s1", rpc.ServerOptions{})
-	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}, Timeout: -1})
+	c := newClient(t, client.Options{Addrs: []string{ts.addr}, Timeout: -1})
 
 	// The handler sees the client's deadline.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -260,7 +261,7 @@ func TestDeadlinePropagation(t *testing.T) {
 
 func TestCancelPropagation(t *testing.T) {
 	ts := startServer(t, "s1", rpc.ServerOptions{})
-	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}, Timeout: -1})
+	c := newClient(t, client.Options{Addrs: []string{ts.addr}, Timeout: -1})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Call(ctx, ts.addr, mSleep, &sleepReq{Block: true}, nil) }()
@@ -281,7 +282,7 @@ func TestCancelPropagation(t *testing.T) {
 
 func TestMaxConcurrentBound(t *testing.T) {
 	ts := startServer(t, "s1", rpc.ServerOptions{MaxConcurrent: 2})
-	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}})
+	c := newClient(t, client.Options{Addrs: []string{ts.addr}})
 	var wg sync.WaitGroup
 	for range 5 {
 		wg.Go(func() {
@@ -303,7 +304,7 @@ func TestMaxConcurrentBound(t *testing.T) {
 
 func TestShutdownWaitsForInflight(t *testing.T) {
 	ts := startServer(t, "s1", rpc.ServerOptions{})
-	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 1})
+	c := newClient(t, client.Options{Addrs: []string{ts.addr}, MaxConnsPerAddr: 1})
 	ctx := context.Background()
 	const n = 5
 	results := make(chan error, n)
@@ -351,7 +352,7 @@ func TestShutdownWaitsForInflight(t *testing.T) {
 
 func TestShutdownTimeout(t *testing.T) {
 	ts := startServer(t, "s1", rpc.ServerOptions{})
-	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}})
+	c := newClient(t, client.Options{Addrs: []string{ts.addr}})
 	done := make(chan error, 1)
 	go func() { done <- c.Call(context.Background(), ts.addr, mSleep, &sleepReq{Block: true}, nil) }()
 	<-ts.entered
@@ -378,8 +379,8 @@ func TestGoAwayRefusesLaterRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	body := rpc.EncodeBody(&sleepReq{Block: true})
-	frame := append([]byte(rpc.Preface), rpc.AppendRequestHeader(nil, len(body), 1, 0, mSleep)...)
+	body := encodeBody(&sleepReq{Block: true})
+	frame := append([]byte(wire.Preface), wire.AppendRequestHeader(nil, len(body), 1, 0, mSleep)...)
 	frame = append(frame, body...)
 	if _, err := nc.Write(frame); err != nil {
 		t.Fatal(err)
@@ -390,26 +391,26 @@ func TestGoAwayRefusesLaterRequests(t *testing.T) {
 
 	br := &frameReader{r: nc}
 	kind, p := br.next(t)
-	if kind != rpc.KindGoAway {
+	if kind != wire.KindGoAway {
 		t.Fatalf("first frame kind %d, want goaway", kind)
 	}
-	if last, _ := rpc.ParseGoAway(p); last != 1 {
+	if last, _ := parseGoAway(p); last != 1 {
 		t.Fatalf("goaway last = %d, want 1", last)
 	}
-	body2 := rpc.EncodeBody(&echoReq{})
-	f2 := rpc.AppendRequestHeader(nil, len(body2), 2, 0, mWrite)
+	body2 := encodeBody(&echoReq{})
+	f2 := wire.AppendRequestHeader(nil, len(body2), 2, 0, mWrite)
 	if _, err := nc.Write(append(f2, body2...)); err != nil {
 		t.Fatal(err)
 	}
 	kind, p = br.next(t)
-	seq, code, err := rpc.ParseResponse(p)
-	if kind != rpc.KindResponse || err != nil || seq != 2 || code != rpc.CodeShuttingDown {
+	seq, code, err := parseResponse(p)
+	if kind != wire.KindResponse || err != nil || seq != 2 || code != rpc.CodeShuttingDown {
 		t.Fatalf("after goaway: kind %d seq %d code %v %v", kind, seq, code, err)
 	}
 	close(ts.release)
 	kind, p = br.next(t)
-	seq, code, err = rpc.ParseResponse(p)
-	if kind != rpc.KindResponse || err != nil || seq != 1 || code != rpc.CodeOK {
+	seq, code, err = parseResponse(p)
+	if kind != wire.KindResponse || err != nil || seq != 1 || code != rpc.CodeOK {
 		t.Fatalf("accepted call: kind %d seq %d code %v %v", kind, seq, code, err)
 	}
 	if err := <-shut; err != nil {
@@ -435,134 +436,10 @@ func (f *frameReader) next(t *testing.T) (byte, []byte) {
 	return p[0], p
 }
 
-func TestGarbageFromRawClient(t *testing.T) {
-	ts := startServer(t, "s1", rpc.ServerOptions{MaxFrameSize: 64 << 10, HandshakeTimeout: 2 * time.Second})
-	good := newClient(t, rpc.Options{Addrs: []string{ts.addr}})
-
-	// A good client keeps calling throughout.
-	stop := make(chan struct{})
-	var goodCalls atomic.Int64
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			var resp echoResp
-			if err := good.Call(context.Background(), ts.addr, mEcho, &echoReq{N: i}, &resp); err != nil || resp.N != i {
-				t.Errorf("good client: %v (n=%d want %d)", err, resp.N, i)
-				return
-			}
-			goodCalls.Add(1)
-		}
-	})
-
-	u32 := func(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
-	req := func(seq uint64, method string, body []byte) []byte {
-		return append(rpc.AppendRequestHeader(nil, len(body), seq, 0, method), body...)
-	}
-	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
-	pre := []byte(rpc.Preface)
-	tests := []struct {
-		name  string
-		bytes []byte
-		close bool // the client closes its side after writing (truncation)
-	}{
-		{"http request", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), false},
-		{"random bytes", bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef}, 1000), false},
-		{"wrong version", []byte("GHB\x09"), false},
-		{"oversized frame", cat(pre, u32(1<<30), []byte("xxxx")), false},
-		{"just over the limit", cat(pre, u32(64<<10+1)), false},
-		{"zero-length frame", cat(pre, u32(0)), false},
-		{"unknown kind", cat(pre, u32(9), []byte{99, 0, 0, 0, 0, 0, 0, 0, 1}), false},
-		{"short request", cat(pre, u32(3), []byte{rpc.KindRequest, 0, 0}), false},
-		{"zero method length", cat(pre, u32(rpc.RequestFixedLen), []byte{rpc.KindRequest}, make([]byte, 17)), false},
-		{"method past end", cat(pre, u32(rpc.RequestFixedLen+1), []byte{rpc.KindRequest}, make([]byte, 16), []byte{200, 'x'}), false},
-		{"bad cancel", cat(pre, u32(3), []byte{rpc.KindCancel, 1, 2}), false},
-		{"response from client", cat(pre, u32(rpc.ResponseFixedLen), []byte{rpc.KindResponse}, make([]byte, 12)), false},
-		{"sequence going back", cat(pre, req(5, mEcho, []byte{0x80}), req(5, mEcho, []byte{0x80})), false},
-		{"truncated frame", cat(pre, u32(1000), []byte("only a little")), true},
-		{"truncated rpc.Preface", []byte("GH"), true},
-		{"timeout out of range", cat(pre, u32(rpc.RequestFixedLen+1), []byte{rpc.KindRequest}, make([]byte, 8), []byte{0xff, 0, 0, 0, 0, 0, 0, 0}, []byte{1, 'x'}), false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			nc, err := net.Dial("tcp", ts.addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			if _, err := nc.Write(tt.bytes); err != nil {
-				t.Fatal(err)
-			}
-			if tt.close {
-				nc.(*net.TCPConn).CloseWrite()
-			}
-			// The server must close the connection; it may first answer
-			// requests it could parse (e.g. the first of two same-seq ones).
-			nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-			_, err = io.Copy(io.Discard, nc)
-			if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-				t.Fatal("server did not close the connection")
-			}
-		})
-	}
-	n := goodCalls.Load()
-	rpctest.Eventually(t, waitTime, "good client progress", func() error {
-		if k := goodCalls.Load() - n; k <= 10 {
-			return fmt.Errorf("%d calls since", k)
-		}
-		return nil
-	})
-	close(stop)
-	wg.Wait()
-	// Only the good client's connection remains (once the server is done
-	// with the ones it closed: their reader may still be on its way out).
-	rpctest.Eventually(t, waitTime, "the garbage connections gone", func() error {
-		if conns := ts.OpenConns(); conns > 1 {
-			return fmt.Errorf("%d server connections left", conns)
-		}
-		return nil
-	})
-}
-
-func TestBadBodyKeepsConnection(t *testing.T) {
-	ts := startServer(t, "s1", rpc.ServerOptions{})
-	nc, err := net.Dial("tcp", ts.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	garbage := []byte{0xc1, 0xff, 0x00} // not msgpack
-	f := append([]byte(rpc.Preface), rpc.AppendRequestHeader(nil, len(garbage), 1, 0, mEcho)...)
-	body := rpc.EncodeBody(&echoReq{N: 42})
-	f = append(f, garbage...)
-	f = append(f, rpc.AppendRequestHeader(nil, len(body), 2, 0, mEcho)...)
-	f = append(f, body...)
-	if _, err := nc.Write(f); err != nil {
-		t.Fatal(err)
-	}
-	fr := &frameReader{r: nc}
-	got := map[uint64]rpc.Code{}
-	for range 2 {
-		_, p := fr.next(t)
-		seq, code, err := rpc.ParseResponse(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got[seq] = code
-	}
-	if got[1] != rpc.CodeBadRequest || got[2] != rpc.CodeOK {
-		t.Errorf("codes = %v, want 1:bad_request 2:ok", got)
-	}
-}
-
 func TestRetryOnAnotherAddress(t *testing.T) {
 	live := startServer(t, "live", rpc.ServerOptions{})
 	dead := rpctest.DeadAddr(t)
-	c := newClient(t, rpc.Options{Addrs: []string{dead, live.addr}})
+	c := newClient(t, client.Options{Addrs: []string{dead, live.addr}})
 	ctx := context.Background()
 
 	// A write preferring the dead node lands on the live one exactly once:
@@ -579,13 +456,13 @@ func TestRetryOnAnotherAddress(t *testing.T) {
 		t.Errorf("Call to dead node: %v", err)
 	}
 	// Every address down.
-	c2 := newClient(t, rpc.Options{Addrs: []string{dead, rpctest.DeadAddr(t)}})
+	c2 := newClient(t, client.Options{Addrs: []string{dead, rpctest.DeadAddr(t)}})
 	err := c2.CallAny(ctx, "", mEcho, &echoReq{}, &resp)
 	if !errors.Is(err, rpc.ErrUnavailable) {
 		t.Errorf("all down: %v", err)
 	}
 	// No address at all.
-	c3 := newClient(t, rpc.Options{})
+	c3 := newClient(t, client.Options{})
 	if err := c3.CallAny(ctx, "", mEcho, &echoReq{}, &resp); !errors.Is(err, rpc.ErrUnavailable) {
 		t.Errorf("no addresses: %v", err)
 	}
@@ -597,7 +474,7 @@ func TestRetryOnAnotherAddress(t *testing.T) {
 func TestRetryAfterGracefulShutdown(t *testing.T) {
 	a := startServer(t, "a", rpc.ServerOptions{})
 	b := startServer(t, "b", rpc.ServerOptions{})
-	c := newClient(t, rpc.Options{Addrs: []string{a.addr, b.addr}})
+	c := newClient(t, client.Options{Addrs: []string{a.addr, b.addr}})
 	ctx := context.Background()
 	var resp echoResp
 	if err := c.Call(ctx, a.addr, mEcho, &echoReq{}, &resp); err != nil {
@@ -625,7 +502,7 @@ func TestRetryAfterGracefulShutdown(t *testing.T) {
 func TestRetryAfterListenerClosed(t *testing.T) {
 	a := startServer(t, "a", rpc.ServerOptions{})
 	b := startServer(t, "b", rpc.ServerOptions{})
-	c := newClient(t, rpc.Options{Addrs: []string{a.addr, b.addr}})
+	c := newClient(t, client.Options{Addrs: []string{a.addr, b.addr}})
 	ctx := context.Background()
 	var resp echoResp
 	if err := c.Call(ctx, a.addr, mEcho, &echoReq{}, &resp); err != nil {
@@ -694,7 +571,7 @@ func TestNoBlindRetryOfWrites(t *testing.T) {
 	first := startServer(t, "first", rpc.ServerOptions{})
 	second := startServer(t, "second", rpc.ServerOptions{})
 	proxy := startDropProxy(t, first.addr)
-	c := newClient(t, rpc.Options{Addrs: []string{proxy.ln.Addr().String(), second.addr}})
+	c := newClient(t, client.Options{Addrs: []string{proxy.ln.Addr().String(), second.addr}})
 	ctx := context.Background()
 
 	// A write whose answer was lost is not sent elsewhere.
@@ -717,7 +594,7 @@ func TestNoBlindRetryOfWrites(t *testing.T) {
 
 func TestFrameLimits(t *testing.T) {
 	ts := startServer(t, "s1", rpc.ServerOptions{MaxFrameSize: 4 << 10})
-	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}, MaxFrameSize: 4 << 10})
+	c := newClient(t, client.Options{Addrs: []string{ts.addr}, MaxFrameSize: 4 << 10})
 	ctx := context.Background()
 	var resp echoResp
 	// Too large to send: refused locally, nothing sent.
@@ -726,7 +603,7 @@ func TestFrameLimits(t *testing.T) {
 		t.Errorf("big request: %v", err)
 	}
 	// A response over the server's limit becomes an error, not a dead connection.
-	c2 := newClient(t, rpc.Options{Addrs: []string{ts.addr}})
+	c2 := newClient(t, client.Options{Addrs: []string{ts.addr}})
 	ts2 := startServer(t, "s2", rpc.ServerOptions{MaxFrameSize: 4 << 10})
 	rpc.Register(ts2.Server, "Test.Big", func(ctx context.Context, r *echoReq) (*echoResp, error) {
 		return &echoResp{B: make([]byte, 8<<10)}, nil
@@ -744,7 +621,7 @@ func TestFrameLimits(t *testing.T) {
 
 func TestClientClose(t *testing.T) {
 	ts := startServer(t, "s1", rpc.ServerOptions{})
-	c := rpc.NewClient(rpc.Options{Addrs: []string{ts.addr}})
+	c := client.New(client.Options{Addrs: []string{ts.addr}})
 	done := make(chan error, 1)
 	go func() { done <- c.Call(context.Background(), ts.addr, mSleep, &sleepReq{Block: true}, nil) }()
 	<-ts.entered
@@ -758,57 +635,9 @@ func TestClientClose(t *testing.T) {
 	c.Close() // idempotent
 }
 
-func TestServeAfterClose(t *testing.T) {
-	s := rpc.NewServer(rpc.ServerOptions{})
-	s.Close()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Serve(context.Background(), ln); !errors.Is(err, rpc.ErrServerClosed) {
-		t.Errorf("Serve after Close = %v", err)
-	}
-	if err := s.Shutdown(context.Background()); err != nil {
-		t.Errorf("Shutdown after Close = %v", err)
-	}
-}
-
-func TestServeContextCancel(t *testing.T) {
-	s := rpc.NewServer(rpc.ServerOptions{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, ln) }()
-	c := newClient(t, rpc.Options{})
-	if err := c.Call(context.Background(), ln.Addr().String(), "X.Y", &echoReq{}, nil); !errors.Is(err, rpc.ErrUnknownMethod) {
-		t.Fatal(err)
-	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Errorf("Serve = %v", err)
-	}
-}
-
-func TestServerIdleTimeout(t *testing.T) {
-	ts := startServer(t, "s1", rpc.ServerOptions{IdleTimeout: 30 * time.Millisecond})
-	nc, err := net.Dial("tcp", ts.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	nc.Write([]byte(rpc.Preface))
-	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := io.Copy(io.Discard, nc); err != nil {
-		t.Errorf("idle connection not closed by the server: %v", err)
-	}
-}
-
 func TestDefaultTimeout(t *testing.T) {
 	ts := startServer(t, "s1", rpc.ServerOptions{})
-	c := newClient(t, rpc.Options{Addrs: []string{ts.addr}, Timeout: 100 * time.Millisecond})
+	c := newClient(t, client.Options{Addrs: []string{ts.addr}, Timeout: 100 * time.Millisecond})
 	var resp sleepResp
 	if err := c.Call(context.Background(), ts.addr, mSleep, &sleepReq{}, &resp); err != nil {
 		t.Fatal(err)
@@ -853,7 +682,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		}
 		served := make(chan struct{})
 		go func() { s.Serve(context.Background(), ln); close(served) }()
-		c := rpc.NewClient(rpc.Options{Addrs: []string{ln.Addr().String()}, IdleTimeout: time.Second})
+		c := client.New(client.Options{Addrs: []string{ln.Addr().String()}, IdleTimeout: time.Second})
 		var wg sync.WaitGroup
 		for i := range 20 {
 			wg.Go(func() {

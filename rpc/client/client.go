@@ -1,4 +1,4 @@
-package rpc
+package client
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/internal/wire"
 )
 
 // Options configure a Client. The zero value is usable (with no addresses:
@@ -38,7 +41,7 @@ type Options struct {
 	// WriteTimeout bounds each socket write (default 30s).
 	WriteTimeout time.Duration
 	// MaxFrameSize limits the frames the client sends and accepts (default
-	// DefaultMaxFrameSize).
+	// rpc.DefaultMaxFrameSize).
 	MaxFrameSize int
 	// MaxAttempts bounds the addresses CallAny tries for one call (default
 	// 4).
@@ -59,15 +62,15 @@ type Options struct {
 	RouteRefresh time.Duration
 	// Token is a bearer token sent once on every new connection, right
 	// after the preface, so that every call on it carries the identity
-	// (checked by the server's ServerOptions.Authenticate). At most
-	// MaxTokenLen bytes: a server closes a connection that presents a
+	// (checked by the server's rpc.ServerOptions.Authenticate). At most
+	// rpc.MaxTokenLen bytes: a server closes a connection that presents a
 	// longer one. Empty: none.
 	Token string
 	// OnInvalidate, if set, is called with every invalidation a server
 	// sends (a revoked lease; notify.go) before the client acknowledges
 	// it; it runs on the connection's reader and must not block. The
 	// client's metadata cache handles them before it is called.
-	OnInvalidate func(inv *Invalidation)
+	OnInvalidate func(inv *rpc.Invalidation)
 	// Cache, if set, makes Stat answer from a metadata cache of inodes
 	// held under leases the homes grant (metacache.go). Nil: no cache
 	// (the default for library users).
@@ -100,9 +103,9 @@ func (o *Options) withDefaults() Options {
 		r.WriteTimeout = 30 * time.Second
 	}
 	if r.MaxFrameSize <= 0 {
-		r.MaxFrameSize = DefaultMaxFrameSize
+		r.MaxFrameSize = rpc.DefaultMaxFrameSize
 	}
-	r.MaxFrameSize = max(r.MaxFrameSize, MinMaxFrameSize)
+	r.MaxFrameSize = max(r.MaxFrameSize, rpc.MinMaxFrameSize)
 	if r.MaxAttempts <= 0 {
 		r.MaxAttempts = 4
 	}
@@ -122,8 +125,8 @@ func (o *Options) withDefaults() Options {
 type Client struct {
 	opts  Options
 	log   *slog.Logger
-	codec *bodyCodec
-	bufs  bufPool
+	codec *rpc.Codec
+	bufs  wire.BufPool
 	calls sync.Pool
 	homes *homeCache
 	// router routes by the shards' filters (nil: off).
@@ -145,13 +148,13 @@ type Client struct {
 	prefetches sync.WaitGroup
 }
 
-// NewClient returns a Client for the nodes in opts.Addrs.
-func NewClient(opts Options) *Client {
+// New returns a Client for the nodes in opts.Addrs.
+func New(opts Options) *Client {
 	o := opts.withDefaults()
 	c := &Client{
 		opts:  o,
 		log:   o.Logger,
-		codec: newBodyCodec(),
+		codec: rpc.NewCodec(),
 		homes: newHomeCache(o.HomeCacheSize),
 		addrs: o.Addrs,
 		pools: make(map[string]*addrPool),
@@ -187,7 +190,7 @@ func (c *Client) Addrs() []string {
 }
 
 // Close closes every connection, failing calls in progress, and stops the
-// client's goroutines. Calls after Close fail with ErrClientClosed.
+// client's goroutines. Calls after Close fail with rpc.ErrClientClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -204,7 +207,7 @@ func (c *Client) Close() error {
 	c.janitor.Wait()
 	for _, p := range pools {
 		for _, cc := range p.closeAll() {
-			cc.close(ErrClientClosed)
+			cc.close(rpc.ErrClientClosed)
 		}
 	}
 	c.readers.Wait()
@@ -214,7 +217,7 @@ func (c *Client) Close() error {
 
 func (c *Client) getCall() *call {
 	cl := c.calls.Get().(*call)
-	cl.code, cl.msg, cl.buf, cl.body, cl.err, cl.notSent = CodeOK, "", nil, nil, nil, false
+	cl.code, cl.msg, cl.buf, cl.body, cl.err, cl.notSent = rpc.CodeOK, "", nil, nil, nil, false
 	return cl
 }
 
@@ -229,10 +232,10 @@ func (c *Client) putCall(cl *call) {
 // Call calls method at addr exactly: it never sends the call to another
 // node (server-to-server calls that must reach one node use it). If ctx
 // has no deadline, Options.Timeout applies. Errors: the server's error (a
-// *RemoteError matching errors.Is as described in the package doc);
-// ErrUnavailable if addr could not be reached, with ErrOutcomeUnknown too if
-// the request may have been executed; ctx's error (with ErrOutcomeUnknown
-// if the request had been sent).
+// *rpc.RemoteError matching errors.Is as described in package rpc);
+// rpc.ErrUnavailable if addr could not be reached, with
+// rpc.ErrOutcomeUnknown too if the request may have been executed; ctx's
+// error (with rpc.ErrOutcomeUnknown if the request had been sent).
 func (c *Client) Call(ctx context.Context, addr, method string, req, resp any) error {
 	_, err := c.call(ctx, c.defaultDeadline(ctx), addr, method, req, resp)
 	return err
@@ -243,10 +246,10 @@ func (c *Client) Call(ctx context.Context, addr, method string, req, resp any) e
 // last), at most Options.MaxAttempts of them. It moves on to the next
 // address only when the request certainly was not executed (dial failure,
 // a connection already broken, a server shutting down), or, for methods
-// that are Idempotent, also when the connection broke after sending. An
+// that are rpc.Idempotent, also when the connection broke after sending. An
 // answer from a server, even an error, is final.
 func (c *Client) CallAny(ctx context.Context, prefer, method string, req, resp any) error {
-	return c.callAny(ctx, prefer, method, Idempotent(method), req, resp)
+	return c.callAny(ctx, prefer, method, rpc.Idempotent(method), req, resp)
 }
 
 func (c *Client) callAny(ctx context.Context, prefer, method string, idempotent bool, req, resp any) error {
@@ -279,7 +282,7 @@ func (c *Client) callAny(ctx context.Context, prefer, method string, idempotent 
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
-		return fmt.Errorf("rpc: %s: %w: no server address", method, ErrUnavailable)
+		return fmt.Errorf("rpc: %s: %w: no server address", method, rpc.ErrUnavailable)
 	}
 	return fmt.Errorf("rpc: %s: no node answered (%d tried): %w", method, len(tried), errors.Join(errs...))
 }
@@ -335,7 +338,7 @@ func expired(dl time.Time) bool { return !dl.IsZero() && !time.Now().Before(dl) 
 // call performs one attempt at addr and wraps transport errors. dl is the
 // default deadline (zero if ctx's own deadline applies or there is none).
 func (c *Client) call(ctx context.Context, dl time.Time, addr, method string, req, resp any) (outcome, error) {
-	if len(method) == 0 || len(method) > MaxMethodLen {
+	if len(method) == 0 || len(method) > rpc.MaxMethodLen {
 		return outcomeLocal, fmt.Errorf("rpc: invalid method name %q", method)
 	}
 	if err := ctx.Err(); err != nil {
@@ -344,14 +347,14 @@ func (c *Client) call(ctx context.Context, dl time.Time, addr, method string, re
 	if expired(dl) {
 		return outcomeCanceled, fmt.Errorf("rpc: %s to %s: %w", method, addr, context.DeadlineExceeded)
 	}
-	enc := c.codec.getEncoder()
-	defer c.codec.putEncoder(enc)
-	body, err := enc.encode(req)
+	enc := c.codec.GetEncoder()
+	defer c.codec.PutEncoder(enc)
+	body, err := enc.Encode(req)
 	if err != nil {
 		return outcomeLocal, fmt.Errorf("rpc: %s: encoding request: %w", method, err)
 	}
-	if n := requestFixedLen + len(method) + len(body); n > c.opts.MaxFrameSize {
-		return outcomeLocal, fmt.Errorf("rpc: %s: request of %d bytes: %w (limit %d)", method, n, ErrFrameTooLarge, c.opts.MaxFrameSize)
+	if n := wire.RequestFixedLen + len(method) + len(body); n > c.opts.MaxFrameSize {
+		return outcomeLocal, fmt.Errorf("rpc: %s: request of %d bytes: %w (limit %d)", method, n, rpc.ErrFrameTooLarge, c.opts.MaxFrameSize)
 	}
 	for redialed := false; ; redialed = true {
 		cc, err := c.conn(ctx, addr)
@@ -359,10 +362,10 @@ func (c *Client) call(ctx context.Context, dl time.Time, addr, method string, re
 			if ctx.Err() != nil {
 				return outcomeCanceled, fmt.Errorf("rpc: %s to %s: %w", method, addr, ctx.Err())
 			}
-			if errors.Is(err, ErrClientClosed) {
+			if errors.Is(err, rpc.ErrClientClosed) {
 				return outcomeLocal, err
 			}
-			return outcomeNotSent, fmt.Errorf("rpc: %s to %s: %w: %w", method, addr, ErrUnavailable, err)
+			return outcomeNotSent, fmt.Errorf("rpc: %s to %s: %w: %w", method, addr, rpc.ErrUnavailable, err)
 		}
 		oc, err := cc.roundTrip(ctx, dl, method, body, resp)
 		cc.users.Add(-1)
@@ -373,14 +376,14 @@ func (c *Client) call(ctx context.Context, dl time.Time, addr, method string, re
 			// A connection found broken (or draining) before the request
 			// went out: redial this address once more before giving up on
 			// it, since a stale pooled connection says little about the node.
-			if !redialed && ctx.Err() == nil && !errors.Is(err, ErrShuttingDown) && cc.fresh() {
+			if !redialed && ctx.Err() == nil && !errors.Is(err, rpc.ErrShuttingDown) && cc.fresh() {
 				continue
 			}
-			return oc, fmt.Errorf("rpc: %s to %s: %w: %w", method, addr, ErrUnavailable, err)
+			return oc, fmt.Errorf("rpc: %s to %s: %w: %w", method, addr, rpc.ErrUnavailable, err)
 		case outcomeUnknown:
-			return oc, fmt.Errorf("rpc: %s to %s: %w: %w: %w", method, addr, ErrUnavailable, ErrOutcomeUnknown, err)
+			return oc, fmt.Errorf("rpc: %s to %s: %w: %w: %w", method, addr, rpc.ErrUnavailable, rpc.ErrOutcomeUnknown, err)
 		case outcomeCanceled:
-			return oc, fmt.Errorf("rpc: %s to %s: %w: %w", method, addr, ErrOutcomeUnknown, err)
+			return oc, fmt.Errorf("rpc: %s to %s: %w: %w", method, addr, rpc.ErrOutcomeUnknown, err)
 		case outcomeExpired:
 			return outcomeCanceled, fmt.Errorf("rpc: %s to %s: %w", method, addr, err)
 		default:
@@ -394,7 +397,7 @@ func (c *Client) conn(ctx context.Context, addr string) (*clientConn, error) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, ErrClientClosed
+		return nil, rpc.ErrClientClosed
 	}
 	p := c.pools[addr]
 	if p == nil {
@@ -418,7 +421,7 @@ func (c *Client) dial(ctx context.Context, p *addrPool) (*clientConn, error) {
 	if c.closed {
 		c.mu.Unlock()
 		nc.Close()
-		return nil, ErrClientClosed
+		return nil, rpc.ErrClientClosed
 	}
 	c.readers.Add(1)
 	c.mu.Unlock()
@@ -479,7 +482,7 @@ func (p *addrPool) get(ctx context.Context) (*clientConn, error) {
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
-			return nil, ErrClientClosed
+			return nil, rpc.ErrClientClosed
 		}
 		var best *clientConn
 		for _, cc := range p.conns {
@@ -511,8 +514,8 @@ func (p *addrPool) get(ctx context.Context) (*clientConn, error) {
 			p.downUntil = time.Time{}
 			if p.closed {
 				p.mu.Unlock()
-				cc.close(ErrClientClosed)
-				return nil, ErrClientClosed
+				cc.close(rpc.ErrClientClosed)
+				return nil, rpc.ErrClientClosed
 			}
 			p.conns = append(p.conns, cc)
 			cc.users.Add(1)

@@ -1,4 +1,4 @@
-package rpc_test
+package client_test
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
+	"github.com/ghba/ghba/rpc/internal/wire"
 )
 
 // Methods of the authenticating test server.
@@ -107,7 +109,7 @@ func TestAuthenticate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			whoBefore, publicBefore := as.whoRuns.Load(), as.publicRuns.Load()
-			c := newClient(t, rpc.Options{Token: tt.token})
+			c := newClient(t, client.Options{Token: tt.token})
 			var resp whoResp
 			err := c.Call(context.Background(), as.addr, tt.method, &echoReq{N: 7}, &resp)
 			ran := as.whoRuns.Load() - whoBefore + as.publicRuns.Load() - publicBefore
@@ -168,8 +170,8 @@ func TestAuthenticate(t *testing.T) {
 // connection.
 func TestAuthenticateConcurrentFirstCalls(t *testing.T) {
 	as := startAuthServer(t)
-	good := newClient(t, rpc.Options{Token: tokGood, MaxConnsPerAddr: 1})
-	anon := newClient(t, rpc.Options{MaxConnsPerAddr: 1})
+	good := newClient(t, client.Options{Token: tokGood, MaxConnsPerAddr: 1})
+	anon := newClient(t, client.Options{MaxConnsPerAddr: 1})
 	const n = 200
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -206,13 +208,13 @@ func TestAuthenticateConcurrentFirstCalls(t *testing.T) {
 // empty or over-long token closes the connection.
 func TestAuthFrameOnTheWire(t *testing.T) {
 	as := startAuthServer(t)
-	auth := func(token string) []byte { // kind 5, as frame.go specifies
+	auth := func(token string) []byte { // kind 5, as wire/frame.go specifies
 		f := binary.BigEndian.AppendUint32(nil, uint32(1+len(token)))
 		return append(append(f, 5), token...)
 	}
-	body := rpc.EncodeBody(&echoReq{})
+	body := encodeBody(&echoReq{})
 	req := func(seq uint64) []byte {
-		return append(rpc.AppendRequestHeader(nil, len(body), seq, 0, mWhoAmI), body...)
+		return append(wire.AppendRequestHeader(nil, len(body), seq, 0, mWhoAmI), body...)
 	}
 	dial := func(t *testing.T) net.Conn {
 		nc, err := net.Dial("tcp", as.addr)
@@ -226,7 +228,7 @@ func TestAuthFrameOnTheWire(t *testing.T) {
 
 	t.Run("applies to later requests", func(t *testing.T) {
 		nc := dial(t)
-		frames := bytes.Join([][]byte{[]byte(rpc.Preface),
+		frames := bytes.Join([][]byte{[]byte(wire.Preface),
 			req(1), auth(tokGood), req(2), auth("bad"), req(3), auth(tokGood), req(4), auth(tokGood), req(5)}, nil)
 		if _, err := nc.Write(frames); err != nil {
 			t.Fatal(err)
@@ -236,8 +238,8 @@ func TestAuthFrameOnTheWire(t *testing.T) {
 		got := map[uint64]rpc.Code{}
 		for range want {
 			kind, p := fr.next(t)
-			seq, code, err := rpc.ParseResponse(p)
-			if kind != rpc.KindResponse || err != nil {
+			seq, code, err := parseResponse(p)
+			if kind != wire.KindResponse || err != nil {
 				t.Fatalf("frame kind %d: %v", kind, err)
 			}
 			got[seq] = code
@@ -256,7 +258,7 @@ func TestAuthFrameOnTheWire(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nc := dial(t)
-			frames := bytes.Join([][]byte{[]byte(rpc.Preface), auth(tc.token), req(1)}, nil)
+			frames := bytes.Join([][]byte{[]byte(wire.Preface), auth(tc.token), req(1)}, nil)
 			if _, err := nc.Write(frames); err != nil {
 				t.Fatal(err)
 			}
@@ -276,7 +278,7 @@ func TestAuthFrameOnTheWire(t *testing.T) {
 // frames and ignores them.
 func TestTokenWithoutAuthenticate(t *testing.T) {
 	ts := startServer(t, "s1", rpc.ServerOptions{})
-	c := newClient(t, rpc.Options{Token: "anything"})
+	c := newClient(t, client.Options{Token: "anything"})
 	var resp echoResp
 	if err := c.Call(context.Background(), ts.addr, mEcho, &echoReq{N: 3}, &resp); err != nil || resp.N != 3 {
 		t.Fatalf("Call: %v (%+v)", err, resp)

@@ -1,4 +1,4 @@
-package rpc_test
+package client_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/ghba/ghba/routing/nexus"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/rpctest"
 )
 
@@ -89,8 +90,8 @@ func TestCachePrefetchInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, rpc.Options{Addrs: []string{a.addr}, Cache: &rpc.CacheOptions{
-		Prefetch: rpc.PrefetchNexus, Predictor: g, Group: 3, PrefetchTimeout: time.Minute}})
+	c := newClient(t, client.Options{Addrs: []string{a.addr}, Cache: &client.CacheOptions{
+		Prefetch: client.PrefetchNexus, Predictor: g, Group: 3, PrefetchTimeout: time.Minute}})
 	ctx := context.Background()
 	// Learn the sequence and the homes under leases that end at once, and
 	// let the background prefetches of that end: one answered after the
@@ -170,8 +171,8 @@ func TestCachePrefetchClose(t *testing.T) {
 		g.Access("/a/1")
 		g.Access("/b/1")
 	}
-	c := rpc.NewClient(rpc.Options{Addrs: []string{a.addr}, Cache: &rpc.CacheOptions{
-		Prefetch: rpc.PrefetchNexus, Predictor: g, Group: 2, PrefetchTimeout: time.Minute}})
+	c := client.New(client.Options{Addrs: []string{a.addr}, Cache: &client.CacheOptions{
+		Prefetch: client.PrefetchNexus, Predictor: g, Group: 2, PrefetchTimeout: time.Minute}})
 	ctx := context.Background()
 	a.lease.Store(1)
 	b.lease.Store(1)
@@ -232,7 +233,7 @@ func TestCacheListPrefetch(t *testing.T) {
 				return resp, nil
 			})
 			a.lease.Store(int64(time.Minute))
-			c := newClient(t, rpc.Options{Addrs: []string{a.addr}, Cache: &rpc.CacheOptions{
+			c := newClient(t, client.Options{Addrs: []string{a.addr}, Cache: &client.CacheOptions{
 				Entries: 100, ListPrefetch: tc.listPrefetch, PrefetchTimeout: time.Minute}})
 			ctx := context.Background()
 			if _, err := c.ReadDir(ctx, &rpc.ReadDirRequest{Path: "/a"}); err != nil {

@@ -1,4 +1,4 @@
-package rpc
+package client
 
 import (
 	"errors"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/routing/nexus"
+	"github.com/ghba/ghba/rpc"
 )
 
 // TestPrefetchGroup checks the prefetch group of a miss: the predictor's
@@ -38,7 +39,7 @@ func TestPrefetchGroup(t *testing.T) {
 			}
 			m := newMetaCache(CacheOptions{Prefetch: PrefetchNexus, Predictor: g, Group: tc.group})
 			for _, p := range tc.cached {
-				m.install(p, &BatchStatResult{Stat: &StatResponse{Lease: int64(time.Minute)}}, time.Now(), m.generation(), false)
+				m.install(p, &rpc.BatchStatResult{Stat: &rpc.StatResponse{Lease: int64(time.Minute)}}, time.Now(), m.generation(), false)
 			}
 			if got := m.successors("/a"); !slices.Equal(got, tc.want) {
 				t.Errorf("successors(/a) with group %d = %v, want %v", tc.group, got, tc.want)
@@ -55,15 +56,15 @@ func TestCacheAnswers(t *testing.T) {
 	lease := int64(time.Minute)
 	cases := []struct {
 		name       string
-		res        BatchStatResult
+		res        rpc.BatchStatResult
 		cached     bool
 		wantAbsent bool
 	}{
-		{"inode under a lease", BatchStatResult{Stat: &StatResponse{Inode: Inode{Path: "/p", Mode: 0o600}, Lease: lease}}, true, false},
-		{"inode without a lease", BatchStatResult{Stat: &StatResponse{Inode: Inode{Path: "/p"}}}, false, false},
-		{"absence under a lease", BatchStatResult{Code: CodeNotExist, Message: "/p: file does not exist", Lease: lease}, true, true},
-		{"absence without a lease", BatchStatResult{Code: CodeNotExist, Message: "/p: file does not exist"}, false, false},
-		{"another error", BatchStatResult{Code: CodeUnavailable, Message: "down", Lease: lease}, false, false},
+		{"inode under a lease", rpc.BatchStatResult{Stat: &rpc.StatResponse{Inode: rpc.Inode{Path: "/p", Mode: 0o600}, Lease: lease}}, true, false},
+		{"inode without a lease", rpc.BatchStatResult{Stat: &rpc.StatResponse{Inode: rpc.Inode{Path: "/p"}}}, false, false},
+		{"absence under a lease", rpc.BatchStatResult{Code: rpc.CodeNotExist, Message: "/p: file does not exist", Lease: lease}, true, true},
+		{"absence without a lease", rpc.BatchStatResult{Code: rpc.CodeNotExist, Message: "/p: file does not exist"}, false, false},
+		{"another error", rpc.BatchStatResult{Code: rpc.CodeUnavailable, Message: "down", Lease: lease}, false, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -80,14 +81,14 @@ func TestCacheAnswers(t *testing.T) {
 			switch {
 			case tc.wantAbsent && !errors.Is(err, fs.ErrNotExist):
 				t.Errorf("cached absence answered %v, %+v", err, st)
-			case !tc.wantAbsent && (err != nil || st.Mode != 0o600 || st.Level != LevelCache):
+			case !tc.wantAbsent && (err != nil || st.Mode != 0o600 || st.Level != rpc.LevelCache):
 				t.Errorf("cached inode answered %v, %+v", err, st)
 			}
 			if _, hit, _, _ := m.lookup("/p", now.Add(time.Duration(lease))); hit {
 				t.Error("answered after its lease ended")
 			}
 			m.install("/p", &tc.res, now, m.generation(), false)
-			m.invalidate(&Invalidation{Paths: []string{"/p"}})
+			m.invalidate(&rpc.Invalidation{Paths: []string{"/p"}})
 			if _, hit, _, _ := m.lookup("/p", now); hit {
 				t.Error("answered after the node's notice")
 			}

@@ -1,4 +1,4 @@
-package rpc
+package wire
 
 import (
 	"net"
@@ -16,7 +16,7 @@ const (
 	keepBuffer = 256 << 10
 )
 
-// connWriter serializes frame writes on one connection and batches them
+// Writer serializes frame writes on one connection and batches them
 // without a goroutine of its own. Writers append complete frames to a
 // pending buffer under a mutex (no syscall). The first writer that finds no
 // flush in progress becomes the flusher: it swaps the buffer out, writes it
@@ -25,7 +25,7 @@ const (
 // write (their writers wait for it), so under load many pipelined frames
 // share one syscall and when idle every frame goes out at once. After the
 // first write error every write fails with it.
-type connWriter struct {
+type Writer struct {
 	nc      net.Conn
 	timeout time.Duration // write deadline per socket write; 0 = none
 
@@ -39,8 +39,10 @@ type connWriter struct {
 	err      error
 }
 
-func newConnWriter(nc net.Conn, size int, timeout time.Duration) *connWriter {
-	w := &connWriter{
+// NewWriter returns a Writer on nc with buffers of size bytes to start
+// with; timeout bounds each socket write (0: none).
+func NewWriter(nc net.Conn, size int, timeout time.Duration) *Writer {
+	w := &Writer{
 		nc:      nc,
 		timeout: timeout,
 		buf:     make([]byte, 0, size),
@@ -50,10 +52,20 @@ func newConnWriter(nc net.Conn, size int, timeout time.Duration) *connWriter {
 	return w
 }
 
-// begin takes the lock, waiting while too much is pending, and returns
+// Queue appends frames to the pending bytes without writing them: they go
+// out with the next frame committed. A client queues its preface and auth
+// frame this way, so that they precede its first request in one write.
+func (w *Writer) Queue(frames []byte) {
+	w.mu.Lock()
+	w.buf = append(w.buf, frames...)
+	w.appended += uint64(len(frames))
+	w.mu.Unlock()
+}
+
+// Begin takes the lock, waiting while too much is pending, and returns
 // the pending buffer to append one frame to, or the sticky error (the lock
-// is held in both cases). Finish with commit or abort.
-func (w *connWriter) begin() ([]byte, error) {
+// is held in both cases). Finish with Commit or Abort.
+func (w *Writer) Begin() ([]byte, error) {
 	w.mu.Lock()
 	for w.err == nil && w.flushing && len(w.buf) >= writeBufferLimit {
 		w.space.Wait()
@@ -61,25 +73,45 @@ func (w *connWriter) begin() ([]byte, error) {
 	return w.buf, w.err
 }
 
-// abort releases the lock without adding anything.
-func (w *connWriter) abort() { w.mu.Unlock() }
+// BeginIfRoom is Begin for frames that must not wait behind a backlog
+// (a cancel, a goaway): it takes the lock (with tryLock, only if it is
+// free at once) and returns the pending buffer and true, to finish with
+// Commit or CommitNoWait; or false, without the lock, when the lock was
+// busy, a write has failed or too much is pending.
+func (w *Writer) BeginIfRoom(tryLock bool) ([]byte, bool) {
+	if tryLock {
+		if !w.mu.TryLock() {
+			return nil, false
+		}
+	} else {
+		w.mu.Lock()
+	}
+	if w.err != nil || len(w.buf) >= writeBufferLimit {
+		w.mu.Unlock()
+		return nil, false
+	}
+	return w.buf, true
+}
 
-// commit stores buf (the pending buffer with the caller's frame appended),
+// Abort releases the lock without adding anything.
+func (w *Writer) Abort() { w.mu.Unlock() }
+
+// Commit stores buf (the pending buffer with the caller's frame appended),
 // writes it to the socket — itself, or by waiting for the writer already
-// flushing — and releases the lock. When commit returns nil the frame has
+// flushing — and releases the lock. When Commit returns nil the frame has
 // been handed to the kernel; an error is the connection's error, and the
 // frame may or may not have been sent.
-func (w *connWriter) commit(buf []byte) error {
+func (w *Writer) Commit(buf []byte) error {
 	return w.commitFrame(buf, true)
 }
 
-// commitNoWait is commit for best-effort frames: if another writer is
+// CommitNoWait is Commit for best-effort frames: if another writer is
 // flushing, it leaves the frame to that writer and returns at once.
-func (w *connWriter) commitNoWait(buf []byte) error {
+func (w *Writer) CommitNoWait(buf []byte) error {
 	return w.commitFrame(buf, false)
 }
 
-func (w *connWriter) commitFrame(buf []byte, wait bool) error {
+func (w *Writer) commitFrame(buf []byte, wait bool) error {
 	w.appended += uint64(len(buf) - len(w.buf))
 	w.buf = buf
 	if w.flushing {
@@ -120,7 +152,7 @@ func (w *connWriter) commitFrame(buf []byte, wait bool) error {
 		if cap(out) <= keepBuffer {
 			w.spare = out[:0]
 		} else {
-			w.spare = make([]byte, 0, initialBufferSize)
+			w.spare = make([]byte, 0, InitialBufferSize)
 		}
 		if err != nil {
 			w.err = err

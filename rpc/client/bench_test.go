@@ -1,4 +1,4 @@
-package rpc_test
+package client_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // countConn counts socket writes and reads.
@@ -38,7 +39,7 @@ func BenchmarkCallParallel(b *testing.B) {
 	addr := serveOnLoopback(b, s)
 	var writes, reads atomic.Int64
 	var d net.Dialer
-	c := rpc.NewClient(rpc.Options{Addrs: []string{addr}, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+	c := client.New(client.Options{Addrs: []string{addr}, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		nc, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			return nil, err
@@ -82,7 +83,7 @@ func BenchmarkCallSerial(b *testing.B) {
 		return &rpc.StatResponse{Inode: rpc.Inode{Path: r.Path}}, nil
 	})
 	addr := serveOnLoopback(b, s)
-	c := rpc.NewClient(rpc.Options{Addrs: []string{addr}})
+	c := client.New(client.Options{Addrs: []string{addr}})
 	defer c.Close()
 	ctx := context.Background()
 	req := &rpc.StatRequest{Path: "/bench/dir/file.txt"}

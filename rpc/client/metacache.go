@@ -1,4 +1,4 @@
-package rpc
+package client
 
 import (
 	"container/list"
@@ -6,6 +6,8 @@ import (
 	"path"
 	"sync"
 	"time"
+
+	"github.com/ghba/ghba/rpc"
 )
 
 // The client's metadata cache (Options.Cache; docs/design.md, "Client
@@ -14,13 +16,10 @@ import (
 // (Options.OnInvalidate is set to the cache's) before any change of the
 // inode is applied, so a cached answer is never older than what a
 // linearizable stat could return. A path that does not exist is cached
-// too, under a lease on its absence (BatchStatResult.Lease), which the
+// too, under a lease on its absence (rpc.BatchStatResult.Lease), which the
 // node revokes before the name is created. On a miss, the cache may
 // prefetch the paths a predictor expects next (PrefetchNexus) with the
 // missed path, in one batched request per home.
-
-// LevelCache is StatResponse.Level of an answer from the client's cache.
-const LevelCache = "cache"
 
 // Prefetch policies of CacheOptions.
 const (
@@ -92,9 +91,9 @@ const leaseMargin = 10
 
 type cacheEntry struct {
 	key string
-	st  StatResponse
+	st  rpc.StatResponse
 	// absent, when not nil, is the answer instead of st: the path does
-	// not exist (an error with CodeNotExist and the node's message).
+	// not exist (an error with rpc.CodeNotExist and the node's message).
 	absent     error
 	until      time.Time
 	prefetched bool // fetched ahead and not used yet
@@ -132,7 +131,7 @@ func newMetaCache(o CacheOptions) *metaCache {
 }
 
 // invalidate drops what inv names (Options.OnInvalidate).
-func (m *metaCache) invalidate(inv *Invalidation) {
+func (m *metaCache) invalidate(inv *rpc.Invalidation) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.gen++
@@ -166,7 +165,7 @@ func (m *metaCache) drop(e *cacheEntry) {
 // with the predictor. On a miss (hit false), wait is non-nil if a
 // background prefetch is fetching p: after it is closed, p may be cached
 // (lookupAfterWait).
-func (m *metaCache) lookup(p string, now time.Time) (st *StatResponse, hit bool, wait <-chan struct{}, err error) {
+func (m *metaCache) lookup(p string, now time.Time) (st *rpc.StatResponse, hit bool, wait <-chan struct{}, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.opts.Predictor != nil {
@@ -184,7 +183,7 @@ func (m *metaCache) lookup(p string, now time.Time) (st *StatResponse, hit bool,
 
 // lookupAfterWait is lookup's second look at p once the prefetch it
 // waited for ended: a hit, or a miss counted now.
-func (m *metaCache) lookupAfterWait(p string, now time.Time) (st *StatResponse, hit bool, err error) {
+func (m *metaCache) lookupAfterWait(p string, now time.Time) (st *rpc.StatResponse, hit bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st, hit, err = m.hitLocked(p, now)
@@ -197,7 +196,7 @@ func (m *metaCache) lookupAfterWait(p string, now time.Time) (st *StatResponse, 
 // hitLocked returns p's answer (a copy of its inode, or the error saying
 // it does not exist) and counts a hit, or drops an expired entry and
 // returns hit false; callers hold mu.
-func (m *metaCache) hitLocked(p string, now time.Time) (st *StatResponse, hit bool, err error) {
+func (m *metaCache) hitLocked(p string, now time.Time) (st *rpc.StatResponse, hit bool, err error) {
 	e := m.entries[p]
 	if e == nil || !now.Before(e.until) {
 		if e != nil {
@@ -215,7 +214,7 @@ func (m *metaCache) hitLocked(p string, now time.Time) (st *StatResponse, hit bo
 		return nil, true, e.absent
 	}
 	c := e.st
-	c.Level, c.Hops = LevelCache, 0
+	c.Level, c.Hops = rpc.LevelCache, 0
 	return &c, true, nil
 }
 
@@ -264,7 +263,7 @@ func (m *metaCache) wantedLocked(q string, now time.Time) bool {
 // listed returns the entries of directory dir (its cacheKey; a ReadDir
 // page) that ListPrefetch fetches: the first ListPrefetch of them that are
 // wanted.
-func (m *metaCache) listed(dir string, entries []DirEntry) []string {
+func (m *metaCache) listed(dir string, entries []rpc.DirEntry) []string {
 	if m.opts.ListPrefetch <= 0 || dir == "" {
 		return nil
 	}
@@ -286,7 +285,7 @@ func (m *metaCache) listed(dir string, entries []DirEntry) []string {
 // install caches r, an answer for key (an inode, or the error saying key
 // does not exist), under the lease granted on a request sent at sent,
 // unless an invalidation arrived since gen was read.
-func (m *metaCache) install(key string, r *BatchStatResult, sent time.Time, gen uint64, prefetched bool) {
+func (m *metaCache) install(key string, r *rpc.BatchStatResult, sent time.Time, gen uint64, prefetched bool) {
 	var (
 		lease  int64
 		absent error
@@ -294,7 +293,7 @@ func (m *metaCache) install(key string, r *BatchStatResult, sent time.Time, gen 
 	switch {
 	case r.Stat != nil:
 		lease = r.Stat.Lease
-	case r.Code == CodeNotExist:
+	case r.Code == rpc.CodeNotExist:
 		lease, absent = r.Lease, r.Err()
 	}
 	if lease <= 0 {
@@ -348,7 +347,7 @@ func cacheKey(p string) string {
 }
 
 // cachedStat is Stat through the cache.
-func (c *Client) cachedStat(ctx context.Context, p string) (*StatResponse, error) {
+func (c *Client) cachedStat(ctx context.Context, p string) (*rpc.StatResponse, error) {
 	m := c.cache
 	key := cacheKey(p)
 	if key == "" {

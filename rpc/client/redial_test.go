@@ -1,4 +1,4 @@
-package rpc_test
+package client_test
 
 // Regression test: a connection that fails before addrPool.get has
 // appended it to the pool (readLoop's fail → remove runs first, a no-op) is
@@ -6,7 +6,7 @@ package rpc_test
 // returns outcomeNotSent with the old error without removing it, and
 // fresh() is false, so the client never redials. Fixed by removing the
 // connection in roundTrip when it is found closed.
-// Run: go test -race -run TestDeadConnLeavesPool -cpu 2,4 ./rpc/
+// Run: go test -race -run TestDeadConnLeavesPool -cpu 2,4 ./rpc/client/
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 type resetConn struct{ net.Conn }
@@ -29,7 +30,7 @@ func TestDeadConnLeavesPool(t *testing.T) {
 	stuck := 0
 	for round := range rounds {
 		var dials atomic.Int64
-		c := rpc.NewClient(rpc.Options{Addrs: []string{ts.addr}, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c := client.New(client.Options{Addrs: []string{ts.addr}, Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			nc, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 			if err != nil {
 				return nil, err

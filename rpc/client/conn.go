@@ -1,4 +1,4 @@
-package rpc
+package client
 
 import (
 	"bufio"
@@ -8,6 +8,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/internal/wire"
 )
 
 // outcome classifies how a call ended, which decides whether it may be
@@ -30,7 +33,7 @@ const (
 type call struct {
 	seq     uint64
 	done    chan struct{} // capacity 1; one signal per use
-	code    Code
+	code    rpc.Code
 	msg     string
 	buf     *[]byte // frame buffer holding body (recycled by the caller)
 	body    []byte
@@ -47,8 +50,8 @@ type clientConn struct {
 	addr string
 	nc   net.Conn
 	br   *bufio.Reader
-	w    *connWriter
-	hdr  [frameLenSize]byte
+	w    *wire.Writer
+	hdr  [wire.FrameLenSize]byte
 
 	users atomic.Int32 // calls using this connection now (load for picking)
 	used  atomic.Bool  // used since the janitor last looked
@@ -70,16 +73,16 @@ func newClientConn(cl *Client, p *addrPool, addr string, nc net.Conn) *clientCon
 		addr:    addr,
 		nc:      nc,
 		br:      bufio.NewReaderSize(nc, 16<<10),
-		w:       newConnWriter(nc, 16<<10, cl.opts.WriteTimeout),
+		w:       wire.NewWriter(nc, 16<<10, cl.opts.WriteTimeout),
 		pending: make(map[uint64]*call),
 		done:    make(chan struct{}),
 	}
 	// Sent with the first request, ahead of it.
-	c.w.buf = append(c.w.buf, preface...)
+	first := []byte(wire.Preface)
 	if cl.opts.Token != "" {
-		c.w.buf = appendAuth(c.w.buf, cl.opts.Token)
+		first = wire.AppendAuth(first, cl.opts.Token)
 	}
-	c.w.appended = uint64(len(c.w.buf))
+	c.w.Queue(first)
 	return c
 }
 
@@ -87,45 +90,45 @@ func newClientConn(cl *Client, p *addrPool, addr string, nc net.Conn) *clientCon
 func (c *clientConn) readLoop() {
 	defer close(c.done)
 	for {
-		b, err := readFrame(c.br, &c.hdr, c.cl.opts.MaxFrameSize, &c.cl.bufs)
+		b, err := wire.ReadFrame(c.br, &c.hdr, c.cl.opts.MaxFrameSize, &c.cl.bufs)
 		if err != nil {
 			c.fail(err)
 			return
 		}
 		switch (*b)[0] {
-		case kindResponse:
-			h, err := parseResponse(*b)
+		case wire.KindResponse:
+			h, err := wire.ParseResponse(*b)
 			if err != nil {
-				c.cl.bufs.put(b)
+				c.cl.bufs.Put(b)
 				c.fail(err)
 				return
 			}
 			c.mu.Lock()
-			cl := c.pending[h.seq]
-			delete(c.pending, h.seq)
+			cl := c.pending[h.Seq]
+			delete(c.pending, h.Seq)
 			c.mu.Unlock()
 			if cl == nil { // the caller gave up
-				c.cl.bufs.put(b)
+				c.cl.bufs.Put(b)
 				continue
 			}
-			cl.code = h.code
-			if h.code == CodeOK {
-				cl.buf, cl.body = b, h.body
+			cl.code = rpc.Code(h.Code)
+			if cl.code == rpc.CodeOK {
+				cl.buf, cl.body = b, h.Body
 			} else {
-				cl.msg = string(h.msg)
-				c.cl.bufs.put(b)
+				cl.msg = string(h.Msg)
+				c.cl.bufs.Put(b)
 			}
 			cl.done <- struct{}{}
-		case kindNotify:
+		case wire.KindNotify:
 			err := c.onNotify(*b)
-			c.cl.bufs.put(b)
+			c.cl.bufs.Put(b)
 			if err != nil {
 				c.fail(err)
 				return
 			}
-		case kindGoAway:
-			last, err := parseControl(*b, kindGoAway)
-			c.cl.bufs.put(b)
+		case wire.KindGoAway:
+			last, err := wire.ParseControl(*b, wire.KindGoAway)
+			c.cl.bufs.Put(b)
 			if err != nil {
 				c.fail(err)
 				return
@@ -133,8 +136,8 @@ func (c *clientConn) readLoop() {
 			c.onGoAway(last)
 		default:
 			kind := (*b)[0]
-			c.cl.bufs.put(b)
-			c.fail(fmt.Errorf("%w: unexpected frame kind %d", ErrProtocol, kind))
+			c.cl.bufs.Put(b)
+			c.fail(fmt.Errorf("%w: unexpected frame kind %d", rpc.ErrProtocol, kind))
 			return
 		}
 	}
@@ -156,11 +159,11 @@ func (c *clientConn) onGoAway(last uint64) {
 	empty := len(c.pending) == 0
 	c.mu.Unlock()
 	for _, cl := range refused {
-		cl.err, cl.notSent = ErrShuttingDown, true
+		cl.err, cl.notSent = rpc.ErrShuttingDown, true
 		cl.done <- struct{}{}
 	}
 	if empty {
-		c.close(ErrShuttingDown)
+		c.close(rpc.ErrShuttingDown)
 	}
 }
 
@@ -219,9 +222,9 @@ func (c *clientConn) roundTrip(ctx context.Context, defDeadline time.Time, metho
 	}
 
 	w := c.w
-	buf, err := w.begin()
+	buf, err := w.Begin()
 	if err != nil {
-		w.abort()
+		w.Abort()
 		c.cl.putCall(cl)
 		return outcomeNotSent, err
 	}
@@ -229,11 +232,11 @@ func (c *clientConn) roundTrip(ctx context.Context, defDeadline time.Time, metho
 	if c.closed || c.goaway {
 		err := c.err
 		if err == nil {
-			err = ErrShuttingDown
+			err = rpc.ErrShuttingDown
 		}
 		c.mu.Unlock()
 		c.pool.remove(c) // it may have failed before get pooled it
-		w.abort()
+		w.Abort()
 		c.cl.putCall(cl)
 		return outcomeNotSent, err
 	}
@@ -241,8 +244,8 @@ func (c *clientConn) roundTrip(ctx context.Context, defDeadline time.Time, metho
 	cl.seq = c.seq
 	c.pending[cl.seq] = cl
 	c.mu.Unlock()
-	buf = appendRequestHeader(buf, len(body), cl.seq, timeout, method)
-	if err := w.commit(append(buf, body...)); err != nil {
+	buf = wire.AppendRequestHeader(buf, len(body), cl.seq, timeout, method)
+	if err := w.Commit(append(buf, body...)); err != nil {
 		// The request may have gone out in part or whole (a batched write
 		// can fail after some of it reached the server).
 		c.fail(err)
@@ -278,19 +281,19 @@ func (c *clientConn) roundTrip(ctx context.Context, defDeadline time.Time, metho
 		}
 		return outcomeUnknown, cl.err
 	}
-	if cl.code != CodeOK {
-		if cl.code == CodeShuttingDown {
+	if cl.code != rpc.CodeOK {
+		if cl.code == rpc.CodeShuttingDown {
 			return outcomeNotSent, cl.code.Err(cl.msg)
 		}
 		return outcomeRemote, cl.code.Err(cl.msg)
 	}
 	err = nil
 	if resp != nil {
-		err = c.cl.codec.unmarshal(cl.body, resp)
+		err = c.cl.codec.Unmarshal(cl.body, resp)
 	}
-	c.cl.bufs.put(cl.buf)
+	c.cl.bufs.Put(cl.buf)
 	if err != nil {
-		return outcomeRemote, fmt.Errorf("%w: decoding %s response: %v", ErrProtocol, method, err)
+		return outcomeRemote, fmt.Errorf("%w: decoding %s response: %v", rpc.ErrProtocol, method, err)
 	}
 	return outcomeOK, nil
 }
@@ -298,13 +301,9 @@ func (c *clientConn) roundTrip(ctx context.Context, defDeadline time.Time, metho
 // sendCancel tells the server the caller gave up on seq. It is best effort
 // and never waits behind other writers.
 func (c *clientConn) sendCancel(seq uint64) {
-	w := c.w
-	if !w.mu.TryLock() {
+	buf, ok := c.w.BeginIfRoom(true)
+	if !ok {
 		return
 	}
-	if w.err != nil || len(w.buf) >= writeBufferLimit {
-		w.abort()
-		return
-	}
-	w.commitNoWait(appendControl(w.buf, kindCancel, seq))
+	c.w.CommitNoWait(wire.AppendControl(buf, wire.KindCancel, seq))
 }

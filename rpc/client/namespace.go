@@ -1,4 +1,4 @@
-package rpc
+package client
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"path"
 	"sync"
 	"time"
+
+	"github.com/ghba/ghba/rpc"
 )
 
 // Typed client methods. Each enters the cluster at a node chosen as
@@ -16,8 +18,9 @@ import (
 //     directory (whose home decides and records the change);
 //   - everything else, or when nothing is cached: a random node.
 // Any node answers correctly; the cached home just saves hops. Homes are
-// learned from replies (StatResponse.HomeAddr, LookupResponse.HomeAddr, and
-// node ids resolved through addresses seen in Members and earlier replies).
+// learned from replies (rpc.StatResponse.HomeAddr,
+// rpc.LookupResponse.HomeAddr, and node ids resolved through addresses
+// seen in Members and earlier replies).
 // With Options.RouteRefresh, a path with no cached home goes to the node
 // the shards' filters name (router.go).
 
@@ -40,9 +43,9 @@ func (c *Client) dirHomeOf(dir string) string {
 
 // Stat returns the inode of p and the level and hops that resolved it;
 // with Options.Cache, from the cache while its lease lasts (Level
-// LevelCache), and so is an error matching fs.ErrNotExist for a path the
-// cache holds as absent.
-func (c *Client) Stat(ctx context.Context, p string) (*StatResponse, error) {
+// rpc.LevelCache), and so is an error matching fs.ErrNotExist for a path
+// the cache holds as absent.
+func (c *Client) Stat(ctx context.Context, p string) (*rpc.StatResponse, error) {
 	if c.cache != nil {
 		return c.cachedStat(ctx, p)
 	}
@@ -50,40 +53,41 @@ func (c *Client) Stat(ctx context.Context, p string) (*StatResponse, error) {
 }
 
 // statOnce asks p's home (with a lease for the cache).
-func (c *Client) statOnce(ctx context.Context, p string, lease bool) (*StatResponse, error) {
-	resp := new(StatResponse)
-	if err := c.callAny(ctx, c.homeOf(p), MethodStat, true, &StatRequest{Path: p, Lease: lease}, resp); err != nil {
+func (c *Client) statOnce(ctx context.Context, p string, lease bool) (*rpc.StatResponse, error) {
+	resp := new(rpc.StatResponse)
+	if err := c.callAny(ctx, c.homeOf(p), rpc.MethodStat, true, &rpc.StatRequest{Path: p, Lease: lease}, resp); err != nil {
 		c.homes.forget(p)
 		return nil, err
 	}
-	c.learn(p, resp.Home, resp.HomeAddr, resp.Type == TypeDir)
+	c.learn(p, resp.Home, resp.HomeAddr, resp.Type == rpc.TypeDir)
 	return resp, nil
 }
 
 // Lookup returns the home of p and the level and hops that resolved it.
-func (c *Client) Lookup(ctx context.Context, p string) (*LookupResponse, error) {
-	resp := new(LookupResponse)
-	if err := c.callAny(ctx, c.homeOf(p), MethodLookup, true, &LookupRequest{Path: p}, resp); err != nil {
+func (c *Client) Lookup(ctx context.Context, p string) (*rpc.LookupResponse, error) {
+	resp := new(rpc.LookupResponse)
+	if err := c.callAny(ctx, c.homeOf(p), rpc.MethodLookup, true, &rpc.LookupRequest{Path: p}, resp); err != nil {
 		c.homes.forget(p)
 		return nil, err
 	}
-	c.learn(p, resp.Home, resp.HomeAddr, resp.Type == TypeDir)
+	c.learn(p, resp.Home, resp.HomeAddr, resp.Type == rpc.TypeDir)
 	return resp, nil
 }
 
 // BatchStat stats several paths, sending one request per cached home (and
 // one to a random node for paths with no cached home), concurrently.
 // Results are in the order of paths; a path's failure is in its result
-// (BatchStatResult.Err). The error is non-nil only if every request failed.
-func (c *Client) BatchStat(ctx context.Context, paths []string) (*BatchStatResponse, error) {
+// (rpc.BatchStatResult.Err). The error is non-nil only if every request
+// failed.
+func (c *Client) BatchStat(ctx context.Context, paths []string) (*rpc.BatchStatResponse, error) {
 	return c.batchStat(ctx, paths, false, false)
 }
 
 // batchStat is BatchStat, with leases for the cache; with prefetch, the
 // paths after the first of each home's request are a prefetch
-// (BatchStatRequest.Prefetch: the node may skip them).
-func (c *Client) batchStat(ctx context.Context, paths []string, lease, prefetch bool) (*BatchStatResponse, error) {
-	out := &BatchStatResponse{Results: make([]BatchStatResult, len(paths))}
+// (rpc.BatchStatRequest.Prefetch: the node may skip them).
+func (c *Client) batchStat(ctx context.Context, paths []string, lease, prefetch bool) (*rpc.BatchStatResponse, error) {
+	out := &rpc.BatchStatResponse{Results: make([]rpc.BatchStatResult, len(paths))}
 	if len(paths) == 0 {
 		return out, nil
 	}
@@ -93,18 +97,18 @@ func (c *Client) batchStat(ctx context.Context, paths []string, lease, prefetch 
 		groups[h] = append(groups[h], i)
 	}
 	err := eachHome(groups, func(home string, idx []int) error {
-		req := &BatchStatRequest{Paths: make([]string, len(idx)), Lease: lease, Prefetch: prefetch}
+		req := &rpc.BatchStatRequest{Paths: make([]string, len(idx)), Lease: lease, Prefetch: prefetch}
 		for j, i := range idx {
 			req.Paths[j] = paths[i]
 		}
-		resp := new(BatchStatResponse)
-		err := c.callAny(ctx, home, MethodBatchStat, true, req, resp)
+		resp := new(rpc.BatchStatResponse)
+		err := c.callAny(ctx, home, rpc.MethodBatchStat, true, req, resp)
 		if err == nil && len(resp.Results) != len(idx) {
-			err = fmt.Errorf("rpc: %s: %w: %d results for %d paths", MethodBatchStat, ErrProtocol, len(resp.Results), len(idx))
+			err = fmt.Errorf("rpc: %s: %w: %d results for %d paths", rpc.MethodBatchStat, rpc.ErrProtocol, len(resp.Results), len(idx))
 		}
 		if err != nil {
 			for _, i := range idx {
-				out.Results[i] = BatchStatError(err)
+				out.Results[i] = rpc.BatchStatError(err)
 			}
 			return err
 		}
@@ -113,7 +117,7 @@ func (c *Client) batchStat(ctx context.Context, paths []string, lease, prefetch 
 			out.Results[i] = r
 			switch {
 			case r.Stat != nil:
-				c.learn(paths[i], r.Stat.Home, r.Stat.HomeAddr, r.Stat.Type == TypeDir)
+				c.learn(paths[i], r.Stat.Home, r.Stat.HomeAddr, r.Stat.Type == rpc.TypeDir)
 			case !r.Skipped:
 				c.homes.forget(paths[i])
 			}
@@ -124,9 +128,9 @@ func (c *Client) batchStat(ctx context.Context, paths []string, lease, prefetch 
 }
 
 // Create creates a file.
-func (c *Client) Create(ctx context.Context, req *CreateRequest) (*CreateResponse, error) {
-	resp := new(CreateResponse)
-	if err := c.callAny(ctx, c.dirHomeOf(parent(req.Path)), MethodCreate, false, req, resp); err != nil {
+func (c *Client) Create(ctx context.Context, req *rpc.CreateRequest) (*rpc.CreateResponse, error) {
+	resp := new(rpc.CreateResponse)
+	if err := c.callAny(ctx, c.dirHomeOf(parent(req.Path)), rpc.MethodCreate, false, req, resp); err != nil {
 		return nil, err
 	}
 	c.learn(req.Path, resp.Inode.Home, resp.HomeAddr, false)
@@ -134,30 +138,30 @@ func (c *Client) Create(ctx context.Context, req *CreateRequest) (*CreateRespons
 }
 
 // BatchCreate creates several entries of one directory in one call
-// (BatchCreateRequest); the call fails as a whole only when no entry could
-// be tried (for example, the directory does not exist).
-func (c *Client) BatchCreate(ctx context.Context, req *BatchCreateRequest) (*BatchCreateResponse, error) {
-	resp := new(BatchCreateResponse)
-	if err := c.callAny(ctx, c.dirHomeOf(req.Dir), MethodBatchCreate, false, req, resp); err != nil {
+// (rpc.BatchCreateRequest); the call fails as a whole only when no entry
+// could be tried (for example, the directory does not exist).
+func (c *Client) BatchCreate(ctx context.Context, req *rpc.BatchCreateRequest) (*rpc.BatchCreateResponse, error) {
+	resp := new(rpc.BatchCreateResponse)
+	if err := c.callAny(ctx, c.dirHomeOf(req.Dir), rpc.MethodBatchCreate, false, req, resp); err != nil {
 		return nil, err
 	}
 	if len(resp.Results) != len(req.Entries) {
-		return nil, fmt.Errorf("rpc: %s: %w: %d results for %d entries", MethodBatchCreate, ErrProtocol, len(resp.Results), len(req.Entries))
+		return nil, fmt.Errorf("rpc: %s: %w: %d results for %d entries", rpc.MethodBatchCreate, rpc.ErrProtocol, len(resp.Results), len(req.Entries))
 	}
 	for _, r := range resp.Results {
 		if r.Inode != nil {
-			c.learn(r.Inode.Path, r.Inode.Home, resp.HomeAddrs[r.Inode.Home], r.Inode.Type == TypeDir)
+			c.learn(r.Inode.Path, r.Inode.Home, resp.HomeAddrs[r.Inode.Home], r.Inode.Type == rpc.TypeDir)
 		}
 	}
 	return resp, nil
 }
 
 // BatchCreateDirs creates the entries of several directories
-// (BatchCreateDirsRequest): it sends one request per home that it knows
-// for them, concurrently. A request that fails leaves its directories with
+// (rpc.BatchCreateDirsRequest): it sends one request per home that it
+// knows for them, concurrently. A request that fails leaves its directories with
 // its error; the call fails only when every request did.
-func (c *Client) BatchCreateDirs(ctx context.Context, req *BatchCreateDirsRequest) (*BatchCreateDirsResponse, error) {
-	out := &BatchCreateDirsResponse{Dirs: make([]BatchCreateDirResult, len(req.Dirs))}
+func (c *Client) BatchCreateDirs(ctx context.Context, req *rpc.BatchCreateDirsRequest) (*rpc.BatchCreateDirsResponse, error) {
+	out := &rpc.BatchCreateDirsResponse{Dirs: make([]rpc.BatchCreateDirResult, len(req.Dirs))}
 	if len(req.Dirs) == 0 {
 		return out, nil
 	}
@@ -168,18 +172,18 @@ func (c *Client) BatchCreateDirs(ctx context.Context, req *BatchCreateDirsReques
 	}
 	var mu sync.Mutex // guards out.Hops
 	err := eachHome(groups, func(home string, idx []int) error {
-		r := &BatchCreateDirsRequest{Dirs: make([]BatchCreateRequest, len(idx))}
+		r := &rpc.BatchCreateDirsRequest{Dirs: make([]rpc.BatchCreateRequest, len(idx))}
 		for j, i := range idx {
 			r.Dirs[j] = req.Dirs[i]
 		}
-		resp := new(BatchCreateDirsResponse)
-		err := c.callAny(ctx, home, MethodBatchCreateDirs, false, r, resp)
+		resp := new(rpc.BatchCreateDirsResponse)
+		err := c.callAny(ctx, home, rpc.MethodBatchCreateDirs, false, r, resp)
 		if err == nil {
-			err = resp.check(r)
+			err = checkBatchCreateDirs(resp, r)
 		}
 		if err != nil {
 			for _, i := range idx {
-				out.Dirs[i] = BatchCreateDirResult{Code: ErrorCode(err), Message: err.Error()}
+				out.Dirs[i] = rpc.BatchCreateDirResult{Code: rpc.ErrorCode(err), Message: err.Error()}
 			}
 			return err
 		}
@@ -190,7 +194,7 @@ func (c *Client) BatchCreateDirs(ctx context.Context, req *BatchCreateDirsReques
 			out.Dirs[i] = resp.Dirs[j]
 			for _, res := range resp.Dirs[j].Results {
 				if res.Inode != nil {
-					c.learn(res.Inode.Path, res.Inode.Home, resp.HomeAddrs[res.Inode.Home], res.Inode.Type == TypeDir)
+					c.learn(res.Inode.Path, res.Inode.Home, resp.HomeAddrs[res.Inode.Home], res.Inode.Type == rpc.TypeDir)
 				}
 			}
 		}
@@ -234,15 +238,15 @@ func eachHome(groups map[string][]int, ask func(home string, idx []int) error) e
 	return nil
 }
 
-// check reports a response that does not answer every directory and entry
-// of req.
-func (r *BatchCreateDirsResponse) check(req *BatchCreateDirsRequest) error {
+// checkBatchCreateDirs reports a response r that does not answer every
+// directory and entry of req.
+func checkBatchCreateDirs(r *rpc.BatchCreateDirsResponse, req *rpc.BatchCreateDirsRequest) error {
 	if len(r.Dirs) != len(req.Dirs) {
-		return fmt.Errorf("rpc: %s: %w: %d results for %d directories", MethodBatchCreateDirs, ErrProtocol, len(r.Dirs), len(req.Dirs))
+		return fmt.Errorf("rpc: %s: %w: %d results for %d directories", rpc.MethodBatchCreateDirs, rpc.ErrProtocol, len(r.Dirs), len(req.Dirs))
 	}
 	for i := range r.Dirs {
-		if r.Dirs[i].Code == CodeOK && len(r.Dirs[i].Results) != len(req.Dirs[i].Entries) {
-			return fmt.Errorf("rpc: %s: %w: %d results for %d entries of %s", MethodBatchCreateDirs, ErrProtocol, len(r.Dirs[i].Results), len(req.Dirs[i].Entries), req.Dirs[i].Dir)
+		if r.Dirs[i].Code == rpc.CodeOK && len(r.Dirs[i].Results) != len(req.Dirs[i].Entries) {
+			return fmt.Errorf("rpc: %s: %w: %d results for %d entries of %s", rpc.MethodBatchCreateDirs, rpc.ErrProtocol, len(r.Dirs[i].Results), len(req.Dirs[i].Entries), req.Dirs[i].Dir)
 		}
 	}
 	return nil
@@ -255,10 +259,10 @@ func (r *BatchCreateDirsResponse) check(req *BatchCreateDirsRequest) error {
 // a shard, or best first with Text, in no order across shards). A plain
 // Query runs the application modules paper's three stages: the names
 // (stages "exact" and "related", in one pass), then, once every shard
-// has answered, the text (stage "text": FindRequest.Text with the query's
-// words) for the paths the names did not find. It stops at fn's first
+// has answered, the text (stage "text": rpc.FindRequest.Text with the
+// query's words) for the paths the names did not find. It stops at fn's first
 // error and returns it.
-func (c *Client) Find(ctx context.Context, req FindRequest, fn func(in *Inode, stage string) error) error {
+func (c *Client) Find(ctx context.Context, req rpc.FindRequest, fn func(in *rpc.Inode, stage string) error) error {
 	shards, err := c.Shards(ctx)
 	if err != nil {
 		return err
@@ -267,7 +271,7 @@ func (c *Client) Find(ctx context.Context, req FindRequest, fn func(in *Inode, s
 		return c.findShards(ctx, shards, req, fn)
 	}
 	seen := make(map[string]bool)
-	err = c.findShards(ctx, shards, req, func(in *Inode, stage string) error {
+	err = c.findShards(ctx, shards, req, func(in *rpc.Inode, stage string) error {
 		seen[in.Path] = true
 		return fn(in, stage)
 	})
@@ -275,7 +279,7 @@ func (c *Client) Find(ctx context.Context, req FindRequest, fn func(in *Inode, s
 		return err
 	}
 	req.Text, req.Query = req.Query, ""
-	return c.findShards(ctx, shards, req, func(in *Inode, stage string) error {
+	return c.findShards(ctx, shards, req, func(in *rpc.Inode, stage string) error {
 		if seen[in.Path] {
 			return nil
 		}
@@ -285,7 +289,7 @@ func (c *Client) Find(ctx context.Context, req FindRequest, fn func(in *Inode, s
 
 // findShards runs one search in every shard of shards in parallel, page
 // by page (Find).
-func (c *Client) findShards(ctx context.Context, shards *ShardsResponse, req FindRequest, fn func(in *Inode, stage string) error) error {
+func (c *Client) findShards(ctx context.Context, shards *rpc.ShardsResponse, req rpc.FindRequest, fn func(in *rpc.Inode, stage string) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
@@ -306,8 +310,8 @@ func (c *Client) findShards(ctx context.Context, shards *ShardsResponse, req Fin
 			r := req
 			r.Shard, r.After, r.Limit = s.Shard, "", 0
 			for {
-				resp := new(FindResponse)
-				if err := c.callAny(ctx, "", MethodFind, true, &r, resp); err != nil {
+				resp := new(rpc.FindResponse)
+				if err := c.callAny(ctx, "", rpc.MethodFind, true, &r, resp); err != nil {
 					fail(fmt.Errorf("find in shard %s: %w", s.Shard, err))
 					return
 				}
@@ -340,24 +344,24 @@ func (c *Client) findShards(ctx context.Context, shards *ShardsResponse, req Fin
 
 // Mkdir creates a directory (and its parents with req.Parents, which also
 // makes the call idempotent and so retryable after a broken connection).
-func (c *Client) Mkdir(ctx context.Context, req *MkdirRequest) (*MkdirResponse, error) {
-	resp := new(MkdirResponse)
-	if err := c.callAny(ctx, c.dirHomeOf(parent(req.Path)), MethodMkdir, req.Parents, req, resp); err != nil {
+func (c *Client) Mkdir(ctx context.Context, req *rpc.MkdirRequest) (*rpc.MkdirResponse, error) {
+	resp := new(rpc.MkdirResponse)
+	if err := c.callAny(ctx, c.dirHomeOf(parent(req.Path)), rpc.MethodMkdir, req.Parents, req, resp); err != nil {
 		return nil, err
 	}
 	c.learn(req.Path, resp.Inode.Home, resp.HomeAddr, true)
 	return resp, nil
 }
 
-// ReadDir returns one page of a directory listing (see ReadDirRequest).
-func (c *Client) ReadDir(ctx context.Context, req *ReadDirRequest) (*ReadDirResponse, error) {
-	resp := new(ReadDirResponse)
-	if err := c.callAny(ctx, c.homeOf(req.Path), MethodReadDir, true, req, resp); err != nil {
+// ReadDir returns one page of a directory listing (see rpc.ReadDirRequest).
+func (c *Client) ReadDir(ctx context.Context, req *rpc.ReadDirRequest) (*rpc.ReadDirResponse, error) {
+	resp := new(rpc.ReadDirResponse)
+	if err := c.callAny(ctx, c.homeOf(req.Path), rpc.MethodReadDir, true, req, resp); err != nil {
 		c.homes.forget(req.Path)
 		return nil, err
 	}
 	for _, e := range resp.Entries {
-		c.learn(path.Join(req.Path, e.Name), e.Home, resp.HomeAddrs[e.Home], e.Type == TypeDir)
+		c.learn(path.Join(req.Path, e.Name), e.Home, resp.HomeAddrs[e.Home], e.Type == rpc.TypeDir)
 	}
 	if m := c.cache; m != nil {
 		if ahead := m.listed(cacheKey(req.Path), resp.Entries); len(ahead) > 0 {
@@ -369,9 +373,9 @@ func (c *Client) ReadDir(ctx context.Context, req *ReadDirRequest) (*ReadDirResp
 
 // ReadDirAll lists a whole directory, page by page (pageSize 0: the
 // server's default).
-func (c *Client) ReadDirAll(ctx context.Context, dir string, pageSize int) ([]DirEntry, error) {
-	var all []DirEntry
-	req := &ReadDirRequest{Path: dir, Limit: pageSize}
+func (c *Client) ReadDirAll(ctx context.Context, dir string, pageSize int) ([]rpc.DirEntry, error) {
+	var all []rpc.DirEntry
+	req := &rpc.ReadDirRequest{Path: dir, Limit: pageSize}
 	for {
 		resp, err := c.ReadDir(ctx, req)
 		if err != nil {
@@ -386,32 +390,32 @@ func (c *Client) ReadDirAll(ctx context.Context, dir string, pageSize int) ([]Di
 }
 
 // SetAttr changes attributes (nil fields of req are left alone).
-func (c *Client) SetAttr(ctx context.Context, req *SetAttrRequest) (*SetAttrResponse, error) {
-	resp := new(SetAttrResponse)
-	if err := c.callAny(ctx, c.homeOf(req.Path), MethodSetAttr, false, req, resp); err != nil {
+func (c *Client) SetAttr(ctx context.Context, req *rpc.SetAttrRequest) (*rpc.SetAttrResponse, error) {
+	resp := new(rpc.SetAttrResponse)
+	if err := c.callAny(ctx, c.homeOf(req.Path), rpc.MethodSetAttr, false, req, resp); err != nil {
 		return nil, err
 	}
-	c.learn(req.Path, resp.Inode.Home, "", resp.Inode.Type == TypeDir)
+	c.learn(req.Path, resp.Inode.Home, "", resp.Inode.Type == rpc.TypeDir)
 	return resp, nil
 }
 
 // Unlink removes a file.
 func (c *Client) Unlink(ctx context.Context, p string) error {
 	defer c.homes.forget(p)
-	return c.callAny(ctx, c.dirHomeOf(parent(p)), MethodUnlink, false, &UnlinkRequest{Path: p}, &UnlinkResponse{})
+	return c.callAny(ctx, c.dirHomeOf(parent(p)), rpc.MethodUnlink, false, &rpc.UnlinkRequest{Path: p}, &rpc.UnlinkResponse{})
 }
 
 // Rmdir removes an empty directory.
 func (c *Client) Rmdir(ctx context.Context, p string) error {
 	defer c.homes.forget(p)
-	return c.callAny(ctx, c.dirHomeOf(parent(p)), MethodRmdir, false, &RmdirRequest{Path: p}, &RmdirResponse{})
+	return c.callAny(ctx, c.dirHomeOf(parent(p)), rpc.MethodRmdir, false, &rpc.RmdirRequest{Path: p}, &rpc.RmdirResponse{})
 }
 
 // Rename renames src to dst.
-func (c *Client) Rename(ctx context.Context, src, dst string) (*RenameResponse, error) {
+func (c *Client) Rename(ctx context.Context, src, dst string) (*rpc.RenameResponse, error) {
 	defer c.homes.forget(src)
-	resp := new(RenameResponse)
-	if err := c.callAny(ctx, c.dirHomeOf(parent(src)), MethodRename, false, &RenameRequest{Src: src, Dst: dst}, resp); err != nil {
+	resp := new(rpc.RenameResponse)
+	if err := c.callAny(ctx, c.dirHomeOf(parent(src)), rpc.MethodRename, false, &rpc.RenameRequest{Src: src, Dst: dst}, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil
@@ -419,9 +423,9 @@ func (c *Client) Rename(ctx context.Context, src, dst string) (*RenameResponse, 
 
 // Members returns the cluster's members as seen by some node, and
 // remembers their addresses for resolving home node ids.
-func (c *Client) Members(ctx context.Context) (*MembersResponse, error) {
-	resp := new(MembersResponse)
-	if err := c.callAny(ctx, "", MethodMembers, true, &MembersRequest{}, resp); err != nil {
+func (c *Client) Members(ctx context.Context) (*rpc.MembersResponse, error) {
+	resp := new(rpc.MembersResponse)
+	if err := c.callAny(ctx, "", rpc.MethodMembers, true, &rpc.MembersRequest{}, resp); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
@@ -457,42 +461,42 @@ func (c *Client) Refresh(ctx context.Context) error {
 }
 
 // Groups returns the cluster's groups.
-func (c *Client) Groups(ctx context.Context) (*GroupsResponse, error) {
-	resp := new(GroupsResponse)
-	if err := c.callAny(ctx, "", MethodGroups, true, &GroupsRequest{}, resp); err != nil {
+func (c *Client) Groups(ctx context.Context) (*rpc.GroupsResponse, error) {
+	resp := new(rpc.GroupsResponse)
+	if err := c.callAny(ctx, "", rpc.MethodGroups, true, &rpc.GroupsRequest{}, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil
 }
 
 // Shards returns every shard of the cluster with its leader and replicas.
-func (c *Client) Shards(ctx context.Context) (*ShardsResponse, error) {
-	resp := new(ShardsResponse)
-	if err := c.callAny(ctx, "", MethodShards, true, &ShardsRequest{}, resp); err != nil {
+func (c *Client) Shards(ctx context.Context) (*rpc.ShardsResponse, error) {
+	resp := new(rpc.ShardsResponse)
+	if err := c.callAny(ctx, "", rpc.MethodShards, true, &rpc.ShardsRequest{}, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil
 }
 
-// Keyring runs a gossip keyring operation (KeyringList, KeyringInstall,
-// KeyringUse, KeyringRemove) on every member, through any node. Only a
-// list is retried on another node.
-func (c *Client) Keyring(ctx context.Context, op, key string) (*KeyringResponse, error) {
-	resp := new(KeyringResponse)
-	if err := c.callAny(ctx, "", MethodKeyring, op == KeyringList, &KeyringRequest{Op: op, Key: key}, resp); err != nil {
+// Keyring runs a gossip keyring operation (rpc.KeyringList,
+// rpc.KeyringInstall, rpc.KeyringUse, rpc.KeyringRemove) on every member,
+// through any node. Only a list is retried on another node.
+func (c *Client) Keyring(ctx context.Context, op, key string) (*rpc.KeyringResponse, error) {
+	resp := new(rpc.KeyringResponse)
+	if err := c.callAny(ctx, "", rpc.MethodKeyring, op == rpc.KeyringList, &rpc.KeyringRequest{Op: op, Key: key}, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil
 }
 
 // Status returns the status of the node at addr (any node if addr is "").
-func (c *Client) Status(ctx context.Context, addr string) (*StatusResponse, error) {
-	resp := new(StatusResponse)
+func (c *Client) Status(ctx context.Context, addr string) (*rpc.StatusResponse, error) {
+	resp := new(rpc.StatusResponse)
 	var err error
 	if addr == "" {
-		err = c.CallAny(ctx, "", MethodStatus, &StatusRequest{}, resp)
+		err = c.CallAny(ctx, "", rpc.MethodStatus, &rpc.StatusRequest{}, resp)
 	} else {
-		err = c.Call(ctx, addr, MethodStatus, &StatusRequest{}, resp)
+		err = c.Call(ctx, addr, rpc.MethodStatus, &rpc.StatusRequest{}, resp)
 	}
 	if err != nil {
 		return nil, err
@@ -502,8 +506,8 @@ func (c *Client) Status(ctx context.Context, addr string) (*StatusResponse, erro
 
 // Ping checks that the node at addr answers and returns its id.
 func (c *Client) Ping(ctx context.Context, addr string) (string, error) {
-	resp := new(PingResponse)
-	if err := c.Call(ctx, addr, MethodPing, &PingRequest{}, resp); err != nil {
+	resp := new(rpc.PingResponse)
+	if err := c.Call(ctx, addr, rpc.MethodPing, &rpc.PingRequest{}, resp); err != nil {
 		return "", err
 	}
 	return resp.NodeID, nil
@@ -511,9 +515,9 @@ func (c *Client) Ping(ctx context.Context, addr string) (string, error) {
 
 // Join asks the node at addr to join the cluster through the Serf
 // addresses serfAddrs.
-func (c *Client) Join(ctx context.Context, addr string, serfAddrs []string) (*JoinResponse, error) {
-	resp := new(JoinResponse)
-	if err := c.Call(ctx, addr, MethodJoin, &JoinRequest{Addrs: serfAddrs}, resp); err != nil {
+func (c *Client) Join(ctx context.Context, addr string, serfAddrs []string) (*rpc.JoinResponse, error) {
+	resp := new(rpc.JoinResponse)
+	if err := c.Call(ctx, addr, rpc.MethodJoin, &rpc.JoinRequest{Addrs: serfAddrs}, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil
@@ -521,9 +525,9 @@ func (c *Client) Join(ctx context.Context, addr string, serfAddrs []string) (*Jo
 
 // Leave asks the node at addr to leave the cluster gracefully; nodeID, if
 // set, must be that node's id.
-func (c *Client) Leave(ctx context.Context, addr, nodeID string) (*LeaveResponse, error) {
-	resp := new(LeaveResponse)
-	if err := c.Call(ctx, addr, MethodLeave, &LeaveRequest{NodeID: nodeID}, resp); err != nil {
+func (c *Client) Leave(ctx context.Context, addr, nodeID string) (*rpc.LeaveResponse, error) {
+	resp := new(rpc.LeaveResponse)
+	if err := c.Call(ctx, addr, rpc.MethodLeave, &rpc.LeaveRequest{NodeID: nodeID}, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil

@@ -1,4 +1,4 @@
-package rpc_test
+package client_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // filterServer serves rpc.MethodFilters from a table the test changes:
@@ -91,7 +92,7 @@ func TestFilterRouting(t *testing.T) {
 	a.set("sa", 1, filter("/x", "/both"))
 	b.set("sb", 1, filter("/y", "/both"))
 
-	c := rpc.NewClient(rpc.Options{Addrs: []string{a.addr, b.addr}, HomeCacheSize: -1, RouteRefresh: 1 << 40})
+	c := client.New(client.Options{Addrs: []string{a.addr, b.addr}, HomeCacheSize: -1, RouteRefresh: 1 << 40})
 	defer c.Close()
 	ctx := context.Background()
 	if err := c.RefreshFilters(ctx); err != nil {
@@ -103,7 +104,7 @@ func TestFilterRouting(t *testing.T) {
 	for _, tc := range []struct{ path, want string }{
 		{"/x", a.addr}, {"/y", b.addr}, {"/both", ""}, {"/neither", ""},
 	} {
-		if got := rpc.RouteOf(c, tc.path); got != tc.want {
+		if got := client.RouteOf(c, tc.path); got != tc.want {
 			t.Errorf("route %s = %q, want %q", tc.path, got, tc.want)
 		}
 	}
@@ -124,14 +125,14 @@ func TestFilterRouting(t *testing.T) {
 	if err := c.RefreshFilters(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := rpc.RouteOf(c, "/z"); got != b.addr {
+	if got := client.RouteOf(c, "/z"); got != b.addr {
 		t.Errorf("after the move, route /z = %q, want %q", got, b.addr)
 	}
 	a.set("sa", 0, nil)
 	if err := c.RefreshFilters(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := rpc.RouteOf(c, "/x"); got != b.addr {
+	if got := client.RouteOf(c, "/x"); got != b.addr {
 		t.Errorf("route /x = %q, want %q", got, b.addr)
 	}
 
@@ -144,7 +145,7 @@ func TestFilterRouting(t *testing.T) {
 	if got := c.RoutedShards(); !slices.Equal(got, []string{"sa"}) {
 		t.Errorf("routed shards %v, want [sa]", got)
 	}
-	if got := rpc.RouteOf(c, "/y"); got != "" {
+	if got := client.RouteOf(c, "/y"); got != "" {
 		t.Errorf("route /y = %q, want none", got)
 	}
 }

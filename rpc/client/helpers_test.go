@@ -1,4 +1,4 @@
-package rpc_test
+package client_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
+	"github.com/ghba/ghba/rpc/internal/wire"
 	"github.com/ghba/ghba/rpc/rpctest"
 )
 
@@ -167,12 +169,12 @@ func (c *countingDialer) Dial(ctx context.Context, network, addr string) (net.Co
 	return c.d.DialContext(ctx, network, addr)
 }
 
-func newClient(t testing.TB, opts rpc.Options) *rpc.Client {
+func newClient(t testing.TB, opts client.Options) *client.Client {
 	t.Helper()
 	if opts.Logger == nil {
 		opts.Logger = rpctest.Logger(t)
 	}
-	c := rpc.NewClient(opts)
+	c := client.New(opts)
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -182,7 +184,7 @@ const waitTime = 10 * time.Second
 
 // noPooledConns is a condition for rpctest.Eventually: c has no pooled
 // connection to addr.
-func noPooledConns(c *rpc.Client, addr string) func() error {
+func noPooledConns(c *client.Client, addr string) func() error {
 	return func() error {
 		if n := c.PooledConns(addr); n != 0 {
 			return fmt.Errorf("%d pooled connections to %s", n, addr)
@@ -190,3 +192,22 @@ func noPooledConns(c *rpc.Client, addr string) func() error {
 		return nil
 	}
 }
+
+// encodeBody returns the msgpack body encoding v, for the tests that speak
+// the wire protocol directly.
+func encodeBody(v any) []byte {
+	b, err := rpc.NewCodec().GetEncoder().Encode(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// parseResponse returns the sequence number and code of a response frame.
+func parseResponse(p []byte) (seq uint64, code rpc.Code, err error) {
+	h, err := wire.ParseResponse(p)
+	return h.Seq, rpc.Code(h.Code), err
+}
+
+// parseGoAway returns the last accepted sequence number of a goaway frame.
+func parseGoAway(p []byte) (uint64, error) { return wire.ParseControl(p, wire.KindGoAway) }

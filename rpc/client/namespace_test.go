@@ -1,4 +1,4 @@
-package rpc_test
+package client_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ghba/ghba/rpc"
+	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/rpctest"
 )
 
@@ -20,7 +21,7 @@ func TestTypedClientAndHomeCache(t *testing.T) {
 	a.SetHome("b")
 	a.Put("/d", rpc.TypeDir)
 	a.SetAnswers(rpctest.FakeAnswers{Members: []rpc.Member{{ID: "b", Status: "alive", RPCAddr: b.Addr()}}})
-	c := newClient(t, rpc.Options{Addrs: []string{a.Addr()}}) // only a is known
+	c := newClient(t, client.Options{Addrs: []string{a.Addr()}}) // only a is known
 	ctx := context.Background()
 
 	st, err := c.Stat(ctx, "/d")
@@ -85,7 +86,7 @@ func TestTypedClientAndHomeCache(t *testing.T) {
 	}
 
 	// BatchStat keeps order and reports per-path errors.
-	c2 := newClient(t, rpc.Options{Addrs: []string{a.Addr()}})
+	c2 := newClient(t, client.Options{Addrs: []string{a.Addr()}})
 	if _, err := c2.Stat(ctx, "/d/g01"); err != nil { // cache one home
 		t.Fatal(err)
 	}
