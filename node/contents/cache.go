@@ -1,0 +1,262 @@
+package contents
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+)
+
+// bufPool recycles block buffers, one sync.Pool per buffer size.
+type bufPool struct {
+	mu    sync.Mutex
+	pools map[int]*sync.Pool
+}
+
+func (p *bufPool) of(n int) *sync.Pool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sp := p.pools[n]
+	if sp == nil {
+		if p.pools == nil {
+			p.pools = make(map[int]*sync.Pool)
+		}
+		sp = &sync.Pool{New: func() any { b := make([]byte, n); return &b }}
+		p.pools[n] = sp
+	}
+	return sp
+}
+
+// get returns a buffer of n bytes with arbitrary contents.
+func (p *bufPool) get(n int) *[]byte { return p.of(n).Get().(*[]byte) }
+
+// put recycles b; the caller keeps no reference to it.
+func (p *bufPool) put(b *[]byte) { p.of(cap(*b)).Put(b) }
+
+// cacheKey names one object: objects are immutable, so a cached copy is
+// never stale.
+type cacheKey struct {
+	s          *Store
+	ino, block uint64
+	gen        uint64
+}
+
+// cacheEntry is one cached object, or one being loaded.
+type cacheEntry struct {
+	key  cacheKey
+	buf  *[]byte       // from pool; nil once recycled
+	n    int           // the object's length
+	err  error         // the load's error
+	done chan struct{} // closed when the load is over; nil for entries put whole
+
+	// Guarded by BlockCache.mu.
+	refs       int  // readers holding the entry
+	dead       bool // out of the map: recycle buf when refs drops to 0
+	prev, next *cacheEntry
+}
+
+// data returns the object's bytes; valid while the caller holds a reference.
+func (e *cacheEntry) data() []byte { return (*e.buf)[:e.n] }
+
+// BlockCache is a cache of clean blocks (whole objects) bounded in bytes,
+// shared by the files of one or more stores; least recently used objects go
+// first. Loads of one object are shared: a reader of an object being read
+// ahead waits for that load instead of starting another. Objects held by a
+// reader while evicted are recycled when released, so the bound can be
+// passed for as long as readers copy out of evicted blocks.
+type BlockCache struct {
+	mu    sync.Mutex
+	limit int64
+	used  int64
+	m     map[cacheKey]*cacheEntry
+	lru   cacheEntry // sentinel: lru.next is the most recently used
+}
+
+// NewBlockCache returns a cache that holds at most limit bytes of blocks
+// (at least one block is held while in use whatever the limit).
+func NewBlockCache(limit int64) *BlockCache {
+	c := &BlockCache{limit: limit, m: make(map[cacheKey]*cacheEntry)}
+	c.lru.next, c.lru.prev = &c.lru, &c.lru
+	return c
+}
+
+// Used returns the bytes of blocks the cache holds.
+func (c *BlockCache) Used() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.used
+}
+
+func (c *BlockCache) unlinkLocked(e *cacheEntry) {
+	e.prev.next, e.next.prev = e.next, e.prev
+	e.prev, e.next = nil, nil
+}
+
+func (c *BlockCache) pushFrontLocked(e *cacheEntry) {
+	e.prev, e.next = &c.lru, c.lru.next
+	c.lru.next.prev = e
+	c.lru.next = e
+}
+
+// removeLocked takes e out of the cache; its buffer is recycled at once or
+// when its last reader releases it.
+func (c *BlockCache) removeLocked(e *cacheEntry) {
+	if e.dead {
+		return
+	}
+	e.dead = true
+	delete(c.m, e.key)
+	c.unlinkLocked(e)
+	c.used -= int64(cap(*e.buf))
+	if e.refs == 0 {
+		c.recycleLocked(e)
+	}
+}
+
+func (c *BlockCache) recycleLocked(e *cacheEntry) {
+	if e.buf != nil {
+		e.key.s.pool.put(e.buf)
+		e.buf = nil
+	}
+}
+
+// evictLocked removes least recently used entries until the cache fits its
+// bound, sparing keep.
+func (c *BlockCache) evictLocked(keep *cacheEntry) {
+	for e := c.lru.prev; c.used > c.limit && e != &c.lru; {
+		prev := e.prev
+		if e != keep {
+			c.removeLocked(e)
+		}
+		e = prev
+	}
+}
+
+// lookup returns the loaded entry of k with a reference, or nil.
+func (c *BlockCache) lookup(k cacheKey) *cacheEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[k]
+	if e == nil || (e.done != nil && !closed(e.done)) {
+		return nil
+	}
+	e.refs++
+	c.unlinkLocked(e)
+	c.pushFrontLocked(e)
+	return e
+}
+
+// has reports whether k is cached or being loaded.
+func (c *BlockCache) has(k cacheKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[k] != nil
+}
+
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// release drops a reference lookup, get or put returned.
+func (c *BlockCache) release(e *cacheEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.refs--
+	if e.refs == 0 && e.dead {
+		c.recycleLocked(e)
+	}
+}
+
+// get returns the entry of k, loading the whole object (at most bs bytes)
+// from the store when missing; the caller releases it. A load that another
+// caller started is waited for.
+func (c *BlockCache) get(ctx context.Context, k cacheKey, bs int64) (*cacheEntry, error) {
+	for {
+		c.mu.Lock()
+		if e := c.m[k]; e != nil {
+			e.refs++
+			c.unlinkLocked(e)
+			c.pushFrontLocked(e)
+			c.mu.Unlock()
+			if e.done != nil {
+				select {
+				case <-e.done:
+				case <-ctx.Done():
+					c.release(e)
+					return nil, ctx.Err()
+				}
+			}
+			if e.err != nil {
+				err := e.err
+				c.release(e)
+				if isCtxErr(err) && ctx.Err() == nil {
+					continue // the loader gave up; load for ourselves
+				}
+				return nil, err
+			}
+			return e, nil
+		}
+		e := &cacheEntry{key: k, done: make(chan struct{}), refs: 1}
+		e.buf = k.s.pool.get(int(bs))
+		c.m[k] = e
+		c.pushFrontLocked(e)
+		c.used += int64(cap(*e.buf))
+		c.evictLocked(e)
+		c.mu.Unlock()
+
+		n, err := k.s.Get(ctx, k.ino, BlockRef{Block: k.block, Gen: k.gen}, 0, *e.buf)
+		if err == io.EOF {
+			err = nil
+		}
+		e.n, e.err = n, err
+		if err != nil {
+			c.mu.Lock()
+			if c.m[k] == e {
+				c.removeLocked(e)
+			}
+			c.mu.Unlock()
+		}
+		close(e.done)
+		if err != nil {
+			c.release(e)
+			return nil, err
+		}
+		return e, nil
+	}
+}
+
+// put adds the object k whose n bytes are in buf (from k.s.pool); the
+// cache owns buf from then on. If k is present already, buf is recycled.
+func (c *BlockCache) put(k cacheKey, buf *[]byte, n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[k] != nil {
+		k.s.pool.put(buf)
+		return
+	}
+	e := &cacheEntry{key: k, buf: buf, n: n}
+	c.m[k] = e
+	c.pushFrontLocked(e)
+	c.used += int64(cap(*buf))
+	c.evictLocked(nil)
+}
+
+// dropInode removes every cached object of inode ino of store s.
+func (c *BlockCache) dropInode(s *Store, ino uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, e := range c.m {
+		if k.s == s && k.ino == ino && (e.done == nil || closed(e.done)) {
+			c.removeLocked(e)
+		}
+	}
+}
+
+func isCtxErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
