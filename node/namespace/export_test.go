@@ -32,11 +32,11 @@ func (n *Namespace) SetCrashHook(h func(point, txn string) bool) { n.hook.Store(
 func (n *Namespace) Marks() []string {
 	var out []string
 	for _, h := range n.ledHomes() {
-		h.flux.mu.Lock()
-		for p := range h.flux.marks {
+		h.txns.flux.mu.Lock()
+		for p := range h.txns.flux.marks {
 			out = append(out, p)
 		}
-		h.flux.mu.Unlock()
+		h.txns.flux.mu.Unlock()
 	}
 	sort.Strings(out)
 	return out

@@ -3,7 +3,6 @@ package namespace
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,9 +16,10 @@ import (
 // A node that has staged (prepared) a part of a transaction marks the
 // paths the part changes. A mark covers the path and its whole subtree.
 // Until the transaction is resolved:
-//   - a reader of a marked path at this node asks the coordinator how the
-//     transaction ended (and applies or discards the part accordingly)
-//     before reading, so that no reader sees a change and then not;
+//   - a reader of a marked path at this node waits until the part is
+//     resolved (participant.go asks the coordinator how the transaction
+//     ended, and applies or discards the part accordingly), so that no
+//     reader sees a change and then not;
 //   - an operation that changes paths at this node (a registration) waits
 //     for marks on related paths to be resolved;
 //   - a new mark on related paths by another transaction is refused (the
@@ -92,17 +92,6 @@ func (f *fluxTable) countUnder(m string, d int) {
 			delete(f.under, a)
 		}
 	}
-}
-
-// inFlux reports whether a prepared part marks p or an ancestor of p.
-func (h *home) inFlux(p string) bool {
-	f := &h.flux
-	if f.count.Load() == 0 {
-		return false
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.markAtOrAbove(p, "") != nil
 }
 
 // markAtOrAbove returns a mark on p or an ancestor of p whose transaction
@@ -212,7 +201,7 @@ func (h *home) beginOp(ctx context.Context, txn string, parents, targets, remove
 	r := &opReg{txn: txn, parents: parents, targets: append(targets, removes...), removes: removes, done: make(chan struct{})}
 	wait := backoff.New(h.r.tune.MarkBackoffMin, h.r.tune.MarkBackoffMax)
 	for {
-		f := &h.flux
+		f := &h.txns.flux
 		f.mu.Lock()
 		m := f.conflictFor(r)
 		var e *opReg
@@ -233,7 +222,7 @@ func (h *home) beginOp(ctx context.Context, txn string, parents, targets, remove
 				return nil, fmt.Errorf("waiting for an operation on a related path: %w: %w", rpc.ErrUnavailable, ctx.Err())
 			}
 		}
-		pending, err := h.resolvePart(ctx, m)
+		pending, err := h.txns.await(ctx, m)
 		if err != nil {
 			return nil, err
 		}
@@ -250,9 +239,9 @@ func (h *home) endOp(r *opReg) {
 	if r == nil {
 		return
 	}
-	h.flux.mu.Lock()
-	delete(h.flux.regs, r)
-	h.flux.mu.Unlock()
+	h.txns.flux.mu.Lock()
+	delete(h.txns.flux.regs, r)
+	h.txns.flux.mu.Unlock()
 	close(r.done)
 }
 
@@ -260,8 +249,8 @@ func (h *home) endOp(r *opReg) {
 // transaction is related to one of them; otherwise it returns the done
 // channels of the registrations of other transactions related to them,
 // which the caller must wait for.
-func (h *home) addMarks(p *partTxn) (wait []chan struct{}, conflict *partTxn) {
-	f := &h.flux
+func (t *participant) addMarks(p *partTxn) (wait []chan struct{}, conflict *partTxn) {
+	f := &t.flux
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, m := range p.marks {
@@ -290,49 +279,13 @@ func (h *home) addMarks(p *partTxn) (wait []chan struct{}, conflict *partTxn) {
 }
 
 // removeMarks removes the marks of part p.
-func (h *home) removeMarks(p *partTxn) {
-	f := &h.flux
+func (t *participant) removeMarks(p *partTxn) {
+	f := &t.flux
 	f.mu.Lock()
 	for _, m := range p.marks {
 		f.dropMark(m, p)
 	}
 	f.mu.Unlock()
-}
-
-// settle resolves every mark at or above p (and, with below, on p's direct
-// entries) before a read of p at this node. Marks deeper under p do not
-// change p's listing, so they are left alone: a pending create of /a/b/c
-// whose coordinator is down must not make a readdir of / unavailable. A pending transaction is left alone:
-// the reader sees the state before it. An error means a coordinator could
-// not be asked: the reader must answer unavailable.
-func (h *home) settle(ctx context.Context, p string, below bool) error {
-	f := &h.flux
-	if f.count.Load() == 0 {
-		return nil
-	}
-	var tried []*partTxn
-	for {
-		f.mu.Lock()
-		var m *partTxn
-		if c := f.markAtOrAbove(p, ""); c != nil && !slices.Contains(tried, c) {
-			m = c
-		} else if below {
-			for mp, c := range f.marks {
-				if mp != "/" && directParent(mp) == p && !slices.Contains(tried, c) {
-					m = c
-					break
-				}
-			}
-		}
-		f.mu.Unlock()
-		if m == nil {
-			return nil
-		}
-		tried = append(tried, m)
-		if _, err := h.resolvePart(ctx, m); err != nil {
-			return err
-		}
-	}
 }
 
 // waitAll waits for every channel, or until ctx is done or d passes.
@@ -356,8 +309,8 @@ func waitAll(ctx context.Context, chans []chan struct{}, d time.Duration) bool {
 
 // forceMarks marks p's paths without checks (loading prepared parts at
 // start, when they are known not to conflict).
-func (h *home) forceMarks(p *partTxn) {
-	f := &h.flux
+func (t *participant) forceMarks(p *partTxn) {
+	f := &t.flux
 	f.mu.Lock()
 	for _, m := range p.marks {
 		f.setMark(m, p)

@@ -35,16 +35,17 @@ type home struct {
 	push  pushState // propagation of this shard's filters (filters.go)
 	files dirFiles  // files placed with their directory (placement.go)
 
-	// transactions (txn.go, flux.go)
-	flux    fluxTable
-	locks   keyLocks
-	coordMu sync.Mutex
-	coords  map[string]*coordTxn
-	redo    map[string]*coordRecord // committed, some participant not yet told
-	partMu  sync.Mutex
-	parts   map[string]*partTxn
-	txnSeq  atomic.Uint64
-	cleanup chan string // coordinator records to delete
+	// transactions: those it takes part in (participant.go, flux.go),
+	// which reads wait for through inFlight only, and those it
+	// coordinates (txn.go)
+	txns     participant
+	inFlight inFlight // &txns, as reads see it (read.go)
+	locks    keyLocks
+	coordMu  sync.Mutex
+	coords   map[string]*coordTxn
+	redo     map[string]*coordRecord // committed, some participant not yet told
+	txnSeq   atomic.Uint64
+	cleanup  chan string // coordinator records to delete
 
 	ctx    context.Context // ends when the node stops leading the shard
 	cancel context.CancelFunc
@@ -67,12 +68,12 @@ func newHome(n *Namespace, rep Replica) *home {
 		lru:     routing.NewLRU(n.rt.LRUEntries, n.lruGeo),
 		coords:  make(map[string]*coordTxn),
 		redo:    make(map[string]*coordRecord),
-		parts:   make(map[string]*partTxn),
 		cleanup: make(chan string, 4096),
 	}
 	h.led = time.Now()
 	h.writable = h.led.Add(n.leases.ttl)
-	h.flux.init()
+	h.txns.init(h)
+	h.inFlight = &h.txns
 	h.push.init()
 	h.ctx, h.cancel = context.WithCancel(n.ctx)
 	return h
@@ -107,9 +108,7 @@ func (h *home) stop() {
 
 // preparedCount returns the number of prepared parts held.
 func (h *home) preparedCount() int {
-	h.partMu.Lock()
-	defer h.partMu.Unlock()
-	return len(h.parts)
+	return h.txns.count()
 }
 
 // apply commits b in the shard's log, once the clients caching the
@@ -124,7 +123,7 @@ func (h *home) apply(ctx context.Context, b *store.Batch) error {
 	return h.rep.Apply(ctx, b)
 }
 
-// applyPart's writes: the batch of a prepared transaction part, and its
+// participant.apply's writes: the batch of a prepared transaction part, and its
 // subtree changes. Their paths have been in flux since the part's
 // prepare revoked the leases on them, so no leader of the shard has
 // granted one since: they need not wait for an earlier leader's leases

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
 )
@@ -388,84 +387,9 @@ func (n *Namespace) verify(ctx context.Context, shard, p string, withInode, stri
 	return l, true, nil
 }
 
-// localCheck answers whether the shard homes r.Path (after resolving marks
-// on it), and touches it on the LRU list. The answer is linearizable: the
-// read happens after a leadership check that began after the request
-// arrived.
-func (h *home) localCheck(ctx context.Context, r *localCheckReq) (*localCheckResp, error) {
-	if err := h.settle(ctx, r.Path, false); err != nil {
-		return nil, err
-	}
-	if err := h.rep.VerifyLeader(ctx); err != nil {
-		return nil, err
-	}
-	resp := &localCheckResp{NodeID: h.r.id}
-	ino, err := h.st.GetInode(ctx, r.Path)
-	if errors.Is(err, store.ErrNotFound) {
-		return resp, nil
-	} else if err != nil {
-		return nil, err
-	}
-	h.touch(r.Path)
-	resp.Exists, resp.Type = true, typeString(ino.Type)
-	if r.WithInode {
-		w := wireInode(r.Path, h.id, &ino)
-		resp.Inode = &w
-	}
-	return resp, nil
-}
-
-func (h *home) handleLocalCheck(ctx context.Context, r *localCheckReq) (*localCheckResp, error) {
-	p, err := CleanPath(r.Path)
-	if err != nil {
-		return nil, err
-	}
-	r.Path = p
-	return h.localCheck(ctx, r)
-}
-
 // getEntry asks the shard of dir for its entry name.
 func (n *Namespace) getEntry(ctx context.Context, shard, dir, name string) (*homeEntryResp, error) {
 	return callShard(ctx, n, shard, methodHomeEntry, &homeEntryReq{Dir: dir, Name: name}, (*home).entryHere)
-}
-
-// entryHere reads entry r.Name of r.Dir in this shard, the directory's
-// home (linearizable, as localCheck).
-func (h *home) entryHere(ctx context.Context, r *homeEntryReq) (*homeEntryResp, error) {
-	if err := h.settle(ctx, joinPath(r.Dir, r.Name), false); err != nil {
-		return nil, err
-	}
-	if err := h.rep.VerifyLeader(ctx); err != nil {
-		return nil, err
-	}
-	ino, err := h.st.GetInode(ctx, r.Dir)
-	if errors.Is(err, store.ErrNotFound) {
-		return &homeEntryResp{homeStatus: notHomeHere}, nil
-	} else if err != nil {
-		return nil, err
-	}
-	if ino.Type != store.TypeDir {
-		return &homeEntryResp{NotDir: true}, nil
-	}
-	e, err := h.st.GetEntry(ctx, r.Dir, r.Name)
-	if errors.Is(err, store.ErrNotFound) {
-		return &homeEntryResp{}, nil
-	} else if err != nil {
-		return nil, err
-	}
-	return &homeEntryResp{Exists: true, Entry: wireEntry(e)}, nil
-}
-
-func (h *home) handleHomeEntry(ctx context.Context, r *homeEntryReq) (*homeEntryResp, error) {
-	dir, err := CleanPath(r.Dir)
-	if err != nil {
-		return nil, err
-	}
-	if r.Name == "" || len(r.Name) > MaxNameLen || r.Name == "." || r.Name == ".." || containsSlashOrNUL(r.Name) {
-		return nil, fmt.Errorf("%w: bad name %q", rpc.ErrInvalidPath, r.Name)
-	}
-	r.Dir = dir
-	return h.entryHere(ctx, r)
 }
 
 // countLookup records a client lookup's level and hops.

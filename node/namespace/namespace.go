@@ -97,7 +97,7 @@ type Routing struct {
 	Hash routing.HashKind
 }
 
-// DefaultRouting returns the defaults documented in the README.
+// DefaultRouting returns the defaults documented in docs/operations.md, "Configuration".
 func DefaultRouting() Routing {
 	return Routing{
 		BitsPerFile:        8,
@@ -726,7 +726,7 @@ func (n *Namespace) Stats() Stats {
 		s.LRULen += h.lru.Len()
 		h.lruMu.Unlock()
 		s.Prepared += h.preparedCount()
-		s.Marks += int(h.flux.count.Load())
+		s.Marks += int(h.txns.flux.count.Load())
 	}
 	n.arrMu.RLock()
 	s.FilterBytes += int64(n.l1.SizeBytes() + n.l2.SizeBytes())

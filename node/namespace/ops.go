@@ -94,7 +94,7 @@ func (n *Namespace) statLease(ctx context.Context, path string, absent bool) (*r
 			return nil, 0, err
 		}
 		h := n.home(l.missingIn)
-		if h == nil || !h.led.Before(asked) || h.inFlux(p) {
+		if h == nil || !h.led.Before(asked) || h.txns.inFlux(p) {
 			return nil, 0, err
 		}
 		// The missing name m is p or an ancestor of p; a write of m's
@@ -115,7 +115,7 @@ func (n *Namespace) statLease(ctx context.Context, path string, absent bool) (*r
 	// applied here. Nor does one read before this node's leadership of its
 	// shard began (the read may have been the previous leader's, which may
 	// have applied a change since).
-	if h := n.home(st.Inode.Home); h != nil && h.led.Before(asked) && !h.inFlux(p) {
+	if h := n.home(st.Inode.Home); h != nil && h.led.Before(asked) && !h.txns.inFlux(p) {
 		st.Lease = int64(n.leases.grant(peer, p, epoch))
 	}
 	return st, 0, nil
@@ -753,50 +753,6 @@ func (n *Namespace) ReadDir(ctx context.Context, r *rpc.ReadDirRequest) (*rpc.Re
 		out.HomeAddrs[e.Home] = n.addrOfShard(e.Home)
 	}
 	return out, nil
-}
-
-func (h *home) handleHomeReadDir(ctx context.Context, r *homeReadDirReq) (*homeReadDirResp, error) {
-	p, err := CleanPath(r.Path)
-	if err != nil {
-		return nil, err
-	}
-	r.Path = p
-	if r.Limit <= 0 || r.Limit > MaxReadDirLimit {
-		r.Limit = DefaultReadDirLimit
-	}
-	return h.readDirHere(ctx, r)
-}
-
-// readDirHere reads a page of a directory homed here.
-func (h *home) readDirHere(ctx context.Context, r *homeReadDirReq) (*homeReadDirResp, error) {
-	if err := h.settle(ctx, r.Path, true); err != nil {
-		return nil, err
-	}
-	ino, err := h.st.GetInode(ctx, r.Path)
-	if errors.Is(err, store.ErrNotFound) {
-		return &homeReadDirResp{homeStatus: notHomeHere}, nil
-	} else if err != nil {
-		return nil, err
-	}
-	if ino.Type != store.TypeDir {
-		return nil, fmt.Errorf("%s: %w", r.Path, rpc.ErrNotDir)
-	}
-	if err := allowDir(r.Caller, r.Path, &ino, acl.Read); err != nil {
-		return nil, err
-	}
-	ents, more, err := h.st.ReadDir(ctx, r.Path, r.After, r.Limit)
-	if err != nil {
-		return nil, err
-	}
-	resp := &homeReadDirResp{Entries: make([]rpc.DirEntry, len(ents))}
-	for i, e := range ents {
-		resp.Entries[i] = wireEntry(e)
-	}
-	if more && len(ents) > 0 {
-		resp.Next = ents[len(ents)-1].Name
-	}
-	h.touch(r.Path)
-	return resp, nil
 }
 
 // SetAttr changes the attributes of a path at its home.

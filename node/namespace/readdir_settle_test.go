@@ -1,7 +1,7 @@
 package namespace_test
 
 // Regression test: readDirHere used to settle marks anywhere under the
-// directory (settle(ctx, p, true)), so an in-doubt transaction on a deep
+// directory (settled with entries), so an in-doubt transaction on a deep
 // descendant whose coordinator is down made readdir of every ancestor
 // homed on a live node -- "/" included -- answer unavailable.
 // Run: go test -tags hashicorpmetrics -run TestReadDirIgnoresDeepMarks ./node/

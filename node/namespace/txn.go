@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
 	"strings"
 	"sync"
@@ -64,7 +63,9 @@ type partTxn struct {
 	// revoked from its prepare until it is applied or discarded
 	// (leases.go), so that a commit acknowledged before this node applies
 	// the part is never hidden by a cached inode.
-	rv *revocation
+	rv        *revocation
+	resMu     sync.Mutex
+	resolving *resolution // the resolution in progress (participant.go)
 }
 
 // partRecord is the durable form of a prepared part.
@@ -160,415 +161,6 @@ func retryBusy[T any](ctx context.Context, h *home, fn func() (T, error)) (T, er
 func (p *partTxn) record() []byte {
 	b, _ := json.Marshal(partRecord{Coordinator: p.coord, Ops: p.ops, Marks: p.marks, Committed: p.committed.Load()})
 	return b
-}
-
-// ---- participant side ----
-
-func (h *home) handlePrepare(ctx context.Context, r *txnPrepareReq) (*txnPrepareResp, error) {
-	if r.TxnID == "" || r.Coordinator == "" || len(r.TxnID) > 512 {
-		return nil, fmt.Errorf("%w: prepare without a transaction id or coordinator", rpc.ErrBadRequest)
-	}
-	for _, m := range r.Marks {
-		if c, err := CleanPath(m); err != nil || c != m {
-			return nil, fmt.Errorf("%w: bad mark %q", rpc.ErrBadRequest, m)
-		}
-	}
-	return h.preparePart(ctx, r)
-}
-
-// preparePart stages a part at this node (see the package comment above).
-func (h *home) preparePart(ctx context.Context, r *txnPrepareReq) (*txnPrepareResp, error) {
-	p := &partTxn{id: r.TxnID, coord: r.Coordinator, ops: r.Ops, marks: r.Marks, born: time.Now()}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	h.partMu.Lock()
-	if old := h.parts[p.id]; old != nil {
-		h.partMu.Unlock()
-		return &txnPrepareResp{Rekeyed: old.rekeyed}, nil // a repeated prepare
-	}
-	h.parts[p.id] = p
-	h.partMu.Unlock()
-	ok := false
-	defer func() {
-		if !ok {
-			p.rv.end()
-			h.removeMarks(p)
-			h.partMu.Lock()
-			if h.parts[p.id] == p {
-				delete(h.parts, p.id)
-			}
-			h.partMu.Unlock()
-			p.finished.Store(true)
-		}
-	}()
-	var wait []chan struct{}
-	for attempt := 0; ; attempt++ {
-		var conflict *partTxn
-		wait, conflict = h.addMarks(p)
-		if conflict == nil {
-			break
-		}
-		if attempt >= 2 {
-			return &txnPrepareResp{Busy: true}, nil
-		}
-		pending, err := h.resolvePart(ctx, conflict)
-		if err != nil || pending {
-			return &txnPrepareResp{Busy: true}, nil
-		}
-	}
-	if !waitAll(ctx, wait, h.r.tune.StageWait) {
-		return &txnPrepareResp{Busy: true}, nil
-	}
-	busy, err := h.checkOps(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	if busy {
-		return &txnPrepareResp{Busy: true}, nil
-	}
-	paths, prefixes := p.changes()
-	if p.rv, err = h.revoke(ctx, paths, prefixes, true); err != nil {
-		return nil, err
-	}
-	var b store.Batch
-	b.PutIntent(partPrefix+p.id, p.record())
-	if err := h.apply(ctx, &b); err != nil {
-		return nil, fmt.Errorf("prepare %s: %w", p.id, err)
-	}
-	ok = true
-	return &txnPrepareResp{Rekeyed: p.rekeyed}, nil
-}
-
-// checkOps checks the preconditions of a part's ops against the store.
-// busy means the state is not what the coordinator saw (it retries).
-func (h *home) checkOps(ctx context.Context, p *partTxn) (busy bool, err error) {
-	deleted := map[string]bool{}
-	for i := range p.ops {
-		op := &p.ops[i]
-		switch op.Kind {
-		case opPutInode:
-			if op.Inode == nil || storeType(op.Inode.Type) == 0 {
-				return false, fmt.Errorf("%w: put_inode without a valid inode", rpc.ErrBadRequest)
-			}
-			if _, err := h.st.GetInode(ctx, op.Path); err == nil {
-				return false, fmt.Errorf("%s: %w", op.Path, fs.ErrExist)
-			} else if !errors.Is(err, store.ErrNotFound) {
-				return false, err
-			}
-		case opDelInode, opMoveInode:
-			ino, err := h.st.GetInode(ctx, op.Path)
-			if errors.Is(err, store.ErrNotFound) {
-				return true, nil // moved or removed since the coordinator looked
-			} else if err != nil {
-				return false, err
-			}
-			if err := typeMismatch(op.Path, op.Type, ino.Type); err != nil {
-				return false, err
-			}
-			if err := checkOwner(op.Path, &ino, op.RequireOwner); err != nil {
-				return false, err
-			}
-			if op.EmptyDir && ino.Type == store.TypeDir {
-				ents, _, err := h.st.ReadDir(ctx, op.Path, "", 1)
-				if err != nil {
-					return false, err
-				}
-				if len(ents) > 0 {
-					return false, fmt.Errorf("%s: %w", op.Path, rpc.ErrNotEmpty)
-				}
-			}
-			if op.Kind == opDelInode {
-				deleted[op.Path] = true
-				continue
-			}
-			if !deleted[op.New] {
-				if _, err := h.st.GetInode(ctx, op.New); err == nil {
-					return true, nil
-				} else if !errors.Is(err, store.ErrNotFound) {
-					return false, err
-				}
-			}
-		case opPutEntry, opDelEntry:
-			if op.Entry == nil {
-				return false, fmt.Errorf("%w: entry op without an entry", rpc.ErrBadRequest)
-			}
-			dir, err := h.st.GetInode(ctx, op.Path)
-			if errors.Is(err, store.ErrNotFound) {
-				return true, nil // the directory is not (any more) homed here
-			} else if err != nil {
-				return false, err
-			}
-			if dir.Type != store.TypeDir {
-				return false, fmt.Errorf("%s: %w", op.Path, rpc.ErrNotDir)
-			}
-			if op.DirVersion != 0 && dir.Version != op.DirVersion {
-				return true, nil // changed (its codes, say) since the coordinator read it
-			}
-			cur, err := h.st.GetEntry(ctx, op.Path, op.Entry.Name)
-			exists := err == nil
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return false, err
-			}
-			switch {
-			case op.Kind == opPutEntry && op.ExpectAbsent:
-				if exists {
-					return true, nil
-				}
-			case !exists:
-				return true, nil
-			case op.ExpectHome != "" && cur.Home != op.ExpectHome,
-				op.ExpectType != "" && typeString(cur.Type) != op.ExpectType:
-				return true, nil
-			}
-		case opRekey:
-			if op.Path == "/" || op.New == "/" || isUnder(op.New, op.Path) || isUnder(op.Path, op.New) {
-				return false, fmt.Errorf("%w: cannot rename %s to %s", rpc.ErrInvalidPath, op.Path, op.New)
-			}
-			var blocked bool
-			err := h.st.ScanInodesUnder(ctx, op.New, func(q string, _ store.Inode) error {
-				if q == op.New && deleted[q] {
-					return nil
-				}
-				blocked = true
-				return errStopScan
-			})
-			if err != nil && !errors.Is(err, errStopScan) {
-				return false, err
-			}
-			if blocked {
-				return true, nil
-			}
-			var cnt int64
-			err = h.st.ScanInodesUnder(ctx, op.Path, func(string, store.Inode) error { cnt++; return nil })
-			if err != nil {
-				return false, err
-			}
-			p.rekeyed += cnt
-		case opRecode:
-			if c, err := CleanPath(op.Path); err != nil || c != op.Path || (op.Code != nil && int(op.Code.Depth) != store.PathDepth(c)) {
-				return false, fmt.Errorf("%w: bad recode of %q", rpc.ErrBadRequest, op.Path)
-			}
-		default:
-			return false, fmt.Errorf("%w: unknown op %q", rpc.ErrBadRequest, op.Kind)
-		}
-	}
-	return false, nil
-}
-
-var errStopScan = errors.New("stop scan")
-
-// typeMismatch returns the error for an operation that expected type want
-// ("" = any) on a path of type got.
-func typeMismatch(p, want string, got store.FileType) error {
-	switch {
-	case want != "" && want != rpc.TypeDir && got == store.TypeDir:
-		return fmt.Errorf("%s: %w", p, rpc.ErrIsDir)
-	case want == rpc.TypeDir && got != store.TypeDir:
-		return fmt.Errorf("%s: %w", p, rpc.ErrNotDir)
-	}
-	return nil
-}
-
-func (h *home) handleCommit(ctx context.Context, r *txnEndReq) (*txnEndResp, error) {
-	h.partMu.Lock()
-	p := h.parts[r.TxnID]
-	h.partMu.Unlock()
-	if p == nil {
-		return &txnEndResp{}, nil // already applied
-	}
-	if err := h.applyPart(p); err != nil {
-		return nil, err
-	}
-	return &txnEndResp{}, nil
-}
-
-func (h *home) handleAbort(ctx context.Context, r *txnEndReq) (*txnEndResp, error) {
-	h.partMu.Lock()
-	p := h.parts[r.TxnID]
-	h.partMu.Unlock()
-	if p == nil {
-		return &txnEndResp{}, nil
-	}
-	if err := h.abortPart(p); err != nil {
-		return nil, err
-	}
-	return &txnEndResp{}, nil
-}
-
-// applyPart makes a committed part visible (idempotent).
-func (h *home) applyPart(p *partTxn) error {
-	ctx := h.ctx
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.finished.Load() {
-		return nil
-	}
-	subtree := hasSubtreeOp(p.ops)
-	if !p.committed.Load() {
-		var b store.Batch
-		for i := range p.ops {
-			op := &p.ops[i]
-			switch op.Kind {
-			case opPutInode:
-				b.PutInode(op.Path, storeInode(op.Inode))
-			case opDelInode:
-				b.DeleteInode(op.Path)
-			case opMoveInode:
-				ino, err := h.st.GetInode(ctx, op.Path)
-				if err != nil {
-					if errors.Is(err, store.ErrNotFound) {
-						h.log.Error("commit: moved inode missing", "txn", p.id, "path", op.Path)
-						continue
-					}
-					return err
-				}
-				b.RequireInodeVersion(op.Path, ino.Version)
-				ino.Ctime = op.Ctime
-				ino.Version++
-				ino.Ancestors = storeCodes(op.Ancestors)
-				b.DeleteInode(op.Path)
-				b.PutInode(op.New, ino)
-			case opPutEntry:
-				b.PutEntry(op.Path, storeEntry(op.Entry))
-			case opDelEntry:
-				b.DeleteEntry(op.Path, op.Entry.Name)
-			}
-		}
-		pid := partPrefix + p.id
-		if subtree {
-			p.committed.Store(true)
-			b.PutIntent(pid, p.record())
-		} else {
-			b.DeleteIntent(pid)
-		}
-		if err := h.applyMarked(ctx, &b); err != nil {
-			p.committed.Store(false)
-			return fmt.Errorf("commit %s: %w", p.id, err)
-		}
-		p.committed.Store(true)
-	}
-	for i := range p.ops {
-		switch op := &p.ops[i]; op.Kind {
-		case opRekey:
-			if err := h.rekey(ctx, op.Path, op.New, storeCodes(op.Ancestors)); err != nil {
-				return fmt.Errorf("rekey %s -> %s: %w", op.Path, op.New, err)
-			}
-		case opRecode:
-			var code *store.AncestorCode
-			if op.Code != nil {
-				c := store.AncestorCode(*op.Code)
-				code = &c
-			}
-			if err := h.recode(ctx, op.Path, code); err != nil {
-				return fmt.Errorf("recode %s: %w", op.Path, err)
-			}
-		}
-	}
-	if subtree {
-		var b store.Batch
-		b.DeleteIntent(partPrefix + p.id)
-		if err := h.apply(ctx, &b); err != nil {
-			return err
-		}
-		h.r.counters.rekeyed.Add(uint64(p.rekeyed))
-	}
-	h.finishPart(p)
-	return nil
-}
-
-// changes returns the paths (inodes, and names whose entry is put or
-// deleted) and the subtrees p's ops change.
-func (p *partTxn) changes() (paths, prefixes []string) {
-	for i := range p.ops {
-		switch op := &p.ops[i]; op.Kind {
-		case opPutInode, opDelInode:
-			paths = append(paths, op.Path)
-		case opMoveInode:
-			paths = append(paths, op.Path, op.New)
-		case opPutEntry, opDelEntry:
-			if op.Entry != nil { // a name appears or goes: leases on its absence end
-				paths = append(paths, joinPath(op.Path, op.Entry.Name))
-			}
-		case opRekey:
-			prefixes = append(prefixes, op.Path, op.New)
-		case opRecode:
-			prefixes = append(prefixes, op.Path)
-		}
-	}
-	return paths, prefixes
-}
-
-// hasSubtreeOp reports whether ops hold a change of a whole subtree
-// (rekey, recode), which runs after the part's batch.
-func hasSubtreeOp(ops []txnOp) bool {
-	for i := range ops {
-		if ops[i].Kind == opRekey || ops[i].Kind == opRecode {
-			return true
-		}
-	}
-	return false
-}
-
-// abortPart discards a prepared part (idempotent).
-func (h *home) abortPart(p *partTxn) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.finished.Load() {
-		return nil
-	}
-	if p.committed.Load() {
-		return fmt.Errorf("abort %s: part already committed", p.id)
-	}
-	var b store.Batch
-	b.DeleteIntent(partPrefix + p.id)
-	if err := h.apply(h.ctx, &b); err != nil {
-		return fmt.Errorf("abort %s: %w", p.id, err)
-	}
-	h.finishPart(p)
-	return nil
-}
-
-func (h *home) finishPart(p *partTxn) {
-	p.finished.Store(true)
-	p.rv.end()
-	h.removeMarks(p)
-	h.partMu.Lock()
-	if h.parts[p.id] == p {
-		delete(h.parts, p.id)
-	}
-	h.partMu.Unlock()
-}
-
-// resolvePart asks the coordinator how p's transaction ended and applies
-// or discards p. pending reports a transaction still undecided.
-func (h *home) resolvePart(ctx context.Context, p *partTxn) (pending bool, err error) {
-	if p.finished.Load() {
-		return false, nil
-	}
-	if p.committed.Load() {
-		return false, h.applyPart(p) // a re-key still running: wait for it
-	}
-	state, err := h.txnState(ctx, p.coord, p.id)
-	if err != nil {
-		return false, fmt.Errorf("resolving transaction %s with its coordinator %s: %w", p.id, p.coord, asUnavailable(err))
-	}
-	h.r.counters.resolved.Add(1)
-	switch state {
-	case txnCommitted:
-		return false, h.applyPart(p)
-	case txnPending:
-		return true, nil
-	}
-	return false, h.abortPart(p)
-}
-
-// txnState asks coordinator coord for the state of txn.
-func (h *home) txnState(ctx context.Context, coord, txn string) (string, error) {
-	resp, err := callShard(ctx, h.r, coord, methodTxnStatus, &txnStatusReq{TxnID: txn}, (*home).handleTxnStatus)
-	if err != nil {
-		return "", err
-	}
-	return resp.State, nil
 }
 
 // ---- coordinator side ----
@@ -927,8 +519,8 @@ func (h *home) loadTxns(ctx context.Context) error {
 				born: time.Unix(0, in.Created),
 			}
 			p.committed.Store(rec.Committed)
-			h.parts[p.id] = p
-			h.forceMarks(p)
+			h.txns.byID[p.id] = p
+			h.txns.forceMarks(p)
 		case strings.HasPrefix(in.ID, coordPrefix):
 			var rec coordRecord
 			if err := json.Unmarshal(in.Payload, &rec); err != nil {
@@ -944,16 +536,16 @@ func (h *home) loadTxns(ctx context.Context) error {
 // finishCommittedParts completes parts whose batch was applied before a
 // restart (their directory re-keys).
 func (h *home) finishCommittedParts(ctx context.Context) error {
-	h.partMu.Lock()
+	h.txns.mu.Lock()
 	var todo []*partTxn
-	for _, p := range h.parts {
+	for _, p := range h.txns.byID {
 		if p.committed.Load() {
 			todo = append(todo, p)
 		}
 	}
-	h.partMu.Unlock()
+	h.txns.mu.Unlock()
 	for _, p := range todo {
-		if err := h.applyPart(p); err != nil {
+		if err := h.txns.apply(p); err != nil {
 			return err
 		}
 	}
@@ -983,17 +575,17 @@ func (h *home) resolveTxns(ctx context.Context) {
 			}
 		}
 	}
-	h.partMu.Lock()
+	h.txns.mu.Lock()
 	var stale []*partTxn
-	for _, p := range h.parts {
+	for _, p := range h.txns.byID {
 		if time.Since(p.born) > h.r.tune.ResolveAfter {
 			stale = append(stale, p)
 		}
 	}
-	h.partMu.Unlock()
+	h.txns.mu.Unlock()
 	for _, p := range stale {
 		cctx, cancel := context.WithTimeout(ctx, h.r.tune.PeerTimeout)
-		if _, err := h.resolvePart(cctx, p); err != nil {
+		if _, err := h.txns.await(cctx, p); err != nil {
 			h.log.Debug("prepared part unresolved", "txn", p.id, "coordinator", p.coord, "err", err)
 		}
 		cancel()
@@ -1004,9 +596,9 @@ func (h *home) resolveTxns(ctx context.Context) {
 // this node coordinates that are in progress, and committed transactions
 // whose participants have not all been told yet.
 func (h *home) Pending() (parts, coords, redo int) {
-	h.partMu.Lock()
-	parts = len(h.parts)
-	h.partMu.Unlock()
+	h.txns.mu.Lock()
+	parts = len(h.txns.byID)
+	h.txns.mu.Unlock()
 	h.coordMu.Lock()
 	coords, redo = len(h.coords), len(h.redo)
 	h.coordMu.Unlock()
