@@ -78,6 +78,28 @@ also writes CSV files and PNG plots there. Progress goes to stderr.`,
 	return cmd
 }
 
+// runE is the RunE of a sim subcommand, in steps: the shared flags are
+// validated (and --quick applied), check validates the subcommand's own
+// flags (nil: none to check), the --out directory is created, then run
+// runs. Nothing is written before check passes: a usage error leaves no
+// --out directory behind.
+func (o *simOptions) runE(check, run func(cmd *cobra.Command) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, _ []string) error {
+		if err := o.validate(cmd); err != nil {
+			return err
+		}
+		if check != nil {
+			if err := check(cmd); err != nil {
+				return err
+			}
+		}
+		if err := o.prepareOut(); err != nil {
+			return err
+		}
+		return run(cmd)
+	}
+}
+
 // validate checks the shared flags and applies --quick.
 func (o *simOptions) validate(cmd *cobra.Command) error {
 	if o.quick {
@@ -226,6 +248,15 @@ func simError(err error) error {
 		return usageError{err}
 	}
 	return err
+}
+
+// simPrintJSON prints rs as one JSON object (simJSONResult) when --json is
+// given.
+func simPrintJSON[T any](cmd *cobra.Command, o *simOptions, rs []T) error {
+	if !o.json {
+		return nil
+	}
+	return writeJSON(cmd.OutOrStdout(), simJSONResult(rs))
 }
 
 // simJSONResult wraps several results as {"runs": [...]}; a single result is

@@ -108,6 +108,8 @@ func newSimBudgetCmd(o *simOptions) *cobra.Command {
 		filesPer int
 		opsPer   int
 		gf       ghbaFlags
+		specs    []budgetSpec   // the parsed --budgets (check)
+		base     sim.GHBAConfig // from the G-HBA flags (check)
 	)
 	cmd := &cobra.Command{
 		Use:   "budget",
@@ -144,10 +146,7 @@ log x) and budget_l2.png (share of L1 failures resolved at L2).`,
   ghba sim budget --servers 30,100,300 --bits-per-file 16 --out sim-out/
   ghba sim budget --servers 100 --budgets 0,64KiB,256KiB,1MiB --max-group 10`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(cmd); err != nil {
-				return err
-			}
+		RunE: o.runE(func(cmd *cobra.Command) error {
 			if err := simPositiveInts("servers", servers, 1); err != nil {
 				return err
 			}
@@ -160,7 +159,7 @@ log x) and budget_l2.png (share of L1 failures resolved at L2).`,
 			if len(budgets) == 0 {
 				return usageErrorf("--budgets: want at least one value")
 			}
-			specs := make([]budgetSpec, len(budgets))
+			specs = make([]budgetSpec, len(budgets))
 			for i, b := range budgets {
 				sp, err := parseBudget(b)
 				if err != nil {
@@ -168,8 +167,8 @@ log x) and budget_l2.png (share of L1 failures resolved at L2).`,
 				}
 				specs[i] = sp
 			}
-			base, err := gf.config()
-			if err != nil {
+			var err error
+			if base, err = gf.config(); err != nil {
 				return err
 			}
 			base.MaxGroup = maxGroup
@@ -187,15 +186,14 @@ log x) and budget_l2.png (share of L1 failures resolved at L2).`,
 			if cmd.Flags().Changed("ops") && !cmd.Flags().Changed("ops-per-server") {
 				opsPer = 0
 			}
-			if err := o.prepareOut(); err != nil {
-				return err
-			}
+			return nil
+		}, func(cmd *cobra.Command) error {
 			rows, err := runBudget(cmd, o, servers, specs, base, filesPer, opsPer)
 			if err != nil {
 				return err
 			}
 			return printBudget(cmd, o, rows, filesPer, opsPer)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.IntSliceVar(&servers, "servers", []int{10, 30, 100, 300, 1000}, "number of metadata servers N (list)")
@@ -289,10 +287,8 @@ func runBudget(cmd *cobra.Command, o *simOptions, servers []int, specs []budgetS
 }
 
 func printBudget(cmd *cobra.Command, o *simOptions, rows []budgetRow, filesPer, opsPer int) error {
-	if o.json {
-		if err := writeJSON(cmd.OutOrStdout(), simJSONResult(rows)); err != nil {
-			return err
-		}
+	if err := simPrintJSON(cmd, o, rows); err != nil {
+		return err
 	}
 	t := &simTable{header: []string{"servers", "M", "budget", "budget bytes", "replicas", "replica MiB", "vs HBA",
 		"L1%", "L2%", "L3%", "L4%", "FP L2%", "hops", "msgs/lookup", "upd msgs/s"}}

@@ -43,6 +43,7 @@ func newSimGHBACmd(o *simOptions) *cobra.Command {
 		servers []int
 		groups  []int
 		gf      ghbaFlags
+		cfgs    []sim.GHBAConfig // one per --max-group (check)
 	)
 	cmd := &cobra.Command{
 		Use:   "ghba",
@@ -70,10 +71,7 @@ goes to its holder in every other group (found through that group's IDBFA).`,
   ghba sim ghba --servers 20,40,60,80,100 --max-group 9 --out sim-out/
   ghba sim ghba --servers 100 --max-group 9 --bits-per-file 16`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(cmd); err != nil {
-				return err
-			}
+		RunE: o.runE(func(*cobra.Command) error {
 			if err := simPositiveInts("servers", servers, 1); err != nil {
 				return err
 			}
@@ -84,14 +82,13 @@ goes to its holder in every other group (found through that group's IDBFA).`,
 			if err != nil {
 				return err
 			}
-			if err := o.prepareOut(); err != nil {
-				return err
-			}
-			cfgs := make([]sim.GHBAConfig, len(groups))
+			cfgs = make([]sim.GHBAConfig, len(groups))
 			for i, m := range groups {
 				cfgs[i] = base
 				cfgs[i].MaxGroup = m
 			}
+			return nil
+		}, func(cmd *cobra.Command) error {
 			results, err := simRunAveraged(cmd, o, "ghba", servers, func(ctx context.Context, r sim.Replay) ([]sim.GHBAResult, error) {
 				return sim.GHBA(ctx, r, cfgs...)
 			})
@@ -99,7 +96,7 @@ goes to its holder in every other group (found through that group's IDBFA).`,
 				return err
 			}
 			return printGHBA(cmd, o, results, len(servers) > 1)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.IntSliceVar(&servers, "servers", []int{100}, "number of metadata servers N (list)")
@@ -109,10 +106,8 @@ goes to its holder in every other group (found through that group's IDBFA).`,
 }
 
 func printGHBA(cmd *cobra.Command, o *simOptions, rs []sim.GHBAResult, byServers bool) error {
-	if o.json {
-		if err := writeJSON(cmd.OutOrStdout(), simJSONResult(rs)); err != nil {
-			return err
-		}
+	if err := simPrintJSON(cmd, o, rs); err != nil {
+		return err
 	}
 	t := &simTable{header: []string{"servers", "M", "groups", "L1%", "L2%", "L3%", "L4%", "L1+L2%", "in group%",
 		"FP L1%", "FP L2%", "FP L3%", "hops", "msgs/lookup", "replicas", "mem vs BFA8", "segment", "L1 part"}}

@@ -17,6 +17,7 @@ func newSimHBACmd(o *simOptions) *cobra.Command {
 		thr     []float64
 		lruBits float64
 		bits    float64
+		cfg     sim.HBAConfig // from the flags (check)
 	)
 	cmd := &cobra.Command{
 		Use:   "hba",
@@ -40,10 +41,7 @@ gives hit rate vs update messages (HBA Fig. 12).`,
   ghba sim hba --servers 50 --lru-entries 300 --threshold 100,10,1,0.1,0.001 --out sim-out/
   ghba sim hba --servers 10,20,40,60,80,100 --lru-entries 300 --tif 4`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(cmd); err != nil {
-				return err
-			}
+		RunE: o.runE(func(cmd *cobra.Command) error {
 			if err := simPositiveInts("servers", servers, 1); err != nil {
 				return err
 			}
@@ -57,18 +55,17 @@ gives hit rate vs update messages (HBA Fig. 12).`,
 			if !(lruBits > 0 && lruBits <= 64) || !(bits > 0 && bits <= 64) {
 				return usageErrorf("--lru-bits %v / --bits-per-file %v: want values in (0, 64]", lruBits, bits)
 			}
-			if err := o.prepareOut(); err != nil {
-				return err
-			}
-			cfg := sim.HBAConfig{LRUEntries: entries, Thresholds: thresholds, LRUBitsPerEntry: lruBits, BitsPerFile: bits}
+			cfg = sim.HBAConfig{LRUEntries: entries, Thresholds: thresholds, LRUBitsPerEntry: lruBits, BitsPerFile: bits}
+			return nil
+		}, func(cmd *cobra.Command) error {
 			results, err := simRunAveraged(cmd, o, "hba", servers, func(ctx context.Context, r sim.Replay) ([]sim.HBAResult, error) {
 				return sim.HBA(ctx, r, cfg)
 			})
 			if err != nil {
 				return err
 			}
-			return printHBA(cmd, o, results, len(servers) > 1, len(entries) > 1, len(thresholds) > 1)
-		},
+			return printHBA(cmd, o, results, len(servers) > 1, len(entries) > 1, len(cfg.Thresholds) > 1)
+		}),
 	}
 	f := cmd.Flags()
 	f.IntSliceVar(&servers, "servers", []int{10}, "number of metadata servers N (list)")
@@ -80,10 +77,8 @@ gives hit rate vs update messages (HBA Fig. 12).`,
 }
 
 func printHBA(cmd *cobra.Command, o *simOptions, rs []sim.HBAResult, byServers, byEntries, byThreshold bool) error {
-	if o.json {
-		if err := writeJSON(cmd.OutOrStdout(), simJSONResult(rs)); err != nil {
-			return err
-		}
+	if err := simPrintJSON(cmd, o, rs); err != nil {
+		return err
 	}
 	t := &simTable{header: []string{"servers", "LRU", "threshold%", "HBA hit%", "LRU hit%", "PBA8%", "PBA12%", "PBA16%",
 		"HBA mem", "PBA12 mem", "PBA16 mem", "L1 msgs", "L2 msgs", "msgs/s"}}

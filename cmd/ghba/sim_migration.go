@@ -27,19 +27,15 @@ structures alone: the trace flags do not change it.`,
 		Example: `  ghba sim migration --servers 100 --max-group 9 --json
   ghba sim migration --servers 10,20,40,60,80,100 --max-group 9 --out sim-out/`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(cmd); err != nil {
-				return err
-			}
+		RunE: o.runE(func(*cobra.Command) error {
 			if err := simPositiveInts("servers", servers, 1); err != nil {
 				return err
 			}
 			if maxM < 1 {
 				return usageErrorf("--max-group %d: want at least 1", maxM)
 			}
-			if err := o.prepareOut(); err != nil {
-				return err
-			}
+			return nil
+		}, func(cmd *cobra.Command) error {
 			var rs []sim.MigrationResult
 			for _, n := range servers {
 				if err := cmd.Context().Err(); err != nil {
@@ -52,7 +48,7 @@ structures alone: the trace flags do not change it.`,
 				rs = append(rs, r)
 			}
 			return printMigration(cmd, o, rs)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.IntSliceVar(&servers, "servers", []int{100}, "number of servers N before the join (list)")
@@ -61,10 +57,8 @@ structures alone: the trace flags do not change it.`,
 }
 
 func printMigration(cmd *cobra.Command, o *simOptions, rs []sim.MigrationResult) error {
-	if o.json {
-		if err := writeJSON(cmd.OutOrStdout(), simJSONResult(rs)); err != nil {
-			return err
-		}
+	if err := simPrintJSON(cmd, o, rs); err != nil {
+		return err
 	}
 	t := &simTable{header: []string{"servers", "M", "M' before", "origins", "HBA", "hash", "hash expected", "G-HBA", "G-HBA expected", "IDBFA misroutes"}}
 	for _, r := range rs {

@@ -122,7 +122,10 @@ type nexusResult struct {
 }
 
 func newSimNexusCmd(o *simOptions) *cobra.Command {
-	var nf nexusFlags
+	var (
+		nf  nexusFlags
+		cfg nexusConfig // from the flags (check)
+	)
 	cmd := &cobra.Command{
 		Use:   "nexus",
 		Short: "Nexus metadata prefetching vs LRU, LFU, MRU, successor predictors, PG and OPT (Nexus Figs. 8–16)",
@@ -169,23 +172,16 @@ nexus_window.png.`,
   ghba sim nexus --studies compare,grouping --grouping server --window 3 --group 1
   ghba sim nexus --studies weights --full-grid --quick`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(cmd); err != nil {
-				return err
-			}
-			cfg, err := nf.config()
-			if err != nil {
-				return err
-			}
-			if err := o.prepareOut(); err != nil {
-				return err
-			}
+		RunE: o.runE(func(*cobra.Command) (err error) {
+			cfg, err = nf.config()
+			return err
+		}, func(cmd *cobra.Command) error {
 			rs, err := runNexus(cmd, o, cfg)
 			if err != nil {
 				return err
 			}
 			return printNexus(cmd, o, cfg, rs)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	d := cachesim.DefaultLatency()
@@ -502,10 +498,8 @@ func nexusNames() []string {
 }
 
 func printNexus(cmd *cobra.Command, o *simOptions, c nexusConfig, rs []nexusResult) error {
-	if o.json {
-		if err := writeJSON(cmd.OutOrStdout(), simJSONResult(rs)); err != nil {
-			return err
-		}
+	if err := simPrintJSON(cmd, o, rs); err != nil {
+		return err
 	}
 	r0 := rs[0]
 	trace := fmt.Sprintf("%s; %d accesses (%d writes) by %d clients, working set %d paths (%.0f per client)",

@@ -15,6 +15,7 @@ func newSimOptimalMCmd(o *simOptions) *cobra.Command {
 		minM, maxM int
 		gf         ghbaFlags
 		d          = sim.DefaultDelays
+		base       sim.GHBAConfig // from the G-HBA flags (check)
 	)
 	cmd := &cobra.Command{
 		Use:   "optimal-m",
@@ -38,10 +39,7 @@ Values of M giving the same grouping as a smaller M are skipped.`,
   ghba sim optimal-m --servers 30,100 --json
   ghba sim optimal-m --servers 100 --max-m 16 --d-per-msg 0.05 --out sim-out/`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(cmd); err != nil {
-				return err
-			}
+		RunE: o.runE(func(*cobra.Command) error {
 			if err := simPositiveInts("servers", servers, 2); err != nil {
 				return err
 			}
@@ -51,13 +49,12 @@ Values of M giving the same grouping as a smaller M are skipped.`,
 			if d.Mem < 0 || d.RTT < 0 || d.PerMsg < 0 {
 				return usageErrorf("delays must not be negative")
 			}
-			base, err := gf.config()
-			if err != nil {
+			var err error
+			if base, err = gf.config(); err != nil {
 				return err
 			}
-			if err := o.prepareOut(); err != nil {
-				return err
-			}
+			return nil
+		}, func(cmd *cobra.Command) error {
 			p := newSimProgress(cmd, o, "optimal-m", len(servers)*o.runs)
 			var results []*sim.OptimalMResult
 			for _, n := range servers {
@@ -72,7 +69,7 @@ Values of M giving the same grouping as a smaller M are skipped.`,
 				results = append(results, res)
 			}
 			return printOptimalM(cmd, o, results)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.IntSliceVar(&servers, "servers", []int{30}, "number of metadata servers N (list)")
@@ -86,10 +83,8 @@ Values of M giving the same grouping as a smaller M are skipped.`,
 }
 
 func printOptimalM(cmd *cobra.Command, o *simOptions, rs []*sim.OptimalMResult) error {
-	if o.json {
-		if err := writeJSON(cmd.OutOrStdout(), simJSONResult(rs)); err != nil {
-			return err
-		}
+	if err := simPrintJSON(cmd, o, rs); err != nil {
+		return err
 	}
 	t := &simTable{header: []string{"servers", "M", "M'", "P_LRU%", "P_L2%", "latency ms", "space vs BFA8", "gamma", "gamma eq2"}}
 	summary := &simTable{header: []string{"servers", "optimal M", "within 2%", "optimal M (eq. 2)"}}

@@ -12,10 +12,12 @@ import (
 
 func newSimPBACmd(o *simOptions) *cobra.Command {
 	var (
-		servers []int
-		bits    []float64
-		hashes  []int
-		thr     []float64
+		servers    []int
+		bits       []float64
+		hashes     []int
+		thr        []float64
+		thresholds []float64       // thr as shares of bits (check)
+		cfgs       []sim.PBAConfig // every combination of the lists (check)
 	)
 	cmd := &cobra.Command{
 		Use:   "pba",
@@ -40,18 +42,14 @@ HBA Table 4.`,
   ghba sim pba --servers 100 --bits-per-file 16 --hashes 1,2,4,6,8,11,14
   ghba sim pba --servers 10 --bits-per-file 8 --threshold 100,10,0.001,0.00001`,
 		Args: noArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := o.validate(cmd); err != nil {
-				return err
-			}
+		RunE: o.runE(func(*cobra.Command) (err error) {
 			if err := simPositiveInts("servers", servers, 1); err != nil {
 				return err
 			}
 			if err := simPositiveInts("hashes", hashes, 0); err != nil {
 				return err
 			}
-			thresholds, err := simPercentages("threshold", thr)
-			if err != nil {
+			if thresholds, err = simPercentages("threshold", thr); err != nil {
 				return err
 			}
 			if len(bits) == 0 {
@@ -62,7 +60,6 @@ HBA Table 4.`,
 					return usageErrorf("--bits-per-file %v: want a value in (0, 64]", b)
 				}
 			}
-			var cfgs []sim.PBAConfig
 			for _, b := range bits {
 				for _, k := range hashes {
 					for _, t := range thresholds {
@@ -70,9 +67,8 @@ HBA Table 4.`,
 					}
 				}
 			}
-			if err := o.prepareOut(); err != nil {
-				return err
-			}
+			return nil
+		}, func(cmd *cobra.Command) error {
 			results, err := simRunAveraged(cmd, o, "pba", servers, func(ctx context.Context, r sim.Replay) ([]sim.PBAResult, error) {
 				return sim.PBA(ctx, r, cfgs...)
 			})
@@ -80,7 +76,7 @@ HBA Table 4.`,
 				return err
 			}
 			return printPBA(cmd, o, results, len(bits) > 1, len(hashes) > 1, len(thresholds) > 1)
-		},
+		}),
 	}
 	f := cmd.Flags()
 	f.IntSliceVar(&servers, "servers", []int{10}, "number of metadata servers N (list)")
@@ -91,10 +87,8 @@ HBA Table 4.`,
 }
 
 func printPBA(cmd *cobra.Command, o *simOptions, rs []sim.PBAResult, byBits, byHashes, byThreshold bool) error {
-	if o.json {
-		if err := writeJSON(cmd.OutOrStdout(), simJSONResult(rs)); err != nil {
-			return err
-		}
+	if err := simPrintJSON(cmd, o, rs); err != nil {
+		return err
 	}
 	t := &simTable{header: []string{"servers", "bits/file", "k", "threshold%", "theory hit%", "sim hit%", "fill-theory hit%", "theory false-new%", "sim false-new%", "update msgs"}}
 	for _, r := range rs {
