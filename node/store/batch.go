@@ -73,8 +73,9 @@ type mutation struct {
 type Batch struct {
 	conds []cond
 	muts  []mutation
-	err   error
-	texts bool // an inode put has a text
+	err      error
+	texts    bool // an inode put has a text
+	entryIDs bool // an entry put has an id (batch format version 2)
 }
 
 // HasText reports whether an inode the batch puts has a text (Inode.Text).
@@ -149,7 +150,7 @@ func (b *Batch) Len() int { return len(b.conds) + len(b.muts) }
 func (b *Batch) Reset() {
 	clear(b.conds)
 	clear(b.muts)
-	b.conds, b.muts, b.err, b.texts = b.conds[:0], b.muts[:0], nil, false
+	b.conds, b.muts, b.err, b.texts, b.entryIDs = b.conds[:0], b.muts[:0], nil, false, false
 }
 
 func (b *Batch) ok(err error) bool {
@@ -186,6 +187,7 @@ func (b *Batch) DeleteInode(path string) {
 func (b *Batch) PutEntry(dir string, e Entry) {
 	if b.entryArgs(dir, e.Name) && b.ok(checkType(e.Type)) && b.ok(checkID("home", e.Home)) {
 		b.addMut(mutation{kind: mutSet, key: entryKey(dir, e.Name), val: encodeEntry(&e)})
+		b.entryIDs = b.entryIDs || e.ID != 0
 	}
 }
 

@@ -9,7 +9,7 @@ import (
 // batch travels in a shard's Raft log. It records the batch's operations,
 // not its Badger keys:
 //
-//	batch   v=1 n:uvarint cond[n] m:uvarint mut[m]
+//	batch   v n:uvarint cond[n] m:uvarint mut[m]      (v = 1 or 2)
 //	str     len:uvarint bytes[len]
 //	cond    kind:u8, then by kind:
 //	        1 inode absent    path:str
@@ -26,6 +26,7 @@ import (
 //	        1 put inode       path:str inode:str  (the inode value, codec.go)
 //	        2 delete inode    path:str
 //	        3 put entry       dir:str name:str type:u8 home:str
+//	                          [id:uvarint]  (v = 2 only: Entry.ID, 0 for none)
 //	        4 delete entry    dir:str name:str
 //	        5 put intent      id:str created:varint payload:str
 //	        6 delete intent   id:str
@@ -37,7 +38,16 @@ import (
 // that meets a version it does not know fails with ErrUnknownVersion (a
 // replica must then stop rather than skip the entry), while damage within a
 // known version fails with ErrCorrupt.
-const batchFormatV1 byte = 1
+//
+// Version 2 adds the child's inode id to every put entry (docs/design.md,
+// "Inode ids"). A batch none of whose entries carries an id is written as
+// version 1, byte for byte as before ids existed, so only batches that
+// need the new field reach a build that does not know it (which halts
+// rather than drop the ids: "Upgrades and unknown commands").
+const (
+	batchFormatV1 byte = 1
+	batchFormatV2 byte = 2
+)
 
 // Mutation op codes of the batch binary format: never renumber them.
 const (
@@ -53,7 +63,7 @@ const (
 
 // maxInodeValueLen bounds an encoded inode: its fixed fields, a layout of
 // at most MaxBlobLen bytes, a symlink target, ancestor codes and a text.
-const maxInodeValueLen = MaxBlobLen + MaxPathLen + MaxTextLen + 2 + 14*binary.MaxVarintLen64 +
+const maxInodeValueLen = MaxBlobLen + MaxPathLen + MaxTextLen + 2 + 15*binary.MaxVarintLen64 +
 	MaxAncestorCodes*4*binary.MaxVarintLen64
 
 // MarshalBinary encodes the batch in its versioned binary format; a batch
@@ -78,7 +88,11 @@ func (b *Batch) AppendBinary(buf []byte) ([]byte, error) {
 	if b.err != nil {
 		return buf, fmt.Errorf("store: encode batch: %w", b.err)
 	}
-	buf = append(buf, batchFormatV1)
+	v := batchFormatV1
+	if b.entryIDs {
+		v = batchFormatV2
+	}
+	buf = append(buf, v)
 	buf = binary.AppendUvarint(buf, uint64(len(b.conds)))
 	for i := range b.conds {
 		var err error
@@ -89,7 +103,7 @@ func (b *Batch) AppendBinary(buf []byte) ([]byte, error) {
 	buf = binary.AppendUvarint(buf, uint64(len(b.muts)))
 	for i := range b.muts {
 		var err error
-		if buf, err = b.muts[i].appendBinary(buf); err != nil {
+		if buf, err = b.muts[i].appendBinary(buf, v); err != nil {
 			return buf, fmt.Errorf("store: encode batch: mutation %d: %w", i, err)
 		}
 	}
@@ -131,7 +145,7 @@ func (c *cond) appendBinary(b []byte) ([]byte, error) {
 	return b, fmt.Errorf("unknown precondition kind %d", c.kind)
 }
 
-func (m *mutation) appendBinary(b []byte) ([]byte, error) {
+func (m *mutation) appendBinary(b []byte, v byte) ([]byte, error) {
 	switch {
 	case m.kind == mutSetInode:
 		return appendStr(appendStr(append(b, opPutInode), m.key[1:]), m.val), nil
@@ -148,7 +162,11 @@ func (m *mutation) appendBinary(b []byte) ([]byte, error) {
 		if err != nil {
 			return b, err
 		}
-		return appendStr(append(b, byte(e.Type)), e.Home), nil
+		b = appendStr(append(b, byte(e.Type)), e.Home)
+		if v >= batchFormatV2 {
+			b = binary.AppendUvarint(b, e.ID)
+		}
+		return b, nil
 	case m.kind == mutDelete && m.key[0] == pfxIntent:
 		return appendStr(append(b, opDeleteIntent), m.key[1:]), nil
 	case m.kind == mutSet && m.key[0] == pfxIntent:
@@ -188,13 +206,15 @@ func (b *Batch) UnmarshalBinary(data []byte) error {
 func decodeBatch(data []byte) (Batch, error) {
 	var nb Batch
 	r := reader{b: data}
-	if v := r.byte("batch format version"); r.err == nil && v != batchFormatV1 {
+	v := r.byte("batch format version")
+	if r.err == nil && v != batchFormatV1 && v != batchFormatV2 {
 		return nb, fmt.Errorf("store: decode batch: %w: batch format %d", ErrUnknownVersion, v)
 	}
+	decodeMut := func(r *reader) error { return nb.decodeMut(r, v) }
 	parts := []struct {
 		what   string
 		decode func(*reader) error
-	}{{"precondition", nb.decodeCond}, {"mutation", nb.decodeMut}}
+	}{{"precondition", nb.decodeCond}, {"mutation", decodeMut}}
 	for _, part := range parts {
 		// Every operation takes at least 2 bytes: its code and a length.
 		n := r.count("batch "+part.what+" count", 2)
@@ -274,7 +294,7 @@ func (b *Batch) decodeCond(r *reader) error {
 	return b.decoded(r)
 }
 
-func (b *Batch) decodeMut(r *reader) error {
+func (b *Batch) decodeMut(r *reader, v byte) error {
 	op := r.byte("mutation op")
 	if r.err != nil {
 		return r.err
@@ -302,7 +322,14 @@ func (b *Batch) decodeMut(r *reader) error {
 		}
 		t := FileType(r.byte("entry type"))
 		home := r.str("home", MaxIDLen)
-		b.PutEntry(dir, Entry{Name: name, Type: t, Home: home})
+		var id uint64
+		if v >= batchFormatV2 {
+			id = r.uvarint("entry id")
+		}
+		if r.err != nil {
+			return r.err
+		}
+		b.PutEntry(dir, Entry{Name: name, Type: t, Home: home, ID: id})
 	case opPutIntent:
 		id := r.str("intent id", MaxIDLen)
 		created := r.varint("created")

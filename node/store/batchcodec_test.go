@@ -56,6 +56,14 @@ func TestBatchBinaryRoundTrip(t *testing.T) {
 			return &b
 		}(),
 		"create": createBatch("/dir/file", TypeFile, "n1"),
+		"ids": func() *Batch {
+			var b Batch
+			b.PutInode("/f", Inode{Type: TypeFile, ID: 1 << 40})
+			b.PutEntry("/", Entry{Name: "f", Type: TypeFile, Home: "n1", ID: 1 << 40})
+			b.PutEntry("/", Entry{Name: "g", Type: TypeFile, Home: "n1"}) // no id yet: 0 in version 2
+			b.PutEntry("/", Entry{Name: "h", Type: TypeDir, Home: "n2", ID: math.MaxUint64})
+			return &b
+		}(),
 		"text": func() *Batch {
 			var b Batch
 			b.PutInode("/a", Inode{Type: TypeFile})
@@ -107,7 +115,8 @@ func TestBatchBinaryRejects(t *testing.T) {
 	}{
 		{"nil", nil, []error{ErrCorrupt}},
 		{"version 0", []byte{0, 0, 0}, []error{ErrUnknownVersion}},
-		{"version 2", append([]byte{2}, enc[1:]...), []error{ErrUnknownVersion}},
+		{"version 3", append([]byte{3}, enc[1:]...), []error{ErrUnknownVersion}},
+		{"version 2 entry without its id", []byte{batchFormatV2, 0, 1, opPutEntry, 1, '/', 1, 'n', 1, 1, 'h'}, []error{ErrCorrupt}},
 		{"trailing byte", append(slices.Clone(enc), 0), []error{ErrCorrupt}},
 		{"count too large", []byte{batchFormatV1, 0xff, 0xff, 0x03, 0}, []error{ErrCorrupt}},
 		{"unknown precondition", []byte{batchFormatV1, 1, 10, 0, 0}, []error{ErrCorrupt}},
@@ -305,4 +314,36 @@ func FuzzBatchDecode(f *testing.F) {
 			t.Fatalf("encoding not stable (%v)", err)
 		}
 	})
+}
+
+// TestBatchFormatVersionByEntryIDs checks that a batch is written in
+// format version 1, as before entry ids existed, unless one of its entries
+// carries an id, and that version 2 carries the ids.
+func TestBatchFormatVersionByEntryIDs(t *testing.T) {
+	var old Batch
+	old.PutInode("/f", Inode{Type: TypeFile, ID: 9}) // an inode's id is in its value: no new format
+	old.PutEntry("/", Entry{Name: "f", Type: TypeFile, Home: "n1"})
+	enc, err := old.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc[0] != batchFormatV1 {
+		t.Errorf("batch without entry ids: format %d, want %d", enc[0], batchFormatV1)
+	}
+	var withID Batch
+	withID.PutEntry("/", Entry{Name: "f", Type: TypeFile, Home: "n1", ID: 9})
+	if enc, err = withID.MarshalBinary(); err != nil {
+		t.Fatal(err)
+	}
+	if enc[0] != batchFormatV2 {
+		t.Fatalf("batch with an entry id: format %d, want %d", enc[0], batchFormatV2)
+	}
+	var got Batch
+	if err := got.UnmarshalBinary(enc); err != nil {
+		t.Fatal(err)
+	}
+	e, err := decodeEntry("f", got.muts[0].val)
+	if err != nil || e.ID != 9 {
+		t.Fatalf("decoded entry %+v (%v), want id 9", e, err)
+	}
 }

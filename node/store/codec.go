@@ -50,7 +50,12 @@ const (
 //	        [len:uvarint text[len]]                     (Inode.Text; absent: none;
 //	                                                   when present, the codes are
 //	                                                   too, n = 0 for none)
+//	        [id:uvarint]                                (Inode.ID; absent: 0; when
+//	                                                   present, the codes and the
+//	                                                   text are too, n = 0 and
+//	                                                   len = 0 for none; never 0)
 //	entry   v=1 type:u8 len:uvarint home[len]          (name is in the key)
+//	        [id:uvarint]                                (Entry.ID; absent: 0; never 0)
 //	intent  v=1 created:varint len:uvarint payload[len] (id is in the key)
 //	rekey   v=1 started:varint len:uvarint new[len]     (old is in the key)
 //	        [n:uvarint n×code]                          (the new chain; absent: none)
@@ -61,7 +66,12 @@ const (
 //	meta    raw bytes, opaque to the store
 //
 // The applied index record was added without a schema change: a build that
-// does not know it ignores it. The batch binary format is in batchcodec.go,
+// does not know it ignores it. So were the trailing ids of inodes and
+// entries: every field after the layout (and a symlink's target) is
+// optional and comes in a fixed order, so a value written before a field
+// existed decodes with its zero value (an id of 0), and each optional field
+// is written only when it, or a field after it, is set, which keeps the
+// encoding of a value unique. The batch binary format is in batchcodec.go,
 // the backup format in backup.go.
 const formatV1 byte = 1
 
@@ -355,7 +365,7 @@ func encodeInode(ino *Inode) []byte {
 		b = binary.AppendUvarint(b, uint64(len(ino.Target)))
 		b = append(b, ino.Target...)
 	}
-	if ino.Text == "" {
+	if ino.Text == "" && ino.ID == 0 {
 		return appendCodes(b, ino.Ancestors)
 	}
 	b = binary.AppendUvarint(b, uint64(len(ino.Ancestors)))
@@ -363,7 +373,11 @@ func encodeInode(ino *Inode) []byte {
 		b = appendCode(b, c)
 	}
 	b = binary.AppendUvarint(b, uint64(len(ino.Text)))
-	return append(b, ino.Text...)
+	b = append(b, ino.Text...)
+	if ino.ID == 0 {
+		return b
+	}
+	return binary.AppendUvarint(b, ino.ID)
 }
 
 // MaxAncestorCodes bounds the ancestor codes of an inode (a path has at
@@ -462,12 +476,20 @@ func decodeInode(b []byte) (Inode, error) {
 		}
 	}
 	if len(r.b) > 0 && r.err == nil {
-		// The ancestor codes, then the text if anything follows them
-		// (an empty list of codes is written only before a text).
+		// The ancestor codes, then the text if anything follows them,
+		// then the id if anything follows the text (an empty list of
+		// codes is written only before a text, an empty text only
+		// before an id).
 		ino.Ancestors = r.codeList("inode", r.count("inode ancestor codes", 4))
 		switch {
 		case r.err == nil && len(r.b) > 0:
-			if ino.Text = r.str("text", MaxTextLen); r.err == nil && ino.Text == "" {
+			ino.Text = r.str("text", MaxTextLen)
+			switch {
+			case r.err == nil && len(r.b) > 0:
+				if ino.ID = r.uvarint("inode id"); r.err == nil && ino.ID == 0 {
+					r.fail("an inode id of 0 is written as none")
+				}
+			case r.err == nil && ino.Text == "":
 				r.fail("an empty text is written as none")
 			}
 		case r.err == nil && len(ino.Ancestors) == 0:
@@ -490,10 +512,14 @@ func inodeTypeOf(b []byte) FileType {
 }
 
 func encodeEntry(e *Entry) []byte {
-	b := make([]byte, 0, 2+binary.MaxVarintLen64+len(e.Home))
+	b := make([]byte, 0, 2+2*binary.MaxVarintLen64+len(e.Home))
 	b = append(b, formatV1, byte(e.Type))
 	b = binary.AppendUvarint(b, uint64(len(e.Home)))
-	return append(b, e.Home...)
+	b = append(b, e.Home...)
+	if e.ID == 0 {
+		return b
+	}
+	return binary.AppendUvarint(b, e.ID)
 }
 
 // decodeEntry decodes an entry value; name comes from the key.
@@ -502,10 +528,16 @@ func decodeEntry(name string, b []byte) (Entry, error) {
 	r.version("entry")
 	t := r.ftype("entry")
 	home := r.bytes("home", MaxIDLen)
+	var id uint64
+	if r.err == nil && len(r.b) > 0 {
+		if id = r.uvarint("entry id"); r.err == nil && id == 0 {
+			r.fail("an entry id of 0 is written as none")
+		}
+	}
 	if err := r.end("entry"); err != nil {
 		return Entry{}, err
 	}
-	return Entry{Name: name, Type: t, Home: string(home)}, nil
+	return Entry{Name: name, Type: t, Home: string(home), ID: id}, nil
 }
 
 func encodeIntent(in *Intent) []byte {

@@ -21,6 +21,10 @@ var inodeCases = []Inode{
 	{Type: TypeSymlink, Target: "/x", Ancestors: []AncestorCode{{Depth: 1, Mode: 0o100}}},
 	{Type: TypeFile, Size: 12, Text: "hello, world"},
 	{Type: TypeFile, Text: strings.Repeat("é", MaxTextLen/2), Ancestors: []AncestorCode{{Depth: 2, Mode: 0o110, UID: 3}}},
+	{Type: TypeDir, Mode: 0o755, Nlink: 2, ID: 1},
+	{Type: TypeFile, Size: 3, ID: math.MaxUint64, Text: "abc"},
+	{Type: TypeSymlink, Target: "t", ID: 77, Ancestors: []AncestorCode{{Depth: 1, Mode: 0o100}}},
+	{Type: TypeFile, Layout: []byte{1, 2}, ID: 1 << 33, Text: "x", Ancestors: []AncestorCode{{Depth: 4, Mode: 0o10}}},
 }
 
 func TestInodeTextChecked(t *testing.T) {
@@ -62,7 +66,8 @@ func TestInodeRoundTrip(t *testing.T) {
 }
 
 func TestEntryIntentRekeyCountsRoundTrip(t *testing.T) {
-	for _, e := range []Entry{{Name: "a", Type: TypeFile, Home: "n1"}, {Name: "é b", Type: TypeDir, Home: string(bytes.Repeat([]byte("h"), MaxIDLen))}} {
+	for _, e := range []Entry{{Name: "a", Type: TypeFile, Home: "n1"}, {Name: "é b", Type: TypeDir, Home: string(bytes.Repeat([]byte("h"), MaxIDLen))},
+		{Name: "c", Type: TypeSymlink, Home: "n2", ID: 1}, {Name: "d", Type: TypeFile, Home: "n3", ID: math.MaxUint64}} {
 		got, err := decodeEntry(e.Name, encodeEntry(&e))
 		if err != nil || got != e {
 			t.Errorf("entry %+v: got %+v, %v", e, got, err)
@@ -349,4 +354,49 @@ func FuzzParseEntryKey(f *testing.F) {
 			t.Fatalf("parse(%q) = %q, %q: does not re-encode", k, d, n)
 		}
 	})
+}
+
+// TestLegacyValuesDecodeWithoutIDs checks that inode and entry values
+// written before ids existed (no trailing id) decode with ID 0, and that
+// the optional trailing fields keep one encoding per value: an id of 0,
+// an empty text not followed by an id and an empty code list not followed
+// by anything are refused.
+func TestLegacyValuesDecodeWithoutIDs(t *testing.T) {
+	// An inode as builds before ids wrote it: fixed fields, layout, no
+	// codes, no text.
+	legacy := []byte{formatV1, byte(TypeFile), 0x80, 0x03 /* mode 0o600 */, 0, 0, 2 /* size 1 */, 0, 0, 0, 1, 3, 0}
+	ino, err := decodeInode(legacy)
+	if err != nil || ino.ID != 0 || ino.Mode != 0o600 || ino.Size != 1 || ino.Version != 3 {
+		t.Fatalf("legacy inode: %+v, %v", ino, err)
+	}
+	withText := append(slices.Clone(legacy), 0, 2, 'h', 'i')
+	if ino, err = decodeInode(withText); err != nil || ino.ID != 0 || ino.Text != "hi" {
+		t.Fatalf("legacy inode with text: %+v, %v", ino, err)
+	}
+	if ino, err = decodeInode(append(slices.Clone(withText), 5)); err != nil || ino.ID != 5 {
+		t.Fatalf("inode with an id after its text: %+v, %v", ino, err)
+	}
+	if ino, err = decodeInode(append(slices.Clone(legacy), 0, 0, 5)); err != nil || ino.ID != 5 || ino.Text != "" || ino.Ancestors != nil {
+		t.Fatalf("inode with an id alone: %+v, %v", ino, err)
+	}
+	for name, b := range map[string][]byte{
+		"id 0":                 append(slices.Clone(legacy), 0, 0, 0),
+		"empty text, no id":    append(slices.Clone(legacy), 0, 0),
+		"empty codes, nothing": append(slices.Clone(legacy), 0),
+		"id overflow":          append(slices.Clone(legacy), 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
+	} {
+		if _, err := decodeInode(b); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: err = %v, want ErrCorrupt", name, err)
+		}
+	}
+	entry := []byte{formatV1, byte(TypeDir), 2, 'n', '1'}
+	if e, err := decodeEntry("d", entry); err != nil || e.ID != 0 || e.Home != "n1" {
+		t.Fatalf("legacy entry: %+v, %v", e, err)
+	}
+	if e, err := decodeEntry("d", append(slices.Clone(entry), 9)); err != nil || e.ID != 9 {
+		t.Fatalf("entry with an id: %+v, %v", e, err)
+	}
+	if _, err := decodeEntry("d", append(slices.Clone(entry), 0)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("entry id 0: err = %v, want ErrCorrupt", err)
+	}
 }

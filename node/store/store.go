@@ -726,11 +726,26 @@ func (s *Store) GetIntent(ctx context.Context, id string) (Intent, error) {
 
 // ListIntents returns every intent, sorted by id.
 func (s *Store) ListIntents(ctx context.Context) ([]Intent, error) {
+	return s.ListIntentsPrefix(ctx, "", "", 0)
+}
+
+// ListIntentsPrefix returns, sorted by id, up to limit intents (limit <= 0:
+// all) whose id starts with prefix and sorts after the id after ("" for
+// the first page; pass the last id of the previous page to continue).
+func (s *Store) ListIntentsPrefix(ctx context.Context, prefix, after string, limit int) ([]Intent, error) {
 	var out []Intent
+	pfx := intentKey(prefix)
 	err := s.view(ctx, func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pfxIntent}, PrefetchValues: true, PrefetchSize: 64})
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: pfx, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
+		seek := pfx
+		if after != "" && after >= prefix {
+			seek = append(intentKey(after), 0) // the first key after after's
+		}
+		for it.Seek(seek); it.Valid(); it.Next() {
+			if limit > 0 && len(out) == limit {
+				return nil
+			}
 			item := it.Item()
 			id := string(item.Key()[1:])
 			var in Intent

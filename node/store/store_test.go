@@ -616,3 +616,39 @@ func TestEntriesExist(t *testing.T) {
 		}
 	}
 }
+
+// TestListIntentsPrefix pages through the intents of one prefix only.
+func TestListIntentsPrefix(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, testOptions(t))
+	for _, id := range []string{"a/1", "t/1", "t/2", "t/3", "u/1", "t", "s/9"} {
+		if err := s.PutIntent(ctx, id, []byte(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idsOf := func(ins []Intent) []string {
+		var out []string
+		for _, in := range ins {
+			out = append(out, in.ID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		prefix, after string
+		limit         int
+		want          []string
+	}{
+		{"t/", "", 0, []string{"t/1", "t/2", "t/3"}},
+		{"t/", "", 2, []string{"t/1", "t/2"}},
+		{"t/", "t/2", 2, []string{"t/3"}},
+		{"t/", "t/3", 0, nil},
+		{"t/", "a", 0, []string{"t/1", "t/2", "t/3"}}, // an after below the prefix: from its start
+		{"x/", "", 0, nil},
+		{"", "t/3", 2, []string{"u/1"}},
+	} {
+		got, err := s.ListIntentsPrefix(ctx, tc.prefix, tc.after, tc.limit)
+		if err != nil || !slices.Equal(idsOf(got), tc.want) {
+			t.Errorf("ListIntentsPrefix(%q, %q, %d) = %q, %v; want %q", tc.prefix, tc.after, tc.limit, idsOf(got), err, tc.want)
+		}
+	}
+}

@@ -71,6 +71,10 @@ type Inode struct {
 	// ancestor with search for user, group and other refuses no one and
 	// is left out, so most inodes carry none.
 	Ancestors []AncestorCode
+	// ID is the inode's cluster-unique id, given at its creation and
+	// never changed (renames keep it; docs/design.md, "Inode ids"). 0:
+	// none yet (an inode written before ids existed).
+	ID uint64
 }
 
 // AncestorCode is the search permission one ancestor directory gives its
@@ -191,6 +195,10 @@ type Entry struct {
 	Type FileType
 	// Home is the id of the node that stores the child's inode.
 	Home string
+	// ID is the child's inode id (Inode.ID), so that a listing gives it
+	// without a stat; 0 when unknown (an entry written before ids
+	// existed, or whose inode got its id on another shard).
+	ID uint64
 }
 
 // Intent is a small durable record of a multi-step operation in progress,
