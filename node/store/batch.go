@@ -71,8 +71,8 @@ type mutation struct {
 // modified while a Commit of it is in progress, and is not safe for
 // concurrent use.
 type Batch struct {
-	conds []cond
-	muts  []mutation
+	conds    []cond
+	muts     []mutation
 	err      error
 	texts    bool // an inode put has a text
 	entryIDs bool // an entry put has an id (batch format version 2)
