@@ -66,6 +66,11 @@ var (
 	// ServerOptions.Authenticate). A token that is valid but does not allow
 	// the operation is refused with fs.ErrPermission instead.
 	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrVersionMismatch reports a conditional change (for example
+	// SetAttrRequest.IfVersion) refused because the inode's version is
+	// not the one the caller named: someone changed it since the caller
+	// read it. Nothing was changed; read again and retry.
+	ErrVersionMismatch = errors.New("version mismatch")
 )
 
 // Code is the error code carried in a response frame. CodeOK means success;
@@ -94,6 +99,7 @@ const (
 	CodeInvalid          Code = 15 // fs.ErrInvalid (invalid argument other than a path)
 	CodeNotLeader        Code = 16 // ErrNotLeader (also matches ErrUnavailable); message names the leader
 	CodeUnauthenticated  Code = 17 // ErrUnauthenticated
+	CodeVersionMismatch  Code = 18 // ErrVersionMismatch
 )
 
 var codeNames = [...]string{
@@ -115,6 +121,7 @@ var codeNames = [...]string{
 	CodeInvalid:          "invalid",
 	CodeNotLeader:        "not_leader",
 	CodeUnauthenticated:  "unauthenticated",
+	CodeVersionMismatch:  "version_mismatch",
 }
 
 // String returns the code's short name, e.g. "not_exist".
@@ -161,6 +168,8 @@ func (c Code) sentinel() error {
 		return ErrNotLeader
 	case CodeUnauthenticated:
 		return ErrUnauthenticated
+	case CodeVersionMismatch:
+		return ErrVersionMismatch
 	}
 	return nil
 }
@@ -244,6 +253,8 @@ func ErrorCode(err error) Code {
 		return CodeDeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		return CodeCanceled
+	case errors.Is(err, ErrVersionMismatch):
+		return CodeVersionMismatch
 	case errors.Is(err, fs.ErrNotExist):
 		return CodeNotExist
 	case errors.Is(err, fs.ErrExist):

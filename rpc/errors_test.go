@@ -10,8 +10,8 @@ import (
 
 func TestCodeMapping(t *testing.T) {
 	last := Code(len(codeNames) - 1)
-	if last != CodeUnauthenticated {
-		t.Errorf("last named code = %v, want %v", last, CodeUnauthenticated)
+	if last != CodeVersionMismatch {
+		t.Errorf("last named code = %v, want %v", last, CodeVersionMismatch)
 	}
 	for code := CodeOK; code <= last; code++ {
 		if code == CodeOK {
@@ -64,6 +64,12 @@ func TestCodeMapping(t *testing.T) {
 	}
 	if s := CodeUnauthenticated.String(); s != "unauthenticated" {
 		t.Errorf("CodeUnauthenticated.String() = %q", s)
+	}
+	// A version mismatch is its own class: not a conflict to retry
+	// blindly, not "exists", not "unavailable".
+	vm := CodeVersionMismatch.Err("version 3, not 2")
+	if !errors.Is(vm, ErrVersionMismatch) || errors.Is(vm, fs.ErrExist) || errors.Is(vm, ErrUnavailable) || ErrorCode(fmt.Errorf("setattr /a: %w", ErrVersionMismatch)) != CodeVersionMismatch {
+		t.Errorf("CodeVersionMismatch maps wrongly: %v", vm)
 	}
 }
 

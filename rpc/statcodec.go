@@ -15,7 +15,7 @@ import "math"
 func (r *StatResponse) appendMsgpack(b []byte) []byte {
 	in := &r.Inode
 	n := 14 // the fields always present
-	for _, set := range [...]bool{len(in.Layout) > 0, in.Target != "", in.HasText, in.Text != "", len(in.Ancestors) > 0, r.HomeAddr != "", r.Lease != 0} {
+	for _, set := range [...]bool{len(in.Layout) > 0, in.Target != "", in.HasText, in.Text != "", len(in.Ancestors) > 0, r.HomeAddr != "", r.Lease != 0, in.ID != 0} {
 		if set {
 			n++
 		}
@@ -42,6 +42,9 @@ func (r *StatResponse) appendMsgpack(b []byte) []byte {
 		b = kvStr(b, "home_addr", r.HomeAddr)
 	}
 	b = kvInt(b, "hops", int64(r.Hops))
+	if in.ID != 0 {
+		b = kvUint(b, "id", in.ID)
+	}
 	if len(in.Layout) > 0 {
 		b = appendBin(appendStr(b, "layout"), in.Layout)
 	}
@@ -103,6 +106,8 @@ func (r *StatResponse) readMsgpack(rd *mpReader) {
 			in.Nlink = rd.uint32()
 		case "version":
 			in.Version = rd.uint64()
+		case "id":
+			in.ID = rd.uint64()
 		case "home":
 			in.Home = rd.strAs(&rd.lastHome)
 		case "layout":

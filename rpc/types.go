@@ -27,6 +27,9 @@ const (
 	MethodRename  = "Namespace.Rename"  // RenameRequest → RenameResponse
 	MethodFilters = "Namespace.Filters" // FiltersRequest → FiltersResponse
 
+	MethodDataStoreGet = "DataStore.Get" // DataStoreGetRequest → DataStoreResponse
+	MethodDataStoreSet = "DataStore.Set" // DataStoreSetRequest → DataStoreResponse
+
 	MethodSourcePut    = "Sources.Put"    // SourcePutRequest → SourcePutResponse
 	MethodSourceList   = "Sources.List"   // SourceListRequest → SourceListResponse
 	MethodSourceRemove = "Sources.Remove" // SourceRemoveRequest → SourceRemoveResponse
@@ -50,7 +53,7 @@ const (
 func Idempotent(method string) bool {
 	switch method {
 	case MethodStat, MethodLookup, MethodBatchStat, MethodReadDir, MethodFilters,
-		MethodMembers, MethodGroups, MethodStatus, MethodPing, MethodShards:
+		MethodMembers, MethodGroups, MethodStatus, MethodPing, MethodShards, MethodDataStoreGet:
 		return true
 	}
 	return false
@@ -120,6 +123,12 @@ type Inode struct {
 	// grant search to everyone, by increasing depth. The server checks
 	// them on every access with ACLs on.
 	Ancestors []AncestorCode `json:"ancestors,omitempty"`
+	// ID is the inode's cluster-unique id: given when the inode is
+	// created, never changed (a rename keeps it), never given to another
+	// inode; "/" has 1. 0 only for an inode created before ids existed
+	// that its shard's leader has not numbered yet (docs/design.md,
+	// "Inode ids").
+	ID uint64 `json:"id,omitempty"`
 }
 
 // AncestorCode is the search permission an ancestor directory gives its
@@ -417,6 +426,43 @@ type Source struct {
 	LastError string `json:"last_error,omitempty"`
 }
 
+// DataStore is the cluster's record of the object store that holds file
+// contents (package node/contents): the blocks of the files of `ghba
+// mount`, and the objects the servers' garbage collection deletes.
+type DataStore struct {
+	// URL is the store's URL: file:///DIR or s3://BUCKET?... (see
+	// node/contents.Open). Empty when none is set.
+	URL string `json:"url"`
+	// Set is when it was set, Unix nanoseconds (0: never).
+	Set int64 `json:"set,omitempty"`
+}
+
+// DataStoreGetRequest asks for the cluster's data store record.
+type DataStoreGetRequest struct{}
+
+// DataStoreSetRequest sets the cluster's data store.
+type DataStoreSetRequest struct {
+	// URL is the new store's URL: scheme file or s3.
+	URL string `json:"url"`
+	// Force replaces a different URL already set: the contents in the
+	// old store are no longer found (the files keep layouts that name
+	// objects of the old store). Without it that is refused with
+	// fs.ErrExist.
+	Force bool `json:"force,omitempty"`
+	// NoCheck skips the check (node/contents.Store.Check: write, read
+	// back and delete a probe object) that the node serving the request
+	// runs before recording the URL.
+	NoCheck bool `json:"no_check,omitempty"`
+}
+
+// DataStoreResponse is the record after the call.
+type DataStoreResponse struct {
+	DataStore DataStore `json:"data_store"`
+	// Changed reports that a Set changed the record (false: the same
+	// URL was set already).
+	Changed bool `json:"changed,omitempty"`
+}
+
 // SourcePutRequest registers a source or replaces its record.
 type SourcePutRequest struct {
 	Source Source `json:"source"`
@@ -612,6 +658,11 @@ type DirEntry struct {
 	Type string `json:"type"`
 	// Home is the shard that homes the child.
 	Home string `json:"home,omitempty"`
+	// ID is the child's inode id (Inode.ID), so that a listing gives it
+	// without a stat; 0 when the directory's shard does not know it (an
+	// entry written before ids existed whose inode lives on another
+	// shard): stat the child then.
+	ID uint64 `json:"id,omitempty"`
 }
 
 // ReadDirResponse is one page of a directory listing.
@@ -648,6 +699,12 @@ type SetAttrRequest struct {
 	// Text, when set, replaces a regular file's text in the full-text
 	// index (CreateRequest.Text); an empty string removes it.
 	Text *string `json:"text,omitempty"`
+	// IfVersion, when set, makes the change conditional: it applies only
+	// if the inode's Version equals *IfVersion, atomically with the
+	// change, and fails with ErrVersionMismatch otherwise (a read,
+	// merge, write-if-unchanged cycle, as a mount commits a file's
+	// layout).
+	IfVersion *uint64 `json:"if_version,omitempty"`
 }
 
 // SetAttrResponse is the inode after the change.
@@ -682,6 +739,10 @@ type RenameRequest struct {
 	Src string `json:"src"`
 	// Dst is the new absolute path.
 	Dst string `json:"dst"`
+	// NoReplace fails the rename with fs.ErrExist if Dst exists, checked
+	// atomically with the rename (renameat2's RENAME_NOREPLACE); without
+	// it a file replaces a file and a directory an empty directory.
+	NoReplace bool `json:"no_replace,omitempty"`
 }
 
 // RenameResponse reports what a rename moved.

@@ -389,7 +389,10 @@ func (c *Client) ReadDirAll(ctx context.Context, dir string, pageSize int) ([]rp
 	}
 }
 
-// SetAttr changes attributes (nil fields of req are left alone).
+// SetAttr changes attributes (nil fields of req are left alone). With
+// req.IfVersion it changes them only if the inode's version is still that
+// one, and fails with an error matching rpc.ErrVersionMismatch otherwise.
+// The returned inode carries its new Version (for the next IfVersion).
 func (c *Client) SetAttr(ctx context.Context, req *rpc.SetAttrRequest) (*rpc.SetAttrResponse, error) {
 	resp := new(rpc.SetAttrResponse)
 	if err := c.callAny(ctx, c.homeOf(req.Path), rpc.MethodSetAttr, false, req, resp); err != nil {
@@ -411,11 +414,18 @@ func (c *Client) Rmdir(ctx context.Context, p string) error {
 	return c.callAny(ctx, c.dirHomeOf(parent(p)), rpc.MethodRmdir, false, &rpc.RmdirRequest{Path: p}, &rpc.RmdirResponse{})
 }
 
-// Rename renames src to dst.
+// Rename renames src to dst (a file replaces a file at dst, a directory
+// an empty directory).
 func (c *Client) Rename(ctx context.Context, src, dst string) (*rpc.RenameResponse, error) {
-	defer c.homes.forget(src)
+	return c.RenameWith(ctx, &rpc.RenameRequest{Src: src, Dst: dst})
+}
+
+// RenameWith renames req.Src to req.Dst with req's options (NoReplace:
+// fs.ErrExist if req.Dst exists).
+func (c *Client) RenameWith(ctx context.Context, req *rpc.RenameRequest) (*rpc.RenameResponse, error) {
+	defer c.homes.forget(req.Src)
 	resp := new(rpc.RenameResponse)
-	if err := c.callAny(ctx, c.dirHomeOf(parent(src)), rpc.MethodRename, false, &rpc.RenameRequest{Src: src, Dst: dst}, resp); err != nil {
+	if err := c.callAny(ctx, c.dirHomeOf(parent(req.Src)), rpc.MethodRename, false, req, resp); err != nil {
 		return nil, err
 	}
 	return resp, nil
