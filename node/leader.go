@@ -110,7 +110,7 @@ func (n *Node) leaderRoutine(ctx context.Context, gr *groupRaft) {
 
 // establish runs once per leadership term before the leader acts.
 func (n *Node) establish(ctx context.Context, gr *groupRaft) error {
-	if err := waitFuture(ctx, gr.raft.Barrier(n.tune.RaftApplyTimeout)); err != nil {
+	if err := waitFuture(ctx, gr.raft.Barrier(n.tune.Raft.ApplyTimeout)); err != nil {
 		return fmt.Errorf("raft barrier: %w", err)
 	}
 	if !gr.fsm.Bootstrapped() {
@@ -229,12 +229,12 @@ func (n *Node) ensureVoter(ctx context.Context, id, addr string) error {
 				return fmt.Errorf("%w: raft address %s is this leader's", fs.ErrExist, addr)
 			}
 			n.log.Info("removing stale raft server", "id", s.ID, "addr", s.Address, "for", id)
-			if err := waitFuture(ctx, r.RemoveServer(s.ID, 0, n.tune.RaftApplyTimeout)); err != nil {
+			if err := waitFuture(ctx, r.RemoveServer(s.ID, 0, n.tune.Raft.ApplyTimeout)); err != nil {
 				return fmt.Errorf("removing stale raft server %s: %w", s.ID, raftErr(err))
 			}
 		}
 	}
-	if err := waitFuture(ctx, r.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.tune.RaftApplyTimeout)); err != nil {
+	if err := waitFuture(ctx, r.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, n.tune.Raft.ApplyTimeout)); err != nil {
 		return fmt.Errorf("adding raft voter %s: %w", id, raftErr(err))
 	}
 	n.log.Info("added raft voter", "id", id, "addr", addr)
@@ -275,7 +275,7 @@ func (n *Node) removeServer(ctx context.Context, id string) error {
 	}
 	for _, s := range cf.Configuration().Servers {
 		if string(s.ID) == id {
-			if err := waitFuture(ctx, r.RemoveServer(s.ID, 0, n.tune.RaftApplyTimeout)); err != nil {
+			if err := waitFuture(ctx, r.RemoveServer(s.ID, 0, n.tune.Raft.ApplyTimeout)); err != nil {
 				return fmt.Errorf("removing raft server %s: %w", id, raftErr(err))
 			}
 			n.log.Info("removed raft server", "id", id)

@@ -20,6 +20,7 @@ import (
 	"github.com/ghba/ghba/node/console"
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/namespace"
+	"github.com/ghba/ghba/node/raftconf"
 	"github.com/ghba/ghba/node/raftmux"
 	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/node/store"
@@ -79,12 +80,10 @@ const (
 // configure; tests shorten them (node/nodetest). Zero fields are not
 // filled in: start from DefaultTuning.
 type Tuning struct {
-	// Raft timers of the group Raft (hashicorp/raft's Config).
-	RaftHeartbeat, RaftElection, RaftLeaderLease, RaftCommit time.Duration
-	// RaftApplyTimeout bounds one Apply, AddVoter or RemoveServer.
-	RaftApplyTimeout time.Duration
-	// RaftSnapshotN is raft's SnapshotThreshold (0: raft's default).
-	RaftSnapshotN uint64
+	// Raft holds the group Raft's timers and snapshot settings (the shard
+	// replicas' are in Shard); its ApplyTimeout bounds one Apply, Barrier,
+	// AddVoter or RemoveServer.
+	Raft raftconf.Tuning
 
 	// FastGossip shortens memberlist's probe and gossip intervals.
 	FastGossip bool
@@ -157,11 +156,7 @@ type Tuning struct {
 // DefaultTuning returns the timers used outside tests.
 func DefaultTuning() Tuning {
 	return Tuning{
-		RaftHeartbeat:           time.Second,
-		RaftElection:            time.Second,
-		RaftLeaderLease:         500 * time.Millisecond,
-		RaftCommit:              50 * time.Millisecond,
-		RaftApplyTimeout:        10 * time.Second,
+		Raft:                    raftconf.DefaultTuning(),
 		SerfReconnectTimeout:    24 * time.Hour,
 		SerfTombstoneTimeout:    24 * time.Hour,
 		SerfReapInterval:        15 * time.Second,

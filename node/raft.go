@@ -12,6 +12,7 @@ import (
 
 	"github.com/ghba/ghba/fsm"
 	"github.com/ghba/ghba/node/internal/tasks"
+	"github.com/ghba/ghba/node/raftconf"
 	"github.com/ghba/ghba/node/raftmux"
 	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/routing"
@@ -125,7 +126,7 @@ func (n *Node) openGroupRaft() (_ *groupRaft, err error) {
 		return nil, fmt.Errorf("raft: log store: %w", err)
 	}
 	gr.bolt = bolt
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hl.Named("snapshot"))
+	snaps, err := raftconf.SnapshotStore(dir, hl)
 	if err != nil {
 		return nil, fmt.Errorf("raft: snapshot store: %w", err)
 	}
@@ -141,21 +142,16 @@ func (n *Node) openGroupRaft() (_ *groupRaft, err error) {
 	}
 	gr.trans = raftmux.NewTransport(layer, hl.Named("transport"))
 
-	conf := raft.DefaultConfig()
-	conf.LocalID = raft.ServerID(n.cfg.NodeID)
-	conf.Logger = hl
-	conf.NotifyCh = gr.notify
-	conf.HeartbeatTimeout = n.tune.RaftHeartbeat
-	conf.ElectionTimeout = n.tune.RaftElection
-	conf.LeaderLeaseTimeout = n.tune.RaftLeaderLease
-	conf.CommitTimeout = n.tune.RaftCommit
-	// A node removed from the configuration keeps its Raft running: if it
-	// is still alive (a stale removal), the leader's reconcile adds it
-	// back. A leaving node shuts down anyway.
-	conf.ShutdownOnRemove = false
-	if n.tune.RaftSnapshotN > 0 {
-		conf.SnapshotThreshold = n.tune.RaftSnapshotN
-	}
+	conf := raftconf.Config(n.tune.Raft, raftconf.Options{
+		LocalID: n.cfg.NodeID, Logger: hl, Notify: gr.notify,
+		// A node removed from the configuration keeps its Raft running:
+		// if it is still alive (a stale removal), the leader's reconcile
+		// adds it back. A leaving node shuts down anyway.
+		ShutdownOnRemove: false,
+		// The group FSM is in memory only: it is rebuilt from the newest
+		// snapshot and the log at every start.
+		NoSnapshotRestoreOnStart: false,
+	})
 
 	gr.fsm = fsm.New(fsm.Options{OnChange: n.onFSMChange, OnFatal: n.onFSMFatal, OnSkip: n.onFSMSkip})
 
@@ -413,7 +409,7 @@ func (n *Node) apply(ctx context.Context, cmd []byte) (*fsm.ApplyResult, error) 
 
 // applyOn is apply on a given group Raft.
 func (n *Node) applyOn(ctx context.Context, gr *groupRaft, cmd []byte) (*fsm.ApplyResult, error) {
-	f := gr.raft.Apply(cmd, n.tune.RaftApplyTimeout)
+	f := gr.raft.Apply(cmd, n.tune.Raft.ApplyTimeout)
 	if err := waitFuture(ctx, f); err != nil {
 		return nil, fmt.Errorf("raft apply: %w", raftErr(err))
 	}

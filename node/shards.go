@@ -305,7 +305,7 @@ func (h *shardHost) watch(ctx context.Context, s string, r *hosted) {
 				continue
 			}
 		}
-		bctx, cancel := context.WithTimeout(ctx, n.tune.RaftApplyTimeout)
+		bctx, cancel := context.WithTimeout(ctx, n.tune.Raft.ApplyTimeout)
 		err := r.rep.Barrier(bctx)
 		if err == nil {
 			err = n.ns.Lead(bctx, r.rep)

@@ -40,11 +40,11 @@ import (
 // for a few hundred milliseconds on 2 cores.
 func Tuning() node.Tuning {
 	t := node.DefaultTuning()
-	t.RaftHeartbeat = 500 * time.Millisecond
-	t.RaftElection = 500 * time.Millisecond
-	t.RaftLeaderLease = 300 * time.Millisecond
-	t.RaftCommit = 10 * time.Millisecond
-	t.RaftApplyTimeout = 5 * time.Second
+	t.Raft.Heartbeat = 500 * time.Millisecond
+	t.Raft.Election = 500 * time.Millisecond
+	t.Raft.LeaderLease = 300 * time.Millisecond
+	t.Raft.Commit = 10 * time.Millisecond
+	t.Raft.ApplyTimeout = 5 * time.Second
 	t.FastGossip = true
 	t.SerfReconnectTimeout = 10 * time.Minute // failed members stay failed (restart tests)
 	t.SerfTombstoneTimeout = time.Minute

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ghba/ghba/node/internal/tasks"
+	"github.com/ghba/ghba/node/raftconf"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/node/textindex"
 	"github.com/ghba/ghba/routing"
@@ -30,51 +31,29 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Tuning holds a replica's Raft timers.
+// Tuning holds a replica's Raft timers and snapshot settings
+// (raftconf.Tuning, shared with the node's group Raft) and the replica's
+// own bounds.
 type Tuning struct {
-	Heartbeat, Election, LeaderLease, Commit time.Duration
-	// ApplyTimeout bounds enqueueing one command.
-	ApplyTimeout time.Duration
+	raftconf.Tuning
 	// ReadLease is how long after a successful leadership check the
 	// leader answers further checks without a round (see verifier); 0:
 	// Heartbeat/2; negative: no lease (every check runs a round). Capped
 	// below Heartbeat.
 	ReadLease time.Duration
-	// SnapshotThreshold, SnapshotInterval and TrailingLogs are raft's
-	// (0: raft's defaults).
-	SnapshotThreshold uint64
-	SnapshotInterval  time.Duration
-	TrailingLogs      uint64
 	// ShutdownTimeout bounds Close's wait for Raft.
 	ShutdownTimeout time.Duration
 }
 
 // DefaultTuning returns the timers used outside tests.
 func DefaultTuning() Tuning {
-	return Tuning{
-		Heartbeat:       time.Second,
-		Election:        time.Second,
-		LeaderLease:     500 * time.Millisecond,
-		Commit:          50 * time.Millisecond,
-		ApplyTimeout:    10 * time.Second,
-		ShutdownTimeout: 10 * time.Second,
-	}
+	return Tuning{Tuning: raftconf.DefaultTuning(), ShutdownTimeout: 10 * time.Second}
 }
 
 // withDefaults returns t with its zero timers set to DefaultTuning's.
 func (t Tuning) withDefaults() Tuning {
-	d := DefaultTuning()
-	set := func(v *time.Duration, def time.Duration) {
-		if *v <= 0 {
-			*v = def
-		}
-	}
-	set(&t.Heartbeat, d.Heartbeat)
-	set(&t.Election, d.Election)
-	set(&t.LeaderLease, d.LeaderLease)
-	set(&t.Commit, d.Commit)
-	set(&t.ApplyTimeout, d.ApplyTimeout)
-	set(&t.ShutdownTimeout, d.ShutdownTimeout)
+	t.Tuning = t.Tuning.WithDefaults()
+	raftconf.SetDefault(&t.ShutdownTimeout, DefaultTuning().ShutdownTimeout)
 	switch {
 	case t.ReadLease == 0:
 		t.ReadLease = t.Heartbeat / 2
@@ -215,7 +194,7 @@ func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
 	if opts.LogStore != "" && kind != opts.LogStore {
 		r.log.Warn("the replica keeps the log store it was created with", "log_store", kind, "configured", opts.LogStore)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(raftDir, 2, hl.Named("snapshot"))
+	snaps, err := raftconf.SnapshotStore(raftDir, hl)
 	if err != nil {
 		return nil, fmt.Errorf("shard %s: snapshot store: %w", r.id, err)
 	}
@@ -227,33 +206,20 @@ func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
 			return nil, fmt.Errorf("shard %s: no snapshot to restore the store from (%v): %w", r.id, err, broken)
 		}
 	}
-	conf := raft.DefaultConfig()
-	conf.LocalID = raft.ServerID(opts.NodeID)
-	conf.Logger = hl
-	conf.NotifyCh = r.notify
-	conf.HeartbeatTimeout = r.tune.Heartbeat
-	conf.ElectionTimeout = r.tune.Election
-	conf.LeaderLeaseTimeout = r.tune.LeaderLease
-	conf.CommitTimeout = r.tune.Commit
-	// The store keeps its own applied index: replaying the log after the
-	// last snapshot skips what it already holds, and a snapshot is
-	// restored only to a replica that is behind the log (or whose store a
-	// restore left incomplete).
-	conf.NoSnapshotRestoreOnStart = !restore
-	// A leader that removes itself from the shard stops. (A removed
-	// follower is not told: raft stops replicating to it, and it loses
-	// track of the leader once its heartbeat times out. The node learns
-	// of the removal from the shard's leader and deletes the replica.)
-	conf.ShutdownOnRemove = true
-	if r.tune.SnapshotThreshold > 0 {
-		conf.SnapshotThreshold = r.tune.SnapshotThreshold
-	}
-	if r.tune.SnapshotInterval > 0 {
-		conf.SnapshotInterval = r.tune.SnapshotInterval
-	}
-	if r.tune.TrailingLogs > 0 {
-		conf.TrailingLogs = r.tune.TrailingLogs
-	}
+	conf := raftconf.Config(r.tune.Tuning, raftconf.Options{
+		LocalID: opts.NodeID, Logger: hl, Notify: r.notify,
+		// A leader that removes itself from the shard stops. (A removed
+		// follower is not told: raft stops replicating to it, and it
+		// loses track of the leader once its heartbeat times out. The
+		// node learns of the removal from the shard's leader and
+		// deletes the replica.)
+		ShutdownOnRemove: true,
+		// The store keeps its own applied index: replaying the log after
+		// the last snapshot skips what it already holds, and a snapshot
+		// is restored only to a replica that is behind the log (or whose
+		// store a restore left incomplete).
+		NoSnapshotRestoreOnStart: !restore,
+	})
 	if r.exists && r.tune.ReadLease > 0 {
 		// A lease the shard's leader holds may rest on this replica's
 		// acknowledgement before it stopped; it votes only once such a

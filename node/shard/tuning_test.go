@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/node/raftconf"
 	"github.com/ghba/ghba/node/shard"
 )
 
@@ -13,8 +14,8 @@ import (
 func TestPartialTuning(t *testing.T) {
 	noLeaks(t)
 	c := newCluster(t, 3, withTuning(func(tun *shard.Tuning) {
-		*tun = shard.Tuning{Heartbeat: 500 * time.Millisecond, Election: 500 * time.Millisecond,
-			LeaderLease: 300 * time.Millisecond, Commit: 5 * time.Millisecond}
+		*tun = shard.Tuning{Tuning: raftconf.Tuning{Heartbeat: 500 * time.Millisecond, Election: 500 * time.Millisecond,
+			LeaderLease: 300 * time.Millisecond, Commit: 5 * time.Millisecond}}
 	}))
 	c.mustApply(mkdir("/d"), create("/d/a"))
 	c.converged()
