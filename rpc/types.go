@@ -455,9 +455,10 @@ type DataStoreSetRequest struct {
 	NoCheck bool `json:"no_check,omitempty"`
 }
 
-// DataStoreResponse is the record after the call.
+// DataStoreResponse is the record after the call; DataStore's fields
+// are flattened into the JSON object.
 type DataStoreResponse struct {
-	DataStore DataStore `json:"data_store"`
+	DataStore
 	// Changed reports that a Set changed the record (false: the same
 	// URL was set already).
 	Changed bool `json:"changed,omitempty"`

@@ -215,6 +215,7 @@ type dirEntryJSON struct {
 	Name string `json:"name"`
 	Type string `json:"type"`
 	Home string `json:"home,omitempty"`
+	ID   uint64 `json:"id,omitempty"`
 }
 
 // lsJSON converts entries to the "ls --json" array (never null).

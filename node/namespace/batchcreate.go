@@ -392,7 +392,7 @@ func (h *home) createInDirs(ctx context.Context, dirs []homeBatchCreateReq) (_ [
 					in := &bs[i].inodes[j]
 					dir, name := splitPath(in.Path)
 					sb.RequireEntryAbsent(dir, name)
-					sb.PutEntry(dir, store.Entry{Name: name, Type: storeType(in.Type), Home: in.Home})
+					sb.PutEntry(dir, store.Entry{Name: name, Type: storeType(in.Type), Home: in.Home, ID: in.ID})
 				}
 			}
 		}
@@ -473,6 +473,16 @@ func (h *home) placeDir(ctx context.Context, b *dirBatch) error {
 	}
 	b.results = make([]rpc.BatchCreateResult, len(r.Entries))
 	b.inodes = make([]rpc.Inode, len(r.Entries))
+	fresh := 0
+	for i := range exist {
+		if !exist[i] {
+			fresh++
+		}
+	}
+	ids, err := h.newIDs(ctx, fresh)
+	if err != nil {
+		return err
+	}
 	for i := range r.Entries {
 		e := &r.Entries[i]
 		if exist[i] {
@@ -484,7 +494,8 @@ func (h *home) placeDir(ctx context.Context, b *dirBatch) error {
 			b.results[i] = batchCreateError(fmt.Errorf("%w: no node takes new files", rpc.ErrUnavailable))
 			continue
 		}
-		b.inodes[i] = newInode(e, home, &b.dino)
+		b.inodes[i] = newInode(e, home, &b.dino, ids[0])
+		ids = ids[1:]
 		if home == h.id {
 			b.local = append(b.local, i)
 		} else {

@@ -128,3 +128,19 @@ func Rebase(p, oldRoot, newRoot string) string {
 	}
 	return newRoot + p[len(oldRoot):]
 }
+
+// LegacyIDsKey is the meta record of a shard whose inodes without an id
+// have been numbered (ids.go).
+const LegacyIDsKey = idsLegacyKey
+
+// LegacyNumbered reports whether this node leads shard and its home's
+// pass numbering the inodes without an id has finished.
+func (n *Namespace) LegacyNumbered(shard string) bool {
+	h := n.home(shard)
+	if h == nil {
+		return false
+	}
+	h.ids.mu.Lock()
+	defer h.ids.mu.Unlock()
+	return h.ids.legacyDone
+}

@@ -46,6 +46,10 @@ type home struct {
 	redo     map[string]*coordRecord // committed, some participant not yet told
 	txnSeq   atomic.Uint64
 	cleanup  chan string // coordinator records to delete
+	ids      idBlock     // inode ids for the inodes it creates (ids.go)
+	// trashPending is the number of objects in the shard's trash after
+	// the last round of its collection (trash.go).
+	trashPending atomic.Int64
 
 	ctx    context.Context // ends when the node stops leading the shard
 	cancel context.CancelFunc
@@ -95,6 +99,8 @@ func (h *home) start(ctx context.Context) error {
 	}
 	h.tasks.Go(h.cleanupLoop)
 	h.tasks.Go(h.resolveLoop)
+	h.tasks.Go(h.numberLegacy)
+	h.tasks.Go(h.trashLoop)
 	return nil
 }
 
@@ -194,7 +200,7 @@ func (h *home) ensureRoot(ctx context.Context) error {
 		return err
 	}
 	now := time.Now().UnixNano()
-	ino := store.Inode{Type: store.TypeDir, Mode: 0o755, Atime: now, Mtime: now, Ctime: now, Nlink: 2, Version: 1}
+	ino := store.Inode{Type: store.TypeDir, Mode: 0o755, Atime: now, Mtime: now, Ctime: now, Nlink: 2, Version: 1, ID: RootID}
 	var b store.Batch
 	b.RequireInodeAbsent("/")
 	b.PutInode("/", ino)

@@ -36,6 +36,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ghba/ghba/node/contents"
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
@@ -196,6 +197,10 @@ type Tuning struct {
 	// reachable leader (an election under way, a dead leader not yet
 	// noticed) before it answers unavailable.
 	LeaderWait time.Duration
+	// TrashInterval is how often a home deletes the trashed objects of
+	// its shard that passed Options.DataGCGrace (trash.go); at most half
+	// the grace period is used.
+	TrashInterval time.Duration
 }
 
 // DefaultTuning returns the timers used outside tests.
@@ -218,6 +223,7 @@ func DefaultTuning() Tuning {
 		PeerCheckInterval: time.Second,
 		RootTimeout:       10 * time.Second,
 		LeaderWait:        5 * time.Second,
+		TrashInterval:     time.Minute,
 	}
 }
 
@@ -245,6 +251,7 @@ func (t Tuning) withDefaults() Tuning {
 	fill(&t.PeerCheckInterval, d.PeerCheckInterval)
 	fill(&t.RootTimeout, d.RootTimeout)
 	fill(&t.LeaderWait, d.LeaderWait)
+	fill(&t.TrashInterval, d.TrashInterval)
 	if t.BusyRetries <= 0 {
 		t.BusyRetries = d.BusyRetries
 	}
@@ -279,6 +286,17 @@ type Options struct {
 	// CacheLease is the length of the leases under which clients may
 	// cache inodes (leases.go; rpc.StatRequest.Lease); 0 grants none.
 	CacheLease time.Duration
+	// DataStore returns the cluster's data store, where file contents
+	// are (package node/contents), for the garbage collection of the
+	// objects no layout references any more (trash.go); nil, nil while
+	// none is set (trash then waits). It is called once per round of a
+	// home's collection; the caller may cache what it opens. nil: trash
+	// always waits.
+	DataStore func(ctx context.Context) (*contents.Store, error)
+	// DataGCGrace is how long a trashed object stays in the data store
+	// (DefaultDataGCGrace when zero), for readers holding an older
+	// layout.
+	DataGCGrace time.Duration
 	// Logger carries the node id; nil discards.
 	Logger *slog.Logger
 	// Tuning holds the timers; zero fields take DefaultTuning's.
@@ -310,6 +328,9 @@ type Namespace struct {
 	filterMemory int64
 	// leases are the client cache's leases on paths this node homes.
 	leases *leaseTable
+	// dataStoreFn and gcGrace are Options.DataStore and DataGCGrace.
+	dataStoreFn func(ctx context.Context) (*contents.Store, error)
+	gcGrace     time.Duration
 
 	localGeo, lruGeo routing.Geometry
 
@@ -352,6 +373,7 @@ type counters struct {
 	pushesRecv, pullsSent         atomic.Uint64
 	pullsServed, mismatches       atomic.Uint64
 	bytesSent                     atomic.Uint64
+	objectsDeleted                atomic.Uint64
 }
 
 // New checks opts and returns a Namespace that is not started.
@@ -402,6 +424,8 @@ func New(opts Options) (*Namespace, error) {
 		l2:           routing.NewFilterArray(localGeo),
 		ready:        make(chan struct{}),
 		leases:       newLeaseTable(max(opts.CacheLease, 0)),
+		dataStoreFn:  opts.DataStore,
+		gcGrace:      cmp.Or(max(opts.DataGCGrace, 0), DefaultDataGCGrace),
 	}
 	n.prop.init()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -499,7 +523,7 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 		if err := guard(ctx, r.Src, r.Dst); err != nil {
 			return nil, err
 		}
-		return n.Rename(ctx, r.Src, r.Dst)
+		return n.RenameWith(ctx, r)
 	}))
 	rpc.Register(s, rpc.MethodFilters, gate(n, n.handleFilters))
 
@@ -523,6 +547,7 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 	rpc.Register(s, methodHomeReadDir, gate(n, shardRPC(n, methodHomeReadDir, (*home).handleHomeReadDir)))
 	rpc.Register(s, methodHomeSetAttr, gate(n, shardRPC(n, methodHomeSetAttr, (*home).handleHomeSetAttr)))
 	rpc.Register(s, methodHomeEntry, gate(n, shardRPC(n, methodHomeEntry, (*home).handleHomeEntry)))
+	rpc.Register(s, methodHomeAllocIDs, gate(n, shardRPC(n, methodHomeAllocIDs, (*home).handleAllocIDs)))
 }
 
 // errNotReady is returned by handlers before Start is done.
@@ -699,6 +724,13 @@ type Stats struct {
 	L1Members, L2Members int
 	ExtraReplicas        int
 	LRULen               int
+	// DataObjectsDeleted counts the objects of the data store that the
+	// garbage collection of the shards this node led deleted (trash.go);
+	// TrashPending is the objects the trash of the shards it leads holds
+	// (still in their grace period, or waiting for a data store), as of
+	// each shard's last round.
+	DataObjectsDeleted uint64
+	TrashPending       int64
 }
 
 // Stats returns the namespace's counters.
@@ -714,7 +746,8 @@ func (n *Namespace) Stats() Stats {
 		Rekeyed:     c.rekeyed.Load(),
 		PushesSent:  c.pushesSent.Load(), PushFailures: c.pushFails.Load(), PushesReceived: c.pushesRecv.Load(),
 		PullsSent: c.pullsSent.Load(), PullsServed: c.pullsServed.Load(), VersionMismatches: c.mismatches.Load(),
-		FilterBytesSent: c.bytesSent.Load(),
+		FilterBytesSent:    c.bytesSent.Load(),
+		DataObjectsDeleted: c.objectsDeleted.Load(),
 	}
 	for _, h := range n.ledHomes() {
 		if cnt, err := h.st.CountInodes(context.Background()); err == nil {
@@ -726,6 +759,7 @@ func (n *Namespace) Stats() Stats {
 		s.LRULen += h.lru.Len()
 		h.lruMu.Unlock()
 		s.Prepared += h.preparedCount()
+		s.TrashPending += h.trashPending.Load()
 		s.Marks += int(h.txns.flux.count.Load())
 	}
 	n.arrMu.RLock()

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ghba/ghba/node/acl"
+	"github.com/ghba/ghba/node/contents"
 	"github.com/ghba/ghba/node/internal/tasks"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/routing"
@@ -481,8 +482,8 @@ func (h *home) createPlaced(ctx context.Context, r *homeCreateReq, op *parentOp)
 }
 
 // newInode is the inode r creates, homed at home, below a parent whose
-// inode is dino.
-func newInode(r *homeCreateReq, home string, dino *store.Inode) rpc.Inode {
+// inode is dino, with the new id id (ids.go).
+func newInode(r *homeCreateReq, home string, dino *store.Inode, id uint64) rpc.Inode {
 	dir, _ := splitPath(r.Path)
 	now := time.Now().UnixNano()
 	nlink := uint32(1)
@@ -493,7 +494,7 @@ func newInode(r *homeCreateReq, home string, dino *store.Inode) rpc.Inode {
 		Path: r.Path, Type: r.Type, Mode: r.Mode, UID: r.UID, GID: r.GID, Size: r.Size,
 		Atime: cmp.Or(r.Atime, now), Mtime: cmp.Or(r.Mtime, now), Ctime: now, Nlink: nlink, Version: 1, Home: home,
 		Layout: r.Layout, Target: r.Target, Text: r.Text, HasText: r.Text != "",
-		Ancestors: wireCodes(store.ChildAncestors(store.PathDepth(dir), dino)),
+		Ancestors: wireCodes(store.ChildAncestors(store.PathDepth(dir), dino)), ID: id,
 	}
 }
 
@@ -504,7 +505,7 @@ func addLocalCreate(b *store.Batch, ino *rpc.Inode) {
 	b.RequireEntryAbsent(dir, name)
 	b.RequireInodeAbsent(ino.Path)
 	b.PutInode(ino.Path, storeInode(ino))
-	b.PutEntry(dir, store.Entry{Name: name, Type: storeType(ino.Type), Home: ino.Home})
+	b.PutEntry(dir, store.Entry{Name: name, Type: storeType(ino.Type), Home: ino.Home, ID: ino.ID})
 }
 
 // createAt creates r.Path homed at home; the caller (the parent's home)
@@ -514,8 +515,12 @@ func addLocalCreate(b *store.Batch, ino *rpc.Inode) {
 func (h *home) createAt(ctx context.Context, r *homeCreateReq, txn, home string, dino *store.Inode) (*homeCreateResp, error) {
 	p := r.Path
 	dir, name := splitPath(p)
-	ino := newInode(r, home, dino)
-	ent := store.Entry{Name: name, Type: storeType(r.Type), Home: home}
+	id, err := h.newID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", p, err)
+	}
+	ino := newInode(r, home, dino, id)
+	ent := store.Entry{Name: name, Type: storeType(r.Type), Home: home, ID: id}
 	if home == h.id {
 		// The batch's preconditions are the only check that the name is
 		// free: a read before it would cost every create a store lookup.
@@ -680,24 +685,27 @@ func (h *home) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (*homeRemo
 		return nil, fmt.Errorf("%s: %w", p, rpc.ErrIsDir)
 	}
 	owner := stickyOwner(r.Caller, &op.dino)
-	if e.Home == h.id && owner != nil {
+	if e.Home == h.id {
 		ino, err := h.st.GetInode(ctx, p)
 		if err != nil {
 			return nil, storeErr(err)
 		}
-		if err := checkOwner(p, &ino, owner); err != nil {
-			return nil, err
+		if owner != nil {
+			if err := checkOwner(p, &ino, owner); err != nil {
+				return nil, err
+			}
 		}
-	}
-	if e.Home == h.id {
 		var b store.Batch
 		b.RequireEntryExists(dir, name)
-		b.RequireInodeExists(p)
+		// The inode as read: its contents' objects go to the trash with
+		// it (trash.go), and a change meanwhile retries the remove.
+		b.RequireInodeVersion(p, ino.Version)
 		if r.Dir {
 			b.RequireDirEmpty(p)
 		}
 		b.DeleteEntry(dir, name)
 		b.DeleteInode(p)
+		trashChange(&b, op.txn, p, &ino, nil)
 		if err := h.apply(ctx, &b); err != nil {
 			return nil, fmt.Errorf("remove %s: %w", p, storeErr(err))
 		}
@@ -835,6 +843,11 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 	if r.Text != nil && *r.Text != "" && ino.Type != store.TypeFile {
 		return nil, fmt.Errorf("%s: %w: only a regular file has a text", p, fs.ErrInvalid)
 	}
+	if r.IfVersion != nil && ino.Version != *r.IfVersion {
+		// The batch below requires the version read here, so a change
+		// between this check and the commit fails it and retries.
+		return nil, fmt.Errorf("setattr %s: %w: the inode is at version %d, not %d", p, rpc.ErrVersionMismatch, ino.Version, *r.IfVersion)
+	}
 	if err := checkSetAttrBy(req.Caller, p, &ino, r); err != nil {
 		return nil, err
 	}
@@ -868,11 +881,22 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 	if r.Text != nil {
 		ino.Text = *r.Text
 	}
+	if r.Size != nil && *r.Size < before.Size && len(r.Layout) == 0 && collects(p, &before) {
+		// A file shrunk without a new layout: no block past the new size
+		// stays referenced (its objects go to the trash below).
+		if l, err := contents.DecodeLayout(before.Layout); err == nil && len(l.Extents) > 0 {
+			l.Truncate(*r.Size)
+			ino.Layout = l.Encode()
+		}
+	}
 	ino.Ctime = now
 	ino.Version++
 	local := func(b *store.Batch) {
 		b.RequireInodeVersion(p, old)
 		b.PutInode(p, ino)
+		// The objects the new layout drops, trashed with the change
+		// (trash.go).
+		trashChange(b, txn, p, &before, &ino)
 	}
 	if code, changed := codeChange(p, &before, &ino); changed {
 		// The search permission the directory gives its subtree changed:

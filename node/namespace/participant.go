@@ -408,6 +408,16 @@ func (t *participant) apply(p *partTxn) error {
 			case opPutInode:
 				b.PutInode(op.Path, storeInode(op.Inode))
 			case opDelInode:
+				// The part's marks keep the inode as it is now until
+				// the part is applied: its contents' objects go to the
+				// trash with it (trash.go).
+				ino, err := h.st.GetInode(ctx, op.Path)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
+				if err == nil {
+					trashChange(&b, fmt.Sprintf("%s/%d", p.id, i), op.Path, &ino, nil)
+				}
 				b.DeleteInode(op.Path)
 			case opMoveInode:
 				ino, err := h.st.GetInode(ctx, op.Path)

@@ -3,6 +3,7 @@ package namespace
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"time"
 
 	"github.com/ghba/ghba/node/acl"
@@ -26,6 +27,15 @@ import (
 // operations under either name wait at each shard until its part is done.
 // Every shard needs a live majority.
 func (n *Namespace) Rename(ctx context.Context, src, dst string) (*rpc.RenameResponse, error) {
+	return n.RenameWith(ctx, &rpc.RenameRequest{Src: src, Dst: dst})
+}
+
+// RenameWith is Rename with r's options: with r.NoReplace an existing
+// destination fails the rename with fs.ErrExist, checked in the rename's
+// own transaction (the destination entry is required absent where it is
+// written), so a name created meanwhile is never replaced.
+func (n *Namespace) RenameWith(ctx context.Context, r *rpc.RenameRequest) (*rpc.RenameResponse, error) {
+	src, dst := r.Src, r.Dst
 	s, err := CleanPath(src)
 	if err != nil {
 		return nil, err
@@ -44,10 +54,13 @@ func (n *Namespace) Rename(ctx context.Context, src, dst string) (*rpc.RenameRes
 		if _, err := n.locate(ctx, s, false); err != nil {
 			return nil, err
 		}
+		if r.NoReplace {
+			return nil, fmt.Errorf("%s: %w", d, fs.ErrExist)
+		}
 		return &rpc.RenameResponse{}, nil
 	}
 	sdir, _ := splitPath(s)
-	req := &homeRenameReq{Src: s, Dst: d, Caller: caller(ctx)}
+	req := &homeRenameReq{Src: s, Dst: d, NoReplace: r.NoReplace, Caller: caller(ctx)}
 	resp, _, err := atHome(ctx, n, target{path: sdir, child: s, dir: true}, methodHomeRename, req, (*home).coordRename)
 	if err != nil {
 		return nil, err
@@ -154,6 +167,8 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 	if de.Exists {
 		dType := de.Entry.Type
 		switch {
+		case r.NoReplace:
+			return nil, fmt.Errorf("%s: %w", dst, fs.ErrExist)
 		case isUnder(src, dst): // dst is an ancestor of src: a non-empty directory
 			if srcType != rpc.TypeDir {
 				return nil, fmt.Errorf("%s: %w", dst, rpc.ErrIsDir)
@@ -166,7 +181,16 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 		}
 	}
 	plan := h.newPlan(op.txn)
-	newEnt := rpc.DirEntry{Name: dname, Type: srcType, Home: se.Home}
+	// The destination entry carries the moved inode's id, which the
+	// rename keeps (docs/design.md, "Inode ids"): the source entry's, or,
+	// for an entry written before ids existed, the inode's when it is
+	// homed here.
+	newEnt := rpc.DirEntry{Name: dname, Type: srcType, Home: se.Home, ID: se.ID}
+	if se.ID == 0 && se.Home == h.id {
+		if ino, err := h.st.GetInode(ctx, src); err == nil {
+			newEnt.ID = ino.ID
+		}
+	}
 	// Entries: the source entry is deleted here at the commit point; the
 	// destination entry is written here too, or staged at its home.
 	var putHere bool

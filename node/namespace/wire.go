@@ -44,16 +44,19 @@ const (
 	// methodHomeFind: homeFindReq → rpc.FindResponse (at the shard's
 	// leader).
 	methodHomeFind    = "Home.Find"
-	methodHomeRemove  = "Home.Remove"     // homeRemoveReq → homeRemoveResp (at the parent's home)
-	methodHomeRename  = "Home.Rename"     // homeRenameReq → homeRenameResp (at the source parent's home)
-	methodHomeReadDir = "Home.ReadDir"    // homeReadDirReq → homeReadDirResp (at the directory's home)
-	methodHomeSetAttr = "Home.SetAttr"    // homeSetAttrReq → homeSetAttrResp (at the path's home)
-	methodHomeEntry   = "Home.Entry"      // homeEntryReq → homeEntryResp (at the directory's home; L4)
-	methodHomeLoad    = "Home.Load"       // homeLoadReq → homeLoadResp
-	methodTxnPrepare  = "Txn.Prepare"     // txnPrepareReq → txnPrepareResp (at a participant)
-	methodTxnCommit   = "Txn.CommitChild" // txnEndReq → txnEndResp (at a participant)
-	methodTxnAbort    = "Txn.AbortChild"  // txnEndReq → txnEndResp (at a participant)
-	methodTxnStatus   = "Txn.Status"      // txnStatusReq → txnStatusResp (at the coordinator)
+	methodHomeRemove  = "Home.Remove"  // homeRemoveReq → homeRemoveResp (at the parent's home)
+	methodHomeRename  = "Home.Rename"  // homeRenameReq → homeRenameResp (at the source parent's home)
+	methodHomeReadDir = "Home.ReadDir" // homeReadDirReq → homeReadDirResp (at the directory's home)
+	methodHomeSetAttr = "Home.SetAttr" // homeSetAttrReq → homeSetAttrResp (at the path's home)
+	methodHomeEntry   = "Home.Entry"   // homeEntryReq → homeEntryResp (at the directory's home; L4)
+	methodHomeLoad    = "Home.Load"    // homeLoadReq → homeLoadResp
+	// methodHomeAllocIDs: homeAllocIDsReq → homeAllocIDsResp (at the
+	// root shard's leader; ids.go).
+	methodHomeAllocIDs = "Home.AllocIDs"
+	methodTxnPrepare   = "Txn.Prepare"     // txnPrepareReq → txnPrepareResp (at a participant)
+	methodTxnCommit    = "Txn.CommitChild" // txnEndReq → txnEndResp (at a participant)
+	methodTxnAbort     = "Txn.AbortChild"  // txnEndReq → txnEndResp (at a participant)
+	methodTxnStatus    = "Txn.Status"      // txnStatusReq → txnStatusResp (at the coordinator)
 )
 
 // Filter kinds in filter pulls and pushes.
@@ -276,9 +279,11 @@ type homeRemoveResp struct {
 // homeRenameReq asks the source parent's home to coordinate a rename.
 type homeRenameReq struct {
 	shardReq
-	Src    string        `json:"src"`
-	Dst    string        `json:"dst"`
-	Caller *acl.Identity `json:"caller,omitempty"`
+	Src string `json:"src"`
+	Dst string `json:"dst"`
+	// NoReplace refuses an existing Dst (rpc.RenameRequest.NoReplace).
+	NoReplace bool          `json:"no_replace,omitempty"`
+	Caller    *acl.Identity `json:"caller,omitempty"`
 }
 
 type homeRenameResp struct {
@@ -482,7 +487,7 @@ func wireInode(p, home string, in *store.Inode) rpc.Inode {
 		Path: p, Type: typeString(in.Type), Mode: in.Mode, UID: in.UID, GID: in.GID,
 		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ctime: in.Ctime,
 		Nlink: in.Nlink, Version: in.Version, Home: home, Layout: in.Layout, Target: in.Target,
-		HasText: in.Text != "", Ancestors: wireCodes(in.Ancestors),
+		HasText: in.Text != "", Ancestors: wireCodes(in.Ancestors), ID: in.ID,
 	}
 }
 
@@ -500,7 +505,7 @@ func storeInode(in *rpc.Inode) store.Inode {
 		Type: storeType(in.Type), Mode: in.Mode, UID: in.UID, GID: in.GID,
 		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ctime: in.Ctime,
 		Nlink: in.Nlink, Version: in.Version, Layout: in.Layout, Target: in.Target,
-		Text: in.Text, Ancestors: storeCodes(in.Ancestors),
+		Text: in.Text, Ancestors: storeCodes(in.Ancestors), ID: in.ID,
 	}
 }
 
@@ -529,9 +534,9 @@ func storeCodes(in []rpc.AncestorCode) []store.AncestorCode {
 }
 
 func wireEntry(e store.Entry) rpc.DirEntry {
-	return rpc.DirEntry{Name: e.Name, Type: typeString(e.Type), Home: e.Home}
+	return rpc.DirEntry{Name: e.Name, Type: typeString(e.Type), Home: e.Home, ID: e.ID}
 }
 
 func storeEntry(e *rpc.DirEntry) store.Entry {
-	return store.Entry{Name: e.Name, Type: storeType(e.Type), Home: e.Home}
+	return store.Entry{Name: e.Name, Type: storeType(e.Type), Home: e.Home, ID: e.ID}
 }
