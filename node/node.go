@@ -403,25 +403,72 @@ func (n *Node) addr(port int) string {
 // (retry_join) and the group happens in the background. On error
 // everything opened is closed again.
 func (n *Node) Start(ctx context.Context) (err error) {
-	n.mu.Lock()
-	if n.state != lcNew {
-		n.mu.Unlock()
-		return fmt.Errorf("node: Start called twice")
+	if err := n.beginStart(); err != nil {
+		return err
 	}
-	n.state = lcStarting
-	n.mu.Unlock()
-	n.startedAt = time.Now()
-	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {
 			n.log.Error("start failed", "err", err)
 			n.closeAll(context.Background())
-			n.mu.Lock()
-			n.state = lcStopped
-			n.mu.Unlock()
+			n.setState(lcStopped)
 		}
 	}()
+	if err := n.openStore(ctx); err != nil {
+		return err
+	}
+	if err := n.bindPorts(); err != nil {
+		return err
+	}
+	if err := n.startRaft(ctx); err != nil {
+		return err
+	}
+	n.setupRPC()
+	if err := n.openNamespace(ctx); err != nil {
+		return err
+	}
+	if err := n.joinCluster(ctx); err != nil {
+		return err
+	}
+	if err := n.serve(); err != nil {
+		return err
+	}
+	// The namespace runs until Shutdown; Start's ctx only bounds its
+	// start-up.
+	if err := n.ns.Start(ctx); err != nil {
+		return fmt.Errorf("node: namespace: %w", err)
+	}
+	n.startLoops()
+	n.setState(lcRunning)
+	n.log.Info("node started", "group", n.group(), "rpc", n.addr(n.cfg.Ports.RPC),
+		"raft", n.addr(n.cfg.Ports.Raft), "serf", n.addr(n.cfg.Ports.Serf), "http", n.addr(n.cfg.Ports.HTTP),
+		"data_dir", n.cfg.DataDir)
+	return nil
+}
 
+// beginStart moves a new node to starting (Start is called once) and
+// creates the context of its background tasks.
+func (n *Node) beginStart() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.state != lcNew {
+		return fmt.Errorf("node: Start called twice")
+	}
+	n.state = lcStarting
+	n.startedAt = time.Now()
+	n.bgCtx, n.bgCancel = context.WithCancel(context.Background())
+	return nil
+}
+
+// setState sets the node's lifecycle state.
+func (n *Node) setState(s lifecycle) {
+	n.mu.Lock()
+	n.state = s
+	n.mu.Unlock()
+}
+
+// openStore creates the data directory, opens the node's own store (which
+// must not hold paths: see below) and loads the cluster layer's records.
+func (n *Node) openStore(ctx context.Context) error {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("node: data_dir: %w", err)
 	}
@@ -437,28 +484,29 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("%w: data_dir %s holds %d paths in the single-copy format of a build before replicated shards; "+
 			"this build cannot convert them: start this node with a new data_dir in a new cluster", ErrConfig, n.cfg.DataDir, c.Total())
 	}
-	if err := n.loadMeta(ctx); err != nil {
-		return err
-	}
+	return n.loadMeta(ctx)
+}
 
+// bindPorts loads the TLS configuration and binds the TCP listeners (the
+// RPC and HTTP ports, and the raft port with its multiplexer) first, so
+// that a port conflict fails fast.
+func (n *Node) bindPorts() (err error) {
 	if n.tls, err = tlsutil.New(n.cfg.TLS, true); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	// Bind the TCP listeners first so that a port conflict fails fast.
 	if n.rpcLn, err = n.listen(n.cfg.Ports.RPC); err != nil {
 		return fmt.Errorf("node: ports.rpc: %w", err)
 	}
 	if n.httpLn, err = n.listen(n.cfg.Ports.HTTP); err != nil {
 		return fmt.Errorf("node: ports.http: %w", err)
 	}
-	if err := n.startRaftMux(); err != nil {
-		return err
-	}
+	return n.startRaftMux()
+}
 
-	if err := n.startRaft(ctx); err != nil {
-		return err
-	}
-
+// setupRPC creates the ACL service, the node's RPC client and its RPC
+// server with the admin, ACL and sources methods (the namespace's come
+// with the namespace).
+func (n *Node) setupRPC() {
 	n.acl = newACLService(n.cfg.ACL, func() *namespace.Namespace { return n.ns }, n.log.With("component", "acl"))
 	switch {
 	case !n.cfg.ACL.Enabled:
@@ -474,15 +522,22 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.registerAdmin()
 	n.acl.register(n.rpcSrv)
 	newSourceService(func() *namespace.Namespace { return n.ns }, n.log.With("component", "sources")).register(n.rpcSrv)
+}
+
+// openNamespace creates the namespace and opens the shard replicas this
+// node hosted before a restart: they take part in their shards' elections
+// at once, before the group's FSM is replayed.
+func (n *Node) openNamespace(ctx context.Context) (err error) {
 	if n.ns, err = n.newNamespace(); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
-	// The replicas this node hosted before a restart take part in their
-	// shards' elections at once, before the group's FSM is replayed.
-	if err := n.shards.openExisting(ctx); err != nil {
-		return err
-	}
+	return n.shards.openExisting(ctx)
+}
 
+// joinCluster starts Serf; a bootstrapping node with retry_join then
+// joins or starts the cluster, and a node that bootstrapped the cluster
+// claims its root directory.
+func (n *Node) joinCluster(ctx context.Context) error {
 	if err := n.startSerf(); err != nil {
 		return err
 	}
@@ -492,11 +547,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 	}
 	if n.bootstrapped && n.dir.rootHint() == "" {
-		if err := n.claimRoot(ctx); err != nil {
-			return err
-		}
+		return n.claimRoot(ctx)
 	}
+	return nil
+}
 
+// serve starts the RPC server, the console and the HTTP server.
+func (n *Node) serve() (err error) {
 	n.bg.Go(func() {
 		if err := n.rpcSrv.Serve(n.bgCtx, n.rpcLn); err != nil && !errors.Is(err, rpc.ErrServerClosed) && !errors.Is(err, context.Canceled) {
 			n.log.Error("rpc server stopped", "err", err)
@@ -512,13 +569,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			n.log.Error("http server stopped", "err", err)
 		}
 	})
+	return nil
+}
 
-	// The namespace runs until Shutdown; Start's ctx only bounds its
-	// start-up.
-	if err := n.ns.Start(ctx); err != nil {
-		return fmt.Errorf("node: namespace: %w", err)
-	}
-
+// startLoops starts the group Raft's leader loop and the node's
+// background loops, and refreshes the directory from Serf once.
+func (n *Node) startLoops() {
 	n.startLeaderLoop(n.curRaft())
 	n.bg.Go(n.refresher)
 	n.bg.Go(n.shards.loop)
@@ -528,14 +584,6 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.bg.Go(func() { n.retryJoin(n.bgCtx) })
 	}
 	n.dir.refresh()
-
-	n.mu.Lock()
-	n.state = lcRunning
-	n.mu.Unlock()
-	n.log.Info("node started", "group", n.group(), "rpc", n.addr(n.cfg.Ports.RPC),
-		"raft", n.addr(n.cfg.Ports.Raft), "serf", n.addr(n.cfg.Ports.Serf), "http", n.addr(n.cfg.Ports.HTTP),
-		"data_dir", n.cfg.DataDir)
-	return nil
 }
 
 // loadMeta reads the cluster layer's records from the store and checks

@@ -406,11 +406,30 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 		n.log.Info("a join arrived while the split is carried out: sent to the new group", "joiner", j.ID, "group", r.Redirect)
 		return r, nil
 	}
-	// Other joins that arrive while a split is still being carried out
-	// (this leader's or another's) wait here (a queue, in arrival order of
-	// memberMu) for it to finish, instead of being refused and retrying:
-	// once the movers show up in their new group, the join is decided
-	// again, by the group sizes Serf shows then.
+	n.awaitSplits(ctx)
+	// Decide on the group sizes Serf shows now, not on the Directory's
+	// last snapshot (a mover that just arrived in its new group would be
+	// missed, and with it the room there).
+	n.dir.refresh()
+	if !n.isLeader() {
+		return nil, errNotLeader
+	}
+	gr := n.curRaft()
+	plan, redirect, err := n.planSplit(gr, j)
+	if plan == nil {
+		return redirect, err
+	}
+	return n.carryOutSplit(ctx, gr, plan, j)
+}
+
+// awaitSplits waits, for at most half an RPC timeout, while a split of
+// this node's group is still being carried out (this leader's or
+// another's). Joins that arrive meanwhile wait here (a queue, in arrival
+// order of memberMu) instead of being refused and retrying: once the
+// movers show up in their new group, the join is decided again, by the
+// group sizes Serf shows then. Called with memberMu held; it releases it
+// while it waits.
+func (n *Node) awaitSplits(ctx context.Context) {
 	wctx, cancel := context.WithTimeout(ctx, n.tune.RPCTimeout/2)
 	defer cancel()
 	for n.splitInProgress(n.group()) {
@@ -426,45 +445,52 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 			break
 		}
 	}
-	// Decide on the group sizes Serf shows now, not on the Directory's
-	// last snapshot (a mover that just arrived in its new group would be
-	// missed, and with it the room there).
-	n.dir.refresh()
-	if !n.isLeader() {
-		return nil, errNotLeader
-	}
-	gr := n.curRaft()
+}
+
+// splitPlan is a split that planSplit decided: movers leave group for
+// the new group name, with the joiner.
+type splitPlan struct {
+	group, name string
+	movers      []string
+	maxGroup    int // the group's max_group_size
+}
+
+// planSplit decides how gr's group makes room for the joiner j: it
+// returns the split, or instead a redirect to a group with room or to
+// another leader's split, or the error that refuses the join. Called with
+// memberMu held.
+func (n *Node) planSplit(gr *groupRaft, j fsm.Member) (*splitPlan, *groupJoinResp, error) {
 	f := gr.fsm
 	c, ok := f.Config()
 	if !ok {
-		return nil, fmt.Errorf("%w: group not bootstrapped", rpc.ErrUnavailable)
+		return nil, nil, fmt.Errorf("%w: group not bootstrapped", rpc.ErrUnavailable)
 	}
 	m := c.MaxGroupSize
 	myGroup := n.group()
 	members := f.Members()
 	if len(members) < m {
-		return nil, fmt.Errorf("%w: group %q has room again", rpc.ErrUnavailable, myGroup)
+		return nil, nil, fmt.Errorf("%w: group %q has room again", rpc.ErrUnavailable, myGroup)
 	}
 	if _, ok := f.Member(j.ID); ok {
-		return nil, fmt.Errorf("%w: %s is a member already", fs.ErrExist, j.ID)
+		return nil, nil, fmt.Errorf("%w: %s is a member already", fs.ErrExist, j.ID)
 	}
 	if g, via := n.groupWithRoom(myGroup, m); g != "" {
-		return &groupJoinResp{Leader: n.cfg.NodeID, Redirect: g, Via: via}, nil
+		return nil, &groupJoinResp{Leader: n.cfg.NodeID, Redirect: g, Via: via}, nil
 	}
 	if g := n.dir.splitterGroup(); g != "" && g != myGroup {
 		// Another leader splits (splitterGroup): send the joiner there.
 		if via := n.dir.memberOf(g); via != "" {
-			return &groupJoinResp{Leader: n.cfg.NodeID, Redirect: g, Via: via}, nil
+			return nil, &groupJoinResp{Leader: n.cfg.NodeID, Redirect: g, Via: via}, nil
 		}
 	}
 	if n.splitInProgress(myGroup) {
-		return nil, fmt.Errorf("%w: %w: group %q is full and a split is still being carried out", rpc.ErrUnavailable, fsm.ErrGroupFull, myGroup)
+		return nil, nil, fmt.Errorf("%w: %w: group %q is full and a split is still being carried out", rpc.ErrUnavailable, fsm.ErrGroupFull, myGroup)
 	}
 	alive := n.serfAutoAlive()
 	var cand []string
 	for _, mem := range members {
 		if mem.Status != fsm.StatusActive || (mem.ID != n.cfg.NodeID && !alive[mem.ID]) {
-			return nil, fmt.Errorf("%w: %w: member %s is not an alive auto node", rpc.ErrUnavailable, fsm.ErrGroupFull, mem.ID)
+			return nil, nil, fmt.Errorf("%w: %w: member %s is not an alive auto node", rpc.ErrUnavailable, fsm.ErrGroupFull, mem.ID)
 		}
 		if mem.ID != n.cfg.NodeID {
 			cand = append(cand, mem.ID)
@@ -472,49 +498,38 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 	}
 	k := (m+2)/2 - 1 // ⌈(M+1)/2⌉ − 1 members go, with the joiner
 	if k < 1 || len(cand) < k {
-		return nil, fmt.Errorf("%w: a group of %d cannot split", fsm.ErrGroupFull, len(members))
+		return nil, nil, fmt.Errorf("%w: a group of %d cannot split", fsm.ErrGroupFull, len(members))
 	}
 	slices.Sort(cand)
 	movers := cand[len(cand)-k:] // the highest ids
-	boot := movers[0]
-	name := n.newGroupName(boot)
-	n.log.Info("splitting the group", "group", myGroup, "new_group", name, "moving", movers, "joiner", j.ID, "max_group_size", m)
-	res, err := n.applyOn(ctx, gr, fsm.EncodeSplit(movers, name))
+	return &splitPlan{group: myGroup, name: n.newGroupName(movers[0]), movers: movers, maxGroup: m}, nil, nil
+}
+
+// carryOutSplit commits the split p through gr, removes the movers from
+// gr's Raft and tells those removed, in the background, to switch to the
+// new group. It returns the response redirecting the joiner j there.
+// Called with memberMu held.
+func (n *Node) carryOutSplit(ctx context.Context, gr *groupRaft, p *splitPlan, j fsm.Member) (*groupJoinResp, error) {
+	n.log.Info("splitting the group", "group", p.group, "new_group", p.name, "moving", p.movers, "joiner", j.ID, "max_group_size", p.maxGroup)
+	res, err := n.applyOn(ctx, gr, fsm.EncodeSplit(p.movers, p.name))
 	if err != nil {
 		return nil, fmt.Errorf("split command: %w", err)
 	}
-	if n.reshape.movedAway == nil {
-		n.reshape.movedAway = map[string]time.Time{}
-	}
-	now := time.Now()
-	n.reshape.last, n.reshape.lastMovers, n.reshape.newGroup = now, nil, ""
-	// Only a mover that has left this group's Raft may switch: one whose
-	// removal failed would stay a voter here while it founds or joins the
-	// new group. It stays, and reconcile adds it back to the FSM once the
-	// movedAway grace has passed.
-	var removed []string
-	for _, id := range movers {
-		if err := n.removeServer(ctx, id); err != nil {
-			n.log.Warn("removing a moved member from raft failed; it stays in the group", "member", id, "err", err)
-			continue
-		}
-		n.reshape.movedAway[id] = now
-		removed = append(removed, id)
-	}
+	removed := n.removeMovers(ctx, p.movers)
 	if len(removed) == 0 {
-		return nil, fmt.Errorf("%w: split of group %q: no member could leave its raft", rpc.ErrUnavailable, myGroup)
+		return nil, fmt.Errorf("%w: split of group %q: no member could leave its raft", rpc.ErrUnavailable, p.group)
 	}
 	n.reshape.lastMovers = removed
 	// The new group: its movers and the joiner, and room for the joiners
 	// that arrive while the split is carried out (takeIntoSplit).
-	n.reshape.newGroup, n.reshape.newVia, n.reshape.newSize = name, removed[0], len(removed)+1
-	boot = removed[0]
+	boot := removed[0]
+	n.reshape.newGroup, n.reshape.newVia, n.reshape.newSize = p.name, boot, len(removed)+1
 	// The movers are told in the background, with the node's context: the
 	// joiner's call may end first, and membership changes (memberMu) must
 	// not wait for up to k RPC timeouts.
 	reqs := make(map[string]*groupSwitchReq, len(removed))
 	for _, id := range removed {
-		reqs[id] = &groupSwitchReq{Group: name, From: myGroup, Via: boot, Bootstrap: id == boot, Reason: "split",
+		reqs[id] = &groupSwitchReq{Group: p.name, From: p.group, Via: boot, Bootstrap: id == boot, Reason: "split",
 			Leader: n.cfg.NodeID, Shards: nonNil(res.MovedOut[id])}
 	}
 	n.bg.Go(func() {
@@ -526,9 +541,32 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 	})
 	n.splits.Add(1)
 	n.metrics.splits.Inc()
-	n.log.Info("group split", "group", myGroup, "new_group", name, "moved", removed, "joiner", j.ID, "remaining", f.Size())
+	n.log.Info("group split", "group", p.group, "new_group", p.name, "moved", removed, "joiner", j.ID, "remaining", gr.fsm.Size())
 	n.signalRefresh()
-	return &groupJoinResp{Leader: n.cfg.NodeID, Redirect: name, Via: boot}, nil
+	return &groupJoinResp{Leader: n.cfg.NodeID, Redirect: p.name, Via: boot}, nil
+}
+
+// removeMovers removes a split's movers from the group's Raft and returns
+// those removed. Only a mover that has left this group's Raft may switch:
+// one whose removal failed would stay a voter here while it founds or
+// joins the new group. It stays, and reconcile adds it back to the FSM
+// once the movedAway grace has passed. Called with memberMu held.
+func (n *Node) removeMovers(ctx context.Context, movers []string) []string {
+	if n.reshape.movedAway == nil {
+		n.reshape.movedAway = map[string]time.Time{}
+	}
+	now := time.Now()
+	n.reshape.last, n.reshape.lastMovers, n.reshape.newGroup = now, nil, ""
+	var removed []string
+	for _, id := range movers {
+		if err := n.removeServer(ctx, id); err != nil {
+			n.log.Warn("removing a moved member from raft failed; it stays in the group", "member", id, "err", err)
+			continue
+		}
+		n.reshape.movedAway[id] = now
+		removed = append(removed, id)
+	}
+	return removed
 }
 
 // takeIntoSplit returns a redirect to the group this leader's split in

@@ -241,88 +241,34 @@ alternate share whatever else the machine is doing.`,
 // runBench runs the selected phases with client c and prints the report.
 func runBench(ctx context.Context, cmd *cobra.Command, o *clientOptions, bo *benchOptions, c *client.Client) error {
 	tree := makeBenchTree(bo.prefix, bo.paths, bo.filesPerDir)
-	nodes := c.Addrs()
-	if bo.eachNode {
-		if m, err := c.Members(ctx); err == nil {
-			var alive []string
-			for _, mb := range m.Members {
-				if mb.Status == "alive" && mb.RPCAddr != "" {
-					alive = append(alive, mb.RPCAddr)
-				}
-			}
-			if len(alive) > 0 {
-				nodes = alive
-			}
-		} else {
-			fmt.Fprintf(cmd.ErrOrStderr(), "bench: members: %v (looking up through --addr only)\n", err)
-		}
-	}
-	rep := &benchReport{
+	b := &benchRun{ctx: ctx, o: o, bo: bo, c: c, paths: tree.all(), uid: currentID(os.Getuid()), gid: currentID(os.Getgid())}
+	nodes := benchNodes(ctx, cmd, bo, c)
+	b.rep = &benchReport{
 		Prefix: bo.prefix, Paths: bo.paths, Files: len(tree.files), Concurrency: bo.concurrency,
 		Nodes: nodes,
 	}
 	for _, l := range tree.dirs {
-		rep.Dirs += len(l)
+		b.rep.Dirs += len(l)
 	}
-	entry := strings.Join(c.Addrs(), ",")
+	b.entry = strings.Join(c.Addrs(), ",")
 	if len(c.Addrs()) > 1 {
-		entry = "any"
+		b.entry = "any"
 	}
 	run := func(phase string) bool { return slices.Contains(bo.phases, phase) }
-	uid, gid := currentID(os.Getuid()), currentID(os.Getgid())
-
 	if run(phaseMkdir) {
-		if _, err := c.Mkdir(ctx, &rpc.MkdirRequest{Path: bo.prefix, Mode: 0o755, UID: uid, GID: gid, Parents: true}); err != nil {
-			return fmt.Errorf("bench: mkdir %s: %w", bo.prefix, err)
+		if err := b.mkdirPhase(tree.dirs); err != nil {
+			return err
 		}
-		res := &phaseResult{Phase: phaseMkdir, Node: entry}
-		start := time.Now()
-		for _, level := range tree.dirs {
-			runOps(ctx, res, level, bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
-				r, err := c.Mkdir(ctx, &rpc.MkdirRequest{Path: p, Mode: 0o755, UID: uid, GID: gid})
-				if err != nil {
-					return "", 0, err
-				}
-				return "", r.Hops, nil
-			})
-		}
-		res.finish(time.Since(start))
-		rep.Phases = append(rep.Phases, res)
 	}
 	if run(phaseCreate) {
-		res := &phaseResult{Phase: phaseCreate, Node: entry}
-		start := time.Now()
-		runOps(ctx, res, tree.files, bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
-			r, err := c.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644, UID: uid, GID: gid})
-			if err != nil {
-				return "", 0, err
-			}
-			return "", r.Hops, nil
-		})
-		res.finish(time.Since(start))
-		rep.Phases = append(rep.Phases, res)
-	}
-	paths := tree.all()
-	// statPhase stats every path through client sc.
-	statPhase := func(phase string, sc *client.Client) {
-		res := &phaseResult{Phase: phase, Node: entry}
-		start := time.Now()
-		runOps(ctx, res, paths, bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
-			r, err := sc.Stat(ctx, p)
-			if err != nil {
-				return "", 0, err
-			}
-			return r.Level, r.Hops, nil
-		})
-		res.finish(time.Since(start))
-		rep.Phases = append(rep.Phases, res)
+		b.createPhase(tree.files)
 	}
 	if run(phaseStat) {
-		statPhase(phaseStat, c)
+		b.statPhase(phaseStat, c)
 	}
 	if run(phaseStatUncached) {
 		nc := client.New(client.Options{Addrs: c.Addrs(), Timeout: o.timeout, Dial: o.dial, HomeCacheSize: -1})
-		statPhase(phaseStatUncached, nc)
+		b.statPhase(phaseStatUncached, nc)
 		nc.Close()
 	}
 	if run(phaseStatRouted) {
@@ -330,30 +276,131 @@ func runBench(ctx context.Context, cmd *cobra.Command, o *clientOptions, bo *ben
 		if err := nc.RefreshFilters(ctx); err != nil { // route from the first stat on
 			fmt.Fprintf(cmd.ErrOrStderr(), "bench: fetching the shards' filters: %v\n", err)
 		}
-		statPhase(phaseStatRouted, nc)
+		b.statPhase(phaseStatRouted, nc)
 		nc.Close()
 	}
 	if run(phaseLookup) {
 		for _, addr := range nodes {
-			nc := client.New(client.Options{Addrs: []string{addr}, Timeout: o.timeout, Dial: o.dial, HomeCacheSize: -1, MaxAttempts: 1})
-			res := &phaseResult{Phase: phaseLookup, Node: addr}
-			start := time.Now()
-			runOps(ctx, res, paths, bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
-				r, err := nc.Lookup(ctx, p)
-				if err != nil {
-					return "", 0, err
-				}
-				return r.Level, r.Hops, nil
-			})
-			res.finish(time.Since(start))
-			nc.Close()
-			rep.Phases = append(rep.Phases, res)
+			b.lookupPhase(addr)
 		}
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
+	return reportBench(cmd, o, bo, b.rep)
+}
 
+// benchRun is one run of the bench's phases through client c, adding
+// each phase's result to rep.
+type benchRun struct {
+	ctx      context.Context
+	o        *clientOptions
+	bo       *benchOptions
+	c        *client.Client
+	rep      *benchReport
+	entry    string   // the node the phases but lookup go through ("any": --addr lists several)
+	paths    []string // every path of the tree
+	uid, gid uint32
+}
+
+// timed runs one phase through node, timing it, and adds its result to
+// the report.
+func (b *benchRun) timed(phase, node string, run func(res *phaseResult)) {
+	res := &phaseResult{Phase: phase, Node: node}
+	start := time.Now()
+	run(res)
+	res.finish(time.Since(start))
+	b.rep.Phases = append(b.rep.Phases, res)
+}
+
+// mkdirPhase creates the prefix, then the tree's directories level by
+// level.
+func (b *benchRun) mkdirPhase(levels [][]string) error {
+	if _, err := b.c.Mkdir(b.ctx, &rpc.MkdirRequest{Path: b.bo.prefix, Mode: 0o755, UID: b.uid, GID: b.gid, Parents: true}); err != nil {
+		return fmt.Errorf("bench: mkdir %s: %w", b.bo.prefix, err)
+	}
+	b.timed(phaseMkdir, b.entry, func(res *phaseResult) {
+		for _, level := range levels {
+			runOps(b.ctx, res, level, b.bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
+				r, err := b.c.Mkdir(ctx, &rpc.MkdirRequest{Path: p, Mode: 0o755, UID: b.uid, GID: b.gid})
+				if err != nil {
+					return "", 0, err
+				}
+				return "", r.Hops, nil
+			})
+		}
+	})
+	return nil
+}
+
+// createPhase creates the tree's files.
+func (b *benchRun) createPhase(files []string) {
+	b.timed(phaseCreate, b.entry, func(res *phaseResult) {
+		runOps(b.ctx, res, files, b.bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
+			r, err := b.c.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644, UID: b.uid, GID: b.gid})
+			if err != nil {
+				return "", 0, err
+			}
+			return "", r.Hops, nil
+		})
+	})
+}
+
+// statPhase stats every path through client sc.
+func (b *benchRun) statPhase(phase string, sc *client.Client) {
+	b.timed(phase, b.entry, func(res *phaseResult) {
+		runOps(b.ctx, res, b.paths, b.bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
+			r, err := sc.Stat(ctx, p)
+			if err != nil {
+				return "", 0, err
+			}
+			return r.Level, r.Hops, nil
+		})
+	})
+}
+
+// lookupPhase looks every path up through the node at addr alone.
+func (b *benchRun) lookupPhase(addr string) {
+	nc := client.New(client.Options{Addrs: []string{addr}, Timeout: b.o.timeout, Dial: b.o.dial, HomeCacheSize: -1, MaxAttempts: 1})
+	defer nc.Close()
+	b.timed(phaseLookup, addr, func(res *phaseResult) {
+		runOps(b.ctx, res, b.paths, b.bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
+			r, err := nc.Lookup(ctx, p)
+			if err != nil {
+				return "", 0, err
+			}
+			return r.Level, r.Hops, nil
+		})
+	})
+}
+
+// benchNodes returns the nodes the lookup phase goes through: those of
+// --addr, or with --each-node every alive member of the cluster.
+func benchNodes(ctx context.Context, cmd *cobra.Command, bo *benchOptions, c *client.Client) []string {
+	nodes := c.Addrs()
+	if !bo.eachNode {
+		return nodes
+	}
+	m, err := c.Members(ctx)
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bench: members: %v (looking up through --addr only)\n", err)
+		return nodes
+	}
+	var alive []string
+	for _, mb := range m.Members {
+		if mb.Status == "alive" && mb.RPCAddr != "" {
+			alive = append(alive, mb.RPCAddr)
+		}
+	}
+	if len(alive) > 0 {
+		nodes = alive
+	}
+	return nodes
+}
+
+// reportBench prints the report (--json: as JSON) and the first errors of
+// every phase; it fails when more than --max-errors operations failed.
+func reportBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions, rep *benchReport) error {
 	failed := 0
 	var firstErrs []error
 	for _, ph := range rep.Phases {

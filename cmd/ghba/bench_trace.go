@@ -190,85 +190,135 @@ func runTraceBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions) error
 // stream starts once the streams that ended before it in the recording
 // have finished (traceStreams.after), else every stream starts at once.
 func replayTrace(cmd *cobra.Command, o *clientOptions, bo *benchOptions, ts *traceStreams, prefix, mode string, clients, entries int) (*traceResult, error) {
-	ctx := cmd.Context()
-	setup, err := o.client(cmd)
-	if err != nil {
+	if err := createTraceNamespace(cmd, o, ts, prefix); err != nil {
 		return nil, err
 	}
-	defer setup.Close()
-	if _, err := setup.Mkdir(ctx, &rpc.MkdirRequest{Path: prefix, Mode: 0o755, Parents: true}); err != nil {
-		return nil, fmt.Errorf("bench: mkdir %s: %w", prefix, err)
-	}
-	// The trace's namespace: directories by depth, then files.
-	dirs := slices.Clone(ts.dirs)
-	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
-	pre := func(paths []string, op func(p string) error) error {
-		var wg sync.WaitGroup
-		var mu sync.Mutex
-		var first error
-		next := make(chan string)
-		for range 16 {
-			wg.Go(func() {
-				for p := range next {
-					if err := op(prefix + p); err != nil && !errors.Is(err, fs.ErrExist) {
-						mu.Lock()
-						first = cmp0(first, err)
-						mu.Unlock()
-					}
-				}
-			})
-		}
-		for _, p := range paths {
-			next <- p
-		}
-		close(next)
-		wg.Wait()
-		return first
-	}
-	mkdir := func(p string) error {
-		_, err := setup.Mkdir(ctx, &rpc.MkdirRequest{Path: p, Mode: 0o755, Parents: true})
-		return err
-	}
-	for d := 0; d < len(dirs); {
-		depth := strings.Count(dirs[d], "/")
-		e := d
-		for e < len(dirs) && strings.Count(dirs[e], "/") == depth {
-			e++
-		}
-		if err := pre(dirs[d:e], mkdir); err != nil {
-			return nil, fmt.Errorf("bench: creating the trace's directories: %w", err)
-		}
-		d = e
-	}
-	if err := pre(ts.files, func(p string) error {
-		if err := mkdir(p[:strings.LastIndexByte(p, '/')]); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		_, err := setup.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644})
-		return err
-	}); err != nil {
-		return nil, fmt.Errorf("bench: creating the trace's files: %w", err)
-	}
-
-	res := &traceResult{Cache: mode, Clients: clients}
 	cls := make([]*client.Client, clients)
 	for i := range cls {
-		c, err := o.clientWith(cmd, func(opts *client.Options) {
-			switch mode {
-			case cacheLRU:
-				opts.Cache = &client.CacheOptions{Entries: entries, ListPrefetch: bo.listPrefetch}
-			case cacheNexus:
-				g, _ := nexus.New[string](nexus.Config{})
-				opts.Cache = &client.CacheOptions{Entries: entries, Prefetch: client.PrefetchNexus, Predictor: g, Group: bo.prefetchGroup,
-					ListPrefetch: bo.listPrefetch}
-			}
-		})
+		c, err := o.clientWith(cmd, func(opts *client.Options) { opts.Cache = traceCache(bo, mode, entries) })
 		if err != nil {
 			return nil, err
 		}
 		defer c.Close()
 		cls[i] = c
 	}
+	res := &traceResult{Cache: mode, Clients: clients}
+	start := time.Now()
+	statLat := replayStreams(cmd.Context(), bo, ts, prefix, cls, res)
+	res.OpsPerSec = float64(res.Ops) / time.Since(start).Seconds()
+	res.Stats = len(statLat)
+	if len(statLat) > 0 {
+		var sum time.Duration
+		for _, d := range statLat {
+			sum += d
+		}
+		res.StatMeanMs = float64(sum.Microseconds()) / 1000 / float64(len(statLat))
+		slices.Sort(statLat)
+		res.StatP99Ms = percentileMs(statLat, 0.99)
+	}
+	var hits uint64
+	for _, c := range cls {
+		s := c.CacheStats()
+		hits += s.Hits
+		res.Prefetched += s.Prefetched
+		res.PrefetchUse += s.PrefetchUsed
+		res.Invalidated += s.Invalidated
+		res.Entries += s.Entries
+	}
+	if res.Stats > 0 {
+		res.HitRate = float64(hits) / float64(res.Stats)
+	}
+	return res, nil
+}
+
+// traceCache returns the client cache of a replay in mode (nil: none):
+// entries inodes, prefetching bo.prefetchGroup paths with a miss (nexus)
+// and bo.listPrefetch entries of a listing (both).
+func traceCache(bo *benchOptions, mode string, entries int) *client.CacheOptions {
+	switch mode {
+	case cacheLRU:
+		return &client.CacheOptions{Entries: entries, ListPrefetch: bo.listPrefetch}
+	case cacheNexus:
+		g, _ := nexus.New[string](nexus.Config{})
+		return &client.CacheOptions{Entries: entries, Prefetch: client.PrefetchNexus, Predictor: g, Group: bo.prefetchGroup,
+			ListPrefetch: bo.listPrefetch}
+	}
+	return nil
+}
+
+// createTraceNamespace creates prefix and under it the trace's existing
+// paths: its directories by depth, then its files.
+func createTraceNamespace(cmd *cobra.Command, o *clientOptions, ts *traceStreams, prefix string) error {
+	ctx := cmd.Context()
+	setup, err := o.client(cmd)
+	if err != nil {
+		return err
+	}
+	defer setup.Close()
+	if _, err := setup.Mkdir(ctx, &rpc.MkdirRequest{Path: prefix, Mode: 0o755, Parents: true}); err != nil {
+		return fmt.Errorf("bench: mkdir %s: %w", prefix, err)
+	}
+	mkdir := func(p string) error {
+		_, err := setup.Mkdir(ctx, &rpc.MkdirRequest{Path: p, Mode: 0o755, Parents: true})
+		return err
+	}
+	dirs := slices.Clone(ts.dirs)
+	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	for d := 0; d < len(dirs); {
+		depth := strings.Count(dirs[d], "/")
+		e := d
+		for e < len(dirs) && strings.Count(dirs[e], "/") == depth {
+			e++
+		}
+		if err := createAll(prefix, dirs[d:e], mkdir); err != nil {
+			return fmt.Errorf("bench: creating the trace's directories: %w", err)
+		}
+		d = e
+	}
+	if err := createAll(prefix, ts.files, func(p string) error {
+		if err := mkdir(p[:strings.LastIndexByte(p, '/')]); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		_, err := setup.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644})
+		return err
+	}); err != nil {
+		return fmt.Errorf("bench: creating the trace's files: %w", err)
+	}
+	return nil
+}
+
+// createAll runs op on prefix+p for every path of paths, 16 at a time,
+// and returns its first error other than fs.ErrExist.
+func createAll(prefix string, paths []string, op func(p string) error) error {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	next := make(chan string)
+	for range 16 {
+		wg.Go(func() {
+			for p := range next {
+				if err := op(prefix + p); err != nil && !errors.Is(err, fs.ErrExist) {
+					mu.Lock()
+					first = cmp0(first, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, p := range paths {
+		next <- p
+	}
+	close(next)
+	wg.Wait()
+	return first
+}
+
+// replayStreams replays the trace's streams under prefix in a closed loop,
+// stream i on cls[i mod len(cls)] (with bo.traceOrder, once the streams
+// that ended before it in the recording have finished), counts the
+// operations, errors and missing paths into res and returns the stat and
+// open times.
+func replayStreams(ctx context.Context, bo *benchOptions, ts *traceStreams, prefix string, cls []*client.Client, res *traceResult) []time.Duration {
 	var mu sync.Mutex
 	var statLat []time.Duration
 	var wg sync.WaitGroup
@@ -276,9 +326,8 @@ func replayTrace(cmd *cobra.Command, o *clientOptions, bo *benchOptions, ts *tra
 	for i := range done {
 		done[i] = make(chan struct{})
 	}
-	start := time.Now()
 	for i, stream := range ts.streams {
-		c := cls[i%clients]
+		c := cls[i%len(cls)]
 		wg.Go(func() {
 			defer close(done[i])
 			if bo.traceOrder {
@@ -317,31 +366,7 @@ func replayTrace(cmd *cobra.Command, o *clientOptions, bo *benchOptions, ts *tra
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
-	res.OpsPerSec = float64(res.Ops) / elapsed.Seconds()
-	res.Stats = len(statLat)
-	if len(statLat) > 0 {
-		var sum time.Duration
-		for _, d := range statLat {
-			sum += d
-		}
-		res.StatMeanMs = float64(sum.Microseconds()) / 1000 / float64(len(statLat))
-		slices.Sort(statLat)
-		res.StatP99Ms = percentileMs(statLat, 0.99)
-	}
-	var hits uint64
-	for _, c := range cls {
-		s := c.CacheStats()
-		hits += s.Hits
-		res.Prefetched += s.Prefetched
-		res.PrefetchUse += s.PrefetchUsed
-		res.Invalidated += s.Invalidated
-		res.Entries += s.Entries
-	}
-	if res.Stats > 0 {
-		res.HitRate = float64(hits) / float64(res.Stats)
-	}
-	return res, nil
+	return statLat
 }
 
 // replayOp runs one trace record under prefix through c.

@@ -147,64 +147,17 @@ func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
 	if err := os.MkdirAll(raftDir, 0o755); err != nil {
 		return nil, fmt.Errorf("shard %s: %w", r.id, err)
 	}
-	so := opts.Store
-	so.Dir, so.NoSyncWrites = filepath.Join(opts.Dir, "meta"), true
-	if so.Logger == nil {
-		so.Logger = r.log
-	}
-	if r.st, err = store.Open(ctx, so); err != nil {
-		return nil, fmt.Errorf("shard %s: %w", r.id, err)
-	}
-	r.fsm = &fsm{shard: r.id, st: r.st, log: r.log, ctx: r.ctx, geo: opts.Geometry, onFatal: opts.OnFatal}
-	// A store left by a restore that did not finish (the process stopped
-	// while it installed a snapshot, which Raft stores before restoring
-	// it) refuses every call but a restore: Raft restores it from its
-	// newest snapshot when it starts (below), then replays the log.
-	applied, broken := r.st.AppliedIndex(ctx)
-	restore := errors.Is(broken, store.ErrRestoreIncomplete)
-	// The text index is kept if it was closed at the store's applied
-	// index, else rebuilt below from the same scan as the filter.
-	rebuildText := false
-	if r.fsm.text, rebuildText, err = textindex.Open(filepath.Join(opts.Dir, "text"), applied); err != nil {
-		return nil, fmt.Errorf("shard %s: %w", r.id, err)
-	}
-	files := 0
-	switch {
-	case restore:
-		r.fsm.filter = routing.NewCountingFilter(opts.Geometry)
-		r.log.Warn("the store's last restore did not finish: restoring it from the newest snapshot", "err", broken)
-	case broken != nil:
-		return nil, fmt.Errorf("shard %s: %w", r.id, broken)
-	default:
-		if err := r.st.ResumeRekey(ctx, nil); err != nil {
-			return nil, fmt.Errorf("shard %s: resuming re-keys: %w", r.id, err)
-		}
-		if files, err = r.fsm.rebuild(ctx, rebuildText); err != nil {
-			return nil, err
-		}
+	st, err := r.openState(ctx, opts)
+	if err != nil {
+		return nil, err
 	}
 	hl := opts.HCLogger
 	if hl == nil {
 		hl = hclog.NewNullLogger()
 	}
-	kind := ""
-	if r.logs, kind, err = openLogStore(raftDir, opts.LogStore, hl); err != nil {
-		return nil, fmt.Errorf("shard %s: log store: %w", r.id, err)
-	}
-	if opts.LogStore != "" && kind != opts.LogStore {
-		r.log.Warn("the replica keeps the log store it was created with", "log_store", kind, "configured", opts.LogStore)
-	}
-	snaps, err := raftconf.SnapshotStore(raftDir, hl)
+	snaps, kind, err := r.openRaftStorage(raftDir, opts.LogStore, hl, st)
 	if err != nil {
-		return nil, fmt.Errorf("shard %s: snapshot store: %w", r.id, err)
-	}
-	if r.exists, err = raft.HasExistingState(r.logs, r.logs, snaps); err != nil {
-		return nil, fmt.Errorf("shard %s: reading raft state: %w", r.id, err)
-	}
-	if restore {
-		if list, err := snaps.List(); err != nil || len(list) == 0 {
-			return nil, fmt.Errorf("shard %s: no snapshot to restore the store from (%v): %w", r.id, err, broken)
-		}
+		return nil, err
 	}
 	conf := raftconf.Config(r.tune.Tuning, raftconf.Options{
 		LocalID: opts.NodeID, Logger: hl, Notify: r.notify,
@@ -218,17 +171,10 @@ func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
 		// the last snapshot skips what it already holds, and a snapshot
 		// is restored only to a replica that is behind the log (or whose
 		// store a restore left incomplete).
-		NoSnapshotRestoreOnStart: !restore,
+		NoSnapshotRestoreOnStart: !st.restore,
 	})
-	if r.exists && r.tune.ReadLease > 0 {
-		// A lease the shard's leader holds may rest on this replica's
-		// acknowledgement before it stopped; it votes only once such a
-		// lease has run out (see verifier).
-		select {
-		case <-time.After(r.tune.ReadLease):
-		case <-ctx.Done():
-			return nil, fmt.Errorf("shard %s: %w", r.id, ctx.Err())
-		}
+	if err := r.awaitOldLease(ctx); err != nil {
+		return nil, err
 	}
 	logs, err := raft.NewLogCache(logCacheEntries, r.logs)
 	if err != nil {
@@ -237,10 +183,105 @@ func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
 	if r.raft, err = raft.NewRaft(conf, r.fsm, logs, r.logs, snaps, r.trans); err != nil {
 		return nil, fmt.Errorf("shard %s: raft: %w", r.id, err)
 	}
-	applied, _ = r.st.AppliedIndex(ctx)
-	r.log.Info("shard replica opened", "paths", files, "applied_index", applied, "raft_state", r.exists, "log_store", kind,
+	applied, _ := r.st.AppliedIndex(ctx)
+	r.log.Info("shard replica opened", "paths", st.files, "applied_index", applied, "raft_state", r.exists, "log_store", kind,
 		"texts_indexed", r.fsm.text.Count())
 	return r, nil
+}
+
+// openedState is what openState found in the replica's store.
+type openedState struct {
+	// restore is set when the store's last restore did not finish
+	// (broken is then its error): Raft must restore it from its newest
+	// snapshot.
+	restore bool
+	broken  error
+	files   int // the paths the counting filter was built from
+}
+
+// openState opens the replica's store and text index and sets up its
+// state machine: the counting filter and, if it was not closed at the
+// store's applied index, the text index are rebuilt from one scan of the
+// store, after completing interrupted re-keys.
+func (r *Replica) openState(ctx context.Context, opts Options) (st openedState, err error) {
+	so := opts.Store
+	so.Dir, so.NoSyncWrites = filepath.Join(opts.Dir, "meta"), true
+	if so.Logger == nil {
+		so.Logger = r.log
+	}
+	if r.st, err = store.Open(ctx, so); err != nil {
+		return st, fmt.Errorf("shard %s: %w", r.id, err)
+	}
+	r.fsm = &fsm{shard: r.id, st: r.st, log: r.log, ctx: r.ctx, geo: opts.Geometry, onFatal: opts.OnFatal}
+	// A store left by a restore that did not finish (the process stopped
+	// while it installed a snapshot, which Raft stores before restoring
+	// it) refuses every call but a restore: Raft restores it from its
+	// newest snapshot when it starts (Open), then replays the log.
+	applied, broken := r.st.AppliedIndex(ctx)
+	st.restore, st.broken = errors.Is(broken, store.ErrRestoreIncomplete), broken
+	// The text index is kept if it was closed at the store's applied
+	// index, else rebuilt below from the same scan as the filter.
+	rebuildText := false
+	if r.fsm.text, rebuildText, err = textindex.Open(filepath.Join(opts.Dir, "text"), applied); err != nil {
+		return st, fmt.Errorf("shard %s: %w", r.id, err)
+	}
+	switch {
+	case st.restore:
+		r.fsm.filter = routing.NewCountingFilter(opts.Geometry)
+		r.log.Warn("the store's last restore did not finish: restoring it from the newest snapshot", "err", broken)
+	case broken != nil:
+		return st, fmt.Errorf("shard %s: %w", r.id, broken)
+	default:
+		if err := r.st.ResumeRekey(ctx, nil); err != nil {
+			return st, fmt.Errorf("shard %s: resuming re-keys: %w", r.id, err)
+		}
+		if st.files, err = r.fsm.rebuild(ctx, rebuildText); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// openRaftStorage opens the replica's Raft log store (of the kind it was
+// created with; configured, for a new replica) and its snapshot store in
+// dir, and reads whether Raft has state. It returns the snapshot store and
+// the log store's kind.
+func (r *Replica) openRaftStorage(dir, configured string, hl hclog.Logger, st openedState) (_ *raft.FileSnapshotStore, kind string, err error) {
+	if r.logs, kind, err = openLogStore(dir, configured, hl); err != nil {
+		return nil, "", fmt.Errorf("shard %s: log store: %w", r.id, err)
+	}
+	if configured != "" && kind != configured {
+		r.log.Warn("the replica keeps the log store it was created with", "log_store", kind, "configured", configured)
+	}
+	snaps, err := raftconf.SnapshotStore(dir, hl)
+	if err != nil {
+		return nil, "", fmt.Errorf("shard %s: snapshot store: %w", r.id, err)
+	}
+	if r.exists, err = raft.HasExistingState(r.logs, r.logs, snaps); err != nil {
+		return nil, "", fmt.Errorf("shard %s: reading raft state: %w", r.id, err)
+	}
+	if st.restore {
+		if list, err := snaps.List(); err != nil || len(list) == 0 {
+			return nil, "", fmt.Errorf("shard %s: no snapshot to restore the store from (%v): %w", r.id, err, st.broken)
+		}
+	}
+	return snaps, kind, nil
+}
+
+// awaitOldLease waits, for a replica that was a member of the shard
+// before, until a read lease resting on its acknowledgement before it
+// stopped has run out: a lease the shard's leader holds may rest on it,
+// so it votes only then (see verifier).
+func (r *Replica) awaitOldLease(ctx context.Context) error {
+	if !r.exists || r.tune.ReadLease <= 0 {
+		return nil
+	}
+	select {
+	case <-time.After(r.tune.ReadLease):
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("shard %s: %w", r.id, ctx.Err())
+	}
 }
 
 // HasState reports whether the replica had Raft state when opened (it was

@@ -534,6 +534,51 @@ func (c *converter) emit(p *proc, ev event) {
 	c.events = append(c.events, ev)
 }
 
+// sysCall is one complete system call being converted.
+type sysCall struct {
+	p       *proc
+	name    string
+	argText string
+	args    []string
+	res     Result
+	// ev is the event the call emits, with its time, line, process and
+	// outcome set.
+	ev event
+}
+
+// callHandler converts one kind of system call.
+type callHandler func(c *converter, sc *sysCall)
+
+// callHandlers maps the name of every system call the converter handles
+// to its handler; the others are skipped (SkipOther).
+var callHandlers = func() map[string]callHandler {
+	m := map[string]callHandler{}
+	add := func(h callHandler, names ...string) {
+		for _, n := range names {
+			m[n] = h
+		}
+	}
+	add(lookupCall(-1, 0), "stat", "lstat", "stat64", "lstat64", "access", "readlink", "execve")
+	add(statAtCall, "newfstatat", "fstatat64", "statx", "faccessat", "faccessat2", "readlinkat", "execveat")
+	add(chdirCall, "chdir")
+	add(fchdirCall, "fchdir")
+	add(openCall, "open", "openat", "openat2", "creat")
+	add(getdentsCall, "getdents64", "getdents")
+	add(changeCall(evMkdir, -1, 0), "mkdir")
+	add(changeCall(evMkdir, 0, 1), "mkdirat")
+	add(changeCall(evRmdir, -1, 0), "rmdir")
+	add(changeCall(evUnlink, -1, 0), "unlink")
+	add(unlinkatCall, "unlinkat")
+	add(changeCall(evCreate, -1, 1), "link", "symlink")
+	add(changeCall(evCreate, 2, 3), "linkat")
+	add(changeCall(evCreate, 1, 2), "symlinkat")
+	add(renameCall, "rename", "renameat", "renameat2")
+	add(cloneCall, "clone", "clone3", "fork", "vfork")
+	add(closeCall, "close")
+	add(dupCall, "dup", "dup2", "dup3")
+	return m
+}()
+
 // call handles one complete system call.
 func (c *converter) call(p *proc, pid int, t time.Duration, line int, name, argText, ret string) {
 	c.stats.Calls++
@@ -542,200 +587,222 @@ func (c *converter) call(p *proc, pid int, t time.Duration, line int, name, argT
 		c.stats.skip(SkipUnknownRet)
 		return
 	}
-	args := SplitArgs(argText)
-	ev := event{t: t, line: line, pid: pid, failed: res.Failed(), errno: res.Errno}
+	h := callHandlers[name]
 	if !res.Known && name != "execve" && name != "execveat" {
 		// execve's result is "?" when another thread's exec wins; other
 		// calls with "?" were cut by the process's death.
-		if handled(name) {
+		if h != nil {
 			c.stats.skip(SkipUnknownRet)
 		} else {
 			c.stats.skip(SkipOther)
 		}
 		return
 	}
-	lookup := func(op workload.Op, dirIdx, pathIdx int) {
-		pth, ok := c.pathArg(p, args, dirIdx, pathIdx)
-		if !ok {
-			return
-		}
-		ev.kind, ev.op, ev.path = evLookup, op, pth
-		ev.dir = !ev.failed && strings.Contains(argText, "S_IFDIR")
-		c.emit(p, ev)
-	}
-	switch name {
-	case "stat", "lstat", "stat64", "lstat64", "access", "readlink", "execve":
-		lookup(workload.OpStat, -1, 0)
-	case "newfstatat", "fstatat64", "statx", "faccessat", "faccessat2", "readlinkat", "execveat":
-		if len(args) >= 2 && args[1] == `""` {
-			c.stats.skip(SkipFDOnly) // fstat through AT_EMPTY_PATH
-			return
-		}
-		lookup(workload.OpStat, 0, 1)
-	case "chdir":
-		pth, ok := c.pathArg(p, args, -1, 0)
-		if !ok {
-			return
-		}
-		ev.kind, ev.op, ev.path, ev.dir = evLookup, workload.OpStat, pth, !ev.failed
-		c.emit(p, ev)
-		if !ev.failed {
-			if path.IsAbs(pth) {
-				c.setCwd(p.fs, pth, false)
-			} else {
-				c.setCwd(p.fs, "", false) // relative to an unknown directory
-			}
-		}
-	case "fchdir":
-		if len(args) < 1 {
-			c.stats.skip(SkipBadPath)
-			return
-		}
-		if _, pth, ok := c.fdPath(p, args[0]); ok && !ev.failed {
-			c.setCwd(p.fs, pth, false)
-			c.dirHint(p, ev, pth)
-		} else {
-			c.stats.skip(SkipUnknownFD)
-		}
-	case "open", "openat", "openat2", "creat":
-		dirIdx, pathIdx, flags := -1, 0, ""
-		switch name {
-		case "openat", "openat2":
-			dirIdx, pathIdx = 0, 1
-			if len(args) > 2 {
-				flags = args[2]
-			}
-		case "open":
-			if len(args) > 1 {
-				flags = args[1]
-			}
-		case "creat":
-			flags = "O_CREAT|O_WRONLY|O_TRUNC"
-		}
-		pth, ok := c.pathArg(p, args, dirIdx, pathIdx)
-		if !ok {
-			return
-		}
-		ev.path = pth
-		switch {
-		case ev.failed:
-			ev.kind, ev.op = evLookup, workload.OpStat
-		case HasFlag(flags, "O_CREAT") && HasFlag(flags, "O_EXCL"):
-			ev.kind = evCreate
-		case HasFlag(flags, "O_CREAT"):
-			ev.kind = evOpenCr
-		default:
-			ev.kind, ev.op = evLookup, workload.OpOpen
-			ev.dir = HasFlag(flags, "O_DIRECTORY")
-		}
-		if !ev.failed && res.Value >= 0 {
-			if path.IsAbs(pth) {
-				p.fds.m[int(res.Value)] = &fdEntry{path: pth}
-			} else {
-				delete(p.fds.m, int(res.Value))
-			}
-		}
-		c.emit(p, ev)
-	case "getdents64", "getdents":
-		if len(args) < 1 {
-			c.stats.skip(SkipBadPath)
-			return
-		}
-		fd, pth, ok := c.fdPath(p, args[0])
-		if !ok {
-			c.stats.skip(SkipUnknownFD)
-			return
-		}
-		e := p.fds.m[fd]
-		if e == nil || e.path != pth {
-			e = &fdEntry{path: pth}
-			p.fds.m[fd] = e
-		}
-		if e.listed {
-			c.stats.skip(SkipRereaddir)
-			return
-		}
-		e.listed = true
-		ev.kind, ev.op, ev.path, ev.dir = evLookup, workload.OpReaddir, pth, !ev.failed
-		c.emit(p, ev)
-	case "mkdir", "mkdirat":
-		dirIdx, pathIdx := -1, 0
-		if name == "mkdirat" {
-			dirIdx, pathIdx = 0, 1
-		}
-		c.change(p, &ev, evMkdir, args, dirIdx, pathIdx)
-	case "rmdir":
-		c.change(p, &ev, evRmdir, args, -1, 0)
-	case "unlink":
-		c.change(p, &ev, evUnlink, args, -1, 0)
-	case "unlinkat":
-		kind := evUnlink
-		if len(args) > 2 && HasFlag(args[2], "AT_REMOVEDIR") {
-			kind = evRmdir
-		}
-		c.change(p, &ev, kind, args, 0, 1)
-	case "link", "symlink":
-		c.change(p, &ev, evCreate, args, -1, 1)
-	case "linkat":
-		c.change(p, &ev, evCreate, args, 2, 3)
-	case "symlinkat":
-		c.change(p, &ev, evCreate, args, 1, 2)
-	case "rename", "renameat", "renameat2":
-		d1, p1, d2, p2 := -1, 0, -1, 1
-		if name != "rename" {
-			d1, p1, d2, p2 = 0, 1, 2, 3
-		}
-		if name == "renameat2" && len(args) > 4 && HasFlag(args[4], "RENAME_EXCHANGE") {
-			c.stats.skip(SkipExchange)
-			return
-		}
-		src, ok := c.pathArg(p, args, d1, p1)
-		if !ok {
-			return
-		}
-		if ev.failed {
-			ev.kind, ev.op, ev.path = evLookup, workload.OpStat, src
-			c.emit(p, ev)
-			return
-		}
-		dst, ok := c.pathArg(p, args, d2, p2)
-		if !ok {
-			return
-		}
-		ev.kind, ev.path, ev.path2 = evRename, src, dst
-		c.emit(p, ev)
-	case "clone", "clone3", "fork", "vfork":
-		if !ev.failed && res.Value > 0 {
-			c.child(p, int(res.Value), name, argText)
-		}
-	case "close":
-		if len(args) == 1 && !ev.failed {
-			if fd, _, _, ok := FD(args[0]); ok {
-				delete(p.fds.m, fd)
-			}
-		}
-	case "dup", "dup2", "dup3":
-		if len(args) >= 1 && !ev.failed && res.Value >= 0 {
-			if _, pth, ok := c.fdPath(p, args[0]); ok {
-				p.fds.m[int(res.Value)] = &fdEntry{path: pth}
-			}
-		}
-	default:
+	if h == nil {
 		c.stats.skip(SkipOther)
+		return
 	}
+	h(c, &sysCall{p: p, name: name, argText: argText, args: SplitArgs(argText), res: res,
+		ev: event{t: t, line: line, pid: pid, failed: res.Failed(), errno: res.Errno}})
 }
 
 // handled reports whether call converts system calls called name.
-func handled(name string) bool {
-	switch name {
-	case "stat", "lstat", "stat64", "lstat64", "access", "readlink", "execve",
-		"newfstatat", "fstatat64", "statx", "faccessat", "faccessat2", "readlinkat", "execveat",
-		"chdir", "fchdir", "open", "openat", "openat2", "creat", "getdents64", "getdents",
-		"mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "link", "symlink", "linkat", "symlinkat",
-		"rename", "renameat", "renameat2", "clone", "clone3", "fork", "vfork", "close", "dup", "dup2", "dup3":
-		return true
+func handled(name string) bool { return callHandlers[name] != nil }
+
+// lookupCall returns the handler of a call that looks the path at
+// args[pathIdx] up (relative to the directory fd at args[dirIdx], if not
+// negative).
+func lookupCall(dirIdx, pathIdx int) callHandler {
+	return func(c *converter, sc *sysCall) { c.lookup(sc, workload.OpStat, dirIdx, pathIdx) }
+}
+
+// lookup emits a lookup of the path at args[pathIdx] by op.
+func (c *converter) lookup(sc *sysCall, op workload.Op, dirIdx, pathIdx int) {
+	pth, ok := c.pathArg(sc.p, sc.args, dirIdx, pathIdx)
+	if !ok {
+		return
 	}
-	return false
+	ev := sc.ev
+	ev.kind, ev.op, ev.path = evLookup, op, pth
+	ev.dir = !ev.failed && strings.Contains(sc.argText, "S_IFDIR")
+	c.emit(sc.p, ev)
+}
+
+// statAtCall handles the *at forms of stat, access, readlink and execve.
+func statAtCall(c *converter, sc *sysCall) {
+	if len(sc.args) >= 2 && sc.args[1] == `""` {
+		c.stats.skip(SkipFDOnly) // fstat through AT_EMPTY_PATH
+		return
+	}
+	c.lookup(sc, workload.OpStat, 0, 1)
+}
+
+func chdirCall(c *converter, sc *sysCall) {
+	pth, ok := c.pathArg(sc.p, sc.args, -1, 0)
+	if !ok {
+		return
+	}
+	ev := sc.ev
+	ev.kind, ev.op, ev.path, ev.dir = evLookup, workload.OpStat, pth, !ev.failed
+	c.emit(sc.p, ev)
+	if !ev.failed {
+		if path.IsAbs(pth) {
+			c.setCwd(sc.p.fs, pth, false)
+		} else {
+			c.setCwd(sc.p.fs, "", false) // relative to an unknown directory
+		}
+	}
+}
+
+func fchdirCall(c *converter, sc *sysCall) {
+	if len(sc.args) < 1 {
+		c.stats.skip(SkipBadPath)
+		return
+	}
+	if _, pth, ok := c.fdPath(sc.p, sc.args[0]); ok && !sc.ev.failed {
+		c.setCwd(sc.p.fs, pth, false)
+		c.dirHint(sc.p, sc.ev, pth)
+	} else {
+		c.stats.skip(SkipUnknownFD)
+	}
+}
+
+// openCall handles open, openat, openat2 and creat: a create, an open
+// that may create, or a lookup; the descriptor it returns is remembered.
+func openCall(c *converter, sc *sysCall) {
+	args := sc.args
+	dirIdx, pathIdx, flags := -1, 0, ""
+	switch sc.name {
+	case "openat", "openat2":
+		dirIdx, pathIdx = 0, 1
+		if len(args) > 2 {
+			flags = args[2]
+		}
+	case "open":
+		if len(args) > 1 {
+			flags = args[1]
+		}
+	case "creat":
+		flags = "O_CREAT|O_WRONLY|O_TRUNC"
+	}
+	pth, ok := c.pathArg(sc.p, args, dirIdx, pathIdx)
+	if !ok {
+		return
+	}
+	ev := sc.ev
+	ev.path = pth
+	switch {
+	case ev.failed:
+		ev.kind, ev.op = evLookup, workload.OpStat
+	case HasFlag(flags, "O_CREAT") && HasFlag(flags, "O_EXCL"):
+		ev.kind = evCreate
+	case HasFlag(flags, "O_CREAT"):
+		ev.kind = evOpenCr
+	default:
+		ev.kind, ev.op = evLookup, workload.OpOpen
+		ev.dir = HasFlag(flags, "O_DIRECTORY")
+	}
+	if fd := int(sc.res.Value); !ev.failed && sc.res.Value >= 0 {
+		if path.IsAbs(pth) {
+			sc.p.fds.m[fd] = &fdEntry{path: pth}
+		} else {
+			delete(sc.p.fds.m, fd)
+		}
+	}
+	c.emit(sc.p, ev)
+}
+
+// getdentsCall emits a readdir of the directory open at the descriptor,
+// once per opening.
+func getdentsCall(c *converter, sc *sysCall) {
+	if len(sc.args) < 1 {
+		c.stats.skip(SkipBadPath)
+		return
+	}
+	fd, pth, ok := c.fdPath(sc.p, sc.args[0])
+	if !ok {
+		c.stats.skip(SkipUnknownFD)
+		return
+	}
+	e := sc.p.fds.m[fd]
+	if e == nil || e.path != pth {
+		e = &fdEntry{path: pth}
+		sc.p.fds.m[fd] = e
+	}
+	if e.listed {
+		c.stats.skip(SkipRereaddir)
+		return
+	}
+	e.listed = true
+	ev := sc.ev
+	ev.kind, ev.op, ev.path, ev.dir = evLookup, workload.OpReaddir, pth, !ev.failed
+	c.emit(sc.p, ev)
+}
+
+// changeCall returns the handler of a call that makes a change of kind to
+// the path at args[pathIdx] (relative to the directory fd at
+// args[dirIdx], if not negative).
+func changeCall(kind evKind, dirIdx, pathIdx int) callHandler {
+	return func(c *converter, sc *sysCall) { c.change(sc.p, &sc.ev, kind, sc.args, dirIdx, pathIdx) }
+}
+
+func unlinkatCall(c *converter, sc *sysCall) {
+	kind := evUnlink
+	if len(sc.args) > 2 && HasFlag(sc.args[2], "AT_REMOVEDIR") {
+		kind = evRmdir
+	}
+	c.change(sc.p, &sc.ev, kind, sc.args, 0, 1)
+}
+
+// renameCall handles rename, renameat and renameat2 (but for an
+// exchange); a failed rename is a lookup of its source.
+func renameCall(c *converter, sc *sysCall) {
+	d1, p1, d2, p2 := -1, 0, -1, 1
+	if sc.name != "rename" {
+		d1, p1, d2, p2 = 0, 1, 2, 3
+	}
+	if sc.name == "renameat2" && len(sc.args) > 4 && HasFlag(sc.args[4], "RENAME_EXCHANGE") {
+		c.stats.skip(SkipExchange)
+		return
+	}
+	src, ok := c.pathArg(sc.p, sc.args, d1, p1)
+	if !ok {
+		return
+	}
+	ev := sc.ev
+	if ev.failed {
+		ev.kind, ev.op, ev.path = evLookup, workload.OpStat, src
+		c.emit(sc.p, ev)
+		return
+	}
+	dst, ok := c.pathArg(sc.p, sc.args, d2, p2)
+	if !ok {
+		return
+	}
+	ev.kind, ev.path, ev.path2 = evRename, src, dst
+	c.emit(sc.p, ev)
+}
+
+func cloneCall(c *converter, sc *sysCall) {
+	if !sc.ev.failed && sc.res.Value > 0 {
+		c.child(sc.p, int(sc.res.Value), sc.name, sc.argText)
+	}
+}
+
+func closeCall(c *converter, sc *sysCall) {
+	if len(sc.args) == 1 && !sc.ev.failed {
+		if fd, _, _, ok := FD(sc.args[0]); ok {
+			delete(sc.p.fds.m, fd)
+		}
+	}
+}
+
+func dupCall(c *converter, sc *sysCall) {
+	if len(sc.args) >= 1 && !sc.ev.failed && sc.res.Value >= 0 {
+		if _, pth, ok := c.fdPath(sc.p, sc.args[0]); ok {
+			sc.p.fds.m[int(sc.res.Value)] = &fdEntry{path: pth}
+		}
+	}
 }
 
 // dirHint records that pth is a directory without a timed record.
