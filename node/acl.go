@@ -57,13 +57,13 @@ var methodClasses = map[string]methodClass{
 	rpc.MethodRename: classUser, rpc.MethodFilters: classUser,
 	rpc.MethodBatchCreate: classUser, rpc.MethodBatchCreateDirs: classUser, rpc.MethodFind: classUser,
 	rpc.MethodMembers: classUser, rpc.MethodGroups: classUser, rpc.MethodShards: classUser,
-	rpc.MethodACLWhoAmI: classUser, rpc.MethodSourceList: classUser,
+	rpc.MethodACLWhoAmI: classUser, rpc.MethodSourceList: classUser, rpc.MethodDataStoreGet: classUser,
 
 	rpc.MethodJoin: classManagement, rpc.MethodLeave: classManagement, rpc.MethodKeyring: classManagement,
 	rpc.MethodACLUserAdd: classManagement, rpc.MethodACLUserList: classManagement,
 	rpc.MethodACLUserPasswd: classManagement, rpc.MethodACLUserRemove: classManagement,
 	rpc.MethodACLTokenList: classManagement, rpc.MethodACLTokenRevoke: classManagement,
-	rpc.MethodSourcePut: classManagement, rpc.MethodSourceRemove: classManagement,
+	rpc.MethodSourcePut: classManagement, rpc.MethodSourceRemove: classManagement, rpc.MethodDataStoreSet: classManagement,
 	debugMethod: classManagement,
 }
 

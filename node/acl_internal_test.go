@@ -41,6 +41,9 @@ func TestAuthenticateClasses(t *testing.T) {
 		{"internal with the server token", acl.Config{Enabled: true, ServerToken: server}, methodHomeCreateForTest, server, nil, 0, true},
 		{"server token is management", acl.Config{Enabled: true, ServerToken: server}, rpc.MethodLeave, server, nil, 0, true},
 		{"nobody cannot call internal", acl.Config{Enabled: true, DefaultPolicy: acl.PolicyAllow, ServerToken: server}, methodHomeCreateForTest, "", rpc.ErrUnauthenticated, 0, false},
+		{"any user reads the data store", acl.Config{Enabled: true, DefaultPolicy: acl.PolicyAllow}, rpc.MethodDataStoreGet, "", nil, acl.Nobody, true},
+		{"setting the data store is management", acl.Config{Enabled: true, DefaultPolicy: acl.PolicyAllow}, rpc.MethodDataStoreSet, "", rpc.ErrUnauthenticated, 0, false},
+		{"the id counter is node-to-node", acl.Config{Enabled: true, ServerToken: server}, "Home.AllocIDs", "", rpc.ErrUnauthenticated, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -79,6 +79,7 @@ type Config struct {
 	PlacementSpread    int           `mapstructure:"placement_spread"`
 	Scheme             string        `mapstructure:"scheme"`
 	CacheLease         time.Duration `mapstructure:"cache_lease"`
+	DataGCGrace        time.Duration `mapstructure:"data_gc_grace"` // unreferenced content objects kept this long
 	LogLevel           string        `mapstructure:"log_level"`
 	// EnableDebug serves Go's profiles (net/http/pprof) under /debug/pprof/
 	// on the HTTP port; with ACLs on, only to a management token.
@@ -204,6 +205,7 @@ func DefaultConfig() Config {
 		PlacementSpread:    namespace.DefaultSpreadAfter,
 		Scheme:             namespace.SchemeGHBA,
 		CacheLease:         DefaultCacheLease,
+		DataGCGrace:        namespace.DefaultDataGCGrace,
 		LogLevel:           "info",
 	}
 }
@@ -309,6 +311,8 @@ func (c *Config) Validate() error {
 		return bad("propagate_interval", "%v must be positive", c.PropagateInterval)
 	case c.CacheLease < 0 || c.CacheLease > time.Minute:
 		return bad("cache_lease", "%v must be 0-1m (0: clients may not cache inodes)", c.CacheLease)
+	case c.DataGCGrace < time.Second || c.DataGCGrace > 90*24*time.Hour:
+		return bad("data_gc_grace", "%v must be 1s-2160h (how long unreferenced content objects stay before they are deleted)", c.DataGCGrace)
 	}
 	if !slices.Contains(shard.LogStores, c.ShardLogStore) {
 		return bad("shard_log_store", "%q must be one of %s", c.ShardLogStore, strings.Join(shard.LogStores, ", "))

@@ -113,6 +113,7 @@ type nodeCollector struct {
 	filterPushes, filterPulls, filterMismatches, filterBytesSent                   *prometheus.Desc
 	arrayMembers, lruLen, serving, settled                                         *prometheus.Desc
 	rpcServed                                                                      *prometheus.Desc
+	dataDeleted, trashPending                                                      *prometheus.Desc
 }
 
 func newNodeCollector(n *Node) *nodeCollector {
@@ -161,6 +162,8 @@ func newNodeCollector(n *Node) *nodeCollector {
 		serving:             d("ghba_serving", "1 while the node serves every request it accepts (status alive), 0 while starting or leaving."),
 		rpcServed:           d("ghba_rpc_calls_served_total", "RPC calls this node answered (from clients and other nodes), with a result or an error, by method.", "method"),
 		settled:             d("ghba_groups_settled", "1 while the node sees its groups settled (no split, merge or switch pending, its filter replicas loaded), else 0."),
+		dataDeleted:         d("ghba_data_objects_deleted_total", "Objects of the data store (file contents no layout references any more) that the garbage collection of the shards this node led deleted."),
+		trashPending:        d("ghba_data_trash_pending", "Objects the trash of the shards this node leads holds: in their grace period (data_gc_grace), or waiting for a data store."),
 	}
 }
 
@@ -175,6 +178,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.shardsLed, c.shardsHosted, c.shardLeaderships, c.repairs, c.replicaLag, c.replicaApplied,
 		c.filterPushes, c.filterPulls, c.filterMismatches, c.filterBytesSent,
 		c.arrayMembers, c.lruLen, c.serving, c.settled, c.rpcServed,
+		c.dataDeleted, c.trashPending,
 	} {
 		ch <- d
 	}
@@ -255,6 +259,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.arrayMembers, float64(s.L1Members), "l1")
 		gauge(c.arrayMembers, float64(s.L2Members), "l2")
 		gauge(c.lruLen, float64(s.LRULen))
+		counter(c.dataDeleted, float64(s.DataObjectsDeleted))
+		gauge(c.trashPending, float64(s.TrashPending))
 	}
 	if r := n.raftNode(); r != nil {
 		st := r.State()

@@ -249,6 +249,10 @@ type Node struct {
 	acl    *aclService           // users, tokens, authentication (acl.go)
 	mux    *raftmux.Mux          // every Raft group of the node on it
 
+	// dataStores keeps the cluster's data store record and opens the
+	// store for the namespace's garbage collection (datastore.go).
+	dataStores *dataStoreService
+
 	bgCtx    context.Context // canceled by Shutdown: stops background work
 	bgCancel context.CancelFunc
 	bg       tasks.Group // background goroutines (closed by Shutdown)
@@ -522,6 +526,8 @@ func (n *Node) setupRPC() {
 	n.registerAdmin()
 	n.acl.register(n.rpcSrv)
 	newSourceService(func() *namespace.Namespace { return n.ns }, n.log.With("component", "sources")).register(n.rpcSrv)
+	n.dataStores = newDataStoreService(func() *namespace.Namespace { return n.ns }, n.log.With("component", "datastore"))
+	n.dataStores.register(n.rpcSrv)
 }
 
 // openNamespace creates the namespace and opens the shard replicas this
@@ -772,6 +778,9 @@ func (n *Node) closeAll(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("namespace: %w", err))
 		}
 	}
+	if n.dataStores != nil {
+		n.dataStores.close()
+	}
 	if n.httpSrv != nil {
 		if err := n.httpSrv.Shutdown(ctx); err != nil {
 			n.httpSrv.Close()
@@ -963,6 +972,8 @@ func (n *Node) newNamespace() (*namespace.Namespace, error) {
 		Scheme:       n.cfg.Scheme,
 		FilterMemory: int64(n.cfg.FilterMemoryMB) << 20,
 		CacheLease:   n.cfg.CacheLease,
+		DataStore:    n.dataStores.store,
+		DataGCGrace:  n.cfg.DataGCGrace,
 		Logger:       n.log,
 		Tuning:       n.tune.Namespace,
 	})
