@@ -39,6 +39,7 @@ func TestExitCode(t *testing.T) {
 		{"deadline", fmt.Errorf("stat: %w", context.DeadlineExceeded), 5},
 		{"unavailable and not exist", fmt.Errorf("%w: %w", rpc.ErrUnavailable, fs.ErrNotExist), 5},
 		{"not empty", rpc.CodeNotEmpty.Err("not empty"), 1},
+		{"version mismatch", rpc.CodeVersionMismatch.Err("version 3, not 2"), 1},
 		{"joined first not found", errors.Join(errors.New("x"), fs.ErrNotExist), 3},
 	}
 	for _, tt := range tests {
@@ -245,7 +246,7 @@ func TestJSONContracts(t *testing.T) {
 	run("mkdir", "/home/alice/c")
 
 	st := hasKeys(t, "stat", run("stat", "/home/alice/notes.txt"),
-		"path", "type", "mode", "uid", "gid", "size", "mtime", "home", "level", "hops")
+		"path", "id", "type", "mode", "uid", "gid", "size", "mtime", "home", "level", "hops")
 	if st["path"] != "/home/alice/notes.txt" || st["type"] != "file" || st["mode"] != float64(0o640) ||
 		st["uid"] != float64(1000) || st["gid"] != float64(100) || st["home"] != "node2" ||
 		st["level"] != "L2" || st["hops"] != float64(1) || st["mtime"] != float64(1_700_000_000_123_456_789) {
@@ -263,7 +264,7 @@ func TestJSONContracts(t *testing.T) {
 	ls := array(t, "ls", run("ls", "/home/alice"))
 	var names []string
 	for _, e := range ls {
-		m := hasKeys(t, "ls entry", e, "name", "type")
+		m := hasKeys(t, "ls entry", e, "name", "type", "id")
 		names = append(names, m["name"].(string)+":"+m["type"].(string))
 	}
 	// Three entries over two pages of the fake: all pages were fetched.
@@ -335,7 +336,7 @@ func TestHumanOutput(t *testing.T) {
 		{[]string{"groups"}, []string{"GROUP", "LEADER", "SETTLED", "g1", "node1,node2", "node1=1 node2=2", "yes",
 			"no: node3: 0 of 2 filter replicas loaded", "cluster not settled: group g2: node3"}},
 		{[]string{"ls", "/d"}, []string{"NAME", "e/", "file"}},
-		{[]string{"stat", "/d/file"}, []string{"path", "/d/file", "0644 (-rw-r--r--)", "level", "L2"}},
+		{[]string{"stat", "/d/file"}, []string{"path", "/d/file", "0644 (-rw-r--r--)", "level", "L2", "id"}},
 		{[]string{"lookup", "/d/file"}, []string{"HOME", "LEVEL", "node2", "L1"}},
 		{[]string{"join", "127.0.0.1:1", "127.0.0.1:2"}, []string{"contacted 2 of 2"}},
 		{[]string{"leave"}, []string{"moved 12 shard replica(s)", "node1", "3 filter replica(s)"}},
@@ -404,3 +405,69 @@ func TestRmDirectoryNeedsRecursive(t *testing.T) {
 		t.Error("directory removed without -r")
 	}
 }
+
+// TestMvNoClobber: mv sends NoReplace only with -n (--no-clobber); an
+// existing destination is exit code 4.
+func TestMvNoClobber(t *testing.T) {
+	f := startFake(t)
+	f.Put("/a", rpc.TypeFile)
+	f.Put("/b", rpc.TypeFile)
+	for _, tc := range []struct {
+		args      []string
+		code      int
+		noReplace bool
+	}{
+		{[]string{"mv", "/a", "/c"}, 0, false},
+		{[]string{"mv", "-n", "/c", "/d"}, 0, true},
+		{[]string{"mv", "--no-clobber", "/d", "/b"}, exitExists, true},
+	} {
+		_, errOut, code := runCLI(t, append([]string{"--addr", f.Addr()}, tc.args...)...)
+		if code != tc.code {
+			t.Errorf("%v: exit %d, want %d (%s)", tc.args, code, tc.code, errOut)
+		}
+		if r, ok := f.LastRename(); !ok || r.NoReplace != tc.noReplace {
+			t.Errorf("%v sent %+v, want NoReplace %v", tc.args, r, tc.noReplace)
+		}
+	}
+}
+
+// TestDataStoreCommands: data-store show and set, their exit codes and
+// their --json contracts.
+func TestDataStoreCommands(t *testing.T) {
+	f := startFake(t)
+	run := func(want int, args ...string) (string, string) {
+		t.Helper()
+		out, errOut, code := runCLI(t, append([]string{"--addr", f.Addr()}, args...)...)
+		if code != want {
+			t.Fatalf("%v: exit %d, want %d (stderr %s)", args, code, want, errOut)
+		}
+		return out, errOut
+	}
+	if out, _ := run(0, "data-store", "show"); !strings.Contains(out, "no data store is set") {
+		t.Errorf("show without a store: %q", out)
+	}
+	if ds := hasKeys(t, "show --json", decodeJSON(t, first(run(0, "--json", "data-store", "show"))), "url"); ds["url"] != "" {
+		t.Errorf("show --json without a store: %v", ds)
+	}
+	run(exitUsage, "data-store", "set", "http://example.com/x")
+	run(exitUsage, "data-store", "set", "file://relative")
+	run(exitUsage, "data-store", "set")
+	if out, _ := run(0, "data-store", "set", "file:///srv/one"); !strings.Contains(out, "data store set to file:///srv/one") {
+		t.Errorf("set: %q", out)
+	}
+	if out, _ := run(0, "data-store", "set", "file:///srv/one"); !strings.Contains(out, "already") {
+		t.Errorf("set again: %q", out)
+	}
+	if _, errOut := run(exitExists, "data-store", "set", "s3://bucket"); !strings.Contains(errOut, "--force") {
+		t.Errorf("another URL without --force: %q", errOut)
+	}
+	set := hasKeys(t, "set --json", decodeJSON(t, first(run(0, "--json", "data-store", "set", "--force", "s3://bucket"))), "url", "set", "changed")
+	if set["url"] != "s3://bucket" || set["changed"] != true {
+		t.Errorf("set --force --json: %v", set)
+	}
+	if out, _ := run(0, "data-store", "show"); !strings.Contains(out, "s3://bucket") {
+		t.Errorf("show: %q", out)
+	}
+}
+
+func first(a, _ string) string { return a }

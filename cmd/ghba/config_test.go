@@ -250,6 +250,8 @@ func TestConfigBadValues(t *testing.T) {
 		{"propagate_threshold", map[string]any{"propagate_threshold": 0}, "propagate_threshold"},
 		{"propagate_interval", map[string]any{"propagate_interval": "-1s"}, "propagate_interval"},
 		{"placement", map[string]any{"placement": "nearest"}, "placement"},
+		{"data_gc_grace zero", map[string]any{"data_gc_grace": "0s"}, "data_gc_grace"},
+		{"data_gc_grace too long", map[string]any{"data_gc_grace": "10000h"}, "data_gc_grace"},
 		{"shard_log_store", map[string]any{"shard_log_store": "rocksdb"}, "shard_log_store"},
 		{"log_level", map[string]any{"log_level": "loud"}, "log_level"},
 		{"log_format", map[string]any{"log_format": "xml"}, "log_format"},

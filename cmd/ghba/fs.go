@@ -57,11 +57,14 @@ func newStatCmd(o *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "stat PATH",
 		Short: "Show a path's metadata, its home node and how the lookup resolved it",
-		Long: `Show a path's inode (type, mode, owner, size, times), the node that homes it,
-the lookup level that found the home (L1: LRU filter array, L2: segment
-filter array, L3: group multicast, L4: authoritative step) and the number of
-server-to-server hops it took. With --json: one object with the fields path,
-type ("file", "dir" or "symlink"), mode, uid, gid, size, atime, mtime,
+		Long: `Show a path's inode (its id, type, mode, owner, size, times), the node that
+homes it, the lookup level that found the home (L1: LRU filter array, L2:
+segment filter array, L3: group multicast, L4: authoritative step) and the
+number of server-to-server hops it took. The id is the inode's
+cluster-unique number: given at its creation, kept by renames ("-" for an
+inode created before ids existed that its shard has not numbered yet).
+With --json: one object with the fields path, id (absent when not numbered
+yet), type ("file", "dir" or "symlink"), mode, uid, gid, size, atime, mtime,
 ctime (Unix nanoseconds), nlink, version, home, level, hops, target for a
 symlink (the service never resolves a path through one), ancestors when any
 ancestor directory does not let everyone search it: its permission codes
@@ -480,13 +483,19 @@ func removeTree(ctx context.Context, c *client.Client, sem chan struct{}, dir st
 
 // newMvCmd returns "ghba mv".
 func newMvCmd(o *clientOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "mv SRC DST",
+	var noClobber bool
+	cmd := &cobra.Command{
+		Use:   "mv [-n] SRC DST",
 		Short: "Rename a file or directory, within or across directories",
-		Long: `Rename SRC to DST atomically. DST must not exist (exit code 4 if it does);
-its parent must. Renaming a directory re-keys every descendant on its home;
---json prints how many were re-keyed.`,
+		Long: `Rename SRC to DST atomically; DST's parent must exist. A file replaces a file
+at DST and a directory an empty directory (a non-empty one: exit code 1; a
+file onto a directory or the other way round: 1). With -n (--no-clobber)
+an existing DST, of any type, is never replaced: exit code 4, checked in
+the rename itself, so a DST created meanwhile is not replaced either. The
+inode keeps its id. Renaming a directory re-keys every descendant on its
+home; --json prints how many were re-keyed.`,
 		Example: `  ghba mv /home/alice/notes.txt /home/alice/archive/notes-2024.txt
+  ghba mv -n /home/alice/draft.txt /home/alice/final.txt
   ghba mv /home/alice/projects /home/bob/projects`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -497,7 +506,7 @@ its parent must. Renaming a directory re-keys every descendant on its home;
 				}
 			}
 			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
-				r, err := c.Rename(ctx, src, dst)
+				r, err := c.RenameWith(ctx, &rpc.RenameRequest{Src: src, Dst: dst, NoReplace: noClobber})
 				if err != nil {
 					return opError("mv", src+" "+dst, err)
 				}
@@ -512,6 +521,8 @@ its parent must. Renaming a directory re-keys every descendant on its home;
 			})
 		},
 	}
+	cmd.Flags().BoolVarP(&noClobber, "no-clobber", "n", false, "fail (exit code 4) instead of replacing an existing DST")
+	return cmd
 }
 
 // newChmodCmd returns "ghba chmod".

@@ -102,6 +102,7 @@ func formatTime(ns int64) string {
 func printStat(w io.Writer, st *rpc.StatResponse) error {
 	t := newTable(w)
 	t.row("path", st.Path)
+	t.row("id", formatID(st.ID))
 	t.row("type", st.Type)
 	if st.Type == rpc.TypeSymlink {
 		t.row("target", st.Target)
@@ -119,6 +120,15 @@ func printStat(w io.Writer, st *rpc.StatResponse) error {
 	t.row("level", dash(st.Level))
 	t.row("hops", st.Hops)
 	return t.flush()
+}
+
+// formatID returns an inode id, "-" for 0 (an inode created before ids
+// existed that its shard has not numbered yet).
+func formatID(id uint64) string {
+	if id == 0 {
+		return "-"
+	}
+	return strconv.FormatUint(id, 10)
 }
 
 // printLookup prints lookup results as a table.

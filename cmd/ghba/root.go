@@ -63,6 +63,7 @@ wrong, revoked or expired token.`,
 	add("security", newACLCmds(co)...)
 	add("namespace", newFSCmds(co)...)
 	add("namespace", newImportCmd(co), newFindCmd(co), newSourceCmd(co), newScanCmd(co))
+	add("namespace", newDataStoreCmd(co))
 	add("tools", newBenchCmd(co), newSimCmd())
 	add("tools", newTraceCmd())
 	return root

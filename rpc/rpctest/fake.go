@@ -63,10 +63,15 @@ type FakeAnswers struct {
 // FakeServer is a real rpc.Server on 127.0.0.1 that answers the namespace
 // methods (Stat, Lookup, BatchStat, Create, Mkdir with or without Parents,
 // ReadDir in pages of FakePageSize, SetAttr, Unlink, Rmdir, Rename) from a
-// small in-memory namespace, and the cluster methods (Members, Groups,
-// Status, Ping, Join, Leave) with canned answers. It counts the calls it
-// receives by method, remembers the last SetAttr, Join and Leave
-// requests, and can make a path's home unavailable.
+// small in-memory namespace, the data store record (DataStore.Get, Set:
+// file:// and s3:// URLs, a different one only with Force; nothing is
+// checked), and the cluster methods (Members, Groups, Status, Ping, Join,
+// Leave) with canned answers. It counts the calls it receives by method,
+// remembers the last SetAttr, Rename, Join and Leave requests, and can
+// make a path's home unavailable.
+//
+// Every inode gets an id when it is created ("/" has 1, the others 2, 3,
+// … in creation order), which renames keep; entries carry it.
 //
 // The namespace starts with the directory "/". Every path's home is the
 // node SetHome names (by default the first server of the cluster): Stat
@@ -96,6 +101,9 @@ type fakeCluster struct {
 	home        string
 	answers     FakeAnswers
 	lastSetAttr *rpc.SetAttrRequest
+	lastRename  *rpc.RenameRequest
+	nextID      uint64
+	dataStore   rpc.DataStore
 	lastJoin    []string
 	lastLeave   *rpc.LeaveRequest
 }
@@ -110,7 +118,9 @@ func StartFakeServer(t testing.TB, opts FakeOptions) *FakeServer {
 	if opts.Logger == nil {
 		opts.Logger = Logger(t, "fake", opts.ID)
 	}
-	c := &fakeCluster{inodes: map[string]rpc.Inode{"/": newInode("/", rpc.TypeDir, 0o755, 0, 0)}, down: map[string]bool{}}
+	root := newInode("/", rpc.TypeDir, 0o755, 0, 0)
+	root.ID = 1
+	c := &fakeCluster{inodes: map[string]rpc.Inode{"/": root}, down: map[string]bool{}, nextID: 2}
 	if opts.Share != nil {
 		c = opts.Share.c
 	}
@@ -175,7 +185,10 @@ func (s *FakeServer) Put(p, typ string) {
 	}
 	s.c.mu.Lock()
 	defer s.c.mu.Unlock()
-	s.c.inodes[p] = newInode(p, typ, mode, 0, 0)
+	in := newInode(p, typ, mode, 0, 0)
+	in.ID = s.c.nextID
+	s.c.nextID++
+	s.c.inodes[p] = in
 }
 
 // Paths returns every path of the namespace, sorted.
@@ -214,6 +227,9 @@ func (s *FakeServer) SetAnswers(a FakeAnswers) {
 
 // LastSetAttr returns the last SetAttr request; false if none came.
 func (s *FakeServer) LastSetAttr() (rpc.SetAttrRequest, bool) { return last(s.c, &s.c.lastSetAttr) }
+
+// LastRename returns the last Rename request; false if none came.
+func (s *FakeServer) LastRename() (rpc.RenameRequest, bool) { return last(s.c, &s.c.lastRename) }
 
 // LastJoin returns the addresses of the last Join request (nil if none).
 func (s *FakeServer) LastJoin() []string {
@@ -306,7 +322,28 @@ func (s *FakeServer) register(srv *rpc.Server) {
 		return &rpc.RmdirResponse{}, nil
 	})
 	handle(s, srv, rpc.MethodRename, s.rename)
+	handle(s, srv, rpc.MethodDataStoreGet, func(*rpc.DataStoreGetRequest) (*rpc.DataStoreResponse, error) {
+		return &rpc.DataStoreResponse{DataStore: s.c.dataStore}, nil
+	})
+	handle(s, srv, rpc.MethodDataStoreSet, s.setDataStore)
 	s.registerCluster(srv)
+}
+
+// setDataStore records r.URL as the data store (a different one only
+// with r.Force).
+func (s *FakeServer) setDataStore(r *rpc.DataStoreSetRequest) (*rpc.DataStoreResponse, error) {
+	if !strings.HasPrefix(r.URL, "file:///") && !strings.HasPrefix(r.URL, "s3://") {
+		return nil, fmt.Errorf("%w: data store URL %q: the scheme must be file:// or s3://", fs.ErrInvalid, r.URL)
+	}
+	cur := s.c.dataStore
+	switch {
+	case cur.URL == r.URL:
+		return &rpc.DataStoreResponse{DataStore: cur}, nil
+	case cur.URL != "" && !r.Force:
+		return nil, fmt.Errorf("data store: %w: the cluster's data store is %s (give --force)", fs.ErrExist, cur.URL)
+	}
+	s.c.dataStore = rpc.DataStore{URL: r.URL, Set: FakeMtime}
+	return &rpc.DataStoreResponse{DataStore: s.c.dataStore, Changed: true}, nil
 }
 
 // registerCluster registers the handlers of the cluster methods.
@@ -474,7 +511,7 @@ func (s *FakeServer) readDir(r *rpc.ReadDirRequest) (*rpc.ReadDirResponse, error
 			resp.Next = resp.Entries[page-1].Name
 			break
 		}
-		resp.Entries = append(resp.Entries, rpc.DirEntry{Name: name, Type: s.c.inodes[k].Type, Home: in.Home})
+		resp.Entries = append(resp.Entries, rpc.DirEntry{Name: name, Type: s.c.inodes[k].Type, Home: in.Home, ID: s.c.inodes[k].ID})
 	}
 	return resp, nil
 }
@@ -505,6 +542,8 @@ func setIf[T any](dst, v *T) {
 }
 
 func (s *FakeServer) rename(r *rpc.RenameRequest) (*rpc.RenameResponse, error) {
+	req := *r
+	s.c.lastRename = &req
 	if _, err := s.c.get("rename", r.Src); err != nil {
 		return nil, err
 	}
@@ -576,6 +615,8 @@ func (c *fakeCluster) add(p, typ string, mode, uid, gid uint32) (rpc.Inode, erro
 		return rpc.Inode{}, fmt.Errorf("create %s: %s: %w", p, dir, rpc.ErrNotDir)
 	}
 	in := newInode(p, typ, mode, uid, gid)
+	in.ID = c.nextID
+	c.nextID++
 	c.inodes[p] = in
 	in.Home = c.homeID()
 	return in, nil
