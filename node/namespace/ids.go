@@ -118,13 +118,28 @@ func (h *home) newID(ctx context.Context) (uint64, error) {
 }
 
 // allocIDs takes a block of n ids from the root shard (Home.AllocIDs, run
-// here when this node leads the root shard).
+// here when this node leads the root shard). Unlike most writes, a call
+// whose outcome is unknown (the root shard's leader lost its leadership
+// while committing) is simply made again, for at most LeaderWait: a block
+// taken and never answered is only a range of ids nobody uses.
 func (h *home) allocIDs(ctx context.Context, n uint64) (uint64, error) {
-	root := h.r.dir.RootShard()
-	if root == "" {
-		return 0, fmt.Errorf("%w: the root shard is not known yet", rpc.ErrUnavailable)
+	var (
+		resp *homeAllocIDsResp
+		err  error
+	)
+	wait := backoff.NewJitter(10*time.Millisecond, 250*time.Millisecond)
+	deadline := time.Now().Add(h.r.tune.LeaderWait)
+	for {
+		root := h.r.dir.RootShard()
+		if root == "" {
+			err = fmt.Errorf("%w: the root shard is not known yet", rpc.ErrUnavailable)
+		} else {
+			resp, err = callShard(ctx, h.r, root, methodHomeAllocIDs, &homeAllocIDsReq{N: n}, (*home).handleAllocIDs)
+		}
+		if err == nil || !isUnavailable(err) || time.Now().After(deadline) || wait.Wait(ctx) != nil {
+			break
+		}
 	}
-	resp, err := callShard(ctx, h.r, root, methodHomeAllocIDs, &homeAllocIDsReq{N: n}, (*home).handleAllocIDs)
 	if err != nil {
 		return 0, err
 	}

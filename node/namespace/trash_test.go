@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -34,13 +35,52 @@ type gcFiles struct {
 
 func (g *gcFiles) o() nsOps { return via(g.c, g.c.IDs[len(g.ids)%len(g.c.IDs)]) }
 
+// retry runs op until it does not fail as unavailable (a leader lost
+// its leadership on a loaded machine); done reports an error that means
+// an earlier attempt whose outcome was unknown took effect.
+func (g *gcFiles) retry(what string, op func() error, done func(error) bool) {
+	g.t.Helper()
+	unknown := false
+	rpctest.Eventually(g.t, 60*time.Second, what, func() error {
+		err := op()
+		switch {
+		case err == nil, unknown && done != nil && done(err):
+			return nil
+		case errors.Is(err, rpc.ErrUnavailable):
+			unknown = true
+			return err
+		}
+		g.t.Fatalf("%s: %v", what, err)
+		return nil
+	})
+}
+
 // create creates p and writes blocks [0, n) of it.
 func (g *gcFiles) create(p string, n int) {
 	g.t.Helper()
-	var r rpc.CreateResponse
-	mustOK(g.t, g.o().call(rpc.MethodCreate, &rpc.CreateRequest{Path: p, Mode: 0o644}, &r), "create %s", p)
-	g.ids[p] = r.Inode.ID
+	g.retry("create "+p, func() error {
+		return g.o().call(rpc.MethodCreate, &rpc.CreateRequest{Path: p, Mode: 0o644}, &rpc.CreateResponse{})
+	}, func(err error) bool { return errors.Is(err, fs.ErrExist) })
+	g.ids[p] = mustStat(g.t, g.o(), p).ID
 	g.write(p, 0, n)
+}
+
+// unlink removes p.
+func (g *gcFiles) unlink(p string) {
+	g.t.Helper()
+	g.retry("unlink "+p, func() error { return g.o().unlink(p) }, func(err error) bool { return errors.Is(err, fs.ErrNotExist) })
+}
+
+// rename renames src to dst.
+func (g *gcFiles) rename(src, dst string) {
+	g.t.Helper()
+	g.retry("rename "+src, func() error { return g.o().rename(src, dst) }, func(err error) bool { return errors.Is(err, fs.ErrNotExist) })
+}
+
+// setattr changes p's attributes (not conditionally).
+func (g *gcFiles) setattr(r *rpc.SetAttrRequest) {
+	g.t.Helper()
+	g.retry("setattr "+r.Path, func() error { return g.o().call(rpc.MethodSetAttr, r, &rpc.SetAttrResponse{}) }, nil)
 }
 
 // write rewrites blocks [from, to) of p with new data and commits.
@@ -95,8 +135,8 @@ func (g *gcFiles) commit(p string, f *contents.File) {
 		l, size := contents.Merge(g.layout(st.Layout), st.Size, c)
 		v := st.Version
 		err := g.o().call(rpc.MethodSetAttr, &rpc.SetAttrRequest{Path: p, Layout: l.Encode(), Size: &size, IfVersion: &v}, &rpc.SetAttrResponse{})
-		if errors.Is(err, rpc.ErrVersionMismatch) {
-			continue
+		if errors.Is(err, rpc.ErrVersionMismatch) || errors.Is(err, rpc.ErrUnavailable) {
+			continue // read and merge again (merging a commit twice changes nothing)
 		}
 		mustOK(g.t, err, "commit %s", p)
 		f.Committed(c, l, size)
@@ -213,22 +253,22 @@ func testContentsGC(t *testing.T, placement string) {
 		},
 	})
 	g := &gcFiles{t: t, c: c, ds: ds, committed: map[uint64][]contents.BlockRef{}, ids: map[string]uint64{}}
-	mustOK(t, via(c, "n1").mkdir("/d", false), "mkdir")
+	g.retry("mkdir /d", func() error { return via(c, "n1").mkdir("/d", false) }, func(err error) bool { return errors.Is(err, fs.ErrExist) })
 	for _, f := range []string{"keep", "over", "trunc", "mtrunc", "gone", "src", "dst", "grow"} {
 		g.create("/d/"+f, 4)
 	}
 	// The changes that drop objects.
 	g.write("/d/over", 1, 3) // blocks 1 and 2 replaced
 	size := int64(gcBlock + gcBlock/2)
-	mustOK(t, g.o().call(rpc.MethodSetAttr, &rpc.SetAttrRequest{Path: "/d/trunc", Size: &size}, &rpc.SetAttrResponse{}), "truncate by size")
+	g.setattr(&rpc.SetAttrRequest{Path: "/d/trunc", Size: &size})
 	if got := g.layout(mustStat(t, g.o(), "/d/trunc").Layout).Blocks(); got != 2 {
 		t.Errorf("size truncated to 1.5 blocks: the layout keeps %d blocks, want 2", got)
 	}
 	g.truncate("/d/mtrunc", gcBlock/2)
-	mustOK(t, g.o().unlink("/d/gone"), "unlink")
-	mustOK(t, g.o().rename("/d/src", "/d/dst"), "rename over")
+	g.unlink("/d/gone")
+	g.rename("/d/src", "/d/dst")
 	grow := int64(10 * gcBlock)
-	mustOK(t, g.o().call(rpc.MethodSetAttr, &rpc.SetAttrRequest{Path: "/d/grow", Size: &grow}, &rpc.SetAttrResponse{}), "extend by size")
+	g.setattr(&rpc.SetAttrRequest{Path: "/d/grow", Size: &grow})
 	changed := time.Now()
 	g.ids["/d/dst"] = g.ids["/d/src"]
 	delete(g.ids, "/d/src")

@@ -500,11 +500,16 @@ func (h *home) cleanupLoop() {
 // ---- start and background resolution ----
 
 // loadTxns loads prepared parts (marking their paths) and committed
-// coordinator records.
+// coordinator records (not the shard's other intents, such as trash
+// records, of which there may be many).
 func (h *home) loadTxns(ctx context.Context) error {
-	ins, err := h.st.ListIntents(ctx)
-	if err != nil {
-		return err
+	var ins []store.Intent
+	for _, pfx := range []string{partPrefix, coordPrefix} {
+		some, err := h.st.ListIntentsPrefix(ctx, pfx, "", 0)
+		if err != nil {
+			return err
+		}
+		ins = append(ins, some...)
 	}
 	for _, in := range ins {
 		switch {
