@@ -230,20 +230,21 @@ func (c *BlockCache) get(ctx context.Context, k cacheKey, bs int64) (*cacheEntry
 	}
 }
 
-// put adds the object k whose n bytes are in buf (from k.s.pool); the
-// cache owns buf from then on. If k is present already, buf is recycled.
-func (c *BlockCache) put(k cacheKey, buf *[]byte, n int) {
+// put adds the object k whose n bytes are in buf (from k.s.pool) if the
+// cache has room for it without evicting anything, and reports whether it
+// did: the cache then owns buf. Blocks just written may be worth keeping,
+// but not at the expense of blocks read.
+func (c *BlockCache) put(k cacheKey, buf *[]byte, n int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m[k] != nil {
-		k.s.pool.put(buf)
-		return
+	if c.m[k] != nil || c.used+int64(cap(*buf)) > c.limit {
+		return false
 	}
 	e := &cacheEntry{key: k, buf: buf, n: n}
 	c.m[k] = e
 	c.pushFrontLocked(e)
 	c.used += int64(cap(*buf))
-	c.evictLocked(nil)
+	return true
 }
 
 // dropInode removes every cached object of inode ino of store s.

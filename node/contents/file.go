@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"sync"
+	"time"
 )
 
 // Defaults of FileOptions.
@@ -63,6 +65,8 @@ type dirtyBlock struct {
 	dropped bool
 	// objLen: the length of the object the last upload stored.
 	objLen int64
+	// freed: its memory went back to the file and the budget.
+	freed bool
 }
 
 // complete reports whether the block's every byte was written.
@@ -144,8 +148,10 @@ type orphan struct {
 // overwritten. Flush returns the Commit to apply to the metadata; after
 // the metadata server applied it, Committed tells the file its new base.
 // A file must be Flushed and its Commit committed before Close, or the
-// writes since the last commit are lost (and their objects leaked). The
-// Flush-commit-Committed sequences of one File must not overlap.
+// writes since the last commit are lost. The Flush-commit-Committed
+// sequences of one File must not overlap: a Flush after a Flush whose
+// Commit was not followed by Committed means that Commit was abandoned
+// (or its fate is unknown), and the new Commit includes its changes.
 type File struct {
 	s      *Store
 	ino    uint64
@@ -168,9 +174,9 @@ type File struct {
 	dirtyMem int64 // bytes of block buffers held (dirty, uploading, reserved)
 	queue    []*dirtyBlock
 	workers  int
-	inflight int // uploads in flight, of dropped blocks too
-	pend     map[uint64]uint64 // uploaded since the last commit: block -> gen
-	offered  map[BlockRef]bool // in the Commit Flush last returned
+	flying   map[*dirtyBlock]struct{} // blocks being uploaded, dropped ones too
+	pend     map[uint64]uint64        // uploaded since the last commit: block -> gen
+	offered  map[BlockRef]bool        // in the Commit Flush last returned
 	orphans  []orphan
 	// Truncations since the Commit Flush last returned (trunc), and the
 	// ones in it (offTrunc), until Committed.
@@ -230,6 +236,9 @@ func (f *File) resetLocked(size int64, layout Layout) {
 	f.cur.BlockSize = f.bs
 	f.blocks = make(map[uint64]*dirtyBlock)
 	f.pend = make(map[uint64]uint64)
+	if f.flying == nil {
+		f.flying = make(map[*dirtyBlock]struct{})
+	}
 	f.trunc, f.offTrunc = false, false
 	f.lastEnd = 0
 	f.newEpochLocked()
@@ -318,6 +327,9 @@ func (f *File) uploadErr() error {
 func (f *File) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("contents: read at negative offset %d", off)
+	}
+	if len(p) == 0 {
+		return 0, nil
 	}
 	f.mu.Lock()
 	if f.closed {
@@ -517,8 +529,8 @@ func (f *File) fillLocked(ctx context.Context, b *dirtyBlock) error {
 // WriteAt writes p at off, growing the file as needed. It blocks while the
 // file's or the budget's dirty memory is spent, until uploads drain.
 func (f *File) WriteAt(ctx context.Context, p []byte, off int64) (int, error) {
-	if off < 0 {
-		return 0, fmt.Errorf("contents: write at negative offset %d", off)
+	if off < 0 || off > math.MaxInt64-int64(len(p)) {
+		return 0, fmt.Errorf("contents: write of %d bytes at offset %d", len(p), off)
 	}
 	written := 0
 	f.mu.Lock()
@@ -584,6 +596,7 @@ func (f *File) newBlockLocked(ctx context.Context, idx uint64) error {
 	f.mu.Lock()
 	if err != nil || f.closed || f.blocks[idx] != nil {
 		f.dirtyMem -= f.bs
+		f.notifyLocked() // for writers waiting on MaxDirty
 		if err == nil {
 			f.budget.release(f, f.bs)
 		}
@@ -598,6 +611,10 @@ func (f *File) newBlockLocked(ctx context.Context, idx uint64) error {
 
 // freeBlockLocked gives back the memory of a block that is gone.
 func (f *File) freeBlockLocked(b *dirtyBlock) {
+	if b.freed {
+		return
+	}
+	b.freed = true
 	if b.buf != nil {
 		f.s.pool.put(b.buf)
 		b.buf = nil
@@ -614,6 +631,7 @@ func (f *File) dropBlockLocked(b *dirtyBlock) {
 	if !b.uploading {
 		f.freeBlockLocked(b)
 	}
+	f.notifyLocked() // a Flush may wait for it
 }
 
 // orphanLocked records an object of this file that holds no block.
@@ -665,13 +683,14 @@ func (f *File) uploader() {
 		f.queue = f.queue[1:]
 		b.queued = false
 		if b.dropped || b.uploading || !b.dirty {
+			f.notifyLocked() // a Flush may wait for it
 			continue
 		}
 		b.uploading, b.dirty = true, false
-		f.inflight++
+		f.flying[b] = struct{}{}
 		gen := f.genLocked(b.idx)
 		err := f.uploadLocked(b, gen)
-		f.inflight--
+		delete(f.flying, b)
 		f.finishLocked(b, gen, err)
 	}
 	f.workers--
@@ -711,9 +730,13 @@ func (f *File) finishLocked(b *dirtyBlock, gen uint64, err error) {
 	b.uploading = false
 	ref := BlockRef{Block: b.idx, Gen: gen}
 	defer f.notifyLocked()
+	if f.closed && !b.dropped {
+		delete(f.blocks, b.idx)
+		b.dropped = true
+	}
 	if err != nil {
 		f.orphans = append(f.orphans, orphan{ref: ref}) // it may exist in part
-		if b.dropped || f.closed {
+		if b.dropped {
 			f.freeBlockLocked(b)
 			return
 		}
@@ -723,7 +746,7 @@ func (f *File) finishLocked(b *dirtyBlock, gen uint64, err error) {
 		}
 		return
 	}
-	if b.dropped || f.closed {
+	if b.dropped {
 		f.orphans = append(f.orphans, orphan{ref: ref})
 		f.freeBlockLocked(b)
 		return
@@ -738,8 +761,12 @@ func (f *File) finishLocked(b *dirtyBlock, gen uint64, err error) {
 		return
 	}
 	delete(f.blocks, b.idx)
-	f.cache.put(cacheKey{s: f.s, ino: f.ino, block: b.idx, gen: gen}, b.buf, int(b.objLen))
-	b.buf = nil
+	// The tail of a file is kept (if the cache has room): appending after a
+	// Flush fills it in again. Full blocks are not: a large copy would
+	// only churn the cache.
+	if b.objLen < f.bs && f.cache.put(cacheKey{s: f.s, ino: f.ino, block: b.idx, gen: gen}, b.buf, int(b.objLen)) {
+		b.buf = nil // the cache's now
+	}
 	f.freeBlockLocked(b)
 }
 
@@ -828,6 +855,17 @@ func clipSpans(spans []span, limit int64) []span {
 // file uploaded and replaced before ever offering them are deleted.
 func (f *File) Flush(ctx context.Context) (*Commit, error) {
 	f.mu.Lock()
+	// Wait for the blocks dirty now and the uploads in flight now; writes
+	// that come later are not waited for (they would starve Flush).
+	snap := make([]*dirtyBlock, 0, len(f.blocks)+len(f.flying))
+	for _, b := range f.blocks {
+		snap = append(snap, b)
+	}
+	for b := range f.flying {
+		if b.dropped {
+			snap = append(snap, b)
+		}
+	}
 	for {
 		if f.closed {
 			f.mu.Unlock()
@@ -838,17 +876,23 @@ func (f *File) Flush(ctx context.Context) (*Commit, error) {
 			f.mu.Unlock()
 			return nil, err
 		}
-		if len(f.blocks) == 0 && f.inflight == 0 {
-			break
-		}
-		for _, b := range f.blocks {
-			if !b.dirty && !b.uploading && !b.queued {
+		pending := false
+		for _, b := range snap {
+			switch {
+			case b.uploading:
+				pending = true
+			case b.dropped || f.blocks[b.idx] != b:
+				// Uploaded (or gone).
+			case b.queued:
+				pending = true
+			case b.dirty:
+				f.enqueueLocked(b)
+				pending = true
+			default:
 				f.dropBlockLocked(b) // allocated, never written: nothing to upload
-				continue
 			}
-			f.enqueueLocked(b)
 		}
-		if len(f.blocks) == 0 && f.inflight == 0 {
+		if !pending {
 			break
 		}
 		if err := f.waitLocked(ctx); err != nil {
@@ -976,8 +1020,13 @@ func (f *File) Reset(size int64, layout Layout) {
 	f.notifyLocked()
 }
 
+// closeCleanup bounds the time Close spends deleting objects no commit
+// references.
+const closeCleanup = 10 * time.Second
+
 // Close stops the file's background work and releases its memory. Writes
-// not committed are lost.
+// not committed are lost: Close deletes (best effort, briefly) the objects
+// this file uploaded that no Commit it handed out references.
 func (f *File) Close() {
 	f.mu.Lock()
 	if f.closed {
@@ -990,9 +1039,26 @@ func (f *File) Close() {
 	f.mu.Unlock()
 	f.wg.Wait()
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	for _, b := range f.blocks {
 		f.dropBlockLocked(b)
 	}
 	f.queue = nil
+	var garbage []BlockRef
+	for _, o := range f.orphans {
+		if !o.offered {
+			garbage = append(garbage, o.ref)
+		}
+	}
+	for blk, gen := range f.pend {
+		if r := (BlockRef{Block: blk, Gen: gen}); !f.offered[r] {
+			garbage = append(garbage, r)
+		}
+	}
+	f.orphans, f.pend = nil, nil
+	f.mu.Unlock()
+	if len(garbage) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), closeCleanup)
+		defer cancel()
+		_ = f.s.Delete(ctx, f.ino, garbage)
+	}
 }

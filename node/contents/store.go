@@ -194,10 +194,23 @@ feed:
 	return errors.Join(errs...)
 }
 
+// listRetries bounds the restarts of a listing that a concurrent upload or
+// delete disturbed (fileblob fails a listing when a file goes meanwhile).
+const listRetries = 5
+
 // Objects lists the objects the store holds for inode ino, in no
 // particular order. Keys under the inode's prefix that ParseKey refuses
-// are skipped.
+// (such as fileblob's temporary files) are skipped.
 func (s *Store) Objects(ctx context.Context, ino uint64) ([]BlockRef, error) {
+	for attempt := 1; ; attempt++ {
+		refs, err := s.objects(ctx, ino)
+		if err == nil || attempt == listRetries || gcerrors.Code(err) != gcerrors.NotFound {
+			return refs, err
+		}
+	}
+}
+
+func (s *Store) objects(ctx context.Context, ino uint64) ([]BlockRef, error) {
 	it := s.bucket.List(&blob.ListOptions{Prefix: InodePrefix(ino)})
 	var refs []BlockRef
 	for {
