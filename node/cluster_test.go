@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -569,30 +570,13 @@ func TestLeaveAndKillKeepFiles(t *testing.T) {
 func testLeaveAndKill(t *testing.T, r int) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
 	log := rpctest.Logger(t)
-	var cfgs []node.Config
-	var nodes []*node.Node
-	for i := 1; i <= 4; i++ {
-		c := nodetest.Config(t, fmt.Sprintf("n%d", i))
+	_, nodes := startJoined(t, log, 4, func(c *node.Config) {
 		c.Replication = r
 		c.Placement = namespace.PlacementBalanced // files spread over every shard
-		if i == 1 {
-			c.Bootstrap = true
-		} else {
-			c.RetryJoin = []string{nodetest.SerfAddr(cfgs[0])}
-		}
-		cfgs = append(cfgs, c)
-		nodes = append(nodes, nodetest.Start(t, c, log))
-	}
+	})
 	checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2", "n3", "n4"})
 	shardsSettled(t, time.Minute, nodes, []string{"n1", "n2", "n3", "n4"}, r)
-	rpcAddrs := func(ns ...*node.Node) []string {
-		var out []string
-		for _, n := range ns {
-			out = append(out, nodetest.RPCAddr(n.Config()))
-		}
-		return out
-	}
-	client := client.New(client.Options{Addrs: rpcAddrs(nodes...), HomeCacheSize: -1})
+	client := client.New(client.Options{Addrs: nodeAddrs(nodes), HomeCacheSize: -1})
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -638,7 +622,7 @@ func testLeaveAndKill(t *testing.T, r int) {
 
 	// n1 leads the root's shard and the group: it leaves. Its shard gets
 	// another owner and keeps its name.
-	lr, err := client.Leave(ctx, rpcAddrs(nodes[0])[0], "n1")
+	lr, err := client.Leave(ctx, nodetest.RPCAddr(nodes[0].Config()), "n1")
 	if err != nil {
 		t.Fatalf("leave n1: %v", err)
 	}
@@ -647,7 +631,7 @@ func testLeaveAndKill(t *testing.T, r int) {
 	}
 	nodetest.Shutdown(t, nodes[0])
 	nodes = nodes[1:]
-	client.SetAddrs(rpcAddrs(nodes...))
+	client.SetAddrs(nodeAddrs(nodes))
 	checkGroup(t, 30*time.Second, nodes, []string{"n2", "n3", "n4"})
 	shards := shardsSettled(t, time.Minute, nodes, []string{"n1", "n2", "n3", "n4"}, r)
 	rootLeader := shards[0].Leader
@@ -683,7 +667,7 @@ func testLeaveAndKill(t *testing.T, r int) {
 	}
 	nodetest.Shutdown(t, nodes[victim])
 	rest := slices.Delete(slices.Clone(nodes), victim, victim+1)
-	client.SetAddrs(rpcAddrs(rest...))
+	client.SetAddrs(nodeAddrs(rest))
 	var onVictim []string
 	for p, h := range homes {
 		if led[h] {
@@ -718,7 +702,7 @@ func testLeaveAndKill(t *testing.T, r int) {
 		paths = append(paths, "/after-failover")
 	}
 	nodes[victim] = nodetest.Start(t, vcfg, log)
-	client.SetAddrs(rpcAddrs(nodes...))
+	client.SetAddrs(nodeAddrs(nodes))
 	checkGroup(t, 30*time.Second, nodes, []string{"n2", "n3", "n4"})
 	// Leadership returns to the owners.
 	shardsSettled(t, time.Minute, nodes, []string{"n1", "n2", "n3", "n4"}, r)
@@ -739,20 +723,10 @@ func testLeaveAndKill(t *testing.T, r int) {
 func TestRepairAfterFailure(t *testing.T) {
 	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
 	log := rpctest.Logger(t)
-	var cfgs []node.Config
-	var nodes []*node.Node
-	for i := 1; i <= 4; i++ {
-		c := nodetest.Config(t, fmt.Sprintf("n%d", i))
+	cfgs, nodes := startJoined(t, log, 4, func(c *node.Config) {
 		c.Replication = 3
 		c.ReplicaRepairAfter = 2 * time.Second
-		if i == 1 {
-			c.Bootstrap = true
-		} else {
-			c.RetryJoin = []string{nodetest.SerfAddr(cfgs[0])}
-		}
-		cfgs = append(cfgs, c)
-		nodes = append(nodes, nodetest.Start(t, c, log))
-	}
+	})
 	all := []string{"n1", "n2", "n3", "n4"}
 	checkGroup(t, 30*time.Second, nodes, all)
 	shardsSettled(t, time.Minute, nodes, all, 3)
@@ -824,4 +798,24 @@ func TestRepairAfterFailure(t *testing.T) {
 	for _, n := range nodes {
 		nodetest.Shutdown(t, n)
 	}
+}
+
+// startJoined starts k nodes n1…nk of one auto group: n1 bootstraps the
+// cluster, the others retry_join it; tweak adjusts every config.
+func startJoined(t *testing.T, log *slog.Logger, k int, tweak func(c *node.Config)) ([]node.Config, []*node.Node) {
+	t.Helper()
+	var cfgs []node.Config
+	var nodes []*node.Node
+	for i := 1; i <= k; i++ {
+		c := nodetest.Config(t, fmt.Sprintf("n%d", i))
+		tweak(&c)
+		if i == 1 {
+			c.Bootstrap = true
+		} else {
+			c.RetryJoin = []string{nodetest.SerfAddr(cfgs[0])}
+		}
+		cfgs = append(cfgs, c)
+		nodes = append(nodes, nodetest.Start(t, c, log))
+	}
+	return cfgs, nodes
 }

@@ -104,11 +104,7 @@ func TestGHBAGroups(t *testing.T) {
 	}
 	checkSegments(nodes)
 
-	addrs := make([]string, len(nodes))
-	for i, n := range nodes {
-		addrs[i] = nodetest.RPCAddr(n.Config())
-	}
-	client := client.New(client.Options{Addrs: addrs, HomeCacheSize: -1})
+	client := client.New(client.Options{Addrs: nodeAddrs(nodes), HomeCacheSize: -1})
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

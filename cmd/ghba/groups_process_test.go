@@ -278,15 +278,11 @@ func TestProcessGroups(t *testing.T) {
 	c.startGroups()
 	t.Logf("9 nodes in 3 groups formed in %v", time.Since(start).Round(time.Millisecond))
 
-	m := newProcModel()
-	c.recordRoot(m, c.nodes[0])
+	m := c.rootedModel()
 	if m.home("/") != "node1" {
 		t.Fatalf("/ is homed on %s, want node1 (the first bootstrap node)", m.home("/"))
 	}
-	var tops []string
-	for i := range 7 {
-		tops = append(tops, fmt.Sprintf("/g%d", i))
-	}
+	tops := procTops("g", 7)
 	// The writes go through random nodes: the harness's client cache is
 	// off, so each create is routed by the node it enters at.
 	start = time.Now()
@@ -472,19 +468,7 @@ func groupsKill(c *procCluster, m *procModel) {
 	lvBefore := c.lookupPass("before the kill, through the nodes that stay up", m, live, nil)
 
 	c.kill(v)
-	c.waitFor(v.id+" marked failed", procReadyTimeout, func() { c.checkRunning(live...) }, func() (bool, string) {
-		for _, n := range live {
-			ms, err := c.members(n)
-			if err != nil {
-				return false, err.Error()
-			}
-			i := slices.IndexFunc(ms, func(x rpc.Member) bool { return x.ID == v.id })
-			if i < 0 || ms[i].Status != "failed" {
-				return false, fmt.Sprintf("%s does not see %s as failed: %+v", n.id, v.id, ms)
-			}
-		}
-		return true, ""
-	})
+	c.waitMarkedFailed(v, live)
 	// g2's two live members now hold all of its 7 outside origins; g1 and
 	// g3 keep the victim as an origin (its filters marked down).
 	c.waitAssignment("g2's live members cover its 7 outside origins", live, map[string]int{"g1": 6, "g2": 7, "g3": 7})
@@ -609,12 +593,7 @@ func TestProcessGroupsAuto(t *testing.T) {
 			t.Fatalf("groups --wait through %s: exit %d\n%s%s", n.id, code, out, errOut)
 		}
 	}
-	m := newProcModel()
-	c.recordRoot(m, c.nodes[0])
-	var tops []string
-	for i := range 5 {
-		tops = append(tops, fmt.Sprintf("/a%d", i))
-	}
-	c.populate(m, c.nodes, tops, 3, 6)
+	m := c.rootedModel()
+	c.populate(m, c.nodes, procTops("a", 5), 3, 6)
 	c.lookupPass("9 auto nodes, 3 groups", m, c.nodes, nil)
 }

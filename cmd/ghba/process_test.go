@@ -1001,6 +1001,23 @@ func (c *procCluster) populate(m *procModel, via []*procNode, tops []string, sub
 	}
 }
 
+// rootedModel returns a new model holding "/" with its home.
+func (c *procCluster) rootedModel() *procModel {
+	c.t.Helper()
+	m := newProcModel()
+	c.recordRoot(m, c.nodes[0])
+	return m
+}
+
+// procTops returns the top directories /<name>0 … /<name>(k−1).
+func procTops(name string, k int) []string {
+	tops := make([]string, k)
+	for i := range tops {
+		tops[i] = fmt.Sprintf("/%s%d", name, i)
+	}
+	return tops
+}
+
 // recordRoot adds "/" with its home to m.
 func (c *procCluster) recordRoot(m *procModel, via *procNode) {
 	c.t.Helper()
@@ -1178,14 +1195,9 @@ func testProcessKillRestart(t *testing.T, r int, logs string) {
 	c := newProcClusterLogs(t, 3, r, logs)
 	c.startAll()
 
-	m := newProcModel()
-	c.recordRoot(m, c.nodes[0])
-	var tops []string
-	for i := range 6 {
-		tops = append(tops, fmt.Sprintf("/k%d", i))
-	}
+	m := c.rootedModel()
 	start := time.Now()
-	c.populate(m, c.nodes, tops, 4, 8)
+	c.populate(m, c.nodes, procTops("k", 6), 4, 8)
 	t.Logf("created %d paths through random nodes in %v", len(m.paths()), time.Since(start).Round(time.Millisecond))
 	for _, n := range c.nodes {
 		t.Logf("%s homes %d of them", n.id, len(m.homedOn(n.id)))
@@ -1253,13 +1265,7 @@ func (c *procCluster) killRestartRound(m *procModel, v *procNode, round int) {
 
 	// Writers create files in random acknowledged directories through
 	// random nodes (the victim included) while the victim is killed.
-	w := c.startWriters(m, fmt.Sprintf("w%d", round), v.id)
-	defer w.stop()
-	w.waitAcked(20)
-	w.fault(func() { c.kill(v) })
-	w.waitAttempted(60)
-	w.stop()
-	w.report(v.id)
+	w := c.killUnderWriters(m, fmt.Sprintf("w%d", round), v)
 	if late := w.homedOnVictimLate.Load(); late > 0 && c.replication == 1 {
 		t.Errorf("%d files created after the kill were placed on the dead node %s", late, v.id)
 	}
@@ -1280,22 +1286,7 @@ func (c *procCluster) killRestartRound(m *procModel, v *procNode, round int) {
 	c.cliDownChecks(m, v, live, "right after the kill")
 
 	// Once Serf has marked it failed.
-	c.waitFor(v.id+" marked failed", procReadyTimeout, func() { c.checkRunning(live...) }, func() (bool, string) {
-		for _, n := range live {
-			ms, err := c.members(n)
-			if err != nil {
-				return false, err.Error()
-			}
-			i := slices.IndexFunc(ms, func(x rpc.Member) bool { return x.ID == v.id })
-			if i < 0 {
-				return false, fmt.Sprintf("%s does not list %s: %+v", n.id, v.id, ms)
-			}
-			if ms[i].Status != "failed" {
-				return false, fmt.Sprintf("%s sees %s as %q", n.id, v.id, ms[i].Status)
-			}
-		}
-		return true, ""
-	})
+	c.waitMarkedFailed(v, live)
 	c.verify(v.id+" marked failed", m, live, down)
 	c.cliDownChecks(m, v, live, "after it was marked failed")
 
@@ -1344,6 +1335,42 @@ type procWriters struct {
 
 	faulted, afterFault                                                atomic.Bool
 	acked, attemptedAfter, ackedAfter, unavailAfter, homedOnVictimLate atomic.Int64
+}
+
+// killUnderWriters kills v while writers (names starting with prefix)
+// create files in random acknowledged directories through random nodes,
+// v included: 20 writes are acknowledged before the kill, 60 attempted
+// after it; then the writers stop and report.
+func (c *procCluster) killUnderWriters(m *procModel, prefix string, v *procNode) *procWriters {
+	w := c.startWriters(m, prefix, v.id)
+	defer w.stop()
+	w.waitAcked(20)
+	w.fault(func() { c.kill(v) })
+	w.waitAttempted(60)
+	w.stop()
+	w.report(v.id)
+	return w
+}
+
+// waitMarkedFailed waits until every node of live lists v as failed.
+func (c *procCluster) waitMarkedFailed(v *procNode, live []*procNode) {
+	c.t.Helper()
+	c.waitFor(v.id+" marked failed", procReadyTimeout, func() { c.checkRunning(live...) }, func() (bool, string) {
+		for _, n := range live {
+			ms, err := c.members(n)
+			if err != nil {
+				return false, err.Error()
+			}
+			i := slices.IndexFunc(ms, func(x rpc.Member) bool { return x.ID == v.id })
+			if i < 0 {
+				return false, fmt.Sprintf("%s does not list %s: %+v", n.id, v.id, ms)
+			}
+			if ms[i].Status != "failed" {
+				return false, fmt.Sprintf("%s sees %s as %q", n.id, v.id, ms[i].Status)
+			}
+		}
+		return true, ""
+	})
 }
 
 // startWriters starts the writers; names start with prefix, and creates
@@ -1507,9 +1534,8 @@ func (c *procCluster) cliDownChecks(m *procModel, v *procNode, live []*procNode,
 func TestProcessJoinLeave(t *testing.T) {
 	c := newProcCluster(t, 3)
 	c.startAll()
-	m := newProcModel()
-	c.recordRoot(m, c.nodes[0])
-	c.populate(m, c.nodes, []string{"/j0", "/j1", "/j2"}, 2, 6)
+	m := c.rootedModel()
+	c.populate(m, c.nodes, procTops("j", 3), 2, 6)
 	t.Logf("created %d paths on 3 nodes", len(m.paths()))
 
 	n4 := c.addNode()

@@ -28,9 +28,8 @@ import (
 func BenchmarkFailover(b *testing.B) {
 	c := newProcClusterR(b, 3, 3)
 	c.startAll()
-	m := newProcModel()
-	c.recordRoot(m, c.nodes[0])
-	c.populate(m, c.nodes, []string{"/f0", "/f1", "/f2"}, 2, 5)
+	m := c.rootedModel()
+	c.populate(m, c.nodes, procTops("f", 3), 2, 5)
 	var took []time.Duration
 	for i := 0; b.Loop(); i++ {
 		v := c.nodes[i%len(c.nodes)]
@@ -76,13 +75,8 @@ func BenchmarkFootprint(b *testing.B) {
 		c.addNodeWith(procNodeOpts{Group: fmt.Sprintf("g%d", i/3+1), Bootstrap: i%3 == 0, MaxGroupSize: 3})
 	}
 	c.startGroups()
-	m := newProcModel()
-	c.recordRoot(m, c.nodes[0])
-	var tops []string
-	for i := range 10 {
-		tops = append(tops, fmt.Sprintf("/p%d", i))
-	}
-	c.populate(m, c.nodes, tops, 14, 20)
+	m := c.rootedModel()
+	c.populate(m, c.nodes, procTops("p", 10), 14, 20)
 	c.waitReady("9 nodes settled", c.nodes...)
 	var rss, heap, gor []float64
 	for b.Loop() {

@@ -76,20 +76,13 @@ func (c *procCluster) replicaFiles(n *procNode) (map[string]int64, error) {
 func TestProcessWipeRestart(t *testing.T) {
 	c := newProcClusterR(t, 3, 3)
 	c.startAll()
-	m := newProcModel()
-	c.recordRoot(m, c.nodes[0])
-	c.populate(m, c.nodes, []string{"/w0", "/w1", "/w2"}, 3, 6)
+	m := c.rootedModel()
+	c.populate(m, c.nodes, procTops("w", 3), 3, 6)
 	c.verify("before any fault", m, c.nodes, nil)
 	v := c.nodes[1]
 	live := []*procNode{c.nodes[0], c.nodes[2]}
 
-	w := c.startWriters(m, "wipe", v.id)
-	defer w.stop()
-	w.waitAcked(20)
-	w.fault(func() { c.kill(v) })
-	w.waitAttempted(60)
-	w.stop()
-	w.report(v.id)
+	c.killUnderWriters(m, "wipe", v)
 	c.waitFailover(m, v, live)
 
 	if err := os.RemoveAll(v.dataDir); err != nil {

@@ -1,7 +1,7 @@
 package main
 
 import (
-	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,17 +13,6 @@ import (
 // server.
 var budgetTiny = []string{"--files-per-server", "100", "--ops-per-server", "300", "--lru-entries", "30"}
 
-func budgetRuns(t *testing.T, out string) []map[string]any {
-	t.Helper()
-	var v struct {
-		Runs []map[string]any `json:"runs"`
-	}
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		t.Fatalf("not a {\"runs\": [...]} object: %v\n%s", err, out)
-	}
-	return v.Runs
-}
-
 // TestSimBudgetJSON: one row per N and distinct budget; budget 0 holds the
 // segment alone, "all" every other server's filter at exactly HBA's
 // memory; per-server trace scaling gives every N the same files per server.
@@ -32,7 +21,7 @@ func TestSimBudgetJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs := budgetRuns(t, out)
+	runs := simDecodeRuns(t, out)
 	// N=10, M=8: two groups of 5, segment 1 → 0, 1x (1), all (9).
 	// N=20: groups of 7, 7, 6, largest segment 3 → 0, 1x (3), all (19).
 	if len(runs) != 6 {
@@ -40,17 +29,7 @@ func TestSimBudgetJSON(t *testing.T) {
 	}
 	for i, r := range runs {
 		n := simNumber(t, r, "servers")
-		levels, ok := r["levels"].(map[string]any)
-		if !ok {
-			t.Fatalf("row %d: no levels", i)
-		}
-		sum := 0.0
-		for _, k := range []string{"L1", "L2", "L3", "L4"} {
-			sum += simNumber(t, levels, k)
-		}
-		if math.Abs(sum-1) > 1e-9 {
-			t.Errorf("row %d: levels sum to %v", i, sum)
-		}
+		simCheckLevels(t, fmt.Sprintf("row %d", i), r)
 		if f := simNumber(t, r, "initial_files") / n; f < 100 || f > 115 {
 			t.Errorf("N=%v: %v initial paths per server, want 100 files plus directories", n, f)
 		}
@@ -81,7 +60,7 @@ func TestSimBudgetJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs = budgetRuns(t, out)
+	runs = simDecodeRuns(t, out)
 	if a, b := simNumber(t, runs[0], "initial_files"), simNumber(t, runs[1], "initial_files"); a != b || a < 3000 {
 		t.Errorf("--files 3000: %v and %v initial paths", a, b)
 	}

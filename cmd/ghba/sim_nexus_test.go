@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,18 +74,13 @@ func TestSimNexusFractions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v struct {
-		Runs []map[string]any `json:"runs"`
-	}
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		t.Fatal(err)
-	}
-	if len(v.Runs) != 3 {
-		t.Fatalf("%d runs, want 3", len(v.Runs))
+	runs := simDecodeRuns(t, out)
+	if len(runs) != 3 {
+		t.Fatalf("%d runs, want 3", len(runs))
 	}
 	prev := -1.0
 	for i, want := range []float64{0.1, 0.3, 0.5} {
-		r := v.Runs[i]
+		r := runs[i]
 		if f := simNumber(t, r, "cache_fraction"); f != want {
 			t.Errorf("run %d: cache_fraction %v, want %v", i, f, want)
 		}

@@ -42,6 +42,35 @@ func simDecodeObject(t *testing.T, out string) map[string]any {
 	return v
 }
 
+// simDecodeRuns decodes the {"runs": [...]} object of a sweep.
+func simDecodeRuns(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var v struct {
+		Runs []map[string]any `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("not a {\"runs\": [...]} object: %v\n%s", err, out)
+	}
+	return v.Runs
+}
+
+// simCheckLevels checks that the shares of lookups resolved at L1..L4 of
+// the result v (what) sum to 1.
+func simCheckLevels(t *testing.T, what string, v map[string]any) {
+	t.Helper()
+	levels, ok := v["levels"].(map[string]any)
+	if !ok {
+		t.Fatalf("%s: no levels: %v", what, v)
+	}
+	sum := 0.0
+	for _, k := range []string{"L1", "L2", "L3", "L4"} {
+		sum += simNumber(t, levels, k)
+	}
+	if math.Abs(sum-1) > 1e-9 {
+		t.Errorf("%s: levels sum to %v", what, sum)
+	}
+}
+
 func simNumber(t *testing.T, v map[string]any, key string) float64 {
 	t.Helper()
 	x, ok := v[key].(float64)
@@ -85,17 +114,7 @@ func TestSimJSONContract(t *testing.T) {
 			simNumber(t, v, "update_messages")
 		}},
 		{"ghba", []string{"ghba", "--servers", "20", "--max-group", "5", "--json"}, func(t *testing.T, v map[string]any) {
-			levels, ok := v["levels"].(map[string]any)
-			if !ok {
-				t.Fatalf("levels missing: %v", v)
-			}
-			sum := 0.0
-			for _, k := range []string{"L1", "L2", "L3", "L4"} {
-				sum += simNumber(t, levels, k)
-			}
-			if math.Abs(sum-1) > 1e-9 {
-				t.Errorf("levels sum to %v", sum)
-			}
+			simCheckLevels(t, "ghba", v)
 			if r := simNumber(t, v, "memory_vs_bfa8"); math.Abs(r-0.2) > 1e-9 {
 				t.Errorf("memory vs BFA8 = %v, want 0.2", r)
 			}
@@ -138,14 +157,8 @@ func TestSimJSONRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v struct {
-		Runs []map[string]any `json:"runs"`
-	}
-	if err := json.Unmarshal([]byte(out), &v); err != nil {
-		t.Fatal(err)
-	}
-	if len(v.Runs) != 4 {
-		t.Fatalf("%d runs, want 4", len(v.Runs))
+	if runs := simDecodeRuns(t, out); len(runs) != 4 {
+		t.Fatalf("%d runs, want 4", len(runs))
 	}
 }
 

@@ -114,12 +114,7 @@ func (v *dirView) Self() namespace.Peer {
 func (v *dirView) Peers() []namespace.Peer {
 	v.d.mu.Lock()
 	defer v.d.mu.Unlock()
-	out := make([]namespace.Peer, 0, len(v.d.peers))
-	for _, p := range v.d.peers {
-		out = append(out, p)
-	}
-	slices.SortFunc(out, func(a, b namespace.Peer) int { return strings.Compare(a.ID, b.ID) })
-	return out
+	return sortedByID(v.d.peers, func(p namespace.Peer) string { return p.ID })
 }
 
 func (v *dirView) RootShard() string { return v.d.Root() }
@@ -127,11 +122,16 @@ func (v *dirView) RootShard() string { return v.d.Root() }
 func (v *dirView) Shards() []namespace.ShardInfo {
 	v.d.mu.Lock()
 	defer v.d.mu.Unlock()
-	out := make([]namespace.ShardInfo, 0, len(v.d.shards))
-	for _, s := range v.d.shards {
-		out = append(out, s)
+	return sortedByID(v.d.shards, func(s namespace.ShardInfo) string { return s.ID })
+}
+
+// sortedByID returns the values of m sorted by their id.
+func sortedByID[T any](m map[string]T, id func(T) string) []T {
+	out := make([]T, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
 	}
-	slices.SortFunc(out, func(a, b namespace.ShardInfo) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b T) int { return strings.Compare(id(a), id(b)) })
 	return out
 }
 

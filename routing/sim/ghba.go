@@ -131,8 +131,7 @@ type ghbaModel struct {
 	groups  [][]int // group -> member servers
 	groupOf []int
 	l1      *sharedL1
-	local   []*routing.CountingFilter
-	rep     []*replicated
+	localFilters
 	// Every holder of origin o's replica receives the same deltas at the
 	// same moments (replicated.changed), so all copies of o are bit for
 	// bit identical: one column per held origin in replicas stands for all
@@ -215,7 +214,7 @@ func (m *ghbaModel) setup(c *cluster) error {
 		return fmt.Errorf("sim: segment geometry: %w", err)
 	}
 	m.local = buildLocal(c, m.segGeo)
-	m.rep = make([]*replicated, c.n)
+	m.reps = make([]*replicated, c.n)
 	m.seg = make([]serverSet, c.n)
 	m.held = make([]int, c.n)
 	m.updMsgs = make([]int64, c.n)
@@ -223,7 +222,7 @@ func (m *ghbaModel) setup(c *cluster) error {
 	m.index = make(map[string]int, c.n)
 	for i, id := range c.ids {
 		m.index[id] = i
-		m.rep[i] = newReplicated(id, m.local[i].Filter(), m.cfg.Threshold)
+		m.reps[i] = newReplicated(id, m.local[i].Filter(), m.cfg.Threshold)
 		m.seg[i] = newServerSet(c.n)
 	}
 	// Each group assigns every outside server's filter to one member
@@ -276,7 +275,7 @@ func (m *ghbaModel) setup(c *cluster) error {
 	}
 	for o := range c.n {
 		if heldBy.has(o) {
-			if err := m.rep[o].addSink(m.replicas); err != nil {
+			if err := m.reps[o].addSink(m.replicas); err != nil {
 				return err
 			}
 		}
@@ -386,22 +385,6 @@ func (m *ghbaModel) lookup(e *event) error {
 
 func (m *ghbaModel) lookupNew(*event) error { return nil }
 
-func (m *ghbaModel) create(e *event) error {
-	m.local[e.home].AddKey(e.key)
-	return m.rep[e.home].changed()
-}
-
-func (m *ghbaModel) remove(e *event) error {
-	m.local[e.home].RemoveKey(e.key)
-	return m.rep[e.home].changed()
-}
-
-func (m *ghbaModel) rename(e *event) error {
-	m.local[e.home].RemoveKey(e.key)
-	m.local[e.home].AddKey(e.key2)
-	return m.rep[e.home].changed()
-}
-
 func (m *ghbaModel) finish(c *cluster) error {
 	cfg := m.cfg
 	r := GHBAResult{
@@ -472,7 +455,7 @@ func (m *ghbaModel) finish(c *cluster) error {
 	r.TotalMemoryVsBFA8Formula = ((float64(c.n)-mp)/mp+1)/float64(c.n)*segBits/float64(pba8.M) + r.LRUMemoryVsBFA8
 
 	r.LRUUpdateMessages = m.l1.l.messages()
-	for o, rep := range m.rep {
+	for o, rep := range m.reps {
 		r.SegmentUpdates += rep.pushes
 		r.SegmentUpdateMessages += rep.pushes * m.updMsgs[o]
 	}

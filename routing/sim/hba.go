@@ -76,12 +76,11 @@ type hbaModel struct {
 	lruBits   float64
 	bits      float64
 
-	ids      []string
-	l1       *l1Level
-	local    []*routing.CountingFilter
-	localRep []*replicated
-	l2       *routing.FilterArray
-	p        prober
+	ids []string
+	l1  *l1Level
+	localFilters
+	l2 *routing.FilterArray
+	p  prober
 
 	lookups, l1Hits, l2Hits, l1False, l2False int64
 	memRatio                                  float64
@@ -167,10 +166,10 @@ func (m *hbaModel) setup(c *cluster) error {
 	}
 	m.local = buildLocal(c, geo)
 	m.l2 = routing.NewFilterArray(geo)
-	m.localRep = make([]*replicated, c.n)
+	m.reps = make([]*replicated, c.n)
 	for i, cf := range m.local {
-		m.localRep[i] = newReplicated(c.ids[i], cf.Filter(), m.threshold)
-		if err := m.localRep[i].addSink(m.l2); err != nil {
+		m.reps[i] = newReplicated(c.ids[i], cf.Filter(), m.threshold)
+		if err := m.reps[i].addSink(m.l2); err != nil {
 			return err
 		}
 	}
@@ -210,25 +209,21 @@ func (m *hbaModel) lookup(e *event) error {
 func (m *hbaModel) lookupNew(*event) error { return nil }
 
 func (m *hbaModel) create(e *event) error {
-	m.local[e.home].AddKey(e.key)
-	if err := m.localRep[e.home].changed(); err != nil {
+	if err := m.localFilters.create(e); err != nil {
 		return err
 	}
 	return m.l1.touch(e.home, e.path)
 }
 
 func (m *hbaModel) remove(e *event) error {
-	m.local[e.home].RemoveKey(e.key)
-	if err := m.localRep[e.home].changed(); err != nil {
+	if err := m.localFilters.remove(e); err != nil {
 		return err
 	}
 	return m.l1.remove(e.home, e.path)
 }
 
 func (m *hbaModel) rename(e *event) error {
-	m.local[e.home].RemoveKey(e.key)
-	m.local[e.home].AddKey(e.key2)
-	if err := m.localRep[e.home].changed(); err != nil {
+	if err := m.localFilters.rename(e); err != nil {
 		return err
 	}
 	return m.l1.rename(e.home, e.path, e.path2)
@@ -238,7 +233,7 @@ func (m *hbaModel) finish(*cluster) error { return nil }
 
 func (m *hbaModel) messages() (l1, l2 int64) {
 	l1 = m.l1.messages()
-	for _, r := range m.localRep {
+	for _, r := range m.reps {
 		l2 += r.pushes
 	}
 	return l1, l2

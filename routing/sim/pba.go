@@ -74,15 +74,14 @@ type PBAResult struct {
 // array stands for every server's copy (the entry server's own column is
 // its live filter, see prober).
 type pbaModel struct {
-	cfg   PBAConfig
-	k     int
-	geo   routing.Geometry
-	n     int
-	ids   []string
-	local []*routing.CountingFilter
-	reps  []*replicated
-	arr   *routing.FilterArray
-	p     prober
+	cfg PBAConfig
+	k   int
+	geo routing.Geometry
+	n   int
+	ids []string
+	localFilters
+	arr *routing.FilterArray
+	p   prober
 
 	lookups, hits, wrong, multi, zero int64
 	newLookups, falseNew              int64
@@ -102,6 +101,30 @@ func newPBAModel(cfg PBAConfig) (*pbaModel, error) {
 		return nil, fmt.Errorf("sim: threshold %v: %w", cfg.Threshold, ErrConfig)
 	}
 	return &pbaModel{cfg: cfg}, nil
+}
+
+// localFilters are the servers' local counting filters and their
+// replicated views: a create, remove or rename changes its home's filter,
+// whose replicas are updated past the threshold (replicated.changed).
+type localFilters struct {
+	local []*routing.CountingFilter
+	reps  []*replicated
+}
+
+func (l *localFilters) create(e *event) error {
+	l.local[e.home].AddKey(e.key)
+	return l.reps[e.home].changed()
+}
+
+func (l *localFilters) remove(e *event) error {
+	l.local[e.home].RemoveKey(e.key)
+	return l.reps[e.home].changed()
+}
+
+func (l *localFilters) rename(e *event) error {
+	l.local[e.home].RemoveKey(e.key)
+	l.local[e.home].AddKey(e.key2)
+	return l.reps[e.home].changed()
 }
 
 // buildLocal makes one counting filter per server holding its initial files.
@@ -183,22 +206,6 @@ func (m *pbaModel) lookupNew(e *event) error {
 		m.falseNew++
 	}
 	return nil
-}
-
-func (m *pbaModel) create(e *event) error {
-	m.local[e.home].AddKey(e.key)
-	return m.reps[e.home].changed()
-}
-
-func (m *pbaModel) remove(e *event) error {
-	m.local[e.home].RemoveKey(e.key)
-	return m.reps[e.home].changed()
-}
-
-func (m *pbaModel) rename(e *event) error {
-	m.local[e.home].RemoveKey(e.key)
-	m.local[e.home].AddKey(e.key2)
-	return m.reps[e.home].changed()
 }
 
 func (m *pbaModel) finish(c *cluster) error {

@@ -477,6 +477,11 @@ func String(arg string) (s string, truncated, ok bool) {
 	return s, trunc, ok
 }
 
+// cEscapes maps the letter of each one-letter C escape to its byte (0:
+// not one).
+var cEscapes = [256]byte{'n': '\n', 't': '\t', 'r': '\r', 'v': '\v', 'f': '\f', 'a': '\a', 'b': '\b', 'e': 0x1b,
+	'\\': '\\', '"': '"', '\'': '\'', '?': '?'}
+
 // unescape undoes strace's C-style escapes.
 func unescape(s string) (string, bool) {
 	if strings.IndexByte(s, '\\') < 0 {
@@ -493,25 +498,12 @@ func unescape(s string) (string, bool) {
 		if i == len(s) {
 			return "", false
 		}
-		switch c = s[i]; c {
-		case 'n':
-			b = append(b, '\n')
-		case 't':
-			b = append(b, '\t')
-		case 'r':
-			b = append(b, '\r')
-		case 'v':
-			b = append(b, '\v')
-		case 'f':
-			b = append(b, '\f')
-		case 'a':
-			b = append(b, '\a')
-		case 'b':
-			b = append(b, '\b')
-		case 'e':
-			b = append(b, 0x1b)
-		case '\\', '"', '\'', '?':
-			b = append(b, c)
+		c = s[i]
+		if e := cEscapes[c]; e != 0 {
+			b = append(b, e)
+			continue
+		}
+		switch c {
 		case 'x':
 			if i+3 > len(s) {
 				return "", false
