@@ -508,29 +508,9 @@ func printNexus(cmd *cobra.Command, o *simOptions, c nexusConfig, rs []nexusResu
 		c.opts.Latency.Network, r0.BandwidthGbps, r0.MetadataBytes, c.opts.Latency.Disk, c.opts.Latency.Memory, c.opts.ServerFraction)
 	var charts []func() error
 	if c.studies["compare"] {
-		t := &simTable{header: []string{"cache", "algorithm", "hit%", "prefetched", "used", "wasted", "server hit%",
-			"disk/access", "response ms", "consis msgs/access"}}
-		if c.studies["consistency"] {
-			t.header = append(t.header, "ms w/o consistency")
-		}
-		for _, r := range rs {
-			for _, n := range nexusNames() {
-				row := []string{simPct(r.CacheFraction) + "%", n, simPct(r.HitRate[n]), simG(r.Prefetched[n]),
-					simG(r.PrefetchUsed[n]), simG(r.PrefetchWasted[n]), simPct(r.ServerHitRate[n]),
-					simF4(r.DiskReads[n]), simF4(r.MeanResponseMs[n]), simF4(r.ConsistencyMessages[n])}
-				if c.studies["consistency"] {
-					v := "-"
-					if x, ok := r.MeanResponseMsNoConsis[n]; ok {
-						v = simF4(x)
-					}
-					row = append(row, v)
-				}
-				t.add(row...)
-			}
-		}
 		title := fmt.Sprintf("Client local hit rate and response time (Nexus Figs. 12–16), %s; Nexus window %d, group %d, %s weights, %s-oriented; %s",
 			trace, c.window, c.group, c.assignment, c.grouping, model)
-		more, err := t.emit(cmd, o, title, "nexus.csv")
+		more, err := nexusCompareTable(c, rs).emit(cmd, o, title, "nexus.csv")
 		if err != nil {
 			return err
 		}
@@ -541,62 +521,17 @@ func printNexus(cmd *cobra.Command, o *simOptions, c nexusConfig, rs []nexusResu
 			charts = append(charts, func() error { return nexusFractionChart(o, rs) })
 		}
 	} else if c.studies["consistency"] {
-		t := &simTable{header: []string{"cache", "algorithm", "hit%", "hit% w/o", "response ms", "ms w/o consistency", "consis msgs/access"}}
-		for _, r := range rs {
-			for _, n := range nexusConsistency {
-				t.add(simPct(r.CacheFraction)+"%", n, simPct(r.HitRate[n]), simPct(r.HitRateNoConsistency[n]),
-					simF4(r.MeanResponseMs[n]), simF4(r.MeanResponseMsNoConsis[n]), simF4(r.ConsistencyMessages[n]))
-			}
-		}
-		if err := nexusEmit(cmd, o, t, "Consistency control: write-invalidate vs none (Nexus Fig. 16), "+trace, "nexus_consistency.csv"); err != nil {
+		if err := nexusEmit(cmd, o, nexusConsistencyTable(rs), "Consistency control: write-invalidate vs none (Nexus Fig. 16), "+trace, "nexus_consistency.csv"); err != nil {
 			return err
 		}
 	}
 	if c.studies["weights"] {
-		windows := []int{c.window}
-		if c.fullGrid {
-			windows = nexusSweep
-		}
-		t := &simTable{header: []string{"cache", "assignment", "window"}}
-		for _, g := range nexusSweep {
-			t.header = append(t.header, "group "+strconv.Itoa(g)+" hit%")
-		}
-		for _, r := range rs {
-			for _, a := range nexus.Assignments() {
-				for _, w := range windows {
-					row := []string{simPct(r.CacheFraction) + "%", a.String(), strconv.Itoa(w)}
-					for _, g := range nexusSweep {
-						row = append(row, simPct(r.Weights[nexusKey(a, "w"+strconv.Itoa(w), "g"+strconv.Itoa(g))]))
-					}
-					t.add(row...)
-				}
-			}
-		}
-		if err := nexusEmit(cmd, o, t, "Nexus weight assignments (Fig. 8), "+c.grouping.String()+"-oriented", "nexus_weights.csv"); err != nil {
+		if err := nexusEmit(cmd, o, nexusWeightsTable(c, rs), "Nexus weight assignments (Fig. 8), "+c.grouping.String()+"-oriented", "nexus_weights.csv"); err != nil {
 			return err
 		}
 	}
 	if c.studies["window"] {
-		t := &simTable{header: []string{"cache", "window"}}
-		for _, g := range nexusSweep {
-			t.header = append(t.header, "group "+strconv.Itoa(g)+" hit%")
-		}
-		for _, g := range nexusSweep {
-			t.header = append(t.header, "g"+strconv.Itoa(g)+" ms")
-		}
-		for _, r := range rs {
-			for _, w := range nexusSweep {
-				row := []string{simPct(r.CacheFraction) + "%", strconv.Itoa(w)}
-				for _, g := range nexusSweep {
-					row = append(row, simPct(r.WindowGroup[nexusKey("w"+strconv.Itoa(w), "g"+strconv.Itoa(g))]))
-				}
-				for _, g := range nexusSweep {
-					row = append(row, simF4(r.WindowGroupResponse[nexusKey("w"+strconv.Itoa(w), "g"+strconv.Itoa(g))]))
-				}
-				t.add(row...)
-			}
-		}
-		if err := nexusEmit(cmd, o, t, fmt.Sprintf("Nexus look-ahead window × prefetch group (Fig. 9), %s weights, %s-oriented",
+		if err := nexusEmit(cmd, o, nexusWindowTable(rs), fmt.Sprintf("Nexus look-ahead window × prefetch group (Fig. 9), %s weights, %s-oriented",
 			c.assignment, c.grouping), "nexus_window.csv"); err != nil {
 			return err
 		}
@@ -621,6 +556,96 @@ func printNexus(cmd *cobra.Command, o *simOptions, c nexusConfig, rs []nexusResu
 		}
 	}
 	return nil
+}
+
+// nexusCompareTable is the comparison of every algorithm per cache
+// fraction (with the consistency study, also the response time without
+// write-invalidate).
+func nexusCompareTable(c nexusConfig, rs []nexusResult) *simTable {
+	t := &simTable{header: []string{"cache", "algorithm", "hit%", "prefetched", "used", "wasted", "server hit%",
+		"disk/access", "response ms", "consis msgs/access"}}
+	if c.studies["consistency"] {
+		t.header = append(t.header, "ms w/o consistency")
+	}
+	for _, r := range rs {
+		for _, n := range nexusNames() {
+			row := []string{simPct(r.CacheFraction) + "%", n, simPct(r.HitRate[n]), simG(r.Prefetched[n]),
+				simG(r.PrefetchUsed[n]), simG(r.PrefetchWasted[n]), simPct(r.ServerHitRate[n]),
+				simF4(r.DiskReads[n]), simF4(r.MeanResponseMs[n]), simF4(r.ConsistencyMessages[n])}
+			if c.studies["consistency"] {
+				v := "-"
+				if x, ok := r.MeanResponseMsNoConsis[n]; ok {
+					v = simF4(x)
+				}
+				row = append(row, v)
+			}
+			t.add(row...)
+		}
+	}
+	return t
+}
+
+// nexusConsistencyTable is the consistency study alone: with and without
+// write-invalidate.
+func nexusConsistencyTable(rs []nexusResult) *simTable {
+	t := &simTable{header: []string{"cache", "algorithm", "hit%", "hit% w/o", "response ms", "ms w/o consistency", "consis msgs/access"}}
+	for _, r := range rs {
+		for _, n := range nexusConsistency {
+			t.add(simPct(r.CacheFraction)+"%", n, simPct(r.HitRate[n]), simPct(r.HitRateNoConsistency[n]),
+				simF4(r.MeanResponseMs[n]), simF4(r.MeanResponseMsNoConsis[n]), simF4(r.ConsistencyMessages[n]))
+		}
+	}
+	return t
+}
+
+// nexusWeightsTable is Nexus's hit rate by weight assignment, window
+// (--window, or all with --full-grid) and group.
+func nexusWeightsTable(c nexusConfig, rs []nexusResult) *simTable {
+	windows := []int{c.window}
+	if c.fullGrid {
+		windows = nexusSweep
+	}
+	t := &simTable{header: []string{"cache", "assignment", "window"}}
+	for _, g := range nexusSweep {
+		t.header = append(t.header, "group "+strconv.Itoa(g)+" hit%")
+	}
+	for _, r := range rs {
+		for _, a := range nexus.Assignments() {
+			for _, w := range windows {
+				row := []string{simPct(r.CacheFraction) + "%", a.String(), strconv.Itoa(w)}
+				for _, g := range nexusSweep {
+					row = append(row, simPct(r.Weights[nexusKey(a, "w"+strconv.Itoa(w), "g"+strconv.Itoa(g))]))
+				}
+				t.add(row...)
+			}
+		}
+	}
+	return t
+}
+
+// nexusWindowTable is Nexus's hit rate and response time by window and
+// group.
+func nexusWindowTable(rs []nexusResult) *simTable {
+	t := &simTable{header: []string{"cache", "window"}}
+	for _, g := range nexusSweep {
+		t.header = append(t.header, "group "+strconv.Itoa(g)+" hit%")
+	}
+	for _, g := range nexusSweep {
+		t.header = append(t.header, "g"+strconv.Itoa(g)+" ms")
+	}
+	for _, r := range rs {
+		for _, w := range nexusSweep {
+			row := []string{simPct(r.CacheFraction) + "%", strconv.Itoa(w)}
+			for _, g := range nexusSweep {
+				row = append(row, simPct(r.WindowGroup[nexusKey("w"+strconv.Itoa(w), "g"+strconv.Itoa(g))]))
+			}
+			for _, g := range nexusSweep {
+				row = append(row, simF4(r.WindowGroupResponse[nexusKey("w"+strconv.Itoa(w), "g"+strconv.Itoa(g))]))
+			}
+			t.add(row...)
+		}
+	}
+	return t
 }
 
 // nexusEmit prints a table followed by a blank line (unless --json) and
