@@ -7,31 +7,46 @@ import (
 	"sync"
 )
 
-// bufPool recycles block buffers, one sync.Pool per buffer size.
-type bufPool struct {
-	mu    sync.Mutex
-	pools map[int]*sync.Pool
-}
+// maxFree is how many unused buffers of one size a bufPool keeps.
+const maxFree = 16
 
-func (p *bufPool) of(n int) *sync.Pool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	sp := p.pools[n]
-	if sp == nil {
-		if p.pools == nil {
-			p.pools = make(map[int]*sync.Pool)
-		}
-		sp = &sync.Pool{New: func() any { b := make([]byte, n); return &b }}
-		p.pools[n] = sp
-	}
-	return sp
+// bufPool recycles block buffers: a bounded free list per buffer size.
+// Unlike a sync.Pool it survives garbage collections: a 4 MiB buffer
+// allocated afresh costs page faults and zeroing, which a streaming read
+// or write would otherwise pay again after every collection.
+type bufPool struct {
+	mu   sync.Mutex
+	free map[int][]*[]byte
 }
 
 // get returns a buffer of n bytes with arbitrary contents.
-func (p *bufPool) get(n int) *[]byte { return p.of(n).Get().(*[]byte) }
+func (p *bufPool) get(n int) *[]byte {
+	p.mu.Lock()
+	if l := p.free[n]; len(l) > 0 {
+		b := l[len(l)-1]
+		l[len(l)-1] = nil
+		p.free[n] = l[:len(l)-1]
+		p.mu.Unlock()
+		return b
+	}
+	p.mu.Unlock()
+	b := make([]byte, n)
+	return &b
+}
 
 // put recycles b; the caller keeps no reference to it.
-func (p *bufPool) put(b *[]byte) { p.of(cap(*b)).Put(b) }
+func (p *bufPool) put(b *[]byte) {
+	n := cap(*b)
+	*b = (*b)[:n]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.free == nil {
+		p.free = make(map[int][]*[]byte)
+	}
+	if len(p.free[n]) < maxFree {
+		p.free[n] = append(p.free[n], b)
+	}
+}
 
 // cacheKey names one object: objects are immutable, so a cached copy is
 // never stale.
@@ -201,12 +216,15 @@ func (c *BlockCache) get(ctx context.Context, k cacheKey, bs int64) (*cacheEntry
 			}
 			return e, nil
 		}
+		// Make room first, so that the evicted buffer is the one reused.
+		c.used += bs
+		c.evictLocked(nil)
+		c.used -= bs
 		e := &cacheEntry{key: k, done: make(chan struct{}), refs: 1}
 		e.buf = k.s.pool.get(int(bs))
 		c.m[k] = e
 		c.pushFrontLocked(e)
 		c.used += int64(cap(*e.buf))
-		c.evictLocked(e)
 		c.mu.Unlock()
 
 		n, err := k.s.Get(ctx, k.ino, BlockRef{Block: k.block, Gen: k.gen}, 0, *e.buf)
