@@ -89,7 +89,17 @@
 // shared by the files of a mount bounds them together, and a file waiting
 // for budget makes the holders write back even partly written blocks so
 // that the wait ends. Clean blocks live in a BlockCache bounded in bytes,
-// shared by the files, keyed by object. Block buffers are recycled through
-// a per-store pool. A File with nothing dirty holds no goroutine, so a
-// mount can keep many files open.
+// shared by the files, keyed by object; blocks just written bypass it
+// (except a file's partial last block) so that a large copy does not flush
+// it. Block buffers are recycled through a per-store bounded free list. A
+// File with nothing dirty holds no goroutine, so a mount can keep many
+// files open.
+//
+// # Flush and concurrency
+//
+// Flush waits for the blocks dirty when it is called and the uploads then
+// in flight, not for later writes (a steady writer would starve it); the
+// Commit it returns carries every upload done by then and the file's
+// current size. A mount serializes Flush, the metadata commit and
+// Committed per file.
 package contents
