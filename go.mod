@@ -12,6 +12,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/blevesearch/bleve/v2 v2.6.3
 	github.com/chromedp/chromedp v0.23.0
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/hashicorp/raft-wal v0.4.1
 	github.com/schollz/progressbar/v3 v3.19.1
 	gocloud.dev v0.47.0
@@ -149,7 +150,7 @@ require (
 	go.opentelemetry.io/otel/metric v1.46.0 // indirect
 	go.opentelemetry.io/otel/trace v1.46.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	golang.org/x/sys v0.50.0
 	golang.org/x/text v0.44.0 // indirect
 	gonum.org/v1/plot v0.17.0
 	google.golang.org/protobuf v1.36.12 // indirect

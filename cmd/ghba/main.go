@@ -51,10 +51,15 @@ func usageErrorf(format string, a ...any) error { return usageError{fmt.Errorf(f
 // tested before non-existence: a path whose home is down is never reported
 // as not found.
 func exitCode(err error) int {
-	var u usageError
+	var (
+		u  usageError
+		bg mountExit
+	)
 	switch {
 	case err == nil:
 		return exitOK
+	case errors.As(err, &bg):
+		return bg.exitCode()
 	case errors.As(err, &u), errors.Is(err, rpc.ErrInvalidPath):
 		return exitUsage
 	case errors.Is(err, rpc.ErrUnauthenticated):

@@ -64,6 +64,7 @@ wrong, revoked or expired token.`,
 	add("namespace", newFSCmds(co)...)
 	add("namespace", newImportCmd(co), newFindCmd(co), newSourceCmd(co), newScanCmd(co))
 	add("namespace", newDataStoreCmd(co))
+	add("namespace", newMountCmds(co)...)
 	add("tools", newBenchCmd(co), newSimCmd())
 	add("tools", newTraceCmd())
 	return root

@@ -1,0 +1,492 @@
+package main
+
+// Multi-process tests of `ghba mount`: agents and mounts are processes of
+// the built binary, as a user runs them; programs run on the mount as a
+// user would run them. They need FUSE (/dev/fuse, root or fusermount3);
+// without it they skip, unless GHBA_REQUIRE_FUSE=1 (set by .ci/run).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ghba/ghba/cmd/ghba/mount/difftest"
+	"github.com/ghba/ghba/rpc/rpctest"
+)
+
+// procMount is a `ghba mount` process of a procCluster, in the
+// foreground (so that the test can kill it).
+type procMount struct {
+	c      *procCluster
+	name   string
+	dir    string
+	log    string
+	cmd    *exec.Cmd
+	exited chan struct{}
+}
+
+// needFUSE skips the test when FUSE cannot be used here, or fails it when
+// GHBA_REQUIRE_FUSE is set.
+func needFUSE(t testing.TB) {
+	t.Helper()
+	why := ""
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		why = "no /dev/fuse"
+	} else if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("fusermount3"); err != nil {
+			why = "not root and no fusermount3"
+		}
+	}
+	if why == "" {
+		return
+	}
+	if os.Getenv("GHBA_REQUIRE_FUSE") != "" {
+		t.Fatalf("FUSE is required (GHBA_REQUIRE_FUSE) but cannot be used: %s", why)
+	}
+	t.Skipf("FUSE cannot be used here (%s); set GHBA_REQUIRE_FUSE=1 to fail instead", why)
+}
+
+// mountCluster starts a 3-agent cluster (R=3) with a file:// data store
+// under the test's directory.
+func mountCluster(t *testing.T) *procCluster {
+	t.Helper()
+	needFUSE(t)
+	c := newProcCluster(t, 3)
+	c.startAll()
+	c.waitReady("the cluster", c.nodes...)
+	data := filepath.Join(c.dir, "data-store")
+	if out, errOut, code := c.all("data-store", "set", "file://"+data); code != 0 {
+		t.Fatalf("data-store set: exit %d: %s%s", code, out, errOut)
+	}
+	return c
+}
+
+// all runs a CLI command against every node's RPC address.
+func (c *procCluster) all(args ...string) (string, string, int) {
+	c.t.Helper()
+	return c.cli(append([]string{"--addr", c.addrList()}, args...)...)
+}
+
+// addrList returns every node's RPC address, comma-separated.
+func (c *procCluster) addrList() string {
+	var a []string
+	for _, n := range c.nodes {
+		a = append(a, n.rpcAddr())
+	}
+	return strings.Join(a, ",")
+}
+
+// mount starts `ghba mount` on a new directory and waits until it serves.
+func (c *procCluster) mount(name string, args ...string) *procMount {
+	c.t.Helper()
+	m := &procMount{c: c, name: name, dir: filepath.Join(c.dir, "mnt-"+name), log: filepath.Join(c.dir, "mount-"+name+".log")}
+	if err := os.MkdirAll(m.dir, 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	m.start(args...)
+	c.t.Cleanup(m.stop)
+	return m
+}
+
+func (m *procMount) start(args ...string) {
+	c := m.c
+	f, err := os.OpenFile(m.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer f.Close()
+	all := append([]string{"--addr", c.addrList(), "mount", "--log-level", "debug"}, args...)
+	m.cmd = exec.Command(c.bin, append(all, m.dir)...)
+	m.cmd.Env = procEnv()
+	m.cmd.Stdout, m.cmd.Stderr = f, f
+	m.cmd.SysProcAttr = procSysProcAttr()
+	if err := m.cmd.Start(); err != nil {
+		c.t.Fatalf("starting ghba mount: %v", err)
+	}
+	m.exited = make(chan struct{})
+	go func() { m.cmd.Wait(); close(m.exited) }() //nolint:errcheck // the exit is read through exited
+	c.waitFor("mount "+m.name+" to serve", time.Minute, nil, func() (bool, string) {
+		select {
+		case <-m.exited:
+			c.t.Fatalf("ghba mount exited: %s", procTail(m.log, 20, 1<<16))
+		default:
+		}
+		ok, err := isFuseMount(m.dir)
+		return ok, fmt.Sprint(err)
+	})
+}
+
+// stop unmounts (SIGTERM: the mount flushes and unmounts) and waits for
+// the process; a mount left behind is detached.
+func (m *procMount) stop() {
+	if m.cmd.Process != nil {
+		m.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may be gone
+		select {
+		case <-m.exited:
+		case <-time.After(time.Minute):
+			m.cmd.Process.Kill() //nolint:errcheck // it may be gone
+			<-m.exited
+		}
+	}
+	if ok, _ := isFuseMount(m.dir); ok {
+		unix.Unmount(m.dir, unix.MNT_DETACH) //nolint:errcheck // best effort in cleanup
+	}
+}
+
+// kill kills the mount process with SIGKILL.
+func (m *procMount) kill() {
+	m.cmd.Process.Kill() //nolint:errcheck // it may be gone
+	<-m.exited
+}
+
+// sh runs a shell command in dir and fails the test on error.
+func sh(t testing.TB, dir, script string) string {
+	t.Helper()
+	cmd := exec.Command("sh", "-ec", script)
+	cmd.Dir = dir
+	cmd.Env = append(procEnv(), "LC_ALL=C", "TZ=UTC", "HOME="+t.TempDir(),
+		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.org", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.org")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("in %s: %s: %v\n%s", dir, script, err, out.String())
+	}
+	return out.String()
+}
+
+// needTools skips the test when a program it runs is missing, or fails
+// it under GHBA_REQUIRE_FUSE (CI installs them).
+func needTools(t testing.TB, tools ...string) {
+	t.Helper()
+	for _, tool := range tools {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("GHBA_REQUIRE_FUSE") != "" {
+				t.Fatalf("%s is required on the mount tests' machine (GHBA_REQUIRE_FUSE)", tool)
+			}
+			t.Skipf("%s is not installed", tool)
+		}
+	}
+}
+
+// TestProcessMountDiff runs seeded system-call sequences and the corpus on
+// a tmpfs directory and on the mount of a 3-agent cluster (R=3): results,
+// errno values, listings and contents must be the same
+// (cmd/ghba/mount/difftest; GHBA_DIFF_* reproduce a failing seed).
+func TestProcessMountDiff(t *testing.T) {
+	c := mountCluster(t)
+	m := c.mount("diff")
+	cfg, err := difftest.ConfigFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv(difftest.EnvSeeds) == "" {
+		cfg.Seeds = 30 // each op is a round trip to the cluster: fewer than on tmpfs
+	}
+	cfg.Skip = map[string]string{
+		"deep_paths.ops": "full paths of 4,096 bytes or more: the cluster keys metadata by full path (HBA) up to PATH_MAX; the mount answers ENAMETOOLONG (TestProcessMountDiff checks it)",
+	}
+	difftest.Suite(t, difftest.TmpfsDir(t), m.dir, cfg)
+
+	// The limitation the corpus skips: a full path past PATH_MAX is
+	// refused with ENAMETOOLONG, never EINVAL or EIO.
+	deep := m.dir
+	for i := 0; i < 17; i++ {
+		deep = filepath.Join(deep, fmt.Sprintf("c%02d%s", i, strings.Repeat("L", 252)))
+		err := os.Mkdir(deep, 0o755)
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, syscall.ENAMETOOLONG) || len(deep)-len(m.dir) < 4096 {
+			t.Fatalf("mkdir at depth %d (%d bytes): %v, want ENAMETOOLONG past 4,095 bytes", i, len(deep)-len(m.dir), err)
+		}
+		return
+	}
+	t.Fatal("a full path of over 4,096 bytes was accepted")
+}
+
+// TestProcessMountPrograms runs real programs on the mount and compares
+// what they make with the same on a local directory.
+func TestProcessMountPrograms(t *testing.T) {
+	needTools(t, "tar", "diff", "git", "rsync", "find")
+	c := mountCluster(t)
+	m := c.mount("programs")
+	local := t.TempDir()
+	goroot := strings.TrimSpace(sh(t, ".", "go env GOROOT"))
+	tarball := filepath.Join(t.TempDir(), "src.tar")
+	// A real source tree: part of Go's own, with its many small files.
+	sh(t, goroot, "tar cf "+tarball+" src/encoding src/container src/sort")
+
+	t.Run("tar", func(t *testing.T) {
+		sh(t, m.dir, "tar xf "+tarball)
+		sh(t, local, "tar xf "+tarball)
+		sh(t, m.dir, "diff -r src "+filepath.Join(local, "src"))
+	})
+	t.Run("ls-find-chmod-mv-rm", func(t *testing.T) {
+		for _, dir := range []string{m.dir, local} {
+			sh(t, dir, "cp -r src/container work && chmod -R go-w work && mv work/list work/list2 && touch -d 2020-01-01 work/heap/heap.go && touch -d 2021-01-01 stamp")
+		}
+		for _, script := range []string{
+			"ls -lR --time-style=+%s work | sed 's/^total .*//'",
+			"find work -newer stamp | sort",
+			"find work -type f -perm -644 | sort",
+			"stat -c '%n %s %a %F' work/list2/list.go",
+		} {
+			got, want := sh(t, m.dir, script), sh(t, local, script)
+			if got != want {
+				t.Errorf("%s:\nmount:\n%s\nlocal:\n%s", script, got, want)
+			}
+		}
+		sh(t, m.dir, "rm -rf work && test ! -e work")
+	})
+	t.Run("git", func(t *testing.T) {
+		sh(t, m.dir, "mkdir repo && cp -r src/sort repo/ && cd repo && git init -q && git add -A && git commit -qm first")
+		if st := sh(t, filepath.Join(m.dir, "repo"), "git status --porcelain"); st != "" {
+			t.Fatalf("git status after commit is not clean:\n%s", st)
+		}
+		sh(t, filepath.Join(m.dir, "repo"), "echo '// more' >> sort/sort.go && git commit -qam second && git log --oneline | wc -l | grep -q 2 && git fsck -q")
+	})
+	t.Run("go-build", func(t *testing.T) {
+		sh(t, m.dir, `mkdir hello && cd hello && printf 'module hello\n\ngo 1.21\n' > go.mod && printf 'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println("hello from ghba") }\n' > main.go`)
+		sh(t, filepath.Join(m.dir, "hello"), "GOFLAGS=-mod=mod GOCACHE=$HOME/cache go build -o hello . && ./hello | grep -q 'hello from ghba'")
+	})
+	t.Run("rsync", func(t *testing.T) {
+		back := t.TempDir()
+		sh(t, local, "rsync -a src/encoding/ "+filepath.Join(m.dir, "rs")+"/")
+		sh(t, m.dir, "rsync -a rs/ "+back+"/")
+		sh(t, local, "diff -r src/encoding "+back)
+		// A second run finds nothing to do.
+		if out := sh(t, local, "rsync -ai src/encoding/ "+filepath.Join(m.dir, "rs")+"/"); strings.TrimSpace(out) != "" {
+			t.Errorf("second rsync changed something:\n%s", out)
+		}
+	})
+	t.Run("cli-sees-mount", func(t *testing.T) {
+		if err := os.WriteFile(filepath.Join(m.dir, "sized"), bytes.Repeat([]byte("x"), 12345), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := c.all("--json", "stat", "/sized")
+		if code != 0 || !strings.Contains(out, `"size": 12345`) {
+			t.Fatalf("ghba stat /sized: exit %d: %s%s", code, out, errOut)
+		}
+		if _, errOut, code := c.all("mkdir", "-p", "/from-cli/sub"); code != 0 {
+			t.Fatalf("ghba mkdir: %s", errOut)
+		}
+		c.waitFor("the mount to list what the CLI made", 10*time.Second, nil, func() (bool, string) {
+			_, err := os.Stat(filepath.Join(m.dir, "from-cli", "sub"))
+			return err == nil, fmt.Sprint(err)
+		})
+	})
+}
+
+// TestProcessMountTwoMounts checks close-to-open consistency between two
+// mounts of one cluster: files written and closed in one, concurrently,
+// are read whole in the other once opened after the close returned.
+func TestProcessMountTwoMounts(t *testing.T) {
+	c := mountCluster(t)
+	a, b := c.mount("a"), c.mount("b")
+	if err := os.Mkdir(filepath.Join(a.dir, "shared"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const files, writers = 60, 4
+	content := func(i, round int) []byte {
+		return bytes.Repeat([]byte(fmt.Sprintf("file %d round %d\n", i, round)), 1000+i*37)
+	}
+	errs := make(chan error, writers)
+	for w := range writers {
+		go func() {
+			var err error
+			defer func() { errs <- err }()
+			for i := w; i < files; i += writers {
+				for round := range 2 {
+					name := fmt.Sprintf("f%03d", i)
+					if err = os.WriteFile(filepath.Join(a.dir, "shared", name), content(i, round), 0o644); err != nil {
+						return
+					}
+					// close returned: the other mount must see this round.
+					var got []byte
+					if got, err = os.ReadFile(filepath.Join(b.dir, "shared", name)); err != nil {
+						return
+					}
+					if !bytes.Equal(got, content(i, round)) {
+						err = fmt.Errorf("%s round %d: mount b read %d bytes, want %d (%q...)", name, round, len(got), len(content(i, round)), got[:min(len(got), 40)])
+						return
+					}
+				}
+			}
+		}()
+	}
+	for range writers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	// And the other way round, through a rename: b replaces a file that a
+	// reads afterwards.
+	tmp := filepath.Join(b.dir, "shared", ".tmp")
+	if err := os.WriteFile(tmp, []byte("new contents\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(b.dir, "shared", "f000")); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("mount a to see b's rename", 10*time.Second, nil, func() (bool, string) {
+		got, err := os.ReadFile(filepath.Join(a.dir, "shared", "f000"))
+		return err == nil && string(got) == "new contents\n", fmt.Sprintf("%q %v", got[:min(len(got), 20)], err)
+	})
+}
+
+// TestProcessMountFaults kills an agent while cp -r copies into the mount,
+// and kills a mount process: every file whose close returned is intact,
+// and ghba umount frees the dead mount's mount point.
+func TestProcessMountFaults(t *testing.T) {
+	needTools(t, "cp", "diff")
+	c := mountCluster(t)
+	m := c.mount("faults")
+	goroot := strings.TrimSpace(sh(t, ".", "go env GOROOT"))
+	src := filepath.Join(goroot, "src", "encoding")
+
+	// cp -r while node2 is killed and restarted. cp reports an error for a
+	// file in flight at worst; every file it copied whole is intact.
+	cp := exec.Command("cp", "-r", src, filepath.Join(m.dir, "copy"))
+	var cpOut bytes.Buffer
+	cp.Stdout, cp.Stderr = &cpOut, &cpOut
+	if err := cp.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("cp to have copied something", 30*time.Second, nil, func() (bool, string) {
+		ents, err := os.ReadDir(filepath.Join(m.dir, "copy"))
+		return err == nil && len(ents) > 3, fmt.Sprint(err)
+	})
+	victim := c.nodes[1]
+	c.kill(victim)
+	cpErr := cp.Wait()
+	c.start(victim)
+	c.waitReady("node2 back", c.nodes...)
+	failed := map[string]bool{}
+	if cpErr != nil {
+		t.Logf("cp reported errors (allowed for files in flight): %v\n%s", cpErr, cpOut.String())
+		sc := bufio.NewScanner(&cpOut)
+		for sc.Scan() {
+			if _, rest, ok := strings.Cut(sc.Text(), "'"); ok {
+				if name, _, ok := strings.Cut(rest, "'"); ok {
+					failed[name] = true
+				}
+			}
+		}
+	}
+	checked := 0
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		dst := filepath.Join(m.dir, "copy", rel)
+		if failed[dst] {
+			return nil
+		}
+		got, rerr := os.ReadFile(dst)
+		if errors.Is(rerr, os.ErrNotExist) && cpErr != nil {
+			return nil // not reached by a cp that stopped
+		}
+		want, _ := os.ReadFile(p)
+		if rerr != nil || !bytes.Equal(got, want) {
+			return fmt.Errorf("%s: %d bytes, want %d (%v)", rel, len(got), len(want), rerr)
+		}
+		checked++
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("a file cp closed is not intact: %v", err)
+	}
+	t.Logf("%d copied files intact", checked)
+
+	// kill -9 of the mount: closed files survive, ghba umount recovers the
+	// mount point, and a new mount serves them.
+	if err := os.WriteFile(filepath.Join(m.dir, "closed"), []byte("kept\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.kill()
+	if _, err := os.Stat(m.dir); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("stat of a dead mount: %v, want ENOTCONN", err)
+	}
+	if out, errOut, code := c.cli("umount", m.dir); code != 0 {
+		t.Fatalf("ghba umount of a dead mount: exit %d: %s%s", code, out, errOut)
+	}
+	if ok, _ := isFuseMount(m.dir); ok {
+		t.Fatal("the dead mount is still mounted after ghba umount")
+	}
+	m.start()
+	got, err := os.ReadFile(filepath.Join(m.dir, "closed"))
+	if err != nil || string(got) != "kept\n" {
+		t.Fatalf("closed file after the mount's kill: %q %v", got, err)
+	}
+}
+
+// TestProcessMountCLI checks the mount command's contract: clear errors
+// with exit codes, --background, ghba umount.
+func TestProcessMountCLI(t *testing.T) {
+	c := mountCluster(t)
+	notEmpty := t.TempDir()
+	if err := os.WriteFile(filepath.Join(notEmpty, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dead := rpctest.DeadAddr(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"not empty", []string{"--addr", c.addrList(), "mount", notEmpty}, exitUsage, "not empty"},
+		{"missing", []string{"--addr", c.addrList(), "mount", filepath.Join(notEmpty, "nope")}, exitUsage, "mount point"},
+		{"no cluster", []string{"--addr", dead, "--timeout", "2s", "mount", t.TempDir()}, exitUnavail, "cluster"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, c.bin, tc.args...)
+			cmd.Env = procEnv()
+			out, err := cmd.CombinedOutput()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			}
+			if code != tc.code || !strings.Contains(string(out), tc.msg) || strings.Count(strings.TrimSpace(string(out)), "\n") > 0 {
+				t.Fatalf("exit %d, want %d with one line containing %q: %s", code, tc.code, tc.msg, out)
+			}
+		})
+	}
+	t.Run("background", func(t *testing.T) {
+		dir := filepath.Join(c.dir, "mnt-bg")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, code := c.all("mount", "--background", "--log-file", filepath.Join(c.dir, "bg.log"), dir)
+		if code != 0 {
+			t.Fatalf("mount --background: exit %d: %s%s", code, out, errOut)
+		}
+		if ok, _ := isFuseMount(dir); !ok {
+			t.Fatal("mount --background returned before the mount served")
+		}
+		if err := os.WriteFile(filepath.Join(dir, "f"), []byte("bg\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, errOut, code := c.cli("umount", dir); code != 0 {
+			t.Fatalf("ghba umount: exit %d: %s%s", code, out, errOut)
+		}
+		if out, _, code := c.all("--json", "stat", "/f"); code != 0 || !strings.Contains(out, `"size": 3`) {
+			t.Fatalf("the file the background mount wrote: exit %d: %s", code, out)
+		}
+	})
+}
