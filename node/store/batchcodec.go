@@ -49,6 +49,24 @@ const (
 	batchFormatV2 byte = 2
 )
 
+// The batch formats, for a caller that must choose (a shard leader during
+// a rolling upgrade, docs/design.md "Upgrades and unknown commands"):
+// BatchFormatV1 carries no ids, MaxBatchFormat is the newest this build
+// reads and writes.
+const (
+	BatchFormatV1  = batchFormatV1
+	MaxBatchFormat = batchFormatV2
+)
+
+// BatchFormat returns the format a batch encoded in data was written in
+// (0 when data is empty).
+func BatchFormat(data []byte) byte {
+	if len(data) == 0 {
+		return 0
+	}
+	return data[0]
+}
+
 // Mutation op codes of the batch binary format: never renumber them.
 const (
 	opPutInode     byte = 1
@@ -85,11 +103,24 @@ func (b *Batch) MarshalBinary() ([]byte, error) {
 // buf, so that a caller can put its own header in front. It implements
 // encoding.BinaryAppender.
 func (b *Batch) AppendBinary(buf []byte) ([]byte, error) {
+	return b.AppendBinaryFormat(buf, MaxBatchFormat)
+}
+
+// AppendBinaryFormat is AppendBinary in format max at most, for replicas
+// that may run a build which knows no newer one. Below version 2 the ids
+// are left out: those of entries, and those of inodes (an older build
+// cannot decode an inode value that carries one). Ids are optional; an
+// inode without one gets one from the legacy numbering once every replica
+// speaks version 2 (docs/design.md, "Inode ids").
+func (b *Batch) AppendBinaryFormat(buf []byte, max byte) ([]byte, error) {
 	if b.err != nil {
 		return buf, fmt.Errorf("store: encode batch: %w", b.err)
 	}
+	if max < batchFormatV1 || max > MaxBatchFormat {
+		return buf, fmt.Errorf("store: encode batch: %w: batch format %d", ErrUnknownVersion, max)
+	}
 	v := batchFormatV1
-	if b.entryIDs {
+	if b.entryIDs && max >= batchFormatV2 {
 		v = batchFormatV2
 	}
 	buf = append(buf, v)
@@ -103,7 +134,7 @@ func (b *Batch) AppendBinary(buf []byte) ([]byte, error) {
 	buf = binary.AppendUvarint(buf, uint64(len(b.muts)))
 	for i := range b.muts {
 		var err error
-		if buf, err = b.muts[i].appendBinary(buf, v); err != nil {
+		if buf, err = b.muts[i].appendBinary(buf, v, max < batchFormatV2); err != nil {
 			return buf, fmt.Errorf("store: encode batch: mutation %d: %w", i, err)
 		}
 	}
@@ -145,10 +176,21 @@ func (c *cond) appendBinary(b []byte) ([]byte, error) {
 	return b, fmt.Errorf("unknown precondition kind %d", c.kind)
 }
 
-func (m *mutation) appendBinary(b []byte, v byte) ([]byte, error) {
+func (m *mutation) appendBinary(b []byte, v byte, noInodeIDs bool) ([]byte, error) {
 	switch {
 	case m.kind == mutSetInode:
-		return appendStr(appendStr(append(b, opPutInode), m.key[1:]), m.val), nil
+		val := m.val
+		if noInodeIDs {
+			ino, err := decodeInode(val)
+			if err != nil {
+				return b, err
+			}
+			if ino.ID != 0 {
+				ino.ID = 0
+				val = encodeInode(&ino)
+			}
+		}
+		return appendStr(appendStr(append(b, opPutInode), m.key[1:]), val), nil
 	case m.kind == mutDeleteInode:
 		return appendStr(append(b, opDeleteInode), m.key[1:]), nil
 	case m.kind == mutDelete && m.key[0] == pfxEntry:

@@ -347,3 +347,38 @@ func TestBatchFormatVersionByEntryIDs(t *testing.T) {
 		t.Fatalf("decoded entry %+v (%v), want id 9", e, err)
 	}
 }
+
+// TestBatchFormatPinnedToV1 checks that a batch encoded in format 1 at
+// most, as a shard leader does while a replica may run a build without
+// ids, is written as version 1 without the ids of its entries and inodes,
+// and keeps everything else.
+func TestBatchFormatPinnedToV1(t *testing.T) {
+	var b Batch
+	b.PutInode("/f", Inode{Type: TypeFile, ID: 9, Size: 5, Text: "hello"})
+	b.PutEntry("/", Entry{Name: "f", Type: TypeFile, Home: "n1", ID: 9})
+	enc, err := b.AppendBinaryFormat(nil, BatchFormatV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if BatchFormat(enc) != BatchFormatV1 {
+		t.Fatalf("format %d, want %d", BatchFormat(enc), BatchFormatV1)
+	}
+	var got Batch
+	if err := got.UnmarshalBinary(enc); err != nil {
+		t.Fatal(err)
+	}
+	ino, err := decodeInode(got.muts[0].val)
+	if err != nil || ino.ID != 0 || ino.Size != 5 || ino.Text != "hello" {
+		t.Fatalf("decoded inode %+v (%v), want no id, size 5, text hello", ino, err)
+	}
+	e, err := decodeEntry("f", got.muts[1].val)
+	if err != nil || e.ID != 0 || e.Home != "n1" {
+		t.Fatalf("decoded entry %+v (%v), want no id, home n1", e, err)
+	}
+	if _, err := b.AppendBinaryFormat(nil, MaxBatchFormat+1); !errors.Is(err, ErrUnknownVersion) {
+		t.Fatalf("format %d: err %v, want ErrUnknownVersion", MaxBatchFormat+1, err)
+	}
+	if enc2, err := b.AppendBinaryFormat(nil, MaxBatchFormat); err != nil || BatchFormat(enc2) != batchFormatV2 {
+		t.Fatalf("newest format: %v, format %d", err, BatchFormat(enc2))
+	}
+}
