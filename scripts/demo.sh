@@ -2,7 +2,8 @@
 # demo.sh — start a 3-node ghba cluster on loopback from testdata/node{1,2,3}.yaml
 # as separate processes, load a few thousand paths, look every path up through
 # every node, print the lookups resolved per level and the hops, stop the
-# cluster cleanly. Exits non-zero if anything fails.
+# cluster cleanly; where FUSE works, mount it (ghba mount) and use it with
+# cp, ls, diff, grep, mv and cat. Exits non-zero if anything fails.
 #
 # Usage: scripts/demo.sh            (from anywhere; builds bin/ghba first)
 # Environment:
@@ -49,6 +50,9 @@ stop_agents() {
 cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
+	if ((${MOUNTED:-0} == 1)); then
+		"$BIN" umount --lazy "$TMP/mnt" || rc=1
+	fi
 	if ((STOPPED == 0 && ${#PIDS[@]} > 0)); then
 		stop_agents || rc=1
 	fi
@@ -113,6 +117,29 @@ show --addr "$ALL" find /src/ghba --text 'bloom filter' --limit 5
 
 say "creating $PATHS paths, then looking each up through every node"
 ghba --addr "$ALL" bench --paths "$PATHS" --prefix /demo --concurrency 16
+
+if [[ -c /dev/fuse ]]; then
+	say "mounting the cluster with FUSE (contents in a file:// data store) and using it with ordinary tools"
+	MNT=$TMP/mnt
+	mkdir -p "$MNT"
+	show --addr "$ALL" data-store set "file://$TMP/data-store"
+	show --addr "$ALL" mount --background --log-file "$TMP/mount.log" "$MNT"
+	MOUNTED=1
+	run() { printf '$ %s\n' "$*"; "$@"; }
+	run cp -r cmd/ghba/mount "$MNT/home/alice/projects/"
+	run ls -l "$MNT/home/alice/projects/mount"
+	run diff -r cmd/ghba/mount "$MNT/home/alice/projects/mount"
+	echo "diff -r: the copy is identical"
+	run sh -c "grep -l 'close-to-open' $MNT/home/alice/projects/mount/*.go"
+	run mv "$MNT/home/alice/projects/mount" "$MNT/home/alice/mount-src"
+	run sh -c "cat $MNT/home/alice/projects/notes.txt; echo 'written through the mount' > $MNT/home/alice/projects/notes.txt"
+	show --addr "$ALL" stat /home/alice/projects/notes.txt
+	show --addr "$ALL" ls /home/alice/mount-src
+	show umount "$MNT"
+	MOUNTED=0
+else
+	say "skipping the mount: this machine has no /dev/fuse"
+fi
 
 say "files homed per node"
 ghba --addr "${ADDRS[0]}" members

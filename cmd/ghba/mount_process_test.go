@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ghba/ghba/cmd/ghba/mount/difftest"
+	"github.com/ghba/ghba/node/contents/s3test"
 	"github.com/ghba/ghba/rpc/rpctest"
 )
 
@@ -61,12 +62,21 @@ func needFUSE(t testing.TB) {
 // under the test's directory.
 func mountCluster(t *testing.T) *procCluster {
 	t.Helper()
+	return mountClusterWith(t, "")
+}
+
+// mountClusterWith is mountCluster with the data store url ("": a file://
+// store under the test's directory).
+func mountClusterWith(t *testing.T, url string) *procCluster {
+	t.Helper()
 	needFUSE(t)
 	c := newProcCluster(t, 3)
 	c.startAll()
 	c.waitReady("the cluster", c.nodes...)
-	data := filepath.Join(c.dir, "data-store")
-	if out, errOut, code := c.all("data-store", "set", "file://"+data); code != 0 {
+	if url == "" {
+		url = "file://" + filepath.Join(c.dir, "data-store")
+	}
+	if out, errOut, code := c.all("data-store", "set", url); code != 0 {
 		t.Fatalf("data-store set: exit %d: %s%s", code, out, errOut)
 	}
 	return c
@@ -95,7 +105,12 @@ func (c *procCluster) mount(name string, args ...string) *procMount {
 		c.t.Fatal(err)
 	}
 	m.start(args...)
-	c.t.Cleanup(m.stop)
+	c.t.Cleanup(func() {
+		m.stop()
+		if c.t.Failed() {
+			c.t.Logf("last lines of the log of mount %s:\n%s", m.name, procTail(m.log, 40, 1<<16))
+		}
+	})
 	return m
 }
 
@@ -213,6 +228,35 @@ func TestProcessMountDiff(t *testing.T) {
 		return
 	}
 	t.Fatal("a full path of over 4,096 bytes was accepted")
+}
+
+// TestProcessMountS3 is the differential run with the contents in a real
+// S3-compatible server (rclone serve s3, node/contents/s3test): the same
+// results as tmpfs, and the files' blocks are objects in the bucket.
+func TestProcessMountS3(t *testing.T) {
+	needFUSE(t)
+	url := s3test.Start(t) // the credentials go to the agents and the mount through the environment
+	c := mountClusterWith(t, url)
+	m := c.mount("s3")
+	cfg, err := difftest.ConfigFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv(difftest.EnvSeeds) == "" {
+		cfg.Seeds = 10
+	}
+	cfg.Skip = map[string]string{"deep_paths.ops": "full paths of 4,096 bytes or more (TestProcessMountDiff)"}
+	difftest.Suite(t, difftest.TmpfsDir(t), m.dir, cfg)
+	want := bytes.Repeat([]byte("s3 block\n"), 1<<20) // 9 MiB: three blocks
+	if err := os.WriteFile(filepath.Join(m.dir, "big"), want, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m.stop()
+	m.start()
+	got, err := os.ReadFile(filepath.Join(m.dir, "big"))
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("a 9 MiB file read back after a remount: %d bytes, %v", len(got), err)
+	}
 }
 
 // TestProcessMountPrograms runs real programs on the mount and compares

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ghba/ghba/rpc/rpctest"
 )
 
 func newTestRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)) }
@@ -638,8 +640,7 @@ func TestCheckUnreachable(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "s")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	port := freePort(t)
-	s, err := Open(ctx, fmt.Sprintf("s3://nobody?endpoint=http://127.0.0.1:%d&use_path_style=true&disable_https=true&region=us-east-1", port))
+	s, err := Open(ctx, "s3://nobody?endpoint=http://"+rpctest.DeadAddr(t)+"&use_path_style=true&disable_https=true&region=us-east-1")
 	if err != nil {
 		t.Fatal(err)
 	}
