@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 # Link only hashicorp/go-metrics (raft-boltdb's compat layer would pull in armon/go-metrics).
 TAGS      := -tags hashicorpmetrics
 
-.PHONY: all build test bench demo groups-bench compare-etcd sim-demo fuzz vet fmt clean chaos chaos-broken formation
+.PHONY: all build test bench demo groups-bench compare-etcd mount-bench sim-demo fuzz vet fmt clean chaos chaos-broken formation
 
 all: build
 
@@ -87,6 +87,13 @@ groups-bench: build
 ## CMP_CONCURRENCY (16) and CMP_PATHS (20000); one side-by-side table with the load
 compare-etcd: build
 	GHBA_BIN=$(BIN) scripts/compare-etcd.sh
+
+## mount-bench: ghba mount against the Go client (mkdir, create, stat, unlink at
+## CONC 16, with whole-machine CPU per operation) and against the local disk (1 GiB
+## sequential write and read), and the mount's memory while copying 100,000 files;
+## the testdata/ cluster, one sitting (needs root and FUSE)
+mount-bench: build
+	GHBA_BIN=$(BIN) scripts/mount-bench.sh
 
 ## sim-demo: the simulator's quick mode on generated traces
 sim-demo: build

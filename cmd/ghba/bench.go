@@ -34,9 +34,14 @@ const (
 	// every stat goes to the node the filters name.
 	phaseStatRouted = "stat-routed"
 	phaseLookup     = "lookup"
+	// phaseUnlink removes every file (not run by default).
+	phaseUnlink = "unlink"
 )
 
-var allPhases = []string{phaseMkdir, phaseCreate, phaseStat, phaseStatUncached, phaseStatRouted, phaseLookup}
+var allPhases = []string{phaseMkdir, phaseCreate, phaseStat, phaseStatUncached, phaseStatRouted, phaseLookup, phaseUnlink}
+
+// dirPhases are the phases bench --dir runs: the file system's own calls.
+var dirPhases = []string{phaseMkdir, phaseCreate, phaseStat, phaseUnlink}
 
 // defaultPhases are the phases bench runs unless --phases says otherwise.
 var defaultPhases = []string{phaseMkdir, phaseCreate, phaseStat, phaseLookup}
@@ -62,6 +67,9 @@ type benchOptions struct {
 	// listPrefetch is the caches' client.CacheOptions.ListPrefetch.
 	listPrefetch int
 	traceOrder   bool
+	// dir runs the phases through this directory of a mounted file system
+	// (a ghba mount) instead of the Go client (bench_dir.go).
+	dir string
 }
 
 // benchTree is the generated namespace: directories (parents before
@@ -180,13 +188,22 @@ attributes would (client.CacheOptions.ListPrefetch). It prints per mode the oper
 second, the mean and p99 stat time, and the local hit rate. A mode may be
 given more than once (--cache off,nexus,off,nexus): each replay then runs
 under a prefix of its own (--prefix-MODE-2, ...), and rounds that
-alternate share whatever else the machine is doing.`,
+alternate share whatever else the machine is doing.
+
+With --dir DIR, the mkdir, create, stat and unlink phases run through the
+file system mounted at DIR (a ghba mount) with the system calls a program
+makes (mkdir, open with O_CREAT|O_EXCL then close, stat, unlink), the tree
+at DIR/--prefix: the same phases as through the Go client, to compare the
+two in one sitting. --concurrency goroutines each make one call at a time
+(each a thread blocked in the kernel, as --concurrency processes would be).`,
 		Example: `  ghba --addr 127.0.0.1:7410,127.0.0.1:7420,127.0.0.1:7430 bench --paths 3000
   ghba bench --paths 100000 --concurrency 16 --prefix /bench1 --json
   ghba --addr 127.0.0.1:7410 bench --paths 100000 --prefix /bench1 --phases stat,lookup
   ghba bench --paths 20000 --phases mkdir,create,stat,stat-uncached,stat-routed
   ghba bench --trace testdata/traces/go-build.trace --cache off,lru,nexus
-  ghba bench --trace testdata/traces/go-build.trace --cache nexus --cache-entries 299 --prefetch-group 16`,
+  ghba bench --trace testdata/traces/go-build.trace --cache nexus --cache-entries 299 --prefetch-group 16
+  ghba bench --paths 20000 --prefix /b1 --phases mkdir,create,stat,unlink
+  ghba bench --dir /mnt/ghba --paths 20000 --prefix /b2 --phases mkdir,create,stat,unlink`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, m := range bo.cacheModes {
@@ -215,6 +232,9 @@ alternate share whatever else the machine is doing.`,
 			if bo.trace != "" {
 				return runTraceBench(cmd, o, bo)
 			}
+			if bo.dir != "" {
+				return runDirBench(cmd, o, bo)
+			}
 			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
 				return runBench(ctx, cmd, o, bo, c)
 			})
@@ -225,7 +245,8 @@ alternate share whatever else the machine is doing.`,
 	f.IntVar(&bo.filesPerDir, "files-per-dir", 20, "files per directory")
 	f.IntVarP(&bo.concurrency, "concurrency", "c", 16, "client goroutines")
 	f.StringVar(&bo.prefix, "prefix", "", "directory the tree is created in (default /bench-<time>)")
-	f.StringSliceVar(&bo.phases, "phases", defaultPhases, "phases to run: mkdir, create, stat, stat-uncached, stat-routed, lookup")
+	f.StringSliceVar(&bo.phases, "phases", defaultPhases, "phases to run: mkdir, create, stat, stat-uncached, stat-routed, lookup, unlink (with --dir: mkdir, create, stat, unlink)")
+	f.StringVar(&bo.dir, "dir", "", "run the phases through the file system mounted here (ghba mount) instead of the Go client")
 	f.BoolVar(&bo.eachNode, "each-node", true, "run the lookup phase through every alive member")
 	f.IntVar(&bo.maxErrors, "max-errors", 0, "failed operations tolerated before the exit code is 1")
 	f.StringVar(&bo.trace, "trace", "", "replay this trace file instead of the generated tree")
@@ -283,6 +304,9 @@ func runBench(ctx context.Context, cmd *cobra.Command, o *clientOptions, bo *ben
 		for _, addr := range nodes {
 			b.lookupPhase(addr)
 		}
+	}
+	if run(phaseUnlink) {
+		b.unlinkPhase(tree.files)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bench: %w", err)
@@ -355,6 +379,15 @@ func (b *benchRun) statPhase(phase string, sc *client.Client) {
 				return "", 0, err
 			}
 			return r.Level, r.Hops, nil
+		})
+	})
+}
+
+// unlinkPhase removes the tree's files.
+func (b *benchRun) unlinkPhase(files []string) {
+	b.timed(phaseUnlink, b.entry, func(res *phaseResult) {
+		runOps(b.ctx, res, files, b.bo.concurrency, func(ctx context.Context, p string) (string, int, error) {
+			return "", 0, b.c.Unlink(ctx, p)
 		})
 	})
 }

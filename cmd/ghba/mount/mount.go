@@ -172,7 +172,9 @@ func Mount(dir string, o Options) (*FS, error) {
 			// is 1,024.
 			Options: mountOptions(opts),
 		},
-		Logger: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelWarn),
+		// go-fuse's diagnostics (an orphaned inode's path, which a removed but
+		// open inode has) are for debugging.
+		Logger: slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug),
 	}
 	fsOpts.MountOptions.Logger = slog.NewLogLogger(opts.Logger.Handler(), slog.LevelDebug)
 	server, err := fs.Mount(dir, f.root, fsOpts)

@@ -243,10 +243,10 @@ func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOu
 // the file's contents (file.go: truncate), the rest is one SetAttr.
 func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	ctx = detach(ctx)
-	f, p := n.fs, n.path()
 	if n.gone.Load() {
 		return n.setattrGone(ctx, in, out)
 	}
+	f, p := n.fs, n.path()
 	if size, ok := in.GetSize(); ok {
 		if n.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFDIR {
 			return syscall.EISDIR
