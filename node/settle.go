@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 )
 
-// Settled groups (docs/design.md, "Groups settled"): a node's groups are
+// Settled groups (docs/design.md, "Node lifecycle": groups settled): a node's groups are
 // settled, as it sees them, when nothing about them is about to change and
 // its state is complete — no split, merge or switch pending, the node
 // serving (every shard replica its group places on it open and caught

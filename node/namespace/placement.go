@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Placement (docs/design.md, "Placement"): the shard of a new child,
+// Placement (docs/design.md, "Homes and placement"): the shard of a new child,
 // chosen by its parent's shard. Loads are the number of paths each shard
 // homes, as its leader last reported (methodHomeLoad, polled every
 // propagate_interval).

@@ -12,7 +12,7 @@ import (
 	"github.com/ghba/ghba/rpc"
 )
 
-// G-HBA segments (docs/design.md, "Segments"; G-HBA §2.2–§2.4).
+// G-HBA segments (docs/design.md, "Filters"; G-HBA §2.2–§2.4).
 //
 // Each group's FSM assigns every node outside the group to exactly one
 // active member, the holder of that origin's local-filter replica. A

@@ -1,5 +1,5 @@
 // Package textindex is the full-text index of one shard replica
-// (docs/design.md, "Text search"): the start of each text file's content,
+// (docs/design.md, "Text"): the start of each text file's content,
 // as stored in its inode (store.Inode.Text), indexed with bleve under the
 // file's path, so that a search by words answers with the paths whose text
 // holds every word.
