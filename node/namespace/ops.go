@@ -885,6 +885,17 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 		// A file shrunk without a new layout: no block past the new size
 		// stays referenced (its objects go to the trash below).
 		if l, err := contents.DecodeLayout(before.Layout); err == nil && len(l.Extents) > 0 {
+			// Every committed object must read as zeros past the file's
+			// size (node/contents, "Writing and committing"), so that
+			// growing the file again needs no object change. A shrink into
+			// a block that has an object would leave its old tail behind:
+			// only a client that rewrites that block (the mount's
+			// contents.File.Truncate, with the new layout) may make it.
+			if bs := l.BlockLen(); *r.Size%bs != 0 {
+				if _, ok := l.Gen(uint64(*r.Size / bs)); ok {
+					return nil, fmt.Errorf("%w: %s: shrinking a file whose contents are in the data store into one of its blocks needs the block rewritten: truncate it through a mount", fs.ErrInvalid, p)
+				}
+			}
 			l.Truncate(*r.Size)
 			ino.Layout = l.Encode()
 		}

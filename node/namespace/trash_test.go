@@ -259,10 +259,16 @@ func testContentsGC(t *testing.T, placement string) {
 	}
 	// The changes that drop objects.
 	g.write("/d/over", 1, 3) // blocks 1 and 2 replaced
-	size := int64(gcBlock + gcBlock/2)
+	size := int64(2 * gcBlock)
 	g.setattr(&rpc.SetAttrRequest{Path: "/d/trunc", Size: &size})
 	if got := g.layout(mustStat(t, g.o(), "/d/trunc").Layout).Blocks(); got != 2 {
-		t.Errorf("size truncated to 1.5 blocks: the layout keeps %d blocks, want 2", got)
+		t.Errorf("size truncated to 2 blocks: the layout keeps %d blocks, want 2", got)
+	}
+	// A size alone may not cut into a block that has an object: its old
+	// tail would show again if the file grew (node/contents).
+	into := int64(gcBlock + gcBlock/2)
+	if err := g.o().call(rpc.MethodSetAttr, &rpc.SetAttrRequest{Path: "/d/keep", Size: &into}, &rpc.SetAttrResponse{}); !errors.Is(err, fs.ErrInvalid) {
+		t.Errorf("a size alone cutting into a block with an object: %v, want fs.ErrInvalid", err)
 	}
 	g.truncate("/d/mtrunc", gcBlock/2)
 	g.unlink("/d/gone")
