@@ -66,17 +66,23 @@ func mountCluster(t *testing.T) *procCluster {
 }
 
 // mountClusterWith is mountCluster with the data store url ("": a file://
-// store under the test's directory).
-func mountClusterWith(t *testing.T, url string) *procCluster {
+// store under the test's directory) and extra lines of agent config.
+func mountClusterWith(t *testing.T, url string, config ...string) *procCluster {
 	t.Helper()
 	needFUSE(t)
-	c := newProcCluster(t, 3)
+	c := newProcClusterR(t, 0, 3)
+	c.extraConfig = strings.Join(config, "")
+	for range 3 {
+		c.addNode()
+	}
 	c.startAll()
 	c.waitReady("the cluster", c.nodes...)
 	if url == "" {
 		url = "file://" + filepath.Join(c.dir, "data-store")
 	}
-	if out, errOut, code := c.all("data-store", "set", url); code != 0 {
+	// A new shard leader's first write waits for the leases an earlier
+	// one may have granted (cache_lease): the first write may take that long.
+	if out, errOut, code := c.all("--timeout", "60s", "data-store", "set", url); code != 0 {
 		t.Fatalf("data-store set: exit %d: %s%s", code, out, errOut)
 	}
 	return c
@@ -334,10 +340,14 @@ func TestProcessMountPrograms(t *testing.T) {
 
 // TestProcessMountTwoMounts checks close-to-open consistency between two
 // mounts of one cluster: files written and closed in one, concurrently,
-// are read whole in the other once opened after the close returned.
+// are read whole in the other once opened after the close returned. Mount
+// b lets its kernel keep names and attributes for 15 s, as long as the
+// cluster's leases (cache_lease 15s): another mount's change must still
+// reach it at once, by the lease's revocation.
 func TestProcessMountTwoMounts(t *testing.T) {
-	c := mountCluster(t)
-	a, b := c.mount("a"), c.mount("b")
+	c := mountClusterWith(t, "", "cache_lease: 15s\n")
+	a := c.mount("a")
+	b := c.mount("b", "--entry-timeout", "15s", "--attr-timeout", "15s")
 	if err := os.Mkdir(filepath.Join(a.dir, "shared"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -374,6 +384,19 @@ func TestProcessMountTwoMounts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// b's kernel holds f001's attributes for up to 15 s: a's chmod must
+	// show in b at once, by the revocation of b's lease.
+	f001 := filepath.Join(b.dir, "shared", "f001")
+	if _, err := os.Stat(f001); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(a.dir, "shared", "f001"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("mount b to see a's chmod (its lease revoked)", 5*time.Second, nil, func() (bool, string) {
+		st, err := os.Stat(f001)
+		return err == nil && st.Mode().Perm() == 0o600, fmt.Sprint(st.Mode(), err)
+	})
 	// And the other way round, through a rename: b replaces a file that a
 	// reads afterwards.
 	tmp := filepath.Join(b.dir, "shared", ".tmp")

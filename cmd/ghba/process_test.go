@@ -136,6 +136,8 @@ type procNode struct {
 	dataDir, cfg, log     string
 	run                   *procRun
 	starts                int
+	// env is added to the agent's environment (procEnv) at each start.
+	env []string
 }
 
 func (n *procNode) rpcAddr() string  { return "127.0.0.1:" + strconv.Itoa(n.rpc) }
@@ -173,6 +175,9 @@ type procCluster struct {
 	// aclConfig, when set, is appended to the config of every node added
 	// after it (the acl section, see TestProcessACL).
 	aclConfig string
+	// extraConfig, when set, is appended to the config of every node
+	// added after it (YAML keys).
+	extraConfig string
 	// token, when set, is the ACL token the harness's CLI runs and RPC
 	// clients present (set it before the first client call).
 	token string
@@ -257,7 +262,7 @@ func (c *procCluster) addNodeWith(o procNodeOpts) *procNode {
 	if c.tls != nil {
 		scheme += c.tls.agentConfig(c.t, n.id, o.Encrypt)
 	}
-	scheme += c.aclConfig
+	scheme += c.aclConfig + c.extraConfig
 	n.dataDir = filepath.Join(c.dir, n.id, "data")
 	n.cfg = filepath.Join(c.dir, n.id, "agent.yaml")
 	n.log = filepath.Join(c.dir, n.id, "agent.log")
@@ -314,7 +319,7 @@ func (c *procCluster) start(n *procNode) {
 	n.starts++
 	fmt.Fprintf(f, "===== test: start #%d of %s at %s\n", n.starts, n.id, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(c.bin, "agent", "--config", n.cfg)
-	cmd.Env = procEnv()
+	cmd.Env = append(procEnv(), n.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = procSysProcAttr()
 	if err := cmd.Start(); err != nil {

@@ -466,3 +466,23 @@ func (c *Client) CacheStats() CacheStats {
 	}
 	return c.cache.snapshot()
 }
+
+// CachedUntil returns until when the metadata cache holds p's answer (its
+// inode, or its absence) under a lease, with the client's safety margin
+// taken off; the zero time when it holds none. Until then the node that
+// granted the lease notifies the client (Options.OnInvalidate) before p
+// changes: a cache of its own above this client (the kernel's, for a
+// mount) may keep the answer that long.
+func (c *Client) CachedUntil(p string) time.Time {
+	if c.cache == nil {
+		return time.Time{}
+	}
+	key := cacheKey(p)
+	m := c.cache
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.entries[key]; e != nil && time.Now().Before(e.until) {
+		return e.until
+	}
+	return time.Time{}
+}

@@ -159,9 +159,26 @@ func (f *FS) fillAttr(in *rpc.Inode, out *fuse.Attr) {
 	}
 }
 
+// cacheFor returns how long the kernel may keep p's name and attributes:
+// the flags' timeouts, cut to what is left of the lease under which this
+// mount's client holds p. While the lease lasts, a change by another
+// client revokes it first and the mount tells the kernel at once
+// (notify.go); after it, nothing would, so the kernel must ask again.
+func (f *FS) cacheFor(p string) (entry, attr time.Duration) {
+	entry, attr = f.opts.EntryTimeout, f.opts.AttrTimeout
+	if until := f.c.CachedUntil(p); !until.IsZero() {
+		left := max(time.Until(until), time.Millisecond)
+		entry, attr = min(entry, left), min(attr, left)
+	}
+	return entry, attr
+}
+
 // newChild returns the inode of in, a child of n, and fills out.
 func (f *FS) newChild(ctx context.Context, n *node, in *rpc.Inode, out *fuse.EntryOut) *gofs.Inode {
 	f.fillAttr(in, &out.Attr)
+	entry, attr := f.cacheFor(in.Path)
+	out.SetEntryTimeout(entry)
+	out.SetAttrTimeout(attr)
 	out.NodeId = 0
 	ch := n.NewInode(ctx, &node{fs: f}, gofs.StableAttr{Mode: typeBits(in.Type), Ino: inoOf(in)})
 	ch.Operations().(*node).remember(in)
@@ -236,6 +253,8 @@ func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOu
 	}
 	n.remember(&st.Inode)
 	f.fillAttr(&st.Inode, &out.Attr)
+	_, attr := f.cacheFor(p)
+	out.SetTimeout(attr)
 	return 0
 }
 
