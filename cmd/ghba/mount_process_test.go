@@ -9,8 +9,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +25,7 @@ import (
 
 	"github.com/ghba/ghba/cmd/ghba/mount/difftest"
 	"github.com/ghba/ghba/node/contents/s3test"
+	"github.com/ghba/ghba/rpc"
 	"github.com/ghba/ghba/rpc/rpctest"
 )
 
@@ -556,4 +559,104 @@ func TestProcessMountCLI(t *testing.T) {
 			t.Fatalf("the file the background mount wrote: exit %d: %s", code, out)
 		}
 	})
+}
+
+// TestProcessMountACL mounts a cluster with ACLs on: with the management
+// (root) token the mount acts for the calling process (new inodes are
+// owned by its uid and gid, the kernel checks each caller's permissions);
+// with an ordinary user's token it acts as that user; without a token it
+// refuses to mount (exit 7).
+func TestProcessMountACL(t *testing.T) {
+	needFUSE(t)
+	if os.Geteuid() != 0 {
+		t.Skip("runs programs as other users: needs root")
+	}
+	c := newProcCluster(t, 0)
+	c.aclConfig = fmt.Sprintf("acl:\n  enabled: true\n  server_token: %q\n", procACLServerToken)
+	for range 3 {
+		c.addNode()
+	}
+	n1 := c.nodes[0]
+	c.start(n1)
+	c.waitServing(n1)
+	rootToken := strings.TrimSpace(c.shell("anonymous", "").expect(0, n1, "", "acl", "bootstrap"))
+	c.token = rootToken
+	c.waitReady("node1 leads the group", n1)
+	c.start(c.nodes[1])
+	c.start(c.nodes[2])
+	c.waitReady("3 nodes ready", c.nodes...)
+	root := c.shell("root", rootToken)
+	root.expect(0, n1, "", "--timeout", "60s", "data-store", "set", "file://"+filepath.Join(c.dir, "data-store"))
+	root.expect(0, n1, "alice-password\n", "user", "add", "alice", "--uid", "1000", "--gid", "1000", "--password-stdin")
+	alice := c.shell("alice", "")
+	alice.expect(0, n1, "alice-password\n", "login", "--user", "alice", "--password-stdin")
+	root.expect(0, n1, "", "mkdir", "/shared")
+	root.expect(0, n1, "", "chmod", "1777", "/shared")
+
+	// No token: the mount refuses to start, with the credential's exit code.
+	dir := filepath.Join(c.dir, "mnt-none")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := c.runCLI("", nil, "", "", "--addr", c.addrList(), "mount", dir); code != exitAuth {
+		t.Fatalf("mount without a token: exit %d, want %d: %s", code, exitAuth, errOut)
+	}
+
+	tokenFile := func(name, token string) string {
+		f := filepath.Join(c.dir, name+".token")
+		if err := os.WriteFile(f, []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	// asUser runs a shell command as uid:gid, on the mount.
+	asUser := func(uid uint32, script string) error {
+		cmd := exec.Command("sh", "-c", script)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+	owner := func(p string) string {
+		out := root.expect(0, n1, "", "--json", "stat", p)
+		var in rpc.Inode
+		if err := json.Unmarshal([]byte(out), &in); err != nil {
+			t.Fatalf("stat %s: %v\n%s", p, err, out)
+		}
+		return fmt.Sprintf("%d:%d", in.UID, in.GID)
+	}
+
+	// Other users must reach the mount point (t.TempDir makes 0700
+	// directories).
+	for d := c.dir; d != filepath.Dir(d) && strings.HasPrefix(d, os.TempDir()+"/"); d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The management token: the mount acts for the calling process.
+	m := c.mount("root", "--allow-other", "--token-file", tokenFile("root", rootToken))
+	if err := asUser(1234, "echo hi > "+filepath.Join(m.dir, "shared", "by-1234")); err != nil {
+		t.Fatal(err)
+	}
+	if got := owner("/shared/by-1234"); got != "1234:1234" {
+		t.Errorf("a file uid 1234 made through the root token's mount is owned by %s, want 1234:1234", got)
+	}
+	// The kernel checks each caller: uid 1235 may not write 1234's file.
+	if err := asUser(1235, "echo no >> "+filepath.Join(m.dir, "shared", "by-1234")); err == nil {
+		t.Error("uid 1235 appended to uid 1234's 0644 file through the mount")
+	}
+
+	// An ordinary user's token: every caller acts as that user.
+	a := c.mount("alice", "--token-file", tokenFile("alice", alice.savedToken()))
+	if err := os.WriteFile(filepath.Join(a.dir, "shared", "by-alice"), []byte("alice\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := owner("/shared/by-alice"); got != "1000:1000" {
+		t.Errorf("a file made through alice's mount is owned by %s, want 1000:1000", got)
+	}
+	if err := os.WriteFile(filepath.Join(a.dir, "not-alices"), nil, 0o644); !errors.Is(err, fs.ErrPermission) {
+		t.Errorf("alice's mount writing into root's 0755 directory: %v, want permission denied", err)
+	}
 }
