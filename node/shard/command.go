@@ -45,9 +45,10 @@ var (
 	ErrHalted = errors.New("shard: replica halted")
 )
 
-// encodeBatch returns the log entry of a store batch.
-func encodeBatch(b *store.Batch) ([]byte, error) {
-	body, err := b.MarshalBinary()
+// encodeBatch returns the log entry of a store batch, in batch format
+// max at most (docs/design.md, "Upgrades and unknown commands").
+func encodeBatch(b *store.Batch, max byte) ([]byte, error) {
+	body, err := b.AppendBinaryFormat(make([]byte, 0, 64), max)
 	if err != nil {
 		return nil, fmt.Errorf("shard: encoding batch: %w", err)
 	}
@@ -114,8 +115,10 @@ func prefixes(body []byte, n int) ([]string, []byte, error) {
 }
 
 // decodeCommand decodes a log entry. An unknown type or version returns
-// ErrUnknownCommand; a known one with a bad body ErrMalformedCommand.
-func decodeCommand(data []byte) (command, error) {
+// ErrUnknownCommand; a known one with a bad body ErrMalformedCommand. A
+// batch in a format newer than maxBatch (a pinned replica standing in for
+// an older build, Options.MaxLogFormat) is unknown too.
+func decodeCommand(data []byte, maxBatch byte) (command, error) {
 	if len(data) < 2 {
 		return command{}, fmt.Errorf("%w: entry of %d bytes", ErrMalformedCommand, len(data))
 	}
@@ -126,6 +129,9 @@ func decodeCommand(data []byte) (command, error) {
 	body := data[2:]
 	switch c.typ {
 	case cmdBatch:
+		if v := store.BatchFormat(body); v > maxBatch {
+			return c, fmt.Errorf("%w: batch format %d (this replica speaks %d at most)", ErrUnknownCommand, v, maxBatch)
+		}
 		c.batch = new(store.Batch)
 		if err := c.batch.UnmarshalBinary(body); err != nil {
 			return c, fmt.Errorf("%w: %w", ErrMalformedCommand, err)

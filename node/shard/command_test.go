@@ -195,3 +195,31 @@ func FuzzDecodeCommand(f *testing.F) {
 		}
 	})
 }
+
+// TestBatchFormatGate checks the two sides of the shard log's format gate
+// (docs/design.md, "Upgrades and unknown commands"): a leader that may
+// write batch format 1 only writes entries a replica pinned to format 1
+// applies, without the ids; an entry in format 2 is an unknown command to
+// that replica (it halts), and a known one to this build.
+func TestBatchFormatGate(t *testing.T) {
+	var b store.Batch
+	b.PutInode("/f", store.Inode{Type: store.TypeFile, ID: 7})
+	b.PutEntry("/", store.Entry{Name: "f", Type: store.TypeFile, Home: "n1", ID: 7})
+	old, err := shard.EncodeBatchFormat(&b, store.BatchFormatV1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if typ, err := shard.DecodeCommandMax(old, store.BatchFormatV1); err != nil || typ != shard.CmdBatch {
+		t.Fatalf("format 1 entry on a replica pinned to 1: type %d, %v", typ, err)
+	}
+	cur, err := shard.EncodeBatchFormat(&b, store.MaxBatchFormat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shard.DecodeCommandMax(cur, store.BatchFormatV1); !errors.Is(err, shard.ErrUnknownCommand) {
+		t.Fatalf("format 2 entry on a replica pinned to 1: %v, want ErrUnknownCommand", err)
+	}
+	if _, err := shard.DecodeCommand(cur); err != nil {
+		t.Fatalf("format 2 entry on this build: %v", err)
+	}
+}

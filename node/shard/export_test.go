@@ -3,6 +3,8 @@ package shard
 import (
 	"context"
 	"io"
+
+	"github.com/ghba/ghba/node/store"
 )
 
 // Command types and format version of the log format (command.go), for
@@ -17,14 +19,26 @@ const (
 // EncodeBatch, EncodeRekey and EncodeRecode are the log entries of a
 // store batch, a re-key and a recode.
 var (
-	EncodeBatch  = encodeBatch
 	EncodeRekey  = encodeRekey
 	EncodeRecode = encodeRecode
 )
 
+// EncodeBatch returns the log entry of b in the newest batch format.
+func EncodeBatch(b *store.Batch) ([]byte, error) { return encodeBatch(b, store.MaxBatchFormat) }
+
+// EncodeBatchFormat returns the log entry of b in batch format max at most.
+func EncodeBatchFormat(b *store.Batch, max byte) ([]byte, error) { return encodeBatch(b, max) }
+
+// DecodeCommandMax decodes a log entry as a replica pinned to batch
+// format maxBatch does (Options.MaxLogFormat).
+func DecodeCommandMax(data []byte, maxBatch byte) (uint8, error) {
+	c, err := decodeCommand(data, maxBatch)
+	return c.typ, err
+}
+
 // DecodeCommand decodes a log entry and returns its type.
 func DecodeCommand(data []byte) (uint8, error) {
-	c, err := decodeCommand(data)
+	c, err := decodeCommand(data, store.MaxBatchFormat)
 	return c.typ, err
 }
 

@@ -30,6 +30,9 @@ type fsm struct {
 	ctx     context.Context // store calls; ends when the replica closes
 	geo     routing.Geometry
 	onFatal func(error)
+	// maxBatch is the newest batch format this replica applies
+	// (Options.MaxLogFormat); a newer one halts it.
+	maxBatch byte
 
 	filterMu sync.RWMutex
 	filter   *routing.CountingFilter
@@ -126,7 +129,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		if l.Type != raft.LogCommand {
 			continue // configuration changes: raft's business
 		}
-		c, err := decodeCommand(l.Data)
+		c, err := decodeCommand(l.Data, f.maxBatch)
 		switch {
 		case errors.Is(err, ErrUnknownCommand) && c.typ&IgnorableFlag != 0:
 			f.log.Warn("skipped a shard log entry this build does not know (marked ignorable by a newer build)",

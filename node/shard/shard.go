@@ -97,6 +97,15 @@ type Options struct {
 	// OnFatal is called once if the replica halts (a command this build
 	// does not know, a store that failed); it must not block.
 	OnFatal func(error)
+	// LogFormat returns the newest batch format the replica may write
+	// while it leads: the newest every replica of the shard speaks
+	// (docs/design.md, "Upgrades and unknown commands"). Nil: the newest
+	// this build speaks.
+	LogFormat func() byte
+	// MaxLogFormat pins the newest batch format the replica applies and
+	// writes (0: store.MaxBatchFormat): a test-only stand-in for a build
+	// that knows no newer one; an entry in a newer format halts it.
+	MaxLogFormat byte
 }
 
 // Replica is one replica of a shard on this node. It is safe for
@@ -116,6 +125,11 @@ type Replica struct {
 	exists bool
 
 	verify verifier
+	// maxBatch and logFormat: Options.MaxLogFormat (filled in) and
+	// Options.LogFormat
+	maxBatch  byte
+	logFormat func() byte
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	tasks  tasks.Group
@@ -135,7 +149,11 @@ func Open(ctx context.Context, opts Options) (_ *Replica, err error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Replica{id: opts.Shard, node: opts.NodeID, dir: opts.Dir, tune: opts.Tuning, trans: opts.Transport,
-		log: opts.Logger.With("shard", opts.Shard), notify: make(chan bool, 16)}
+		log: opts.Logger.With("shard", opts.Shard), notify: make(chan bool, 16),
+		maxBatch: store.MaxBatchFormat, logFormat: opts.LogFormat}
+	if opts.MaxLogFormat != 0 {
+		r.maxBatch = min(opts.MaxLogFormat, store.MaxBatchFormat)
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.verify.r, r.verify.lease = r, r.tune.ReadLease
 	defer func() {
@@ -212,7 +230,8 @@ func (r *Replica) openState(ctx context.Context, opts Options) (st openedState, 
 	if r.st, err = store.Open(ctx, so); err != nil {
 		return st, fmt.Errorf("shard %s: %w", r.id, err)
 	}
-	r.fsm = &fsm{shard: r.id, st: r.st, log: r.log, ctx: r.ctx, geo: opts.Geometry, onFatal: opts.OnFatal}
+	r.fsm = &fsm{shard: r.id, st: r.st, log: r.log, ctx: r.ctx, geo: opts.Geometry, onFatal: opts.OnFatal,
+		maxBatch: r.maxBatch}
 	// A store left by a restore that did not finish (the process stopped
 	// while it installed a snapshot, which Raft stores before restoring
 	// it) refuses every call but a restore: Raft restores it from its
@@ -407,11 +426,20 @@ func (r *Replica) Barrier(ctx context.Context) error {
 
 // Apply commits b through the shard's Raft log (namespace.Replica).
 func (r *Replica) Apply(ctx context.Context, b *store.Batch) error {
-	data, err := encodeBatch(b)
+	data, err := encodeBatch(b, r.LogFormat())
 	if err != nil {
 		return err
 	}
 	return r.apply(ctx, data)
+}
+
+// LogFormat returns the newest batch format this replica writes now.
+func (r *Replica) LogFormat() byte {
+	v := r.maxBatch
+	if r.logFormat != nil {
+		v = min(v, r.logFormat())
+	}
+	return max(v, store.BatchFormatV1)
 }
 
 // Rekey moves every path under oldPrefix to newPrefix, whose ancestor
@@ -562,15 +590,20 @@ func waitFuture(ctx context.Context, closed <-chan struct{}, f raft.Future) erro
 }
 
 // raftErr maps raft's errors to the namespace's: not the leader (with the
-// leader this replica knows), and, for a command (appended true) whose
-// fate raft had not decided, an unknown outcome.
+// leader this replica knows; also leadership lost by a call that appended
+// no command), and, for a command (appended true) whose fate raft had not
+// decided, an unknown outcome.
 func raftErr(r *Replica, err error, appended bool) error {
 	if err == nil {
 		return nil
 	}
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipTransferInProgress),
-		errors.Is(err, raft.ErrEnqueueTimeout):
+		errors.Is(err, raft.ErrEnqueueTimeout),
+		!appended && errors.Is(err, raft.ErrLeadershipLost):
+		// (A leadership check or a barrier that lost leadership changed
+		// nothing: the caller may go to the next leader, as after a
+		// planned move; docs/design.md, "Planned leadership moves".)
 		id, _ := r.Leader()
 		return fmt.Errorf("shard %s: %w: %w", r.id, &rpc.NotLeaderError{Shard: r.id, Leader: NodeOf(id)}, err)
 	case appended && (errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) ||
