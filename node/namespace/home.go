@@ -58,6 +58,9 @@ type home struct {
 	// earlier leader of the shard may have granted have all expired:
 	// writes wait for it (leases.go).
 	led, writable time.Time
+	// gate holds requests back while the shard's leadership moves
+	// (handover.go).
+	gate moveGate
 }
 
 // newHome returns the home of the shard rep leads, not started.
@@ -126,7 +129,7 @@ func (h *home) apply(ctx context.Context, b *store.Batch) error {
 		return err
 	}
 	defer rv.end()
-	return h.rep.Apply(ctx, b)
+	return h.command(ctx, func(ctx context.Context) error { return h.rep.Apply(ctx, b) })
 }
 
 // participant.apply's writes: the batch of a prepared transaction part, and its
@@ -143,7 +146,7 @@ func (h *home) applyMarked(ctx context.Context, b *store.Batch) error {
 		return err
 	}
 	defer rv.end()
-	return h.rep.Apply(ctx, b)
+	return h.command(ctx, func(ctx context.Context) error { return h.rep.Apply(ctx, b) })
 }
 
 // rekey moves a subtree through the shard's log (a prepared part's).
@@ -153,7 +156,7 @@ func (h *home) rekey(ctx context.Context, oldPrefix, newPrefix string, chain []s
 		return err
 	}
 	defer rv.end()
-	return h.rep.Rekey(ctx, oldPrefix, newPrefix, chain)
+	return h.command(ctx, func(ctx context.Context) error { return h.rep.Rekey(ctx, oldPrefix, newPrefix, chain) })
 }
 
 // recode rewrites a subtree's ancestor codes through the shard's log (a
@@ -164,7 +167,7 @@ func (h *home) recode(ctx context.Context, root string, code *store.AncestorCode
 		return err
 	}
 	defer rv.end()
-	return h.rep.Recode(ctx, root, code)
+	return h.command(ctx, func(ctx context.Context) error { return h.rep.Recode(ctx, root, code) })
 }
 
 // revoke revokes the client cache's leases on paths and under prefixes
@@ -204,7 +207,7 @@ func (h *home) ensureRoot(ctx context.Context) error {
 	var b store.Batch
 	b.RequireInodeAbsent("/")
 	b.PutInode("/", ino)
-	if err := h.rep.Apply(ctx, &b); err != nil && !errors.Is(err, store.ErrExists) {
+	if err := h.command(ctx, func(ctx context.Context) error { return h.rep.Apply(ctx, &b) }); err != nil && !errors.Is(err, store.ErrExists) {
 		return fmt.Errorf("create /: %w", err)
 	}
 	h.log.Info("created /")

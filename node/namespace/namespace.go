@@ -43,7 +43,7 @@ import (
 	"github.com/ghba/ghba/rpc/client"
 )
 
-// Placement policies for a new child's home (docs/design.md, "Placement").
+// Placement policies for a new child's home (docs/design.md, "Homes and placement").
 const (
 	PlacementRandom   = "random"
 	PlacementBalanced = "balanced"
@@ -197,6 +197,10 @@ type Tuning struct {
 	// reachable leader (an election under way, a dead leader not yet
 	// noticed) before it answers unavailable.
 	LeaderWait time.Duration
+	// HandOverDrain bounds how long a planned leadership move waits for
+	// the home's Raft commands in flight to finish before it hands
+	// leadership over (handover.go).
+	HandOverDrain time.Duration
 	// TrashInterval is how often a home deletes the trashed objects of
 	// its shard that passed Options.DataGCGrace (trash.go); at most half
 	// the grace period is used.
@@ -223,6 +227,7 @@ func DefaultTuning() Tuning {
 		PeerCheckInterval: time.Second,
 		RootTimeout:       10 * time.Second,
 		LeaderWait:        5 * time.Second,
+		HandOverDrain:     2 * time.Second,
 		TrashInterval:     time.Minute,
 	}
 }
@@ -251,6 +256,7 @@ func (t Tuning) withDefaults() Tuning {
 	fill(&t.PeerCheckInterval, d.PeerCheckInterval)
 	fill(&t.RootTimeout, d.RootTimeout)
 	fill(&t.LeaderWait, d.LeaderWait)
+	fill(&t.HandOverDrain, d.HandOverDrain)
 	fill(&t.TrashInterval, d.TrashInterval)
 	if t.BusyRetries <= 0 {
 		t.BusyRetries = d.BusyRetries
@@ -339,6 +345,9 @@ type Namespace struct {
 
 	homesMu sync.RWMutex
 	homes   map[string]*home // the shards this node leads
+	// pending: the shards this node won the election of and does not
+	// serve yet (WillLead); closed by Lead or Unlead (handover.go)
+	pending map[string]chan struct{}
 
 	// routing state (filters.go)
 	arrMu  sync.RWMutex
@@ -369,6 +378,7 @@ type counters struct {
 	rekeyed                       atomic.Uint64
 	resolved                      atomic.Uint64
 	leaderWaits                   atomic.Uint64
+	moveWaits                     atomic.Uint64
 	pushesSent, pushFails         atomic.Uint64
 	pushesRecv, pullsSent         atomic.Uint64
 	pullsServed, mismatches       atomic.Uint64
@@ -420,6 +430,7 @@ func New(opts Options) (*Namespace, error) {
 		localGeo:     localGeo,
 		lruGeo:       lruGeo,
 		homes:        make(map[string]*home),
+		pending:      make(map[string]chan struct{}),
 		l1:           routing.NewFilterArray(lruGeo),
 		l2:           routing.NewFilterArray(localGeo),
 		ready:        make(chan struct{}),
@@ -550,17 +561,18 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 	rpc.Register(s, methodHomeAllocIDs, gate(n, shardRPC(n, methodHomeAllocIDs, (*home).handleAllocIDs)))
 }
 
-// errNotReady is returned by handlers before Start is done.
+// errNotReady is returned by handlers that waited Tuning.LeaderWait for
+// Start in vain.
 var errNotReady = fmt.Errorf("%w: namespace starting", rpc.ErrUnavailable)
 
-// gate wraps a handler so that it answers unavailable until Start is done
-// and after Stop, and rejects nil requests.
+// gate wraps a handler so that it waits for Start (at most
+// Tuning.LeaderWait: a request that reaches a node still starting is
+// served once it serves, not refused; docs/design.md, "Node lifecycle"),
+// answers unavailable after Stop, and rejects nil requests.
 func gate[Req, Resp any](n *Namespace, fn func(context.Context, *Req) (*Resp, error)) func(context.Context, *Req) (*Resp, error) {
 	return func(ctx context.Context, r *Req) (*Resp, error) {
-		select {
-		case <-n.ready:
-		default:
-			return nil, errNotReady
+		if err := n.waitReady(ctx); err != nil {
+			return nil, err
 		}
 		if n.ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: namespace stopped", rpc.ErrUnavailable)
@@ -569,6 +581,27 @@ func gate[Req, Resp any](n *Namespace, fn func(context.Context, *Req) (*Resp, er
 			return nil, fmt.Errorf("%w: empty request", rpc.ErrBadRequest)
 		}
 		return fn(ctx, r)
+	}
+}
+
+// waitReady waits until Start is done, at most Tuning.LeaderWait.
+func (n *Namespace) waitReady(ctx context.Context) error {
+	select {
+	case <-n.ready:
+		return nil
+	default:
+	}
+	t := time.NewTimer(n.tune.LeaderWait)
+	defer t.Stop()
+	select {
+	case <-n.ready:
+		return nil
+	case <-t.C:
+		return errNotReady
+	case <-n.ctx.Done():
+		return fmt.Errorf("%w: namespace stopped", rpc.ErrUnavailable)
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", errNotReady, ctx.Err())
 	}
 }
 
@@ -599,6 +632,9 @@ func (n *Namespace) Stop(context.Context) error {
 	n.homesMu.Lock()
 	homes := n.homes
 	n.homes = map[string]*home{}
+	for s := range n.pending {
+		n.endPending(s)
+	}
 	n.homesMu.Unlock()
 	for _, h := range homes {
 		h.stop()
@@ -624,6 +660,7 @@ func (n *Namespace) Lead(ctx context.Context, rep Replica) error {
 	n.homesMu.Lock()
 	old := n.homes[rep.Shard()]
 	n.homes[rep.Shard()] = h
+	n.endPending(rep.Shard())
 	n.homesMu.Unlock()
 	if old != nil {
 		old.stop()
@@ -641,6 +678,7 @@ func (n *Namespace) Unlead(shard string) {
 	n.homesMu.Lock()
 	h := n.homes[shard]
 	delete(n.homes, shard)
+	n.endPending(shard)
 	n.homesMu.Unlock()
 	if h != nil {
 		h.stop()
@@ -708,6 +746,10 @@ type Stats struct {
 	// LeaderWaits counts the waits of requests for a shard that had no
 	// reachable leader (an election or a fail-over under way).
 	LeaderWaits uint64
+	// MoveWaits counts the waits of requests for a planned leadership
+	// move of a shard this node leads, or for its own start of serving a
+	// shard whose election it won (handover.go).
+	MoveWaits uint64
 	// Prepared is the number of prepared parts held by the shards this
 	// node leads; Marks the paths in flux.
 	Prepared, Marks int
@@ -743,6 +785,7 @@ func (n *Namespace) Stats() Stats {
 		Broadcasts: c.broadcasts.Load(), Multicasts: c.multicasts.Load(),
 		TxnsCommitted: c.committed.Load(), TxnsAborted: c.aborted.Load(), TxnsBusy: c.busy.Load(),
 		LeaderWaits: c.leaderWaits.Load(),
+		MoveWaits:   c.moveWaits.Load(),
 		Rekeyed:     c.rekeyed.Load(),
 		PushesSent:  c.pushesSent.Load(), PushFailures: c.pushFails.Load(), PushesReceived: c.pushesRecv.Load(),
 		PullsSent: c.pullsSent.Load(), PullsServed: c.pullsServed.Load(), VersionMismatches: c.mismatches.Load(),

@@ -126,7 +126,11 @@ func callShardOnce[Req, Resp any, PR shardCall[Req]](ctx context.Context, n *Nam
 	var err error
 	unreachable := ""
 	for range maxRedirects + 1 {
-		if h := n.home(shard); h != nil {
+		h, gerr := n.enterHome(ctx, shard)
+		if gerr != nil {
+			return nil, gerr
+		}
+		if h != nil {
 			return local(h, ctx, (*Req)(req))
 		}
 		to := n.leaderOf(shard)
@@ -184,7 +188,11 @@ func shardRPC[Req, Resp any, PR shardCall[Req]](n *Namespace, method string,
 		if shard == "" {
 			shard = n.id
 		}
-		if h := n.home(shard); h != nil {
+		h, err := n.enterHome(ctx, shard)
+		if err != nil {
+			return nil, err
+		}
+		if h != nil {
 			return fn(h, ctx, r)
 		}
 		e := &rpc.NotLeaderError{Shard: shard}

@@ -409,6 +409,32 @@ func (c *Namespaces) Balance() {
 	c.waitLeaders()
 }
 
+// HandOver hands shard s's leadership from its current leader to node to
+// as a planned move (namespace.HandOver, as the node's placement does),
+// and waits until to serves it.
+func (c *Namespaces) HandOver(s, to string) error {
+	c.t.Helper()
+	cur := c.Dir.leaderOf(s)
+	if cur == "" || cur == to {
+		return fmt.Errorf("shard %s: led by %q", s, cur)
+	}
+	rep := c.Nodes[cur].Replicas[s]
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Nodes[cur].NS.HandOver(ctx, s, to, func(ctx context.Context) error {
+		return rep.TransferLeadership(ctx, to, c.Nodes[to].raftAddr)
+	}); err != nil {
+		return err
+	}
+	rpctest.Eventually(c.t, 15*time.Second, "shard "+s+" served by "+to, func() error {
+		if l := c.Dir.leaderOf(s); l != to {
+			return fmt.Errorf("led by %q", l)
+		}
+		return nil
+	})
+	return nil
+}
+
 // openReplicas opens the replicas node nd hosts on its raft port
 // (bootstrapping, on the first start, the shard it owns with every
 // replica as a voter: only it has a configuration, so it is elected
@@ -489,10 +515,13 @@ func (c *Namespaces) follow(ctx context.Context, nd *NamespaceNode, rep *shard.R
 				})
 				continue
 			}
+			nd.NS.WillLead(s) // (as the node does: requests wait for Lead)
 			if err := rep.Barrier(ctx); err != nil {
+				nd.NS.Unlead(s)
 				continue
 			}
 			if err := nd.NS.Lead(ctx, rep); err != nil {
+				nd.NS.Unlead(s)
 				continue
 			}
 			c.Dir.UpdateShard(s, func(si *namespace.ShardInfo) { si.Group, si.Leader = "g1", nd.ID })
