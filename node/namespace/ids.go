@@ -206,6 +206,14 @@ func (h *home) numberLegacy() {
 	}
 	wait := backoff.NewJitter(100*time.Millisecond, 10*time.Second)
 	for ctx.Err() == nil {
+		if !h.writesIDs() {
+			// A replica may run a build without ids: the log carries
+			// none yet (docs/design.md, "Upgrades and unknown commands").
+			if wait.Wait(ctx) != nil {
+				return
+			}
+			continue
+		}
 		n, clean, err := h.numberLegacyPass(ctx)
 		if err == nil && clean {
 			var b store.Batch
@@ -225,6 +233,14 @@ func (h *home) numberLegacy() {
 			return
 		}
 	}
+}
+
+// writesIDs reports whether the shard's log carries inode ids now: its
+// replica writes the newest batch format (a replica without LogFormat
+// always does).
+func (h *home) writesIDs() bool {
+	lf, ok := h.rep.(interface{ LogFormat() byte })
+	return !ok || lf.LogFormat() >= store.MaxBatchFormat
 }
 
 func (h *home) setLegacyDone() {
