@@ -135,7 +135,7 @@ func (m *procMount) start(args ...string) {
 	m.cmd.Env = procEnv()
 	m.cmd.Stdout, m.cmd.Stderr = f, f
 	m.cmd.SysProcAttr = procSysProcAttr()
-	if err := m.cmd.Start(); err != nil {
+	if err := procStart(m.cmd); err != nil {
 		c.t.Fatalf("starting ghba mount: %v", err)
 	}
 	m.exited = make(chan struct{})

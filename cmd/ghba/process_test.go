@@ -26,6 +26,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -322,7 +323,7 @@ func (c *procCluster) start(n *procNode) {
 	cmd.Env = append(procEnv(), n.env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = procSysProcAttr()
-	if err := cmd.Start(); err != nil {
+	if err := procStart(cmd); err != nil {
 		c.t.Fatalf("starting %s: %v", n.id, err)
 	}
 	r := &procRun{cmd: cmd, exited: make(chan struct{})}
@@ -334,10 +335,35 @@ func (c *procCluster) start(n *procNode) {
 	c.t.Logf("%s: started pid %d (rpc %s, serf %s)", n.id, cmd.Process.Pid, n.rpcAddr(), n.serfAddr())
 }
 
+// procSpawner is the OS thread every process with procSysProcAttr is
+// started from: Linux sends a child's Pdeathsig when the *thread* that
+// forked it exits, not the process, and the Go runtime ends threads — one
+// a goroutine left locked, as cmd/ghba/mount/difftest's runner does with
+// its thread of its own working directory — which killed every agent of a
+// test at once. This thread never exits. (Test harness state, shared by
+// the package's tests like procBin.)
+var procSpawner = func() chan func() {
+	ch := make(chan func())
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread lives as long as the test binary
+		for f := range ch {
+			f()
+		}
+	}()
+	return ch
+}()
+
+// procStart starts cmd from procSpawner's thread.
+func procStart(cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	procSpawner <- func() { done <- cmd.Start() }
+	return <-done
+}
+
 // procSysProcAttr asks the kernel to kill an agent when the test process
 // dies (Linux's Pdeathsig; set through reflection to keep other systems
 // compiling), so that a test binary killed by -timeout leaves no agents
-// behind.
+// behind. Start such a process with procStart.
 func procSysProcAttr() *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{}
 	if f := reflect.ValueOf(a).Elem().FieldByName("Pdeathsig"); f.IsValid() && f.CanSet() {
