@@ -84,6 +84,9 @@ func (n *Node) members(ctx context.Context, into *map[string]*rpc.StatusResponse
 		RaftRole: self.RaftRole, Files: self.Files, ReplicasHeld: self.ReplicasHeld,
 	}
 	byID[n.cfg.NodeID].ShardsLed, byID[n.cfg.NodeID].ShardsHosted = shardLists(self.Replicas)
+	selfTags := map[string]string{}
+	n.versionTags(selfTags)
+	memberVersions(byID[n.cfg.NodeID], selfTags)
 	statuses := map[string]*rpc.StatusResponse{n.cfg.NodeID: self}
 	var statusMu sync.Mutex
 	if s := n.serfAgent(); s != nil {
@@ -95,6 +98,8 @@ func (n *Node) members(ctx context.Context, into *map[string]*rpc.StatusResponse
 			switch {
 			case m.Tags[tagLeaving] == "1" && m.Status == serf.StatusAlive:
 				st = statusLeaving
+			case m.Tags[tagStopping] == "1" && m.Status == serf.StatusAlive:
+				st = statusStopping
 			case m.Tags[tagServing] != "1" && m.Status == serf.StatusAlive:
 				st = statusStarting
 			}
@@ -109,6 +114,7 @@ func (n *Node) members(ctx context.Context, into *map[string]*rpc.StatusResponse
 				RPCAddr: m.Tags[tagRPC], RaftAddr: m.Tags[tagRaft], HTTPAddr: m.Tags[tagHTTP],
 				SerfAddr: net.JoinHostPort(m.Addr.String(), strconv.Itoa(int(m.Port))),
 			}
+			memberVersions(byID[m.Name], m.Tags)
 		}
 	}
 	if f := n.groupFSM(); f != nil && n.isJoined() {

@@ -80,7 +80,11 @@ type Config struct {
 	Scheme             string        `mapstructure:"scheme"`
 	CacheLease         time.Duration `mapstructure:"cache_lease"`
 	DataGCGrace        time.Duration `mapstructure:"data_gc_grace"` // unreferenced content objects kept this long
-	LogLevel           string        `mapstructure:"log_level"`
+	// StopHandOverTimeout bounds how long a graceful stop (Node.Stop,
+	// SIGTERM) hands the node's shard leaderships over before it closes;
+	// 0: none, a stop is a crash (docs/design.md, "Node lifecycle").
+	StopHandOverTimeout time.Duration `mapstructure:"stop_handover_timeout"`
+	LogLevel            string        `mapstructure:"log_level"`
 	// EnableDebug serves Go's profiles (net/http/pprof) under /debug/pprof/
 	// on the HTTP port; with ACLs on, only to a management token.
 	EnableDebug bool `mapstructure:"enable_debug"`
@@ -199,16 +203,20 @@ func DefaultConfig() Config {
 		Limits:             defaultLimits(),
 		Console: ConsoleConfig{SampleInterval: console.DefaultSampleInterval, History: console.DefaultHistory,
 			SessionIdle: console.DefaultSessionIdle},
-		PropagateThreshold: rt.PropagateThreshold,
-		PropagateInterval:  rt.PropagateInterval,
-		Placement:          namespace.PlacementColocate,
-		PlacementSpread:    namespace.DefaultSpreadAfter,
-		Scheme:             namespace.SchemeGHBA,
-		CacheLease:         DefaultCacheLease,
-		DataGCGrace:        namespace.DefaultDataGCGrace,
-		LogLevel:           "info",
+		PropagateThreshold:  rt.PropagateThreshold,
+		PropagateInterval:   rt.PropagateInterval,
+		Placement:           namespace.PlacementColocate,
+		PlacementSpread:     namespace.DefaultSpreadAfter,
+		Scheme:              namespace.SchemeGHBA,
+		CacheLease:          DefaultCacheLease,
+		DataGCGrace:         namespace.DefaultDataGCGrace,
+		StopHandOverTimeout: DefaultStopHandOverTimeout,
+		LogLevel:            "info",
 	}
 }
+
+// DefaultStopHandOverTimeout is the default stop_handover_timeout.
+const DefaultStopHandOverTimeout = 10 * time.Second
 
 // DefaultCacheLease is the default cache_lease: the leases under which
 // clients cache inodes (a write waits at most this long for a client that
@@ -313,6 +321,8 @@ func (c *Config) Validate() error {
 		return bad("cache_lease", "%v must be 0-1m (0: clients may not cache inodes)", c.CacheLease)
 	case c.DataGCGrace < time.Second || c.DataGCGrace > 90*24*time.Hour:
 		return bad("data_gc_grace", "%v must be 1s-2160h (how long unreferenced content objects stay before they are deleted)", c.DataGCGrace)
+	case c.StopHandOverTimeout < 0 || c.StopHandOverTimeout > 10*time.Minute:
+		return bad("stop_handover_timeout", "%v must be 0-10m (0: a stop hands no shard leadership over)", c.StopHandOverTimeout)
 	}
 	if !slices.Contains(shard.LogStores, c.ShardLogStore) {
 		return bad("shard_log_store", "%q must be one of %s", c.ShardLogStore, strings.Join(shard.LogStores, ", "))

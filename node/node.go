@@ -286,6 +286,10 @@ type Node struct {
 	deferBootstrap bool
 
 	leaving atomic.Bool
+	// stopping is set while Stop hands leaderships over (stop.go)
+	stopping atomic.Bool
+	// formats: the version gates (versions.go)
+	formats formatState
 	ready   readyState // readyLoop's verdict
 	// done is closed when the node stops serving for good: Leave has
 	// completed (doneErr nil) or a fatal error stopped it (doneErr).
@@ -596,6 +600,9 @@ func (n *Node) startLoops() {
 // them against the configuration.
 func (n *Node) loadMeta(ctx context.Context) error {
 	if err := n.loadIncarnation(ctx); err != nil {
+		return err
+	}
+	if err := n.loadFormats(ctx); err != nil {
 		return err
 	}
 	g, err := n.getMeta(ctx, metaGroup)
@@ -926,6 +933,9 @@ func (n *Node) Status() *rpc.StatusResponse {
 	}
 	if n.leaving.Load() {
 		st.Status = statusLeaving
+	}
+	if n.stopping.Load() {
+		st.Status, st.NotServing = statusStopping, "the node is stopping"
 	}
 	st.Settled, st.Unsettled = n.settled()
 	st.Replicas = n.shards.replicaStatus(context.Background())

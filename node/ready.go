@@ -46,6 +46,8 @@ func (n *Node) readiness(prev, next map[string]uint64) (bool, string) {
 		return false, "the node is starting"
 	case n.leaving.Load():
 		return false, "the node is leaving the cluster"
+	case n.stopping.Load():
+		return false, "the node is stopping"
 	case !n.isJoined():
 		return false, "not a member of a group yet"
 	}
@@ -84,6 +86,7 @@ func (n *Node) readyLoop() {
 	defer t.Stop()
 	var seen map[string]uint64 // commit index per shard at the last check
 	for {
+		n.updateFormats(n.bgCtx)
 		next := make(map[string]uint64)
 		ok, reason := n.readiness(seen, next)
 		seen = next

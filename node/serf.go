@@ -163,14 +163,18 @@ func (n *Node) currentTags() map[string]string {
 		tagHTTP:  net.JoinHostPort(adv, strconv.Itoa(n.cfg.Ports.HTTP)),
 		tagInc:   n.incarnation,
 	}
+	n.versionTags(tags)
 	if r := n.dir.rootRecord(); r.id != "" {
 		tags[tagRoot] = r.String()
 	}
 	if n.leaving.Load() {
 		tags[tagLeaving] = "1"
 	}
-	if ok, _ := n.serving(); ok {
+	if ok, _ := n.serving(); ok && !n.stopping.Load() {
 		tags[tagServing] = "1"
+	}
+	if n.stopping.Load() {
+		tags[tagStopping] = "1"
 	}
 	if n.cfg.Group == GroupAuto {
 		tags[tagAuto] = "1"

@@ -188,6 +188,8 @@ func (h *shardHost) open(ctx context.Context, s string, create bool) error {
 		Geometry:  n.ns.Geometry(), Logger: n.log, HCLogger: hl, Tuning: n.tune.Shard,
 		Store:   store.Options{MemTableSize: n.tune.ShardMemTable, BlockCacheSize: n.tune.ShardBlockCache},
 		OnFatal: func(err error) { n.fail(fmt.Errorf("shard %s: %w", s, err)) },
+		// The version gate (versions.go).
+		LogFormat: n.logFormat, MaxLogFormat: n.formats.pin,
 	})
 	if err != nil {
 		_ = layer.Close()
@@ -295,9 +297,15 @@ func (h *shardHost) watch(ctx context.Context, s string, r *hosted) {
 				if r.leading.Swap(false) {
 					n.ns.Unlead(s)
 					h.publish()
+				} else {
+					n.ns.Unlead(s) // ends a WillLead
 				}
 				continue
 			}
+			// Requests for the shard wait for its barrier and home rather
+			// than being sent elsewhere (docs/design.md, "Planned
+			// leadership moves").
+			n.ns.WillLead(s)
 			wait.Reset()
 		case <-retry:
 			retry = nil
@@ -534,21 +542,29 @@ func (h *shardHost) transfer(ctx context.Context, s string, r *hosted, p *shardP
 		slices.Sort(cands)
 	}
 	for _, id := range cands {
-		if !h.n.dir.nodeUp(shard.NodeOf(id)) {
+		if !h.n.acceptsLeadership(shard.NodeOf(id)) {
 			continue
 		}
 		if caught, err := h.caughtUp(ctx, s, id, r); err != nil || !caught {
 			continue
 		}
 		h.n.log.Info("handing shard leadership over", "shard", s, "to", id)
-		if err := r.rep.TransferLeadership(ctx, id, p.Replicas[id]); err != nil {
+		// A planned move: requests wait for it and go on to the new
+		// leader (docs/design.md, "Planned leadership moves").
+		if err := h.n.ns.HandOver(ctx, s, shard.NodeOf(id), func(ctx context.Context) error {
+			return r.rep.TransferLeadership(ctx, id, p.Replicas[id])
+		}); err != nil {
 			return fmt.Errorf("transferring leadership of %s to %s: %w", s, id, err)
 		}
 		h.n.metrics.shardTransfers.Inc()
 		return nil
 	}
-	return fmt.Errorf("no caught-up replica of %s to hand leadership to", s)
+	return fmt.Errorf("shard %s: %w", s, errNoTransferTarget)
 }
+
+// errNoTransferTarget reports a leadership transfer without a replica to
+// take it (none up, caught up and not stopping).
+var errNoTransferTarget = errors.New("no caught-up replica to hand leadership to")
 
 // caughtUp reports whether replica id (a Raft server id) of shard s has
 // applied the log up to within ShardCatchUpLag entries of this leader's

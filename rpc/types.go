@@ -784,6 +784,14 @@ type Member struct {
 	// it hosts a replica of.
 	ShardsLed    []string `json:"shards_led"`
 	ShardsHosted []string `json:"shards_hosted"`
+	// Build is the version of the node's binary; Versions the formats it
+	// speaks ("log": the shard log, "snap": shard snapshots, "glog" and
+	// "gsnap": the group FSM's log and snapshots, "rpc": the protocol);
+	// LogFormatInUse the newest shard log format it knows in use in the
+	// cluster (docs/design.md, "Upgrades and unknown commands").
+	Build          string         `json:"build,omitempty"`
+	Versions       map[string]int `json:"versions,omitempty"`
+	LogFormatInUse int            `json:"log_format_in_use,omitempty"`
 }
 
 // MembersResponse lists the members.
