@@ -24,6 +24,9 @@ import (
 type agentNode interface {
 	Start(ctx context.Context) error
 	Shutdown(ctx context.Context) error
+	// Stop hands the node's leaderships over (bounded by the config key
+	// stop_handover_timeout), then shuts it down (SIGINT/SIGTERM).
+	Stop(ctx context.Context) error
 	// Done is closed when the node stops serving for good: it left the
 	// cluster, or a fatal error stopped it (Err).
 	Done() <-chan struct{}
@@ -34,8 +37,22 @@ type agentNode interface {
 
 // newAgentNode creates the node the agent runs.
 var newAgentNode = func(cfg node.Config, logger *slog.Logger) (agentNode, error) {
-	return node.New(cfg, logger)
+	var opts []node.Option
+	if v := os.Getenv(pinLogFormatEnv); v != "" {
+		f, err := strconv.ParseUint(v, 10, 8)
+		if err != nil || f == 0 {
+			return nil, fmt.Errorf("%s=%q: want a shard log format (1, 2, …)", pinLogFormatEnv, v)
+		}
+		logger.Warn("test switch: this node speaks an older shard log format", "env", pinLogFormatEnv, "format", f)
+		opts = append(opts, node.WithLogFormatPin(byte(f)))
+	}
+	return node.New(cfg, logger, opts...)
 }
+
+// pinLogFormatEnv names the test-only switch that makes the agent speak an
+// older shard log format, standing in for an older build in the
+// rolling-upgrade tests (node.WithLogFormatPin).
+const pinLogFormatEnv = "GHBA_TEST_PIN_LOG_FORMAT"
 
 // defaultShutdownTimeout bounds a clean shutdown (Serf leave, Raft, Badger).
 const defaultShutdownTimeout = 30 * time.Second
@@ -50,10 +67,12 @@ func newAgentCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent --config FILE",
 		Short: "Run a metadata server (one node of the cluster)",
-		Long: `Run one ghba metadata server until SIGINT or SIGTERM, then shut it down
-cleanly: finish in-flight RPCs, close Raft, Serf and the Badger store. A plain
-stop is like a crash to the cluster (the node is marked failed, its paths answer
-"unavailable" until it restarts); use "ghba leave" to drain it and leave for good.
+		Long: `Run one ghba metadata server until SIGINT or SIGTERM, then stop it
+gracefully: hand every shard leadership it holds to a caught-up replica (at most
+stop_handover_timeout, default 10s; requests wait for each move and are served
+by the new leader), finish in-flight RPCs, close Raft, Serf and the Badger
+store. To the cluster the stopped node is down until it restarts (its replicas
+are missing, nothing fails over); use "ghba leave" to drain it and leave for good.
 
 Configuration comes from, in increasing order of precedence: the defaults,
 the YAML file given with --config, GHBA_<KEY> environment variables (nested
@@ -150,6 +169,7 @@ func runAgent(ctx context.Context, cfg agentConfig, logw io.Writer, shutdownTime
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	var fatal error
+	graceful := false
 wait:
 	for {
 		select {
@@ -158,7 +178,8 @@ wait:
 				logger.Error("SIGHUP: reloading the TLS certificates failed; the ones loaded before stay in use", "err", err)
 			}
 		case <-ctx.Done():
-			logger.Info("signal received: shutting down", "timeout", shutdownTimeout)
+			logger.Info("signal received: handing leaderships over and shutting down", "timeout", shutdownTimeout)
+			graceful = true
 			break wait
 		case <-n.Done():
 			if fatal = n.Err(); fatal != nil {
@@ -186,7 +207,11 @@ wait:
 
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if err := n.Shutdown(sctx); err != nil {
+	stop := n.Shutdown
+	if graceful {
+		stop = n.Stop
+	}
+	if err := stop(sctx); err != nil {
 		logger.Error("shutdown failed", "err", err)
 		return fmt.Errorf("shutting down node %s: %w", cfg.NodeID, err)
 	}

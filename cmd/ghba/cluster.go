@@ -84,8 +84,8 @@ gives the shards it owns to other members and places its shard replicas on
 other members; the node waits until the shards' leaders have moved every
 replica off it (new replicas catch up by Raft snapshot: nothing is copied
 file by file, and nothing is lost), then hands its filter replicas to
-group-mates and leaves its group's Raft and the Serf pool. The node keeps
-running until it is stopped. The last member of a group cannot leave: its
+group-mates and leaves its group's Raft and the Serf pool; its agent then
+shuts itself down (exit code 0). The last member of a group cannot leave: its
 shards would have nowhere to go. --node-id guards against the wrong node.
 The call may take long: --wait bounds it, not --timeout.`,
 		Example: `  ghba --addr 127.0.0.1:7430 leave --node-id node3
@@ -132,11 +132,16 @@ func newMembersCmd(o *clientOptions) *cobra.Command {
 		Long: `List every node as the node at --addr sees it: id, group, status, RPC
 address, Raft role in its group, files of the shards it leads,
 segment-filter replicas held, and the shards it leads (LEADS) and hosts a
-replica of (HOSTS). Status: alive (serving every request it accepts),
-starting (up, not serving yet: store, namespace, group or shard replicas
-not ready), failed, leaving or left. With --json: an array of {id, group,
+replica of (HOSTS), its build (BUILD) and the formats it speaks (VERSIONS:
+log, the shard log; snap, shard snapshots; glog and gsnap, the group's log
+and snapshots; rpc, the protocol; "in use" is the newest shard log format
+every member speaks, which leaders write). Status: alive (serving every
+request it accepts), starting (up, not serving yet: store, namespace, group
+or shard replicas not ready), stopping (handing its leaderships over before
+it exits), failed, leaving or left. With --json: an array of {id, group,
 status, rpc_addr, raft_role, files, replicas_held, shards_led,
-shards_hosted} (plus raft_addr, serf_addr, http_addr).
+shards_hosted} (plus raft_addr, serf_addr, http_addr, build, versions:
+{log, snap, glog, gsnap, rpc}, log_format_in_use).
 
 --wait N waits until at least N nodes are alive, then lists them; it gives
 up after --timeout (2m if not given) with exit code 5.`,

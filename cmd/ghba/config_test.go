@@ -384,6 +384,9 @@ func (n *fakeNode) Shutdown(ctx context.Context) error {
 	return nil
 }
 
+// Stop is the graceful stop (SIGTERM); the fake counts it as a shutdown.
+func (n *fakeNode) Stop(ctx context.Context) error { return n.Shutdown(ctx) }
+
 func useFakeNode(t *testing.T, startErr error) *fakeNode {
 	t.Helper()
 	fn := &fakeNode{startErr: startErr, startedCh: make(chan struct{})}

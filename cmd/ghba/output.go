@@ -156,12 +156,30 @@ func printDir(w io.Writer, entries []rpc.DirEntry) error {
 
 // printMembers prints the members as a table.
 func printMembers(w io.Writer, ms []rpc.Member) error {
-	t := newTable(w, "ID", "GROUP", "STATUS", "RPC ADDR", "RAFT ROLE", "FILES", "REPLICAS", "LEADS", "HOSTS")
+	t := newTable(w, "ID", "GROUP", "STATUS", "RPC ADDR", "RAFT ROLE", "FILES", "REPLICAS", "LEADS", "HOSTS", "BUILD", "VERSIONS")
 	for _, m := range ms {
 		t.row(m.ID, dash(m.Group), m.Status, dash(m.RPCAddr), dash(m.RaftRole), m.Files, m.ReplicasHeld,
-			dash(strings.Join(m.ShardsLed, ",")), dash(strings.Join(m.ShardsHosted, ",")))
+			dash(strings.Join(m.ShardsLed, ",")), dash(strings.Join(m.ShardsHosted, ",")), dash(m.Build), dash(versionsText(m)))
 	}
 	return t.flush()
+}
+
+// versionsText renders a member's formats: "log=2(in use 2),snap=1,…".
+func versionsText(m rpc.Member) string {
+	keys := make([]string, 0, len(m.Versions))
+	for k := range m.Versions {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		p := fmt.Sprintf("%s=%d", k, m.Versions[k])
+		if k == "log" && m.LogFormatInUse > 0 {
+			p += fmt.Sprintf("(in use %d)", m.LogFormatInUse)
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, ",")
 }
 
 // printShards prints the shards as a table.
