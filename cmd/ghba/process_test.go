@@ -70,11 +70,16 @@ func TestMain(m *testing.M) {
 }
 
 // procBinary skips the test under -short and returns the path of the ghba
-// binary, building it on first use from the module root (go env GOMOD).
+// binary, building it on first use from the module root (go env GOMOD), or
+// the one GHBA_PROCESS_TEST_BIN names (a build of another commit, to
+// compare: issue 34's figures before the change).
 func procBinary(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("multi-process test: builds ghba and runs agents as separate processes")
+	}
+	if bin := os.Getenv("GHBA_PROCESS_TEST_BIN"); bin != "" {
+		return bin
 	}
 	procBin.once.Do(func() {
 		gomod, err := exec.Command("go", "env", "GOMOD").Output()
