@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -961,12 +962,34 @@ func (n *Node) Status() *rpc.StatusResponse {
 	return st
 }
 
-// buildVersion returns the module version of the running binary.
+// buildVersion returns the module version of the running binary; for a
+// development build ("(devel)"), its VCS revision ("devel+1a2b3c4d5e6f",
+// "-dirty" with uncommitted changes) when the build recorded one.
 func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	if bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
-	return ""
+	rev, dirty := "", false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return cmp.Or(bi.Main.Version, "(devel)")
+	}
+	v := "devel+" + rev[:min(12, len(rev))]
+	if dirty {
+		v += "-dirty"
+	}
+	return v
 }
 
 // newNamespace builds the namespace on the node's store, Directory, client
