@@ -46,6 +46,10 @@ type participant struct {
 // that meet the part meanwhile wait for it instead of asking the
 // coordinator again.
 type resolution struct {
+	// started is when the resolution began, before its question to the
+	// coordinator: a "pending" answer holds for a reader that arrived
+	// before started only.
+	started time.Time
 	done    chan struct{}
 	pending bool  // the coordinator answered that it is still undecided
 	err     error // the coordinator could not be asked, or the write failed
@@ -118,20 +122,29 @@ func (t *participant) settled(ctx context.Context, p string, entries bool) error
 	}
 }
 
-// await waits for a resolution of part p, started now unless one is in
-// progress. The resolution runs on the home's tasks, bounded by
-// LeaderWait+PeerTimeout (the coordinator's shard may be electing a
-// leader), whether or not ctx ends first.
+// await waits for a resolution of part p that began after the call: one
+// in progress that began later, or a new one. An answer the coordinator
+// gave before a reader arrived may be stale for it ("pending", and the
+// transaction committed and acknowledged since), so a resolution that
+// began earlier is waited for and then followed by one of the reader's
+// own, unless it finished the part. The resolution runs on the home's
+// tasks, bounded by LeaderWait+PeerTimeout (the coordinator's shard may be
+// electing a leader), whether or not ctx ends first.
 func (t *participant) await(ctx context.Context, p *partTxn) (pending bool, err error) {
-	if p.finished.Load() {
-		return false, nil
-	}
-	r := t.resolution(p)
-	select {
-	case <-r.done:
-		return r.pending, r.err
-	case <-ctx.Done():
-		return false, fmt.Errorf("waiting for transaction %s: %w: %w", p.id, rpc.ErrUnavailable, ctx.Err())
+	arrived := time.Now()
+	for {
+		if p.finished.Load() {
+			return false, nil
+		}
+		r := t.resolution(p)
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return false, fmt.Errorf("waiting for transaction %s: %w: %w", p.id, rpc.ErrUnavailable, ctx.Err())
+		}
+		if !r.started.Before(arrived) {
+			return r.pending, r.err
+		}
 	}
 }
 
@@ -142,7 +155,7 @@ func (t *participant) resolution(p *partTxn) *resolution {
 		p.resMu.Unlock()
 		return r
 	}
-	r := &resolution{done: make(chan struct{})}
+	r := &resolution{started: time.Now(), done: make(chan struct{})}
 	p.resolving = r
 	p.resMu.Unlock()
 	finish := func(pending bool, err error) {
