@@ -19,7 +19,7 @@ build:
 ## not compete for the CPU with the in-process cluster tests
 test:
 	$(GO) vet $(TAGS) $(PKGS)
-	$(GO) test $(TAGS) -race -count=1 -timeout 15m $$($(GO) list $(PKGS) | grep -v '/cmd/ghba/chaos$$')
+	$(GO) test $(TAGS) -race -count=1 -timeout 25m $$($(GO) list $(PKGS) | grep -v '/cmd/ghba/chaos$$')
 	$(GO) test $(TAGS) -race -count=1 -timeout 15m ./cmd/ghba/chaos/
 
 ## chaos: the container fault suite with random faults for DURATION (default 10m) on
