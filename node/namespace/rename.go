@@ -89,11 +89,39 @@ func (h *home) coordRename(ctx context.Context, r *homeRenameReq) (*homeRenameRe
 	return retryBusy(ctx, h, func() (*homeRenameResp, error) { return h.coordRenameOnce(ctx, r) })
 }
 
+// renameEnds is what one attempt of a rename reads of its two ends before
+// it plans its transaction.
+type renameEnds struct {
+	src, dst    string
+	sdir, sname string
+	ddir, dname string
+	// ddino is the destination's directory (the source parent's inode, op.dino,
+	// when it is the same); dirVersion its version to require where the
+	// destination entry is written, 0 when it is the source's, under this
+	// operation; chain the moved inodes' ancestor codes under it.
+	ddino      store.Inode
+	dirVersion uint64
+	chain      []rpc.AncestorCode
+	// se is the source entry, srcType its type, srcOwner the owner a
+	// sticky source parent requires of it (nil: any).
+	se       store.Entry
+	srcType  string
+	srcOwner *uint32
+	// dhome is the destination parent's home, de its answer for the
+	// destination entry.
+	dhome string
+	de    *homeEntryResp
+}
+
+// coordRenameOnce is one attempt of coordRename: under the source
+// parent's locks it reads the destination's directory, the source and the
+// destination entry, checks what the rename may replace, and runs the
+// rename's transaction.
 func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRenameResp, error) {
-	src, dst := r.Src, r.Dst
-	sdir, sname := splitPath(src)
-	ddir, dname := splitPath(dst)
-	op, err := h.beginParentOp(ctx, sdir, src, []string{src, dst}, []string{sdir, ddir}, []string{src, dst}, nil)
+	e := &renameEnds{src: r.Src, dst: r.Dst}
+	e.sdir, e.sname = splitPath(e.src)
+	e.ddir, e.dname = splitPath(e.dst)
+	op, err := h.beginParentOp(ctx, e.sdir, e.src, []string{e.src, e.dst}, []string{e.sdir, e.ddir}, []string{e.src, e.dst}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -104,107 +132,148 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 	if err := op.allow(r.Caller, acl.Write|acl.Execute); err != nil {
 		return nil, err
 	}
-	// The destination's directory, for the checks and the moved inodes'
-	// ancestor codes: when it is another, as a stat reads it (not under
-	// this operation's locks; its version is required where its entry is
-	// written, so a change meanwhile retries the rename).
-	ddino := op.dino
-	if ddir != sdir {
-		st, err := h.r.Stat(ctx, ddir)
-		if err != nil {
-			return nil, err
-		}
-		ddino = storeInode(&st.Inode)
-		if ddino.Type != store.TypeDir {
-			return nil, fmt.Errorf("%s: %s: %w", dst, ddir, rpc.ErrNotDir)
-		}
-		if err := allowDir(r.Caller, ddir, &ddino, acl.Write|acl.Execute); err != nil {
-			return nil, err
-		}
-	}
-	chain := wireCodes(store.ChildAncestors(store.PathDepth(ddir), &ddino))
-	var dirVersion uint64 // 0: the destination directory is the source's, under this operation
-	if ddir != sdir {
-		dirVersion = ddino.Version
-	}
-	se, err := h.entry(ctx, sdir, sname)
-	if err != nil {
+	if err := h.renameDestDir(ctx, r, op, e); err != nil {
 		return nil, err
 	}
-	srcType := typeString(se.Type)
-	srcOwner := stickyOwner(r.Caller, &op.dino)
-	if srcOwner != nil && srcType == rpc.TypeDir {
-		// A directory's inode is re-keyed by every shard: its owner as a
-		// stat reads it (not under this operation's locks).
-		st, err := h.r.Stat(ctx, src)
-		if err != nil {
-			return nil, err
-		}
-		sino := storeInode(&st.Inode)
-		if err := checkOwner(src, &sino, srcOwner); err != nil {
-			return nil, err
-		}
-	}
-	// The destination's parent and entry.
-	dhome := h.id
-	if ddir != sdir {
-		dl, err := h.r.locateTarget(ctx, target{path: ddir, child: dst, dir: true})
-		if err != nil {
-			return nil, err
-		}
-		dhome = dl.shard
-	}
-	de, err := h.r.getEntry(ctx, dhome, ddir, dname)
-	if err != nil {
+	if err := h.renameSource(ctx, r, op, e); err != nil {
 		return nil, err
 	}
-	switch {
-	case de.NotHome:
-		return nil, errBusy // the destination parent moved: again
-	case de.NotDir:
-		return nil, fmt.Errorf("%s: %s: %w", dst, ddir, rpc.ErrNotDir)
-	}
-	if de.Exists {
-		dType := de.Entry.Type
-		switch {
-		case r.NoReplace:
-			return nil, fmt.Errorf("%s: %w", dst, fs.ErrExist)
-		case isUnder(src, dst): // dst is an ancestor of src: a non-empty directory
-			if srcType != rpc.TypeDir {
-				return nil, fmt.Errorf("%s: %w", dst, rpc.ErrIsDir)
-			}
-			return nil, fmt.Errorf("%s: %w", dst, rpc.ErrNotEmpty)
-		case srcType == rpc.TypeDir && dType != rpc.TypeDir:
-			return nil, fmt.Errorf("%s: %w", dst, rpc.ErrNotDir)
-		case srcType != rpc.TypeDir && dType == rpc.TypeDir:
-			return nil, fmt.Errorf("%s: %w", dst, rpc.ErrIsDir)
-		}
+	if err := h.renameDestEntry(ctx, r, e); err != nil {
+		return nil, err
 	}
 	plan := h.newPlan(op.txn)
+	h.planRenameEntries(ctx, plan, e)
+	h.planRenameInodes(plan, r, e)
+	rekeyed, err := h.runTxn(ctx, plan)
+	if err != nil {
+		return nil, fmt.Errorf("rename %s to %s: %w", e.src, e.dst, err)
+	}
+	return &homeRenameResp{Rekeyed: rekeyed, Hops: len(plan.parts)}, nil
+}
+
+// renameDestDir reads the destination's directory into e, for the checks
+// and the moved inodes' ancestor codes: when it is another than the
+// source's, as a stat reads it (not under this operation's locks; its
+// version is required where its entry is written, so a change meanwhile
+// retries the rename), checking that it is a directory the caller may
+// write.
+func (h *home) renameDestDir(ctx context.Context, r *homeRenameReq, op *parentOp, e *renameEnds) error {
+	e.ddino = op.dino
+	if e.ddir != e.sdir {
+		st, err := h.r.Stat(ctx, e.ddir)
+		if err != nil {
+			return err
+		}
+		e.ddino = storeInode(&st.Inode)
+		if e.ddino.Type != store.TypeDir {
+			return fmt.Errorf("%s: %s: %w", e.dst, e.ddir, rpc.ErrNotDir)
+		}
+		if err := allowDir(r.Caller, e.ddir, &e.ddino, acl.Write|acl.Execute); err != nil {
+			return err
+		}
+	}
+	e.chain = wireCodes(store.ChildAncestors(store.PathDepth(e.ddir), &e.ddino))
+	if e.ddir != e.sdir {
+		e.dirVersion = e.ddino.Version
+	}
+	return nil
+}
+
+// renameSource reads the source entry into e and, in a sticky source
+// parent, checks a directory's owner.
+func (h *home) renameSource(ctx context.Context, r *homeRenameReq, op *parentOp, e *renameEnds) error {
+	se, err := h.entry(ctx, e.sdir, e.sname)
+	if err != nil {
+		return err
+	}
+	e.se = se
+	e.srcType = typeString(se.Type)
+	e.srcOwner = stickyOwner(r.Caller, &op.dino)
+	if e.srcOwner != nil && e.srcType == rpc.TypeDir {
+		// A directory's inode is re-keyed by every shard: its owner as a
+		// stat reads it (not under this operation's locks).
+		st, err := h.r.Stat(ctx, e.src)
+		if err != nil {
+			return err
+		}
+		sino := storeInode(&st.Inode)
+		if err := checkOwner(e.src, &sino, e.srcOwner); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// renameDestEntry reads the destination's parent and entry into e, and
+// checks that the rename may replace what is there.
+func (h *home) renameDestEntry(ctx context.Context, r *homeRenameReq, e *renameEnds) error {
+	e.dhome = h.id
+	if e.ddir != e.sdir {
+		dl, err := h.r.locateTarget(ctx, target{path: e.ddir, child: e.dst, dir: true})
+		if err != nil {
+			return err
+		}
+		e.dhome = dl.shard
+	}
+	de, err := h.r.getEntry(ctx, e.dhome, e.ddir, e.dname)
+	if err != nil {
+		return err
+	}
+	e.de = de
+	switch {
+	case de.NotHome:
+		return errBusy // the destination parent moved: again
+	case de.NotDir:
+		return fmt.Errorf("%s: %s: %w", e.dst, e.ddir, rpc.ErrNotDir)
+	}
+	if !de.Exists {
+		return nil
+	}
+	dType := de.Entry.Type
+	switch {
+	case r.NoReplace:
+		return fmt.Errorf("%s: %w", e.dst, fs.ErrExist)
+	case isUnder(e.src, e.dst): // dst is an ancestor of src: a non-empty directory
+		if e.srcType != rpc.TypeDir {
+			return fmt.Errorf("%s: %w", e.dst, rpc.ErrIsDir)
+		}
+		return fmt.Errorf("%s: %w", e.dst, rpc.ErrNotEmpty)
+	case e.srcType == rpc.TypeDir && dType != rpc.TypeDir:
+		return fmt.Errorf("%s: %w", e.dst, rpc.ErrNotDir)
+	case e.srcType != rpc.TypeDir && dType == rpc.TypeDir:
+		return fmt.Errorf("%s: %w", e.dst, rpc.ErrIsDir)
+	}
+	return nil
+}
+
+// planRenameEntries adds the rename's entries to plan: the source entry
+// is deleted here at the commit point; the destination entry is written
+// here too, or staged at its home.
+func (h *home) planRenameEntries(ctx context.Context, plan *txnPlan, e *renameEnds) {
 	// The destination entry carries the moved inode's id, which the
 	// rename keeps (docs/design.md, "Inode ids"): the source entry's, or,
 	// for an entry written before ids existed, the inode's when it is
 	// homed here.
-	newEnt := rpc.DirEntry{Name: dname, Type: srcType, Home: se.Home, ID: se.ID}
-	if se.ID == 0 && se.Home == h.id {
-		if ino, err := h.st.GetInode(ctx, src); err == nil {
+	newEnt := rpc.DirEntry{Name: e.dname, Type: e.srcType, Home: e.se.Home, ID: e.se.ID}
+	if e.se.ID == 0 && e.se.Home == h.id {
+		if ino, err := h.st.GetInode(ctx, e.src); err == nil {
 			newEnt.ID = ino.ID
 		}
 	}
-	// Entries: the source entry is deleted here at the commit point; the
-	// destination entry is written here too, or staged at its home.
+	de := e.de
 	var putHere bool
-	if dhome == h.id {
+	if e.dhome == h.id {
 		putHere = true
 	} else {
-		op := txnOp{Kind: opPutEntry, Path: ddir, Entry: &newEnt, DirVersion: dirVersion}
+		op := txnOp{Kind: opPutEntry, Path: e.ddir, Entry: &newEnt, DirVersion: e.dirVersion}
 		if de.Exists {
 			op.ExpectHome, op.ExpectType = de.Entry.Home, de.Entry.Type
 		} else {
 			op.ExpectAbsent = true
 		}
-		plan.add(dhome, h.id, []string{dst}, op)
+		plan.add(e.dhome, h.id, []string{e.dst}, op)
 	}
+	sdir, sname, ddir, dname, dirVersion := e.sdir, e.sname, e.ddir, e.dname, e.dirVersion
 	plan.local = func(b *store.Batch) {
 		b.RequireEntryExists(sdir, sname)
 		b.DeleteEntry(sdir, sname)
@@ -222,29 +291,30 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 			b.PutEntry(ddir, storeEntry(&newEnt))
 		}
 	}
-	// Inodes: a replaced destination is deleted first.
+}
+
+// planRenameInodes adds the rename's inodes to plan: a replaced
+// destination is deleted first; then a file's inode is moved in its shard,
+// or a directory's subtree re-keyed by every shard (this one included).
+func (h *home) planRenameInodes(plan *txnPlan, r *homeRenameReq, e *renameEnds) {
+	src, dst, de := e.src, e.dst, e.de
 	if de.Exists {
 		plan.add(de.Entry.Home, h.id, []string{dst}, txnOp{
 			Kind: opDelInode, Path: dst, Type: de.Entry.Type, EmptyDir: de.Entry.Type == rpc.TypeDir,
-			RequireOwner: stickyOwner(r.Caller, &ddino),
+			RequireOwner: stickyOwner(r.Caller, &e.ddino),
 		})
 	}
-	if srcType != rpc.TypeDir {
-		plan.add(se.Home, h.id, []string{src, dst}, txnOp{
-			Kind: opMoveInode, Path: src, New: dst, Type: srcType, Ctime: time.Now().UnixNano(),
-			RequireOwner: srcOwner, Ancestors: chain,
+	if e.srcType != rpc.TypeDir {
+		plan.add(e.se.Home, h.id, []string{src, dst}, txnOp{
+			Kind: opMoveInode, Path: src, New: dst, Type: e.srcType, Ctime: time.Now().UnixNano(),
+			RequireOwner: e.srcOwner, Ancestors: e.chain,
 		})
-	} else {
-		for _, s := range h.r.peers.Load().shards {
-			plan.add(s.ID, h.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst, Ancestors: chain})
-		}
-		if plan.parts[h.id] == nil || !hasSubtreeOp(plan.parts[h.id].Ops) {
-			plan.add(h.id, h.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst, Ancestors: chain})
-		}
+		return
 	}
-	rekeyed, err := h.runTxn(ctx, plan)
-	if err != nil {
-		return nil, fmt.Errorf("rename %s to %s: %w", src, dst, err)
+	for _, s := range h.r.peers.Load().shards {
+		plan.add(s.ID, h.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst, Ancestors: e.chain})
 	}
-	return &homeRenameResp{Rekeyed: rekeyed, Hops: len(plan.parts)}, nil
+	if plan.parts[h.id] == nil || !hasSubtreeOp(plan.parts[h.id].Ops) {
+		plan.add(h.id, h.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst, Ancestors: e.chain})
+	}
 }
