@@ -306,6 +306,9 @@ type dirBatch struct {
 	local, away []int
 }
 
+// dirBatches are the directories of one createInDirs.
+type dirBatches []dirBatch
+
 // createInDirs creates the entries of dirs, directories homed here, as one
 // operation: it takes the locks of every new path, registers them, checks
 // each directory and the callers' permission once, places every child,
@@ -315,6 +318,42 @@ type dirBatch struct {
 // the others placed again one by one, as Create does. An error concerns
 // every directory (the results say nothing then).
 func (h *home) createInDirs(ctx context.Context, dirs []homeBatchCreateReq) (_ []dirBatch, hops int, _ error) {
+	txn, end, err := h.beginBatchOp(ctx, dirs)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer end()
+	bs := make(dirBatches, len(dirs))
+	for i := range dirs {
+		b := &bs[i]
+		b.req = &dirs[i]
+		if err := h.placeDir(ctx, b); err != nil {
+			return nil, 0, err
+		}
+	}
+	if bs.anyAway() {
+		created, hops, err := h.createBatchTxn(ctx, txn, dirs, bs)
+		switch {
+		case err != nil:
+			return nil, 0, err
+		case created:
+			return bs, hops, nil
+		}
+	}
+	if bs.anyLocal() {
+		var sb store.Batch
+		bs.addLocal(&sb)
+		if err := h.apply(ctx, &sb); err != nil {
+			return nil, 0, fmt.Errorf("create in %s: %w", dirsName(dirs), storeErr(err))
+		}
+		h.touchLocal(bs)
+	}
+	return bs, h.createAwayEach(ctx, bs), nil
+}
+
+// beginBatchOp takes the locks of the new paths of dirs and registers
+// them, under a new transaction id; the caller calls end.
+func (h *home) beginBatchOp(ctx context.Context, dirs []homeBatchCreateReq) (txn string, end func(), _ error) {
 	var names, parents []string
 	for i := range dirs {
 		parents = append(parents, dirs[i].Dir)
@@ -328,104 +367,120 @@ func (h *home) createInDirs(ctx context.Context, dirs []homeBatchCreateReq) (_ [
 	}
 	unlock, err := h.locks.lock(ctx, keys...)
 	if err != nil {
-		return nil, 0, err
+		return "", nil, err
 	}
-	defer unlock()
-	txn := h.newTxnID()
+	txn = h.newTxnID()
 	reg, err := h.beginOp(ctx, txn, parents, names, nil)
 	if err != nil {
-		return nil, 0, err
+		unlock()
+		return "", nil, err
 	}
-	defer h.endOp(reg)
+	return txn, func() {
+		h.endOp(reg)
+		unlock()
+	}, nil
+}
 
-	bs := make([]dirBatch, len(dirs))
-	var anyAway, anyLocal, awayDir bool
-	for i := range dirs {
-		b := &bs[i]
-		b.req = &dirs[i]
-		if err := h.placeDir(ctx, b); err != nil {
-			return nil, 0, err
-		}
-		anyAway = anyAway || len(b.away) > 0
-		anyLocal = anyLocal || len(b.local) > 0
-		awayDir = awayDir || slices.ContainsFunc(b.away, func(i int) bool { return b.inodes[i].Type == rpc.TypeDir })
+// anyAway reports whether a child of bs is placed on another shard.
+func (bs dirBatches) anyAway() bool {
+	return slices.ContainsFunc(bs, func(b dirBatch) bool { return len(b.away) > 0 })
+}
+
+// anyLocal reports whether a child of bs is placed here.
+func (bs dirBatches) anyLocal() bool {
+	return slices.ContainsFunc(bs, func(b dirBatch) bool { return len(b.local) > 0 })
+}
+
+// awayDir reports whether a child of bs placed on another shard is a
+// directory.
+func (bs dirBatches) awayDir() bool {
+	return slices.ContainsFunc(bs, func(b dirBatch) bool {
+		return slices.ContainsFunc(b.away, func(i int) bool { return b.inodes[i].Type == rpc.TypeDir })
+	})
+}
+
+// done records the children idx of b as created.
+func (b *dirBatch) done(idx []int) {
+	for _, i := range idx {
+		b.results[i] = rpc.BatchCreateResult{Inode: withoutText(b.inodes[i])}
 	}
-	done := func(b *dirBatch, idx []int) {
-		for _, i := range idx {
-			b.results[i] = rpc.BatchCreateResult{Inode: withoutText(b.inodes[i])}
-		}
-	}
-	// addLocal adds the checks of the directories and the creates of
-	// the children placed here.
-	addLocal := func(sb *store.Batch) {
-		for i := range bs {
-			if b := &bs[i]; b.results != nil && len(b.local)+len(b.away) > 0 {
-				sb.RequireInodeExists(b.req.Dir)
-				for _, i := range b.local {
-					addLocalCreate(sb, &b.inodes[i])
-				}
+}
+
+// addLocal adds the checks of the directories and the creates of the
+// children placed here.
+func (bs dirBatches) addLocal(sb *store.Batch) {
+	for i := range bs {
+		if b := &bs[i]; b.results != nil && len(b.local)+len(b.away) > 0 {
+			sb.RequireInodeExists(b.req.Dir)
+			for _, i := range b.local {
+				addLocalCreate(sb, &b.inodes[i])
 			}
 		}
 	}
-	touchLocal := func() {
-		for i := range bs {
-			for _, j := range bs[i].local {
-				h.touch(bs[i].inodes[j].Path)
-			}
-			done(&bs[i], bs[i].local)
+}
+
+// touchLocal updates the filters for the children placed here, once they
+// are created, and records them as created.
+func (h *home) touchLocal(bs dirBatches) {
+	for i := range bs {
+		for _, j := range bs[i].local {
+			h.touch(bs[i].inodes[j].Path)
+		}
+		bs[i].done(bs[i].local)
+	}
+}
+
+// createBatchTxn creates every child of bs in one transaction txn: the
+// entries and local inodes here, each other shard's inodes in its part.
+// It reports created with the hops; or, when a shard did not answer and
+// the transaction was aborted, neither created nor an error (the caller
+// creates the children one by one).
+func (h *home) createBatchTxn(ctx context.Context, txn string, dirs []homeBatchCreateReq, bs dirBatches) (created bool, hops int, _ error) {
+	plan := h.newPlan(txn)
+	for i := range bs {
+		for _, j := range bs[i].away {
+			in := &bs[i].inodes[j]
+			plan.add(in.Home, h.id, []string{in.Path}, txnOp{Kind: opPutInode, Path: in.Path, Inode: in})
 		}
 	}
-	if anyAway {
-		// One transaction: the entries and local inodes here, each other
-		// shard's inodes in its part.
-		plan := h.newPlan(txn)
+	plan.local = func(sb *store.Batch) {
+		bs.addLocal(sb)
 		for i := range bs {
 			for _, j := range bs[i].away {
 				in := &bs[i].inodes[j]
-				plan.add(in.Home, h.id, []string{in.Path}, txnOp{Kind: opPutInode, Path: in.Path, Inode: in})
+				dir, name := splitPath(in.Path)
+				sb.RequireEntryAbsent(dir, name)
+				sb.PutEntry(dir, store.Entry{Name: name, Type: storeType(in.Type), Home: in.Home, ID: in.ID})
 			}
 		}
-		plan.local = func(sb *store.Batch) {
-			addLocal(sb)
-			for i := range bs {
-				for _, j := range bs[i].away {
-					in := &bs[i].inodes[j]
-					dir, name := splitPath(in.Path)
-					sb.RequireEntryAbsent(dir, name)
-					sb.PutEntry(dir, store.Entry{Name: name, Type: storeType(in.Type), Home: in.Home, ID: in.ID})
-				}
-			}
-		}
-		// Directories homed elsewhere: wait for their homes to apply them
-		// (see createAt).
-		plan.async = true
-		if awayDir {
-			plan.wait = h.r.tune.DeliverWait
-		}
-		_, err := h.runTxn(ctx, plan)
-		var pu *prepareUnreachable
-		switch {
-		case err == nil:
-			touchLocal()
-			for i := range bs {
-				done(&bs[i], bs[i].away)
-			}
-			return bs, 2 * len(plan.parts), nil
-		case !errors.As(err, &pu) || ctx.Err() != nil:
-			return nil, 0, fmt.Errorf("create in %s: %w", dirsName(dirs), err)
-		}
-		// A shard did not answer and the transaction was aborted: create
-		// what is homed here in one step and place the rest one by one.
-		h.log.Debug("batch create: a child's home did not answer; creating one by one", "dir", dirsName(dirs), "home", pu.node, "err", err)
 	}
-	if anyLocal {
-		var sb store.Batch
-		addLocal(&sb)
-		if err := h.apply(ctx, &sb); err != nil {
-			return nil, 0, fmt.Errorf("create in %s: %w", dirsName(dirs), storeErr(err))
-		}
-		touchLocal()
+	// Directories homed elsewhere: wait for their homes to apply them
+	// (see createAt).
+	plan.async = true
+	if bs.awayDir() {
+		plan.wait = h.r.tune.DeliverWait
 	}
+	_, err := h.runTxn(ctx, plan)
+	var pu *prepareUnreachable
+	switch {
+	case err == nil:
+		h.touchLocal(bs)
+		for i := range bs {
+			bs[i].done(bs[i].away)
+		}
+		return true, 2 * len(plan.parts), nil
+	case !errors.As(err, &pu) || ctx.Err() != nil:
+		return false, 0, fmt.Errorf("create in %s: %w", dirsName(dirs), err)
+	}
+	// A shard did not answer and the transaction was aborted: create
+	// what is homed here in one step and place the rest one by one.
+	h.log.Debug("batch create: a child's home did not answer; creating one by one", "dir", dirsName(dirs), "home", pu.node, "err", err)
+	return false, 0, nil
+}
+
+// createAwayEach creates the children of bs placed on other shards one by
+// one, as Create does, recording each one's result; it returns the hops.
+func (h *home) createAwayEach(ctx context.Context, bs dirBatches) (hops int) {
 	for i := range bs {
 		b := &bs[i]
 		op := &parentOp{h: h, dir: b.req.Dir, dino: b.dino}
@@ -440,7 +495,7 @@ func (h *home) createInDirs(ctx context.Context, dirs []homeBatchCreateReq) (_ [
 			b.results[j] = rpc.BatchCreateResult{Inode: &cr.Inode}
 		}
 	}
-	return bs, hops, nil
+	return hops
 }
 
 // placeDir checks b's directory (homed here, a directory, writable by the
