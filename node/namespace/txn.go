@@ -269,13 +269,39 @@ func (h *home) beginTxn(id string) *coordTxn {
 }
 
 // finishTxn prepares plan's parts (except those in plan.pre, already
-// prepared), then commits or aborts.
+// prepared), then commits or aborts: the commit point here, then the
+// participants told.
 func (h *home) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (rekeyed int64, err error) {
 	nodes := make([]string, 0, len(plan.parts))
 	for id := range plan.parts {
 		nodes = append(nodes, id)
 	}
 	// Phase 1: prepare everywhere at once.
+	rekeyed, err = h.prepareParts(ctx, plan, nodes)
+	if err != nil {
+		h.abortTxn(t, nodes)
+		return 0, err
+	}
+	if h.crashAt(hookPrepared, t.id) {
+		return 0, errSimulatedCrash
+	}
+	// Phase 2: the commit point.
+	if err := h.commitPoint(t, plan, nodes); err != nil {
+		return 0, err
+	}
+	if h.crashAt(hookCommitted, t.id) {
+		return 0, errSimulatedCrash
+	}
+	// Phase 3: tell the participants.
+	h.deliverCommit(ctx, t, plan, nodes)
+	return rekeyed, nil
+}
+
+// prepareParts prepares the parts of plan at nodes, all at once (except
+// those in plan.pre, already prepared). It returns the number of inodes
+// the parts re-keyed; or an error: a participant's (the first, preferring
+// any other to unavailability), else errBusy when one met a conflict.
+func (h *home) prepareParts(ctx context.Context, plan *txnPlan, nodes []string) (rekeyed int64, err error) {
 	type result struct {
 		resp txnPrepareResp
 		err  error
@@ -318,13 +344,15 @@ func (h *home) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (rekey
 		firstErr = errBusy
 	}
 	if firstErr != nil {
-		h.abortTxn(t, nodes)
 		return 0, firstErr
 	}
-	if h.crashAt(hookPrepared, t.id) {
-		return 0, errSimulatedCrash
-	}
-	// Phase 2: the commit point.
+	return rekeyed, nil
+}
+
+// commitPoint commits t here: plan's own changes with the committed
+// record naming nodes, in one batch, then plan.afterLocal. On an error
+// it aborts t, except when the outcome is unknown (then t is in doubt).
+func (h *home) commitPoint(t *coordTxn, plan *txnPlan, nodes []string) error {
 	t.mu.Lock()
 	t.state = txnCommitting
 	t.mu.Unlock()
@@ -346,10 +374,10 @@ func (h *home) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (rekey
 			t.state = txnInDoubt
 			close(t.decided)
 			t.mu.Unlock()
-			return 0, fmt.Errorf("commit point of %s: %w", t.id, err)
+			return fmt.Errorf("commit point of %s: %w", t.id, err)
 		}
 		h.abortTxn(t, nodes)
-		return 0, storeErr(err)
+		return storeErr(err)
 	}
 	t.mu.Lock()
 	t.state = txnCommitted
@@ -359,13 +387,15 @@ func (h *home) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (rekey
 	if plan.afterLocal != nil {
 		plan.afterLocal()
 	}
-	if h.crashAt(hookCommitted, t.id) {
-		return 0, errSimulatedCrash
-	}
-	// Phase 3: tell the participants (a detached context: the outcome is
-	// decided whatever the client does now). With plan.async the caller
-	// waits at most plan.wait: a reader that meets a part not yet applied
-	// resolves it with this node.
+	return nil
+}
+
+// deliverCommit tells the participants nodes that t committed (a
+// detached context: the outcome is decided whatever the client does now);
+// those it could not tell are retried in the background. With plan.async
+// the caller waits at most plan.wait (or until ctx ends): a reader that
+// meets a part not yet applied resolves it with this node.
+func (h *home) deliverCommit(ctx context.Context, t *coordTxn, plan *txnPlan, nodes []string) {
 	deliver := func() {
 		cctx, cancel := context.WithTimeout(h.ctx, h.r.tune.DeliverTimeout)
 		defer cancel()
@@ -383,18 +413,17 @@ func (h *home) finishTxn(ctx context.Context, t *coordTxn, plan *txnPlan) (rekey
 	delivered := make(chan struct{})
 	if !plan.async || !h.tasks.Go(func() { defer close(delivered); deliver() }) {
 		deliver()
-		return rekeyed, nil
+		return
 	}
 	if plan.wait > 0 {
-		t := time.NewTimer(plan.wait)
-		defer t.Stop()
+		timer := time.NewTimer(plan.wait)
+		defer timer.Stop()
 		select {
 		case <-delivered:
-		case <-t.C:
+		case <-timer.C:
 		case <-ctx.Done():
 		}
 	}
-	return rekeyed, nil
 }
 
 // commitParts tells every participant to commit; it reports whether all
