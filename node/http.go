@@ -11,6 +11,7 @@ import (
 
 	"github.com/ghba/ghba/fsm"
 	"github.com/ghba/ghba/node/console"
+	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
@@ -184,135 +185,181 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector: the node's own state, then
+// what its shards, RPC server, store, namespace, Raft, group FSM and Serf
+// report, each part only when the node has it.
 func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	n := c.n
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
-	}
-	gauge(c.info, 1, n.cfg.NodeID, n.group(), buildVersion())
-	if ok, _ := n.settled(); ok {
-		gauge(c.settled, 1)
-	} else {
-		gauge(c.settled, 0)
-	}
-	if ok, _ := n.serving(); ok && !n.leaving.Load() {
-		gauge(c.serving, 1)
-	} else {
-		gauge(c.serving, 0)
-	}
+	out := metricSink(ch)
+	out.gauge(c.info, 1, n.cfg.NodeID, n.group(), buildVersion())
+	settled, _ := n.settled()
+	out.gauge(c.settled, oneIf(settled))
+	serving, _ := n.serving()
+	out.gauge(c.serving, oneIf(serving && !n.leaving.Load()))
 	if n.shards != nil {
-		reps := n.shards.replicaStatus(context.Background())
-		led := 0
-		for _, r := range reps {
-			if r.Leading {
-				led++
-			}
-			gauge(c.replicaLag, float64(r.Lag), r.Shard)
-			gauge(c.replicaApplied, float64(r.AppliedIndex), r.Shard)
-		}
-		gauge(c.shardsLed, float64(led))
-		gauge(c.shardsHosted, float64(len(reps)))
-		counter(c.shardLeaderships, float64(n.shardLeaderships.Load()))
-		counter(c.repairs, float64(n.repairs.Load()))
+		c.collectShards(out)
 	}
 	if n.rpcSrv != nil {
 		for method, v := range n.rpcSrv.ServedByMethod() {
-			counter(c.rpcServed, float64(v), method)
+			out.counter(c.rpcServed, float64(v), method)
 		}
 	}
 	if n.store != nil {
 		s := n.store.Stats()
-		counter(c.storeCommits, float64(s.Requests))
-		counter(c.storeSyncs, float64(s.Txns))
-		counter(c.storeCommitFailures, float64(s.Failed))
+		out.counter(c.storeCommits, float64(s.Requests))
+		out.counter(c.storeSyncs, float64(s.Txns))
+		out.counter(c.storeCommitFailures, float64(s.Failed))
 	}
 	if n.ns != nil {
-		s := n.ns.Stats()
-		gauge(c.files, float64(s.Files), "file")
-		gauge(c.files, float64(s.Dirs), "dir")
-		gauge(c.filterBytes, float64(s.FilterBytes))
-		counter(c.lookups, float64(s.Levels.L1), rpc.LevelL1)
-		counter(c.lookups, float64(s.Levels.L2), rpc.LevelL2)
-		counter(c.lookups, float64(s.Levels.L3), rpc.LevelL3)
-		counter(c.lookups, float64(s.Levels.L4), rpc.LevelL4)
-		counter(c.hops, float64(s.Hops))
-		counter(c.lookupOutcomes, float64(s.NotFound), "not_found")
-		counter(c.lookupOutcomes, float64(s.Unavailable), "unavailable")
-		counter(c.broadcasts, float64(s.Broadcasts))
-		counter(c.multicasts, float64(s.Multicasts))
-		counter(c.txns, float64(s.TxnsCommitted), "committed")
-		counter(c.txns, float64(s.TxnsAborted), "aborted")
-		counter(c.txns, float64(s.TxnsBusy), "busy")
-		gauge(c.prepared, float64(s.Prepared))
-		counter(c.rekeyed, float64(s.Rekeyed))
-		counter(c.filterPushes, float64(s.PushesSent), "sent")
-		counter(c.filterPushes, float64(s.PushFailures), "failed")
-		counter(c.filterPushes, float64(s.PushesReceived), "received")
-		counter(c.filterPulls, float64(s.PullsSent), "sent")
-		counter(c.filterPulls, float64(s.PullsServed), "served")
-		counter(c.filterMismatches, float64(s.VersionMismatches))
-		counter(c.filterBytesSent, float64(s.FilterBytesSent))
-		gauge(c.arrayMembers, float64(s.L1Members), "l1")
-		gauge(c.arrayMembers, float64(s.L2Members), "l2")
-		gauge(c.lruLen, float64(s.LRULen))
-		counter(c.dataDeleted, float64(s.DataObjectsDeleted))
-		gauge(c.trashPending, float64(s.TrashPending))
+		c.collectNamespace(out, n.ns.Stats())
 	}
 	if r := n.raftNode(); r != nil {
-		st := r.State()
-		leader := 0.0
-		if st == raft.Leader {
-			leader = 1
-		}
-		gauge(c.raftLeader, leader)
-		for _, s := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
-			v := 0.0
-			if s == st {
-				v = 1
-			}
-			gauge(c.raftState, v, s.String())
-		}
-		gauge(c.raftTerm, float64(r.CurrentTerm()))
-		gauge(c.raftCommit, float64(r.CommitIndex()))
-		gauge(c.raftApplied, float64(r.AppliedIndex()))
-		lc := 0.0
-		if st != raft.Leader {
-			if t := r.LastContact(); !t.IsZero() {
-				lc = time.Since(t).Seconds()
-			}
-		}
-		gauge(c.raftLastContact, lc)
+		c.collectRaft(out, r)
 	}
 	if f := n.groupFSM(); f != nil {
-		by := map[fsm.Status]int{fsm.StatusActive: 0, fsm.StatusLeaving: 0, fsm.StatusFailed: 0}
-		for _, m := range f.Members() {
-			by[m.Status]++
-		}
-		for st, k := range by {
-			gauge(c.groupMembers, float64(k), string(st))
-		}
-		gauge(c.groupOrigins, float64(len(f.Origins())))
-		counter(c.migrated, float64(f.ReplicasMigrated()))
-		if n.isJoined() {
-			gauge(c.replicas, float64(f.Load(n.cfg.NodeID)))
-		} else {
-			gauge(c.replicas, 0)
-		}
+		c.collectGroup(out, f)
 	}
 	if s := n.serfAgent(); s != nil {
-		by := map[string]int{statusAlive: 0, statusFailed: 0, statusLeaving: 0, statusLeft: 0}
-		for _, m := range s.Members() {
-			if m.Tags[tagRole] == roleGHBA && m.Status != serf.StatusNone {
-				by[serfStatus(m.Status)]++
-			}
+		c.collectSerf(out, s)
+	}
+}
+
+// metricSink is where Collect sends a scrape's metrics.
+type metricSink chan<- prometheus.Metric
+
+// gauge sends d's gauge value v.
+func (ch metricSink) gauge(d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
+
+// counter sends d's counter value v.
+func (ch metricSink) counter(d *prometheus.Desc, v float64, labels ...string) {
+	ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+}
+
+// oneIf is 1 when b holds, else 0 (a gauge of a condition).
+func oneIf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// collectShards sends the metrics of the shard replicas the node hosts.
+func (c *nodeCollector) collectShards(out metricSink) {
+	n := c.n
+	reps := n.shards.replicaStatus(context.Background())
+	led := 0
+	for _, r := range reps {
+		if r.Leading {
+			led++
 		}
-		for st, k := range by {
-			gauge(c.serfMembers, float64(k), st)
+		out.gauge(c.replicaLag, float64(r.Lag), r.Shard)
+		out.gauge(c.replicaApplied, float64(r.AppliedIndex), r.Shard)
+	}
+	out.gauge(c.shardsLed, float64(led))
+	out.gauge(c.shardsHosted, float64(len(reps)))
+	out.counter(c.shardLeaderships, float64(n.shardLeaderships.Load()))
+	out.counter(c.repairs, float64(n.repairs.Load()))
+}
+
+// collectNamespace sends the metrics of the namespace's statistics s.
+func (c *nodeCollector) collectNamespace(out metricSink, s namespace.Stats) {
+	const gauge, counter = prometheus.GaugeValue, prometheus.CounterValue
+	for _, m := range []struct {
+		desc  *prometheus.Desc
+		kind  prometheus.ValueType
+		value float64
+		label string // the value of desc's label, if it has one
+	}{
+		{c.files, gauge, float64(s.Files), "file"},
+		{c.files, gauge, float64(s.Dirs), "dir"},
+		{c.filterBytes, gauge, float64(s.FilterBytes), ""},
+		{c.lookups, counter, float64(s.Levels.L1), rpc.LevelL1},
+		{c.lookups, counter, float64(s.Levels.L2), rpc.LevelL2},
+		{c.lookups, counter, float64(s.Levels.L3), rpc.LevelL3},
+		{c.lookups, counter, float64(s.Levels.L4), rpc.LevelL4},
+		{c.hops, counter, float64(s.Hops), ""},
+		{c.lookupOutcomes, counter, float64(s.NotFound), "not_found"},
+		{c.lookupOutcomes, counter, float64(s.Unavailable), "unavailable"},
+		{c.broadcasts, counter, float64(s.Broadcasts), ""},
+		{c.multicasts, counter, float64(s.Multicasts), ""},
+		{c.txns, counter, float64(s.TxnsCommitted), "committed"},
+		{c.txns, counter, float64(s.TxnsAborted), "aborted"},
+		{c.txns, counter, float64(s.TxnsBusy), "busy"},
+		{c.prepared, gauge, float64(s.Prepared), ""},
+		{c.rekeyed, counter, float64(s.Rekeyed), ""},
+		{c.filterPushes, counter, float64(s.PushesSent), "sent"},
+		{c.filterPushes, counter, float64(s.PushFailures), "failed"},
+		{c.filterPushes, counter, float64(s.PushesReceived), "received"},
+		{c.filterPulls, counter, float64(s.PullsSent), "sent"},
+		{c.filterPulls, counter, float64(s.PullsServed), "served"},
+		{c.filterMismatches, counter, float64(s.VersionMismatches), ""},
+		{c.filterBytesSent, counter, float64(s.FilterBytesSent), ""},
+		{c.arrayMembers, gauge, float64(s.L1Members), "l1"},
+		{c.arrayMembers, gauge, float64(s.L2Members), "l2"},
+		{c.lruLen, gauge, float64(s.LRULen), ""},
+		{c.dataDeleted, counter, float64(s.DataObjectsDeleted), ""},
+		{c.trashPending, gauge, float64(s.TrashPending), ""},
+	} {
+		var labels []string
+		if m.label != "" {
+			labels = []string{m.label}
 		}
+		out <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value, labels...)
+	}
+}
+
+// collectRaft sends the metrics of the group's Raft as r, this node's
+// member of it, sees it.
+func (c *nodeCollector) collectRaft(out metricSink, r *raft.Raft) {
+	st := r.State()
+	out.gauge(c.raftLeader, oneIf(st == raft.Leader))
+	for _, s := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
+		out.gauge(c.raftState, oneIf(s == st), s.String())
+	}
+	out.gauge(c.raftTerm, float64(r.CurrentTerm()))
+	out.gauge(c.raftCommit, float64(r.CommitIndex()))
+	out.gauge(c.raftApplied, float64(r.AppliedIndex()))
+	lc := 0.0
+	if st != raft.Leader {
+		if t := r.LastContact(); !t.IsZero() {
+			lc = time.Since(t).Seconds()
+		}
+	}
+	out.gauge(c.raftLastContact, lc)
+}
+
+// collectGroup sends the metrics of the node's group as its FSM f holds it.
+func (c *nodeCollector) collectGroup(out metricSink, f *fsm.FSM) {
+	n := c.n
+	by := map[fsm.Status]int{fsm.StatusActive: 0, fsm.StatusLeaving: 0, fsm.StatusFailed: 0}
+	for _, m := range f.Members() {
+		by[m.Status]++
+	}
+	for st, k := range by {
+		out.gauge(c.groupMembers, float64(k), string(st))
+	}
+	out.gauge(c.groupOrigins, float64(len(f.Origins())))
+	out.counter(c.migrated, float64(f.ReplicasMigrated()))
+	if n.isJoined() {
+		out.gauge(c.replicas, float64(f.Load(n.cfg.NodeID)))
+	} else {
+		out.gauge(c.replicas, 0)
+	}
+}
+
+// collectSerf sends the numbers of ghba's Serf members, by status, as s
+// sees them.
+func (c *nodeCollector) collectSerf(out metricSink, s *serf.Serf) {
+	by := map[string]int{statusAlive: 0, statusFailed: 0, statusLeaving: 0, statusLeft: 0}
+	for _, m := range s.Members() {
+		if m.Tags[tagRole] == roleGHBA && m.Status != serf.StatusNone {
+			by[serfStatus(m.Status)]++
+		}
+	}
+	for st, k := range by {
+		out.gauge(c.serfMembers, float64(k), st)
 	}
 }
 
