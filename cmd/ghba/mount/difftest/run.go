@@ -364,167 +364,202 @@ func (r *runner) stat(st *unix.Stat_t) *Stat {
 	return s
 }
 
+// do carries out op by the handler of its kind (opHandlers), which fills
+// res; a kind without one fails with ENOSYS.
 func (r *runner) do(op Op, res *Result) error {
-	var st unix.Stat_t
-	switch op.Kind {
-	case OpOpen:
-		r.closeSlot(op.FD)
-		fd, err := unix.Open(op.Path, op.Flags|unix.O_CLOEXEC, op.Mode)
-		if err != nil {
-			return err
-		}
-		r.fds[op.FD] = fd
-		if err := unix.Fstat(fd, &st); err != nil {
-			return err
-		}
-		r.fdIno[op.FD] = st.Ino
-		if op.Flags&unix.O_TRUNC != 0 {
-			r.untrack(st.Ino, trackMtime)
-		}
-		res.Stat = r.stat(&st)
-	case OpClose:
-		fd, err := r.fd(op.FD)
-		if err != nil {
-			return err
-		}
-		r.fds[op.FD] = -1
-		return unix.Close(fd)
-	case OpWrite, OpPwrite:
-		fd, err := r.fd(op.FD)
-		if err != nil {
-			return err
-		}
-		r.untrack(r.fdIno[op.FD], trackMtime)
-		var n int
-		if op.Kind == OpWrite {
-			n, err = unix.Write(fd, op.Payload())
-		} else {
-			n, err = unix.Pwrite(fd, op.Payload(), op.Off)
-		}
-		res.N = int64(n)
-		return err
-	case OpRead, OpPread:
-		fd, err := r.fd(op.FD)
-		if err != nil {
-			return err
-		}
-		r.untrack(r.fdIno[op.FD], trackAtime)
-		buf := make([]byte, op.Len)
-		var n int
-		if op.Kind == OpRead {
-			n, err = unix.Read(fd, buf)
-		} else {
-			n, err = unix.Pread(fd, buf, op.Off)
-		}
-		if err != nil {
-			return err
-		}
-		res.N = int64(n)
-		res.Data = buf[:n]
-	case OpLseek:
-		fd, err := r.fd(op.FD)
-		if err != nil {
-			return err
-		}
-		if err := unix.Fstat(fd, &st); err == nil && typeOfMode(st.Mode) == TypeDir {
-			// Offsets in a directory are opaque cookies of the file
-			// system (POSIX: only telldir's values mean anything), and
-			// SEEK_END differs (tmpfs: EINVAL; ext4: a hash offset).
-			// Not compared: no call, ok, N 0.
-			return nil
-		}
-		res.N, err = unix.Seek(fd, op.Off, op.Whence)
-		return err
-	case OpFtruncate:
-		fd, err := r.fd(op.FD)
-		if err != nil {
-			return err
-		}
-		r.untrack(r.fdIno[op.FD], trackMtime)
-		return unix.Ftruncate(fd, op.Size)
-	case OpFstat:
-		fd, err := r.fd(op.FD)
-		if err != nil {
-			return err
-		}
-		if err := unix.Fstat(fd, &st); err != nil {
-			return err
-		}
-		res.Stat = r.stat(&st)
-	case OpFsync:
-		fd, err := r.fd(op.FD)
-		if err != nil {
-			return err
-		}
-		return unix.Fsync(fd)
-	case OpFchmod:
-		fd, err := r.fd(op.FD)
-		if err != nil {
-			return err
-		}
-		return unix.Fchmod(fd, op.Mode)
-	case OpFchown:
-		fd, err := r.fd(op.FD)
-		if err != nil {
-			return err
-		}
-		return unix.Fchown(fd, op.UID, op.GID)
-	case OpTruncate:
+	h := opHandlers[op.Kind]
+	if h == nil {
+		return unix.ENOSYS
+	}
+	return h(r, op, res)
+}
+
+// opHandler carries out an op of one kind, filling res.
+type opHandler func(r *runner, op Op, res *Result) error
+
+// opHandlers maps every kind of op the runner carries out to its handler.
+var opHandlers = map[Kind]opHandler{
+	OpOpen:      (*runner).open,
+	OpClose:     onFD(closeFD),
+	OpWrite:     onFD((*runner).write),
+	OpPwrite:    onFD((*runner).write),
+	OpRead:      onFD((*runner).read),
+	OpPread:     onFD((*runner).read),
+	OpLseek:     onFD(lseek),
+	OpFtruncate: onFD(ftruncate),
+	OpFstat:     onFD(fstat),
+	OpFsync:     onFD(func(_ *runner, fd int, _ Op, _ *Result) error { return unix.Fsync(fd) }),
+	OpFchmod:    onFD(func(_ *runner, fd int, op Op, _ *Result) error { return unix.Fchmod(fd, op.Mode) }),
+	OpFchown:    onFD(func(_ *runner, fd int, op Op, _ *Result) error { return unix.Fchown(fd, op.UID, op.GID) }),
+	OpTruncate: func(r *runner, op Op, _ *Result) error {
 		r.untrackPath(op.Path, true, trackMtime)
 		return unix.Truncate(op.Path, op.Size)
-	case OpMkdir:
-		return unix.Mkdir(op.Path, op.Mode)
-	case OpRmdir:
-		return unix.Rmdir(op.Path)
-	case OpUnlink:
+	},
+	OpMkdir: func(_ *runner, op Op, _ *Result) error { return unix.Mkdir(op.Path, op.Mode) },
+	OpRmdir: func(_ *runner, op Op, _ *Result) error { return unix.Rmdir(op.Path) },
+	OpUnlink: func(r *runner, op Op, _ *Result) error {
 		r.untrackPath(op.Path, false, trackAtime|trackMtime)
 		return unix.Unlink(op.Path)
-	case OpRename:
-		if op.Flags&unix.RENAME_EXCHANGE == 0 {
-			r.untrackPath(op.To, false, trackAtime|trackMtime)
-		}
-		if op.Flags == 0 {
-			return unix.Rename(op.Path, op.To)
-		}
-		return unix.Renameat2(unix.AT_FDCWD, op.Path, unix.AT_FDCWD, op.To, uint(op.Flags))
-	case OpSymlink:
-		return unix.Symlink(op.Target, op.Path)
-	case OpReadlink:
-		n, err := unix.Readlink(op.Path, r.buf)
-		if err != nil {
-			return err
-		}
-		res.Target = string(r.buf[:n])
-	case OpChmod:
-		return unix.Chmod(op.Path, op.Mode)
-	case OpChown:
-		return unix.Chown(op.Path, op.UID, op.GID)
-	case OpLchown:
-		return unix.Lchown(op.Path, op.UID, op.GID)
-	case OpUtimens:
-		return r.utimens(op, res)
-	case OpStat, OpLstat:
-		var err error
-		if op.Kind == OpStat {
-			err = unix.Stat(op.Path, &st)
-		} else {
-			err = unix.Lstat(op.Path, &st)
-		}
-		if err != nil {
-			return err
-		}
-		res.Stat = r.stat(&st)
-	case OpReaddir:
+	},
+	OpRename:   (*runner).rename,
+	OpSymlink:  func(_ *runner, op Op, _ *Result) error { return unix.Symlink(op.Target, op.Path) },
+	OpReadlink: (*runner).readlink,
+	OpChmod:    func(_ *runner, op Op, _ *Result) error { return unix.Chmod(op.Path, op.Mode) },
+	OpChown:    func(_ *runner, op Op, _ *Result) error { return unix.Chown(op.Path, op.UID, op.GID) },
+	OpLchown:   func(_ *runner, op Op, _ *Result) error { return unix.Lchown(op.Path, op.UID, op.GID) },
+	OpUtimens:  (*runner).utimens,
+	OpStat:     (*runner).statPath,
+	OpLstat:    (*runner).statPath,
+	OpReaddir: func(r *runner, op Op, res *Result) error {
 		entries, err := r.readdir(op.Path)
 		if err != nil {
 			return err
 		}
 		res.Entries = entries
-	case OpAccess:
-		return unix.Access(op.Path, uint32(op.Flags))
-	default:
-		return unix.ENOSYS
+		return nil
+	},
+	OpAccess: func(_ *runner, op Op, _ *Result) error { return unix.Access(op.Path, uint32(op.Flags)) },
+}
+
+// onFD makes the handler of an op on the descriptor in slot op.FD: an
+// empty slot fails with EBADF without a system call.
+func onFD(f func(r *runner, fd int, op Op, res *Result) error) opHandler {
+	return func(r *runner, op Op, res *Result) error {
+		fd, err := r.fd(op.FD)
+		if err != nil {
+			return err
+		}
+		return f(r, fd, op, res)
 	}
+}
+
+// open opens op.Path into slot op.FD, closing what the slot held.
+func (r *runner) open(op Op, res *Result) error {
+	var st unix.Stat_t
+	r.closeSlot(op.FD)
+	fd, err := unix.Open(op.Path, op.Flags|unix.O_CLOEXEC, op.Mode)
+	if err != nil {
+		return err
+	}
+	r.fds[op.FD] = fd
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	r.fdIno[op.FD] = st.Ino
+	if op.Flags&unix.O_TRUNC != 0 {
+		r.untrack(st.Ino, trackMtime)
+	}
+	res.Stat = r.stat(&st)
+	return nil
+}
+
+// closeFD closes fd, emptying its slot.
+func closeFD(r *runner, fd int, op Op, _ *Result) error {
+	r.fds[op.FD] = -1
+	return unix.Close(fd)
+}
+
+// write writes op's payload to fd: at its offset (OpWrite) or at op.Off
+// (OpPwrite).
+func (r *runner) write(fd int, op Op, res *Result) error {
+	r.untrack(r.fdIno[op.FD], trackMtime)
+	var n int
+	var err error
+	if op.Kind == OpWrite {
+		n, err = unix.Write(fd, op.Payload())
+	} else {
+		n, err = unix.Pwrite(fd, op.Payload(), op.Off)
+	}
+	res.N = int64(n)
+	return err
+}
+
+// read reads op.Len bytes from fd: at its offset (OpRead) or at op.Off
+// (OpPread).
+func (r *runner) read(fd int, op Op, res *Result) error {
+	r.untrack(r.fdIno[op.FD], trackAtime)
+	buf := make([]byte, op.Len)
+	var n int
+	var err error
+	if op.Kind == OpRead {
+		n, err = unix.Read(fd, buf)
+	} else {
+		n, err = unix.Pread(fd, buf, op.Off)
+	}
+	if err != nil {
+		return err
+	}
+	res.N = int64(n)
+	res.Data = buf[:n]
+	return nil
+}
+
+// lseek moves fd's offset, except on a directory.
+func lseek(_ *runner, fd int, op Op, res *Result) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err == nil && typeOfMode(st.Mode) == TypeDir {
+		// Offsets in a directory are opaque cookies of the file
+		// system (POSIX: only telldir's values mean anything), and
+		// SEEK_END differs (tmpfs: EINVAL; ext4: a hash offset).
+		// Not compared: no call, ok, N 0.
+		return nil
+	}
+	var err error
+	res.N, err = unix.Seek(fd, op.Off, op.Whence)
+	return err
+}
+
+// ftruncate truncates fd to op.Size.
+func ftruncate(r *runner, fd int, op Op, _ *Result) error {
+	r.untrack(r.fdIno[op.FD], trackMtime)
+	return unix.Ftruncate(fd, op.Size)
+}
+
+// fstat stats fd.
+func fstat(r *runner, fd int, _ Op, res *Result) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	res.Stat = r.stat(&st)
+	return nil
+}
+
+// rename renames op.Path to op.To, with op.Flags (renameat2) if any.
+func (r *runner) rename(op Op, _ *Result) error {
+	if op.Flags&unix.RENAME_EXCHANGE == 0 {
+		r.untrackPath(op.To, false, trackAtime|trackMtime)
+	}
+	if op.Flags == 0 {
+		return unix.Rename(op.Path, op.To)
+	}
+	return unix.Renameat2(unix.AT_FDCWD, op.Path, unix.AT_FDCWD, op.To, uint(op.Flags))
+}
+
+// readlink reads the symbolic link op.Path.
+func (r *runner) readlink(op Op, res *Result) error {
+	n, err := unix.Readlink(op.Path, r.buf)
+	if err != nil {
+		return err
+	}
+	res.Target = string(r.buf[:n])
+	return nil
+}
+
+// statPath stats op.Path, following a final symbolic link (OpStat) or
+// not (OpLstat).
+func (r *runner) statPath(op Op, res *Result) error {
+	var st unix.Stat_t
+	var err error
+	if op.Kind == OpStat {
+		err = unix.Stat(op.Path, &st)
+	} else {
+		err = unix.Lstat(op.Path, &st)
+	}
+	if err != nil {
+		return err
+	}
+	res.Stat = r.stat(&st)
 	return nil
 }
 
