@@ -164,13 +164,7 @@ func ParseLine(s string) (Line, error) {
 		if i < 0 {
 			return l, syntaxError(s, "no closing parenthesis")
 		}
-		l.Args = strings.TrimSpace(body[:i])
-		ret, ok := parseRet(body[i+1:])
-		if !ok {
-			return l, syntaxError(s, "no \"= result\"")
-		}
-		l.Ret = ret
-		return l, nil
+		return withResult(l, s, body, i)
 	}
 	open := strings.IndexByte(rest, '(')
 	if open <= 0 || !isName(rest[:open]) {
@@ -188,6 +182,12 @@ func ParseLine(s string) (Line, error) {
 		return l, nil
 	}
 	l.Kind = Call
+	return withResult(l, s, body, i)
+}
+
+// withResult completes l, parsed from line s, with the arguments of its
+// body up to the closing parenthesis at i and the result after it.
+func withResult(l Line, s, body string, i int) (Line, error) {
 	l.Args = strings.TrimSpace(body[:i])
 	ret, ok := parseRet(body[i+1:])
 	if !ok {
