@@ -169,8 +169,12 @@ func TestGenerateNamespaceConsistent(t *testing.T) {
 	}
 }
 
-func TestGenerateDeterministic(t *testing.T) {
-	cfg := smallConfig()
+func TestGenerateDeterministic(t *testing.T) { checkDeterministic(t, smallConfig()) }
+
+// checkDeterministic checks that cfg generates the same trace twice, and
+// another with the next seed.
+func checkDeterministic(t *testing.T, cfg Config) {
+	t.Helper()
 	a, b := collect(t, cfg), collect(t, cfg)
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("same config, different traces")
