@@ -1,6 +1,7 @@
 package workload
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -153,39 +154,19 @@ func DefaultConfig() Config {
 // withDefaults fills zero sizing fields and validates the result.
 func (c Config) withDefaults() (Config, error) {
 	d := DefaultConfig()
-	if c.Files == 0 {
-		c.Files = d.Files
-	}
+	c.Files = cmp.Or(c.Files, d.Files)
 	if c.Dirs == 0 {
 		c.Dirs = max(1, c.Files/10)
 	}
-	if c.Depth == 0 {
-		c.Depth = d.Depth
-	}
-	if c.FanOut == 0 {
-		c.FanOut = d.FanOut
-	}
-	if c.Ops == 0 {
-		c.Ops = d.Ops
-	}
-	if c.Clients == 0 {
-		c.Clients = d.Clients
-	}
-	if c.Rate == 0 {
-		c.Rate = d.Rate
-	}
-	if c.HotFraction == 0 {
-		c.HotFraction = d.HotFraction
-	}
-	if c.HotShare == 0 {
-		c.HotShare = d.HotShare
-	}
-	if c.HotSkew == 0 {
-		c.HotSkew = d.HotSkew
-	}
-	if c.WorkingSet == 0 {
-		c.WorkingSet = d.WorkingSet
-	}
+	c.Depth = cmp.Or(c.Depth, d.Depth)
+	c.FanOut = cmp.Or(c.FanOut, d.FanOut)
+	c.Ops = cmp.Or(c.Ops, d.Ops)
+	c.Clients = cmp.Or(c.Clients, d.Clients)
+	c.Rate = cmp.Or(c.Rate, d.Rate)
+	c.HotFraction = cmp.Or(c.HotFraction, d.HotFraction)
+	c.HotShare = cmp.Or(c.HotShare, d.HotShare)
+	c.HotSkew = cmp.Or(c.HotSkew, d.HotSkew)
+	c.WorkingSet = cmp.Or(c.WorkingSet, d.WorkingSet)
 	if sc := &c.Scripts; sc.Count > 0 {
 		if sc.MinLen == 0 {
 			sc.MinLen = DefaultScriptMinLen
