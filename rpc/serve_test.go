@@ -85,36 +85,6 @@ func newClient(t testing.TB, opts client.Options) *client.Client {
 	return c
 }
 
-// encodeBody returns the msgpack body encoding v.
-func encodeBody(v any) []byte {
-	b, err := rpc.NewCodec().GetEncoder().Encode(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
-// parseResponse returns the sequence number and code of a response frame.
-func parseResponse(p []byte) (seq uint64, code rpc.Code, err error) {
-	h, err := wire.ParseResponse(p)
-	return h.Seq, rpc.Code(h.Code), err
-}
-
-type frameReader struct{ r io.Reader }
-
-func (f *frameReader) next(t *testing.T) (byte, []byte) {
-	t.Helper()
-	var hdr [4]byte
-	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
-		t.Fatalf("reading frame: %v", err)
-	}
-	p := make([]byte, binary.BigEndian.Uint32(hdr[:]))
-	if _, err := io.ReadFull(f.r, p); err != nil {
-		t.Fatalf("reading frame: %v", err)
-	}
-	return p[0], p
-}
-
 func TestGarbageFromRawClient(t *testing.T) {
 	ts := startServer(t, "s1", rpc.ServerOptions{MaxFrameSize: 64 << 10, HandshakeTimeout: 2 * time.Second})
 	good := newClient(t, client.Options{Addrs: []string{ts.addr}})
@@ -217,18 +187,18 @@ func TestBadBodyKeepsConnection(t *testing.T) {
 	defer nc.Close()
 	garbage := []byte{0xc1, 0xff, 0x00} // not msgpack
 	f := append([]byte(wire.Preface), wire.AppendRequestHeader(nil, len(garbage), 1, 0, mEcho)...)
-	body := encodeBody(&echoReq{N: 42})
+	body := rpctest.EncodeBody(&echoReq{N: 42})
 	f = append(f, garbage...)
 	f = append(f, wire.AppendRequestHeader(nil, len(body), 2, 0, mEcho)...)
 	f = append(f, body...)
 	if _, err := nc.Write(f); err != nil {
 		t.Fatal(err)
 	}
-	fr := &frameReader{r: nc}
+	fr := &rpctest.FrameReader{R: nc}
 	got := map[uint64]rpc.Code{}
 	for range 2 {
-		_, p := fr.next(t)
-		seq, code, err := parseResponse(p)
+		_, p := fr.Next(t)
+		seq, code, err := rpctest.ParseResponse(p)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/ghba/ghba/rpc"
 	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/internal/wire"
+	"github.com/ghba/ghba/rpc/rpctest"
 )
 
 // Methods of the authenticating test server.
@@ -212,7 +213,7 @@ func TestAuthFrameOnTheWire(t *testing.T) {
 		f := binary.BigEndian.AppendUint32(nil, uint32(1+len(token)))
 		return append(append(f, 5), token...)
 	}
-	body := encodeBody(&echoReq{})
+	body := rpctest.EncodeBody(&echoReq{})
 	req := func(seq uint64) []byte {
 		return append(wire.AppendRequestHeader(nil, len(body), seq, 0, mWhoAmI), body...)
 	}
@@ -234,11 +235,11 @@ func TestAuthFrameOnTheWire(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := map[uint64]rpc.Code{1: rpc.CodeUnauthenticated, 2: rpc.CodeOK, 3: rpc.CodeUnauthenticated, 4: rpc.CodeOK, 5: rpc.CodeOK}
-		fr := &frameReader{r: nc}
+		fr := &rpctest.FrameReader{R: nc}
 		got := map[uint64]rpc.Code{}
 		for range want {
-			kind, p := fr.next(t)
-			seq, code, err := parseResponse(p)
+			kind, p := fr.Next(t)
+			seq, code, err := rpctest.ParseResponse(p)
 			if kind != wire.KindResponse || err != nil {
 				t.Fatalf("frame kind %d: %v", kind, err)
 			}

@@ -3,7 +3,6 @@ package client_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -379,7 +378,7 @@ func TestGoAwayRefusesLaterRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	body := encodeBody(&sleepReq{Block: true})
+	body := rpctest.EncodeBody(&sleepReq{Block: true})
 	frame := append([]byte(wire.Preface), wire.AppendRequestHeader(nil, len(body), 1, 0, mSleep)...)
 	frame = append(frame, body...)
 	if _, err := nc.Write(frame); err != nil {
@@ -389,27 +388,27 @@ func TestGoAwayRefusesLaterRequests(t *testing.T) {
 	shut := make(chan error, 1)
 	go func() { shut <- ts.Shutdown(context.Background()) }()
 
-	br := &frameReader{r: nc}
-	kind, p := br.next(t)
+	br := &rpctest.FrameReader{R: nc}
+	kind, p := br.Next(t)
 	if kind != wire.KindGoAway {
 		t.Fatalf("first frame kind %d, want goaway", kind)
 	}
 	if last, _ := parseGoAway(p); last != 1 {
 		t.Fatalf("goaway last = %d, want 1", last)
 	}
-	body2 := encodeBody(&echoReq{})
+	body2 := rpctest.EncodeBody(&echoReq{})
 	f2 := wire.AppendRequestHeader(nil, len(body2), 2, 0, mWrite)
 	if _, err := nc.Write(append(f2, body2...)); err != nil {
 		t.Fatal(err)
 	}
-	kind, p = br.next(t)
-	seq, code, err := parseResponse(p)
+	kind, p = br.Next(t)
+	seq, code, err := rpctest.ParseResponse(p)
 	if kind != wire.KindResponse || err != nil || seq != 2 || code != rpc.CodeShuttingDown {
 		t.Fatalf("after goaway: kind %d seq %d code %v %v", kind, seq, code, err)
 	}
 	close(ts.release)
-	kind, p = br.next(t)
-	seq, code, err = parseResponse(p)
+	kind, p = br.Next(t)
+	seq, code, err = rpctest.ParseResponse(p)
 	if kind != wire.KindResponse || err != nil || seq != 1 || code != rpc.CodeOK {
 		t.Fatalf("accepted call: kind %d seq %d code %v %v", kind, seq, code, err)
 	}
@@ -419,21 +418,6 @@ func TestGoAwayRefusesLaterRequests(t *testing.T) {
 	if ts.writes.Load() != 0 {
 		t.Error("refused write was executed")
 	}
-}
-
-type frameReader struct{ r io.Reader }
-
-func (f *frameReader) next(t *testing.T) (byte, []byte) {
-	t.Helper()
-	var hdr [4]byte
-	if _, err := io.ReadFull(f.r, hdr[:]); err != nil {
-		t.Fatalf("reading frame: %v", err)
-	}
-	p := make([]byte, binary.BigEndian.Uint32(hdr[:]))
-	if _, err := io.ReadFull(f.r, p); err != nil {
-		t.Fatalf("reading frame: %v", err)
-	}
-	return p[0], p
 }
 
 func TestRetryOnAnotherAddress(t *testing.T) {

@@ -193,21 +193,5 @@ func noPooledConns(c *client.Client, addr string) func() error {
 	}
 }
 
-// encodeBody returns the msgpack body encoding v, for the tests that speak
-// the wire protocol directly.
-func encodeBody(v any) []byte {
-	b, err := rpc.NewCodec().GetEncoder().Encode(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
-
-// parseResponse returns the sequence number and code of a response frame.
-func parseResponse(p []byte) (seq uint64, code rpc.Code, err error) {
-	h, err := wire.ParseResponse(p)
-	return h.Seq, rpc.Code(h.Code), err
-}
-
 // parseGoAway returns the last accepted sequence number of a goaway frame.
 func parseGoAway(p []byte) (uint64, error) { return wire.ParseControl(p, wire.KindGoAway) }

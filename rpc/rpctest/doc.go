@@ -1,12 +1,14 @@
 // Package rpctest holds the test helpers that ghba's packages share: a test
-// logger, a wait helper, an address nothing listens on, and FakeServer, a
+// logger, a wait helper, an address nothing listens on, FakeServer, a
 // real rpc.Server that serves a small in-memory namespace and canned
 // cluster answers, for testing clients (rpc/client's Client, the ghba CLI)
-// without starting metadata servers.
+// without starting metadata servers, and the helpers of the tests that
+// speak the wire protocol on a raw connection (FrameReader, EncodeBody,
+// ParseResponse).
 //
-// It imports only rpc and the standard library, so any package but rpc
-// itself may use it from its tests (rpc's own tests that use it are in
-// package rpc_test).
+// Of ghba it imports only rpc and rpc's wire format (rpc/internal/wire),
+// so any other package may use it from its tests (rpc's own tests that use
+// it are in package rpc_test).
 //
 // A client test against a fake cluster of two servers, where every path's
 // home is b:
