@@ -144,6 +144,19 @@ func (m *model) write(ctx context.Context, off int64, p []byte) {
 	copy(m.want[off:], p)
 }
 
+// appendRandom appends chunks of chunkSize bytes drawn from r until the
+// file holds at least size bytes.
+func (m *model) appendRandom(ctx context.Context, r *rand.Rand, chunkSize int, size int64) {
+	m.t.Helper()
+	chunk := make([]byte, chunkSize)
+	for int64(len(m.want)) < size {
+		for i := range chunk {
+			chunk[i] = byte(r.Uint32())
+		}
+		m.write(ctx, int64(len(m.want)), chunk)
+	}
+}
+
 func (m *model) truncate(ctx context.Context, size int64) {
 	m.t.Helper()
 	if err := m.f.Truncate(ctx, size); err != nil {
@@ -347,14 +360,7 @@ func TestFileSequential(t *testing.T) {
 	f := s.OpenFile(9, 0, Layout{BlockSize: bs}, FileOptions{MaxDirty: 4 * bs})
 	defer f.Close()
 	m := &model{t: t, f: f}
-	r := newTestRand(9)
-	chunk := make([]byte, 20000)
-	for int64(len(m.want)) < 40*bs+1 {
-		for i := range chunk {
-			chunk[i] = byte(r.Uint32())
-		}
-		m.write(ctx, int64(len(m.want)), chunk)
-	}
+	m.appendRandom(ctx, newTestRand(9), 20000, 40*bs+1)
 	// Full blocks are on their way before any Flush.
 	deadline := time.Now().Add(time.Minute)
 	for {

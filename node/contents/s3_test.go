@@ -25,14 +25,7 @@ func TestS3(t *testing.T) {
 		f := s.OpenFile(23, 0, Layout{BlockSize: bs}, FileOptions{MaxDirty: 4 * bs})
 		defer f.Close()
 		m := &model{t: t, f: f}
-		r := newTestRand(23)
-		chunk := make([]byte, 100000)
-		for int64(len(m.want)) < 12*bs+5 {
-			for i := range chunk {
-				chunk[i] = byte(r.Uint32())
-			}
-			m.write(ctx, int64(len(m.want)), chunk)
-		}
+		m.appendRandom(ctx, newTestRand(23), 100000, 12*bs+5)
 		sv := &server{t: t, s: s, ino: 23, seen: map[BlockRef][32]byte{}, layout: Layout{BlockSize: bs}.Encode()}
 		sv.commit(ctx, f)
 		sv.check(ctx)
