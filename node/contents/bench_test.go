@@ -55,6 +55,23 @@ func writeFile(b *testing.B, s *Store, ino uint64, size int64, chunk []byte) (La
 	return l, n
 }
 
+// writeOSFile writes size bytes to a new os.File called name, in chunks,
+// and closes it: writeFile's counterpart.
+func writeOSFile(b *testing.B, name string, size int64, chunk []byte) {
+	f, err := os.Create(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for off := int64(0); off < size; off += int64(len(chunk)) {
+		if _, err := f.Write(chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // BenchmarkSequentialWrite writes a file sequentially through File to a
 // file:// store (Flush included) and, for comparison, with os.File in the
 // same directory (Close included, no fsync for either).
@@ -80,18 +97,7 @@ func BenchmarkSequentialWrite(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			name := filepath.Join(dir, "os-"+strconv.Itoa(i))
-			f, err := os.Create(name)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for off := int64(0); off < size; off += int64(len(chunk)) {
-				if _, err := f.Write(chunk); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := f.Close(); err != nil {
-				b.Fatal(err)
-			}
+			writeOSFile(b, name, size, chunk)
 			b.StopTimer()
 			os.Remove(name)
 			b.StartTimer()
@@ -130,16 +136,7 @@ func BenchmarkSequentialRead(b *testing.B) {
 	b.Run("OSFile", func(b *testing.B) {
 		_, dir := openFileStore(b)
 		name := filepath.Join(dir, "os")
-		f, err := os.Create(name)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for off := int64(0); off < size; off += int64(len(chunk)) {
-			if _, err := f.Write(chunk); err != nil {
-				b.Fatal(err)
-			}
-		}
-		f.Close()
+		writeOSFile(b, name, size, chunk)
 		p := make([]byte, benchChunk)
 		b.SetBytes(size)
 		b.ReportAllocs()
