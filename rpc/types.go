@@ -800,6 +800,18 @@ type MembersResponse struct {
 	Members []Member `json:"members"`
 }
 
+// AliveAddrs returns the RPC addresses of the members whose status is
+// "alive", in order (nil when there are none).
+func (r *MembersResponse) AliveAddrs() []string {
+	var addrs []string
+	for _, m := range r.Members {
+		if m.Status == "alive" && m.RPCAddr != "" {
+			addrs = append(addrs, m.RPCAddr)
+		}
+	}
+	return addrs
+}
+
 // GroupsRequest asks for the cluster's groups.
 type GroupsRequest struct{}
 

@@ -419,13 +419,7 @@ func benchNodes(ctx context.Context, cmd *cobra.Command, bo *benchOptions, c *cl
 		fmt.Fprintf(cmd.ErrOrStderr(), "bench: members: %v (looking up through --addr only)\n", err)
 		return nodes
 	}
-	var alive []string
-	for _, mb := range m.Members {
-		if mb.Status == "alive" && mb.RPCAddr != "" {
-			alive = append(alive, mb.RPCAddr)
-		}
-	}
-	if len(alive) > 0 {
+	if alive := m.AliveAddrs(); len(alive) > 0 {
 		nodes = alive
 	}
 	return nodes

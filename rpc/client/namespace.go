@@ -458,13 +458,7 @@ func (c *Client) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var addrs []string
-	for _, m := range resp.Members {
-		if m.Status == "alive" && m.RPCAddr != "" {
-			addrs = append(addrs, m.RPCAddr)
-		}
-	}
-	if len(addrs) > 0 {
+	if addrs := resp.AliveAddrs(); len(addrs) > 0 {
 		c.SetAddrs(addrs)
 	}
 	return nil
