@@ -115,24 +115,12 @@ func DefaultRouting() Routing {
 // LRUEntries, whose zero means "no LRU").
 func (r Routing) withDefaults() Routing {
 	d := DefaultRouting()
-	if r.BitsPerFile == 0 {
-		r.BitsPerFile = d.BitsPerFile
-	}
-	if r.FilterCapacity == 0 {
-		r.FilterCapacity = d.FilterCapacity
-	}
-	if r.LRUBitsPerFile == 0 {
-		r.LRUBitsPerFile = d.LRUBitsPerFile
-	}
-	if r.PropagateThreshold == 0 {
-		r.PropagateThreshold = d.PropagateThreshold
-	}
-	if r.PropagateInterval == 0 {
-		r.PropagateInterval = d.PropagateInterval
-	}
-	if r.Hash == 0 {
-		r.Hash = d.Hash
-	}
+	r.BitsPerFile = cmp.Or(r.BitsPerFile, d.BitsPerFile)
+	r.FilterCapacity = cmp.Or(r.FilterCapacity, d.FilterCapacity)
+	r.LRUBitsPerFile = cmp.Or(r.LRUBitsPerFile, d.LRUBitsPerFile)
+	r.PropagateThreshold = cmp.Or(r.PropagateThreshold, d.PropagateThreshold)
+	r.PropagateInterval = cmp.Or(r.PropagateInterval, d.PropagateInterval)
+	r.Hash = cmp.Or(r.Hash, d.Hash)
 	return r
 }
 
