@@ -41,6 +41,11 @@ type openFile struct {
 
 	mu      sync.Mutex // serializes commits
 	version uint64     // the inode's version this mount last read or wrote; guarded by mu
+	// base is the inode as this mount last read or wrote it (its size
+	// and layout at version); guarded by mu. A commit first assumes
+	// nobody changed it since, and reads it again only if the cluster
+	// says otherwise (IfVersion).
+	base rpc.Inode
 	// mtime is the modification time of changes not yet committed (Unix
 	// ns; 0: none).
 	mtime atomic.Int64
@@ -90,20 +95,23 @@ func (f *FS) acquire(n *node, st *rpc.Inode) (*openFile, error) {
 	}
 	ino := n.StableAttr().Ino
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if of := f.open[ino]; of != nil {
-		of.refs++
-		of.mu.Lock()
-		if of.version != st.Version && !of.f.Dirty() && of.mtime.Load() == 0 {
-			of.f.Reset(st.Size, layout)
-			of.version = st.Version
-		}
-		of.mu.Unlock()
+	of := f.open[ino]
+	if of == nil {
+		of = &openFile{fs: f, n: n, id: st.ID, refs: 1, version: st.Version, base: *st}
+		of.f = f.data.OpenFile(st.ID, st.Size, layout, f.opts.FileOptions)
+		f.open[ino] = of
+		f.mu.Unlock()
 		return of, nil
 	}
-	of := &openFile{fs: f, n: n, id: st.ID, refs: 1, version: st.Version}
-	of.f = f.data.OpenFile(st.ID, st.Size, layout, f.opts.FileOptions)
-	f.open[ino] = of
+	of.refs++
+	f.mu.Unlock()
+	// Lock order: of.mu, then f.mu (commit); never the other way round.
+	of.mu.Lock()
+	if of.version != st.Version && !of.f.Dirty() && of.mtime.Load() == 0 {
+		of.f.Reset(st.Size, layout)
+		of.version, of.base = st.Version, *st
+	}
+	of.mu.Unlock()
 	return of, nil
 }
 
@@ -281,9 +289,15 @@ func (f *FS) commit(ctx context.Context, of *openFile) error {
 	}
 	p := of.path()
 	for attempt := 0; ; attempt++ {
-		st, err := f.stat(ctx, p)
-		if err != nil {
-			return err
+		// First as this mount knows the inode; after a version mismatch
+		// (another mount committed), as the cluster has it now.
+		st := &of.base
+		if attempt > 0 {
+			fresh, err := f.stat(ctx, p)
+			if err != nil {
+				return err
+			}
+			st = &fresh.Inode
 		}
 		cur, err := contents.DecodeLayout(st.Layout)
 		if err != nil {
@@ -310,7 +324,7 @@ func (f *FS) commit(ctx context.Context, of *openFile) error {
 			return err
 		}
 		of.f.Committed(c, layout, size)
-		of.version = resp.Inode.Version
+		of.version, of.base = resp.Inode.Version, resp.Inode
 		of.n.remember(&resp.Inode)
 		of.mtime.CompareAndSwap(mtime, 0)
 		f.mu.Lock()

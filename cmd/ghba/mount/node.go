@@ -365,25 +365,25 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	}
 	uid, gid, mode := f.owner(ctx, n, mode, true)
 	req := &rpc.MkdirRequest{Path: p, Mode: mode, UID: uid, GID: gid}
-	var resp *rpc.MkdirResponse
-	err := f.retry(ctx, func(ctx context.Context) error {
-		var err error
-		resp, err = f.c.Mkdir(ctx, req)
-		return err
-	})
-	if errors.Is(err, rpc.ErrOutcomeUnknown) {
-		// The answer was lost: a directory there now is taken as ours.
-		var st *rpc.StatResponse
-		if st, err = f.stat(ctx, p); err == nil && st.Type != rpc.TypeDir {
-			err = fs.ErrExist
-		} else if err == nil {
-			resp = &rpc.MkdirResponse{Inode: st.Inode}
+	var in rpc.Inode
+	err := f.change(ctx, func(ctx context.Context) error {
+		resp, err := f.c.Mkdir(ctx, req)
+		if err == nil {
+			in = resp.Inode
 		}
-	}
+		return err
+	}, func(ctx context.Context) bool {
+		st, err := f.stat(ctx, p)
+		if err == nil && st.Type == rpc.TypeDir {
+			in = st.Inode
+			return true
+		}
+		return false
+	})
 	if err != nil {
 		return nil, f.errno("mkdir", p, err)
 	}
-	return f.newChild(ctx, n, &resp.Inode, out), 0
+	return f.newChild(ctx, n, &in, out), 0
 }
 
 // Symlink makes name in n a symbolic link to target.
@@ -407,30 +407,32 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	return f.newChild(ctx, n, in, out), 0
 }
 
-// create creates a file or symbolic link, taking a lost answer as success
-// when the inode there is of the kind asked for.
+// create creates a file or symbolic link (an inode of the kind asked for
+// there after a lost answer is taken as this create's: f.change).
 func (f *FS) create(ctx context.Context, req *rpc.CreateRequest) (*rpc.Inode, error) {
-	var resp *rpc.CreateResponse
-	err := f.retry(ctx, func(ctx context.Context) error {
-		var err error
-		resp, err = f.c.Create(ctx, req)
-		return err
-	})
-	if errors.Is(err, rpc.ErrOutcomeUnknown) {
-		st, serr := f.stat(ctx, req.Path)
-		want := rpc.TypeFile
-		if req.Symlink != "" {
-			want = rpc.TypeSymlink
-		}
-		if serr != nil || st.Type != want {
-			return nil, err
-		}
-		return &st.Inode, nil
+	want := rpc.TypeFile
+	if req.Symlink != "" {
+		want = rpc.TypeSymlink
 	}
+	var in rpc.Inode
+	err := f.change(ctx, func(ctx context.Context) error {
+		resp, err := f.c.Create(ctx, req)
+		if err == nil {
+			in = resp.Inode
+		}
+		return err
+	}, func(ctx context.Context) bool {
+		st, err := f.stat(ctx, req.Path)
+		if err == nil && st.Type == want {
+			in = st.Inode
+			return true
+		}
+		return false
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &resp.Inode, nil
+	return &in, nil
 }
 
 // Readlink returns a symbolic link's target.
@@ -451,12 +453,7 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx = detach(ctx)
 	f, p := n.fs, n.child(name)
-	err := f.retry(ctx, func(ctx context.Context) error { return f.c.Unlink(ctx, p) })
-	if errors.Is(err, rpc.ErrOutcomeUnknown) {
-		if _, serr := f.stat(ctx, p); errors.Is(serr, fs.ErrNotExist) {
-			err = nil
-		}
-	}
+	err := f.change(ctx, func(ctx context.Context) error { return f.c.Unlink(ctx, p) }, f.gone(p))
 	if err != nil {
 		return f.errno("unlink", p, err)
 	}
@@ -464,16 +461,19 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	return 0
 }
 
+// gone returns a check that p no longer exists (f.change).
+func (f *FS) gone(p string) func(ctx context.Context) bool {
+	return func(ctx context.Context) bool {
+		_, err := f.stat(ctx, p)
+		return errors.Is(err, fs.ErrNotExist)
+	}
+}
+
 // Rmdir removes empty directory name from n.
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	ctx = detach(ctx)
 	f, p := n.fs, n.child(name)
-	err := f.retry(ctx, func(ctx context.Context) error { return f.c.Rmdir(ctx, p) })
-	if errors.Is(err, rpc.ErrOutcomeUnknown) {
-		if _, serr := f.stat(ctx, p); errors.Is(serr, fs.ErrNotExist) {
-			err = nil
-		}
-	}
+	err := f.change(ctx, func(ctx context.Context) error { return f.c.Rmdir(ctx, p) }, f.gone(p))
 	if err != nil {
 		return f.errno("rmdir", p, err)
 	}
@@ -502,18 +502,13 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	}
 	replaced := np.GetChild(newName)
 	req := &rpc.RenameRequest{Src: src, Dst: dst, NoReplace: flags&renameNoReplace != 0}
-	err := f.retry(ctx, func(ctx context.Context) error {
+	err := f.change(ctx, func(ctx context.Context) error {
 		_, err := f.c.RenameWith(ctx, req)
 		return err
+	}, func(ctx context.Context) bool { // the source is gone and the destination is there
+		_, derr := f.stat(ctx, dst)
+		return f.gone(src)(ctx) && derr == nil
 	})
-	if errors.Is(err, rpc.ErrOutcomeUnknown) {
-		_, serr := f.stat(ctx, src)
-		if errors.Is(serr, fs.ErrNotExist) {
-			if _, derr := f.stat(ctx, dst); derr == nil {
-				err = nil // the source is gone and the destination is there
-			}
-		}
-	}
 	if err != nil {
 		return f.errno("rename", src, err)
 	}
