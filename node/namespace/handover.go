@@ -3,9 +3,11 @@ package namespace
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )
 
@@ -28,8 +30,9 @@ import (
 type moveGate struct {
 	mu       sync.Mutex
 	commands int           // Raft commands in flight
+	grants   int           // client cache leases being granted (ops.go)
 	moving   chan struct{} // closed when the move ends; nil when none runs
-	idle     chan struct{} // during a move: closed when commands drops to 0
+	idle     chan struct{} // during a move: closed when commands and grants drop to 0
 }
 
 // wait returns the channel to wait on while a move runs, nil otherwise.
@@ -56,7 +59,32 @@ func (g *moveGate) exitCommand() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.commands--
-	if g.commands == 0 && g.idle != nil {
+	g.checkIdle()
+}
+
+// beginGrant admits the grant of a client cache lease, unless a move runs
+// (or moved the leadership away): then no lease is granted.
+func (g *moveGate) beginGrant() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.moving != nil {
+		return false
+	}
+	g.grants++
+	return true
+}
+
+// endGrant ends a grant admitted by beginGrant.
+func (g *moveGate) endGrant() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.grants--
+	g.checkIdle()
+}
+
+// checkIdle closes idle once nothing is in flight; mu must be held.
+func (g *moveGate) checkIdle() {
+	if g.commands == 0 && g.grants == 0 && g.idle != nil {
 		close(g.idle)
 		g.idle = nil
 	}
@@ -73,11 +101,8 @@ func (g *moveGate) begin() (<-chan struct{}, bool) {
 	}
 	g.moving = make(chan struct{})
 	idle := make(chan struct{})
-	if g.commands == 0 {
-		close(idle)
-	} else {
-		g.idle = idle
-	}
+	g.idle = idle
+	g.checkIdle()
 	return idle, true
 }
 
@@ -205,6 +230,7 @@ func (n *Namespace) HandOver(ctx context.Context, shard, to string, move func(co
 		return ctx.Err()
 	}
 	drain.Stop()
+	h.markLeasesClear(ctx)
 	if err := move(ctx); err != nil {
 		return err
 	}
@@ -220,6 +246,45 @@ func (n *Namespace) HandOver(ctx context.Context, shard, to string, move func(co
 	n.log.Info("handed shard leadership over", "shard", shard, "to", to, "took", time.Since(began).Round(time.Microsecond))
 	n.signalSync()
 	return nil
+}
+
+// leasesClearKey is the meta record in which a leader that hands its
+// leadership over says that no client cache lease it, or a leader before
+// it, granted is still valid: its value is the leader's Raft term. The
+// next leader, if elected in the very next term (the transfer's target),
+// need not wait for the leases of the previous leader to expire before its
+// first writes (home.writable, leases.go): a planned move costs writes no
+// cache_lease of waiting.
+const leasesClearKey = "leases/clear"
+
+// markLeasesClear writes leasesClearKey during a move, once no command
+// and no grant is in flight and none can start, if no lease is valid: none
+// granted by this node (on any shard: the table is the node's), and this
+// leadership's own wait for its predecessors' leases is over. Without it
+// (or if it fails) the next leader waits as after a fail-over.
+func (h *home) markLeasesClear(ctx context.Context) {
+	n := h.r
+	now := time.Now()
+	if n.leases.ttl > 0 && (now.Before(h.writable) || n.leases.live(now)) {
+		return
+	}
+	var b store.Batch
+	b.SetMeta(leasesClearKey, []byte(strconv.FormatUint(h.term, 10)))
+	if err := h.rep.Apply(ctx, &b); err != nil {
+		h.log.Info("handing shard leadership over: leases not marked clear", "err", err)
+	}
+}
+
+// leasesClearBefore reports whether the leader of the term before this
+// home's marked the leases clear when it handed its leadership over
+// (markLeasesClear).
+func (h *home) leasesClearBefore(ctx context.Context) bool {
+	b, err := h.st.GetMeta(ctx, leasesClearKey)
+	if err != nil {
+		return false
+	}
+	t, err := strconv.ParseUint(string(b), 10, 64)
+	return err == nil && t+1 == h.term
 }
 
 // WillLead tells the namespace that this node won shard's election and

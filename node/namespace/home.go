@@ -91,6 +91,11 @@ func newHome(n *Namespace, rep Replica) *home {
 // change (their directory re-keys), creates "/" if this is the root shard
 // and "/" is missing, and starts the background work of the shard.
 func (h *home) start(ctx context.Context) error {
+	if h.leasesClearBefore(ctx) {
+		// A planned move from the previous term's leader, which left no
+		// lease valid (handover.go): no wait before the first writes.
+		h.writable = h.led
+	}
 	if err := h.loadTxns(ctx); err != nil {
 		return fmt.Errorf("load transactions: %w", err)
 	}

@@ -332,6 +332,31 @@ func (t *leaseTable) sweep(now time.Time) {
 	}
 }
 
+// live reports whether any lease (of a path, or of an absence) is still
+// valid at now.
+func (t *leaseTable) live(now time.Time) bool {
+	for i := range t.stripes {
+		s := &t.stripes[i]
+		s.mu.Lock()
+		for _, holders := range s.holders {
+			for peer, exp := range holders {
+				if exp.After(now) && !peerGone(peer) {
+					s.mu.Unlock()
+					return true
+				}
+			}
+		}
+		for _, until := range s.absentIn {
+			if until.After(now) {
+				s.mu.Unlock()
+				return true
+			}
+		}
+		s.mu.Unlock()
+	}
+	return false
+}
+
 // count returns the leases held.
 func (t *leaseTable) count() int {
 	n := 0

@@ -95,9 +95,10 @@ func (n *Namespace) statLease(ctx context.Context, path string, absent bool) (*r
 			return nil, 0, err
 		}
 		h := n.home(l.missingIn)
-		if h == nil || !h.led.Before(asked) || h.txns.inFlux(p) {
+		if h == nil || !h.led.Before(asked) || h.txns.inFlux(p) || !h.gate.beginGrant() {
 			return nil, 0, err
 		}
+		defer h.gate.endGrant() // (no grant during a planned move: handover.go)
 		// The missing name m is p or an ancestor of p; a write of m's
 		// entry, or of its directory d, must revoke the lease.
 		m := l.missing
@@ -116,8 +117,9 @@ func (n *Namespace) statLease(ctx context.Context, path string, absent bool) (*r
 	// applied here. Nor does one read before this node's leadership of its
 	// shard began (the read may have been the previous leader's, which may
 	// have applied a change since).
-	if h := n.home(st.Inode.Home); h != nil && h.led.Before(asked) && !h.txns.inFlux(p) {
+	if h := n.home(st.Inode.Home); h != nil && h.led.Before(asked) && !h.txns.inFlux(p) && h.gate.beginGrant() {
 		st.Lease = int64(n.leases.grant(peer, p, epoch))
+		h.gate.endGrant() // (no grant during a planned move: handover.go)
 	}
 	return st, 0, nil
 }

@@ -171,7 +171,11 @@ func (t *participant) resolution(p *partTxn) *resolution {
 		defer cancel()
 		finish(t.resolve(ctx, p))
 	}) {
-		finish(false, fmt.Errorf("transaction %s: %w: shard %s no longer led here", p.id, rpc.ErrUnavailable, h.id))
+		// The home stopped: its leadership moved (or ended). Nothing was
+		// done; "not the leader" sends the request on to the next
+		// leader, which resolves the part (docs/design.md, "Planned
+		// leadership moves").
+		finish(false, fmt.Errorf("transaction %s: %w", p.id, h.notLeader()))
 	}
 	return r
 }
