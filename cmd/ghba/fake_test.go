@@ -44,15 +44,22 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // runCLIIn is runCLI with stdin.
 func runCLIIn(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	stdout, stderr, err := execCLI(stdin, args...)
+	if err != nil {
+		stderr += fmt.Sprintln("ghba:", err)
+	}
+	return stdout, stderr, exitCode(err)
+}
+
+// execCLI runs "ghba args..." in process with stdin and returns stdout,
+// stderr and the command's error (which main would print).
+func execCLI(stdin string, args ...string) (stdout, stderr string, err error) {
 	var out, errOut bytes.Buffer
 	root := newRootCmd()
 	root.SetIn(strings.NewReader(stdin))
 	root.SetOut(&out)
 	root.SetErr(&errOut)
 	root.SetArgs(args)
-	err := root.ExecuteContext(context.Background())
-	if err != nil {
-		fmt.Fprintln(&errOut, "ghba:", err)
-	}
-	return out.String(), errOut.String(), exitCode(err)
+	err = root.ExecuteContext(context.Background())
+	return out.String(), errOut.String(), err
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,14 +13,7 @@ import (
 // stderr and the error.
 func runTrace(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	root := newRootCmd()
-	root.SetIn(strings.NewReader(stdin))
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(append([]string{"trace"}, args...))
-	err := root.ExecuteContext(context.Background())
-	return out.String(), errOut.String(), err
+	return execCLI(stdin, append([]string{"trace"}, args...)...)
 }
 
 const traceSample = `100 10:00:00.000000 execve("/usr/bin/tool", ["tool"], 0x7ffc /* 3 vars */) = 0
