@@ -66,6 +66,15 @@ type Outage struct {
 	// NoMajority marks an outage in which a shard may lack a live
 	// majority (see noMajorityWindow) whatever the other outages.
 	NoMajority bool `json:"no_majority,omitempty"`
+	// Planned marks a planned operation (a graceful stop and start, an
+	// upgrade): it opens no fail-over window, any "unavailable" during it
+	// fails the run. PlannedBack marks an outage whose going out is a
+	// crash (a fail-over window after Down) and whose coming back is
+	// planned (the hand-back of its shards' leadership: no window after
+	// Up). Overlapping outages of one group still open the no-majority
+	// window.
+	Planned     bool `json:"planned,omitempty"`
+	PlannedBack bool `json:"planned_back,omitempty"`
 }
 
 // Window is a span of the history in which "unavailable" is accepted.
@@ -86,7 +95,8 @@ func after(t int64, d time.Duration) int64 {
 }
 
 // AvailabilityWindows returns the windows the outages open: failoverWindow
-// after each Down and from each Up to failoverWindow after its Back; from
+// after each Down and from each Up to failoverWindow after its Back (none
+// for a planned outage, and none after the Up of one planned back); from
 // Down to noMajorityWindow after Back for an outage marked NoMajority and
 // for two outages of different members of one group that overlap from
 // Down to Seen (from the first Down to the last Back).
@@ -97,6 +107,10 @@ func AvailabilityWindows(outs []Outage) []Window {
 		switch {
 		case o.NoMajority:
 			ws = append(ws, Window{o.Down, after(o.Back, noMajorityWindow), who + ": a shard may lack a majority"})
+		case o.Planned:
+			// (no window: docs/design.md, "Planned leadership moves")
+		case o.PlannedBack:
+			ws = append(ws, Window{o.Down, o.Down + int64(failoverWindow), who + " down"})
 		case o.Up == 0:
 			ws = append(ws, Window{o.Down, openEnd, who + " down, never back"})
 		default:

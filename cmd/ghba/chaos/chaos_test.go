@@ -102,6 +102,9 @@ type runConfig struct {
 	broken   string // GHBA_STORE_BROKEN of the nodes ("": a correct server)
 	checkMem int64  // bytes
 	out      string
+	// faults, when set (GHBA_CHAOS_FAULTS), are the fault kinds of the
+	// run instead of every kind.
+	faults []string
 	// keep keeps the evidence even when the run passes.
 	keep bool
 	// tolerateRecovery logs, rather than fails the test on, a fault that
@@ -159,6 +162,14 @@ func loadRunConfig(t *testing.T) runConfig {
 	}
 	rc.broken = os.Getenv("GHBA_CHAOS_BROKEN")
 	rc.out = os.Getenv("GHBA_CHAOS_OUT")
+	if v := os.Getenv("GHBA_CHAOS_FAULTS"); v != "" {
+		for k := range strings.SplitSeq(v, ",") {
+			if !slices.Contains(AutoFaults, k) {
+				t.Fatalf("GHBA_CHAOS_FAULTS=%q: %q is not a fault kind (%s)", v, k, strings.Join(AutoFaults, ", "))
+			}
+			rc.faults = append(rc.faults, k)
+		}
+	}
 	return rc
 }
 
@@ -173,6 +184,9 @@ func (rc runConfig) reproduce() string {
 	}
 	if rc.broken != "" {
 		s += " GHBA_CHAOS_BROKEN=" + rc.broken
+	}
+	if rc.faults != nil {
+		s += " GHBA_CHAOS_FAULTS=" + strings.Join(rc.faults, ",")
 	}
 	return s
 }
@@ -290,7 +304,17 @@ func runChaos(t *testing.T, rc runConfig) *runOutcome {
 		t.Fatal(err)
 	}
 
-	cl, err := NewCluster(ctx, d, ClusterConfig{Prefix: prefix, Image: image, Groups: rc.groups, PerGroup: 3, Auto: rc.auto, Log: log, Rand: rng, Env: env})
+	// The nodes start as the older build when a rolling upgrade is among
+	// the faults (the first one upgrades them).
+	kinds := AllFaults
+	if rc.auto {
+		kinds = AutoFaults
+	}
+	if rc.faults != nil {
+		kinds = rc.faults
+	}
+	cl, err := NewCluster(ctx, d, ClusterConfig{Prefix: prefix, Image: image, Groups: rc.groups, PerGroup: 3, Auto: rc.auto, Log: log, Rand: rng, Env: env,
+		OldBuild: slices.Contains(kinds, FaultRollingUpgrade)})
 	t.Cleanup(func() {
 		cctx, ccancel := cleanupContext(cleanupDeadline, 20*time.Second)
 		defer ccancel()
@@ -380,10 +404,6 @@ func runChaos(t *testing.T, rc runConfig) *runOutcome {
 	var stallWG sync.WaitGroup
 	stallWG.Go(func() { inj.WatchStalls(sctx) })
 
-	kinds := AllFaults
-	if rc.auto {
-		kinds = AutoFaults
-	}
 	faultErr := runFaults(ctx, inj, w, kinds, rc, runDeadline, log)
 	if faultErr == nil {
 		faultErr = sleep(ctx, quietAround)
@@ -1288,6 +1308,24 @@ func TestAvailabilityWindows(t *testing.T) {
 		}
 		if !c.inside && (len(r.Violations) != 1 || !strings.Contains(r.Violations[0], "via n5")) {
 			t.Errorf("violations %q", r.Violations)
+		}
+	}
+	// Planned operations open no window: a rolling restart's or upgrade's
+	// outages none, a hand-back's only its kill's.
+	planned := []Outage{
+		{Fault: FaultRollingRestart, Node: "n1", Group: "g1", Down: sec(10), Up: sec(12), Back: sec(15), Planned: true},
+		{Fault: FaultHandBack, Node: "n2", Group: "g1", Down: sec(30), Up: sec(35), Back: sec(50), PlannedBack: true},
+	}
+	for _, c := range []struct {
+		op     Op
+		inside bool
+	}{
+		{una(11, 12), false}, // during the rolling restart
+		{una(31, 32), true},  // n2 killed: its fail-over
+		{una(45, 46), false}, // n2 back: the hand-back is planned
+	} {
+		if r := CheckAvailability([]Op{c.op}, planned); (r.InWindows == 1) != c.inside {
+			t.Errorf("planned: unavailable %s–%s: inside %v, want %v", ms(c.op.Call), ms(c.op.Return), r.InWindows == 1, c.inside)
 		}
 	}
 	// An answered operation is never a violation; an outage not yet back

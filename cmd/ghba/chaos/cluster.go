@@ -18,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/ghba/ghba/rpc/client"
 )
 
 // Ports every node uses inside its container (each has its own IP).
@@ -47,7 +49,16 @@ type Node struct {
 	Bootstrap bool
 	// Join are the Serf addresses the node retries joining.
 	Join []string
+	// Env are extra "KEY=value" variables of this node's container, after
+	// ClusterConfig.Env (the older build's pin, OldBuildEnv).
+	Env []string `json:"env,omitempty"`
 }
+
+// OldBuildEnv makes a node's agent stand in for an older build: it speaks
+// shard log format 1 only (GHBA_TEST_PIN_LOG_FORMAT, node.WithLogFormatPin).
+// ClusterConfig.OldBuild starts every node so; FaultRollingUpgrade
+// upgrades them.
+var OldBuildEnv = []string{"GHBA_TEST_PIN_LOG_FORMAT=1"}
 
 // RPCAddr is the node's RPC address, reachable from the host.
 func (n *Node) RPCAddr() string { return net.JoinHostPort(n.IP, strconv.Itoa(portRPC)) }
@@ -75,6 +86,9 @@ type ClusterConfig struct {
 	Rand *rand.Rand
 	// Env are extra "KEY=value" variables of every node's container.
 	Env []string
+	// OldBuild starts every node as the older build of a rolling upgrade
+	// (OldBuildEnv).
+	OldBuild bool
 }
 
 // Cluster is a running set of node containers on a private network.
@@ -185,6 +199,13 @@ func (c *Cluster) autoNode(k int) *Node {
 // cluster has formed. With group auto the nodes start one after the
 // other, each once the previous ones are in groups of at most PerGroup.
 func (c *Cluster) Start(ctx context.Context) error {
+	if c.cfg.OldBuild {
+		c.mu.Lock()
+		for _, n := range c.Nodes {
+			n.Env = OldBuildEnv
+		}
+		c.mu.Unlock()
+	}
 	if c.cfg.Auto {
 		for i, n := range c.Nodes {
 			if err := c.run(ctx, n); err != nil {
@@ -227,7 +248,7 @@ func (c *Cluster) run(ctx context.Context, n *Node) error {
 	args := []string{"run", "-d", "--name", n.Container, "--network", c.Network, "--ip", n.IP,
 		"--label", labelRun + "=" + c.cfg.Prefix, "--label", labelOwner + "=" + runOwner(),
 		"-v", n.Volume + ":/data", "--stop-timeout", "20"}
-	for _, e := range c.cfg.Env {
+	for _, e := range slices.Concat(c.cfg.Env, n.Env) {
 		args = append(args, "-e", e)
 	}
 	args = append(args, c.cfg.Image, "agent",
@@ -578,6 +599,52 @@ func (c *Cluster) Wipe(ctx context.Context, n *Node) error {
 		return fmt.Errorf("chaos: wipe of %s: %w", n.ID, err)
 	}
 	return nil
+}
+
+// Recreate stops n's container gracefully (SIGTERM: the agent hands its
+// leaderships over before it exits), keeps it stopped under another name
+// for its logs (n3-before1.log) and starts a new one on the same volume,
+// address and id with env as n.Env: a node restarted with another build
+// (FaultRollingUpgrade).
+func (c *Cluster) Recreate(ctx context.Context, n *Node, env []string) error {
+	if _, err := c.docker.Run(ctx, "stop", "-t", "20", n.Container); err != nil {
+		return fmt.Errorf("chaos: stop %s: %w", n.ID, err)
+	}
+	c.mu.Lock()
+	k := len(c.wiped) + 1
+	old := wipedContainer{name: fmt.Sprintf("%s-before%d", n.ID, k), container: fmt.Sprintf("%s-before%d", n.Container, k)}
+	c.created = append(c.created, old.container)
+	c.wiped = append(c.wiped, old)
+	c.mu.Unlock()
+	if _, err := c.docker.Run(ctx, "rename", n.Container, old.container); err != nil {
+		return fmt.Errorf("chaos: recreate %s: %w", n.ID, err)
+	}
+	if _, err := c.docker.Run(ctx, "network", "disconnect", "-f", c.Network, old.container); err != nil {
+		return fmt.Errorf("chaos: recreate %s: %w", n.ID, err)
+	}
+	c.mu.Lock()
+	n.Env = env
+	c.mu.Unlock()
+	return c.run(ctx, n)
+}
+
+// LogFormatInUse returns the oldest shard log format in use that a node
+// reports for any member (ghba members' log_format_in_use), as the first
+// node that answers sees them.
+func (c *Cluster) LogFormatInUse(ctx context.Context) (int, error) {
+	cl := client.New(client.Options{Addrs: c.RPCAddrs(), Logger: c.log, HomeCacheSize: -1, Timeout: 10 * time.Second})
+	defer cl.Close()
+	r, err := cl.Members(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("chaos: members: %w", err)
+	}
+	v := 0
+	for _, m := range r.Members {
+		if m.Status != "left" && (v == 0 || m.LogFormatInUse < v) {
+			v = m.LogFormatInUse
+		}
+	}
+	return v, nil
 }
 
 // statuses reads the /v1/status of every node but skip; nodes that do not

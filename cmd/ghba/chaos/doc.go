@@ -15,7 +15,21 @@
 //     the group keeps talking to itself and to clients; if nsenter or
 //     iptables is missing or a probe fails, every member is disconnected
 //     from the network instead);
-//   - a rolling restart (SIGTERM, start) of every node;
+//   - a rolling restart (SIGTERM, start) of every node: a planned
+//     operation (the agent hands its leaderships over before it exits),
+//     with no fail-over window;
+//   - hand-back: three times, kill -9 of one shard's owner (its preferred
+//     leader), a wait for the shard's new leader, 3 s down, a start, and a
+//     wait until the shards have settled: the leadership handed back to
+//     the owner, a planned move with no window after the start;
+//   - rolling-upgrade: the nodes start as an older build (this binary with
+//     GHBA_TEST_PIN_LOG_FORMAT=1: shard log format 1 only, halting on a
+//     format 2 entry) when the run has this fault; each node in turn is
+//     stopped (SIGTERM), its container recreated without the pin, and the
+//     cluster must converge; format 1 must stay in use until the last node
+//     runs this build, then format 2 (ghba members' log_format_in_use). A
+//     planned operation: no window. On upgraded nodes it is a rolling
+//     restart by stop and start;
 //   - wipe: kill -9 of a random node; once the shards it led have new
 //     leaders (/v1/status) and it has been down 15 s (degradedHold, past
 //     the fail-over window of the availability check below), its
@@ -116,6 +130,9 @@
 //     by its owner, all its replicas voting), and an "unavailable" is accepted
 //     only if the operation overlaps failoverWindow (10 s) after a node
 //     went down, or the span from its up to failoverWindow after its back.
+//     Planned operations open none: any "unavailable" during a rolling
+//     restart or upgrade, or after the start of hand-back's node, fails
+//     the run.
 //     Where a shard may genuinely lack a live majority "unavailable" is
 //     the right answer, and the window is the whole outage plus
 //     noMajorityWindow (30 s) after its back: a group partition (the

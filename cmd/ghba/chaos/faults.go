@@ -22,7 +22,25 @@ const (
 	FaultPause          = "pause"
 	FaultPartitionNode  = "partition-node"
 	FaultPartitionGroup = "partition-group"
+	// FaultRollingRestart: every node in turn is restarted (docker
+	// restart: SIGTERM, a graceful stop that hands its leaderships over),
+	// the cluster converging between two. A planned operation: no
+	// fail-over window (docs/design.md, "Planned leadership moves").
 	FaultRollingRestart = "rolling-restart"
+	// FaultHandBack: one shard's preferred leader (its owner) is killed
+	// -9 handBacks times; each time the shard fails over (a fail-over
+	// window), the owner starts again and the shard's leadership is
+	// handed back to it once it caught up: a planned move, with no window
+	// after the restart.
+	FaultHandBack = "hand-back"
+	// FaultRollingUpgrade: every node in turn is stopped gracefully and
+	// started again with this build instead of the older one it ran
+	// (ClusterConfig.OldBuild: a build that speaks shard log format 1
+	// only); the newer format must come into use only after the last one,
+	// and a node still on the older build halts on any entry of it. On
+	// nodes already upgraded it is a rolling restart by stop and start.
+	// Planned: no fail-over window.
+	FaultRollingUpgrade = "rolling-upgrade"
 	// FaultSplitKill (group auto only): an extra node joins the full
 	// groups, which forces a split; the mover is killed -9 within a second
 	// of the split showing, then restarted; once the cluster converged the
@@ -45,7 +63,7 @@ const (
 
 // AllFaults lists every fault kind, in the order of the short run.
 var AllFaults = []string{FaultKillRandom, FaultKillLeader, FaultPause, FaultPartitionNode, FaultPartitionGroup, FaultRollingRestart,
-	FaultWipe, FaultShardLeaderKills}
+	FaultHandBack, FaultRollingUpgrade, FaultWipe, FaultShardLeaderKills}
 
 // AutoFaults are the fault kinds of a run with group auto, the split
 // first.
@@ -65,6 +83,8 @@ const (
 	failoverTimeout = 30 * time.Second
 	// shardLeaderKills is the number of kills of FaultShardLeaderKills.
 	shardLeaderKills = 3
+	// handBacks is the number of kills and restarts of FaultHandBack.
+	handBacks = 3
 	// degradedHold is how long the node a wipe or a round of
 	// kill-shard-leader-repeat kills stays down at least: past
 	// failoverWindow, so that the availability check covers a cluster
@@ -408,6 +428,10 @@ func (in *Injector) do(ctx context.Context, kind string) (string, error) {
 		// It claims no node: a kill or a partition of a node it restarts
 		// combine with the restart.
 		return "all", in.rollingRestart(ctx)
+	case FaultRollingUpgrade:
+		return "all", in.rollingUpgrade(ctx)
+	case FaultHandBack:
+		return in.handBack(ctx)
 	}
 	return "", fmt.Errorf("chaos: unknown fault %q", kind)
 }
@@ -748,6 +772,7 @@ func (in *Injector) rollingRestart(ctx context.Context) error {
 		// docker restart stops and starts: the node is down, then up,
 		// somewhere within the command.
 		o := in.down(FaultRollingRestart, n)
+		o.Planned = true
 		if _, err := in.d.Run(ctx, "restart", "-t", "20", n.Container); err != nil {
 			return err
 		}
@@ -757,6 +782,95 @@ func (in *Injector) rollingRestart(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// rollingUpgrade is FaultRollingUpgrade: each node in turn is recreated
+// without the older build's pin (Cluster.Recreate), and the cluster must
+// converge before the next; the shard log format in use stays 1 until the
+// last node runs this build, then becomes 2.
+func (in *Injector) rollingUpgrade(ctx context.Context) error {
+	for i, n := range in.c.Nodes {
+		in.log.Info("rolling upgrade", "node", n.ID, "from_older_build", len(n.Env) > 0)
+		o := in.down(FaultRollingUpgrade, n)
+		o.Planned = true
+		if err := in.c.Recreate(ctx, n, nil); err != nil {
+			return err
+		}
+		in.up(o)
+		if err := in.converged(ctx, recoverTimeout); err != nil {
+			return fmt.Errorf("after upgrading %s: %w", n.ID, err)
+		}
+		if i == len(in.c.Nodes)-1 {
+			break
+		}
+		older := slices.ContainsFunc(in.c.Nodes, func(m *Node) bool { return len(m.Env) > 0 })
+		if v, err := in.c.LogFormatInUse(ctx); err != nil {
+			return err
+		} else if older && v != 1 {
+			return fmt.Errorf("chaos: shard log format %d in use while a node runs the older build", v)
+		}
+	}
+	return poll(ctx, recoverTimeout, func(ctx context.Context) (string, error) {
+		v, err := in.c.LogFormatInUse(ctx)
+		if err != nil {
+			return err.Error(), nil
+		}
+		if v != 2 {
+			return fmt.Sprintf("shard log format %d in use after the last upgrade", v), nil
+		}
+		return "", nil
+	})
+}
+
+// handBack is FaultHandBack. It returns the fault's target ("n3@n3": the
+// shard and its owner).
+func (in *Injector) handBack(ctx context.Context) (string, error) {
+	shards, err := in.c.Shards(ctx)
+	if err != nil {
+		return "", err
+	}
+	sh := shards[in.intn(len(shards))]
+	var owner *Node
+	for _, s := range in.c.statuses(ctx, nil) {
+		for _, r := range s.Replicas {
+			if r.Shard == sh && r.Owner != "" {
+				owner = in.c.Node(r.Owner)
+			}
+		}
+	}
+	if owner == nil {
+		return sh, fmt.Errorf("chaos: shard %s: no owner known", sh)
+	}
+	target := sh + "@" + owner.ID
+	n, err := in.claim(func(n *Node) bool { return n == owner })
+	if err != nil {
+		return target, fmt.Errorf("chaos: the owner %s of shard %s: %w", owner.ID, sh, err)
+	}
+	defer in.release(n)
+	for round := range handBacks {
+		in.log.Info("kill -9 a shard's preferred leader", "shard", sh, "round", round+1, "node", n.ID)
+		o := in.down(FaultHandBack, n)
+		o.PlannedBack = true
+		if _, err := in.d.Run(ctx, "kill", "-s", "KILL", n.Container); err != nil {
+			return target, err
+		}
+		_, err := in.waitShardLeader(ctx, sh, n)
+		if err == nil {
+			err = sleep(ctx, killHold)
+		}
+		in.up(o)
+		if _, serr := in.d.Run(context.WithoutCancel(ctx), "start", n.Container); serr != nil {
+			return target, errors.Join(err, serr)
+		}
+		if err != nil {
+			return target, err
+		}
+		// The hand-back: the shard's leadership returns to its owner.
+		if err := in.converged(ctx, recoverTimeout); err != nil {
+			return target, fmt.Errorf("after restarting %s, the owner of shard %s: %w", n.ID, sh, err)
+		}
+	}
+	return target, nil
 }
 
 // waitSeenDown waits until a node outside down sees every node of down as
