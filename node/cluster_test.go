@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -675,12 +676,18 @@ func testLeaveAndKill(t *testing.T, r int) {
 		}
 	}
 	if r == 1 {
+		// Each stat waits for a leader (bounded, about 5 s) before it
+		// answers unavailable: they run at once.
+		var wg sync.WaitGroup
 		for _, p := range onVictim {
-			_, err := client.Stat(ctx, p)
-			if err == nil || errors.Is(err, fs.ErrNotExist) || !errors.Is(err, rpc.ErrUnavailable) {
-				t.Errorf("stat %s on killed %s: %v, want unavailable", p, rootLeader, err)
-			}
+			wg.Go(func() {
+				_, err := client.Stat(ctx, p)
+				if err == nil || errors.Is(err, fs.ErrNotExist) || !errors.Is(err, rpc.ErrUnavailable) {
+					t.Errorf("stat %s on killed %s: %v, want unavailable", p, rootLeader, err)
+				}
+			})
 		}
+		wg.Wait()
 	} else {
 		// A surviving replica takes over: the paths answer again, and
 		// never "not found" meanwhile.
