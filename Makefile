@@ -6,13 +6,19 @@ BENCHTIME ?= 1s
 # Link only hashicorp/go-metrics (raft-boltdb's compat layer would pull in armon/go-metrics).
 TAGS      := -tags hashicorpmetrics
 
-.PHONY: all build test bench demo groups-bench compare-etcd mount-bench sim-demo fuzz vet fmt clean chaos chaos-broken formation
+.PHONY: all build image test bench demo groups-bench compare-etcd mount-bench sim-demo fuzz vet fmt clean chaos chaos-broken formation
 
 all: build
 
 ## build: static binary in bin/ghba
 build:
 	CGO_ENABLED=0 $(GO) build $(TAGS) -trimpath -o $(BIN) ./cmd/ghba
+
+## image: the container image IMAGE (default ghba:latest) FROM scratch from the
+## static binary (deploy/Dockerfile; nothing is pulled); deploy/compose.yaml runs it
+IMAGE ?= ghba:latest
+image: build
+	DOCKER_BUILDKIT=0 docker build -q -f deploy/Dockerfile -t $(IMAGE) bin
 
 ## test: vet, then every test with the race detector (the README's test command); the
 ## container fault suite (cmd/ghba/chaos, short run) last and alone, so that its containers do

@@ -61,16 +61,15 @@ func (d *Docker) CheckDaemon(ctx context.Context) error {
 	return nil
 }
 
-// Dockerfile is the image of one ghba node: nothing but the static binary.
-const Dockerfile = `FROM scratch
-COPY ghba /ghba
-ENTRYPOINT ["/ghba"]
-`
+// DockerfilePath is the image of one ghba node (nothing but the static
+// binary, FROM scratch), relative to the module root: the one `make image`
+// builds as well.
+const DockerfilePath = "deploy/Dockerfile"
 
 // BuildImage builds the static ghba binary from the module at modRoot
 // (CGO_ENABLED=0, -tags hashicorpmetrics plus extraTags, e.g.
 // "ghba_broken") into a temporary build context and builds the image tag
-// FROM scratch from it, with the given labels ("key=value").
+// from DockerfilePath (FROM scratch) with the given labels ("key=value").
 func (d *Docker) BuildImage(ctx context.Context, modRoot, tag string, extraTags []string, labels ...string) error {
 	dir, err := os.MkdirTemp("", "ghba-chaos-image-*")
 	if err != nil {
@@ -85,7 +84,11 @@ func (d *Docker) BuildImage(ctx context.Context, modRoot, tag string, extraTags 
 		"-o", filepath.Join(dir, "ghba"), "./cmd/ghba"); err != nil {
 		return fmt.Errorf("chaos: build ghba: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(Dockerfile), 0o644); err != nil {
+	dockerfile, err := os.ReadFile(filepath.Join(modRoot, DockerfilePath))
+	if err != nil {
+		return fmt.Errorf("chaos: build context: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), dockerfile, 0o644); err != nil {
 		return fmt.Errorf("chaos: build context: %w", err)
 	}
 	// The classic builder: it needs no buildx plugin and pulls nothing for
