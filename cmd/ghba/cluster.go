@@ -20,7 +20,7 @@ const defaultLeaveWait = 10 * time.Minute
 // newClusterCmds returns the membership commands: join, leave, members,
 // groups, shards.
 func newClusterCmds(o *clientOptions) []*cobra.Command {
-	return []*cobra.Command{newJoinCmd(o), newLeaveCmd(o), newMembersCmd(o), newGroupsCmd(o), newShardsCmd(o)}
+	return []*cobra.Command{newJoinCmd(o), newLeaveCmd(o), newMembersCmd(o), newGroupsCmd(o), newShardsCmd(o), newHealthCmd(o)}
 }
 
 // firstAddr returns the first --addr address: join and leave act on one
