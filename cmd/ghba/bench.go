@@ -68,8 +68,11 @@ type benchOptions struct {
 	listPrefetch int
 	traceOrder   bool
 	// dir runs the phases through this directory of a mounted file system
-	// (a ghba mount) instead of the Go client (bench_dir.go).
+	// (a ghba mount) instead of the Go client (bench_dir.go); --via
+	// mount:DIR sets it too.
 	dir string
+	// md holds the options of the mdtest phases (bench_mdtest.go).
+	md mdtestOptions
 }
 
 // benchTree is the generated namespace: directories (parents before
@@ -195,7 +198,29 @@ file system mounted at DIR (a ghba mount) with the system calls a program
 makes (mkdir, open with O_CREAT|O_EXCL then close, stat, unlink), the tree
 at DIR/--prefix: the same phases as through the Go client, to compare the
 two in one sitting. --concurrency goroutines each make one call at a time
-(each a thread blocked in the kernel, as --concurrency processes would be).`,
+(each a thread blocked in the kernel, as --concurrency processes would be).
+--via mount:DIR is the same as --dir DIR.
+
+With --phases mdtest (or any of its phases by name, or any of the options
+below without --phases), bench runs mdtest's phases instead: each of
+--concurrency tasks works on --items directories and --items files (mdtest
+-n), spread round-robin over the directories of a tree of --depth levels
+with --branch subdirectories per directory (mdtest -z, -b): one tree shared
+by every task, or with --unique-dir one per task (mdtest -u). In order:
+tree-create (the tree, by task 0 or each task its own), dir-create,
+dir-stat, dir-rename (each directory to NAME.rn), dir-remove, file-create,
+file-stat, file-read (through the client the open's metadata: a stat of a
+file; through a mount open, read to the end, close), file-remove,
+tree-remove (children first). The phases run --iterations times (mdtest
+-i), each iteration in PREFIX/test-dir.VIA-N, which tree-remove leaves
+removed. --via lists the ways in, each running every iteration: client (the
+Go client) and mount:DIR (the ghba mount at DIR, system calls as with
+--dir), so that the two compare in one run. It prints per way in and phase
+the max, min and mean ops/s over the iterations and their standard
+deviation (population, as mdtest), then the operations, errors, p50/p99
+latency, lookup levels (stats through the client) and hops of all
+iterations together; --json prints one object with every iteration's
+phases and the summary. On a terminal a progress bar goes to stderr.`,
 		Example: `  ghba --addr 127.0.0.1:7410,127.0.0.1:7420,127.0.0.1:7430 bench --paths 3000
   ghba bench --paths 100000 --concurrency 16 --prefix /bench1 --json
   ghba --addr 127.0.0.1:7410 bench --paths 100000 --prefix /bench1 --phases stat,lookup
@@ -203,7 +228,9 @@ two in one sitting. --concurrency goroutines each make one call at a time
   ghba bench --trace testdata/traces/go-build.trace --cache off,lru,nexus
   ghba bench --trace testdata/traces/go-build.trace --cache nexus --cache-entries 299 --prefetch-group 16
   ghba bench --paths 20000 --prefix /b1 --phases mkdir,create,stat,unlink
-  ghba bench --dir /mnt/ghba --paths 20000 --prefix /b2 --phases mkdir,create,stat,unlink`,
+  ghba bench --dir /mnt/ghba --paths 20000 --prefix /b2 --phases mkdir,create,stat,unlink
+  ghba bench --phases mdtest --items 1000 --concurrency 16 --iterations 3
+  ghba bench --phases mdtest -n 200 -c 16 --unique-dir --depth 2 --branch 4 --via client,mount:/mnt/ghba`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for _, m := range bo.cacheModes {
@@ -214,9 +241,14 @@ two in one sitting. --concurrency goroutines each make one call at a time
 			if bo.paths < 1 || bo.filesPerDir < 1 || bo.concurrency < 1 {
 				return usageErrorf("bench: --paths, --files-per-dir and --concurrency must be at least 1")
 			}
+			mdtest, err := resolveMdtest(cmd, bo)
+			if err != nil {
+				return err
+			}
 			for _, p := range bo.phases {
-				if !slices.Contains(allPhases, p) {
-					return usageErrorf("bench: unknown phase %q (want %s)", p, strings.Join(allPhases, ", "))
+				if !mdtest && !slices.Contains(allPhases, p) {
+					return usageErrorf("bench: unknown phase %q (want %s, or %s: %s)", p, strings.Join(allPhases, ", "),
+						phasesMdtest, strings.Join(mdtestPhaseNames(), ", "))
 				}
 			}
 			if bo.prefix == "" {
@@ -232,6 +264,9 @@ two in one sitting. --concurrency goroutines each make one call at a time
 			if bo.trace != "" {
 				return runTraceBench(cmd, o, bo)
 			}
+			if mdtest {
+				return runMdtest(cmd, o, bo)
+			}
 			if bo.dir != "" {
 				return runDirBench(cmd, o, bo)
 			}
@@ -245,8 +280,9 @@ two in one sitting. --concurrency goroutines each make one call at a time
 	f.IntVar(&bo.filesPerDir, "files-per-dir", 20, "files per directory")
 	f.IntVarP(&bo.concurrency, "concurrency", "c", 16, "client goroutines")
 	f.StringVar(&bo.prefix, "prefix", "", "directory the tree is created in (default /bench-<time>)")
-	f.StringSliceVar(&bo.phases, "phases", defaultPhases, "phases to run: mkdir, create, stat, stat-uncached, stat-routed, lookup, unlink (with --dir: mkdir, create, stat, unlink)")
-	f.StringVar(&bo.dir, "dir", "", "run the phases through the file system mounted here (ghba mount) instead of the Go client")
+	f.StringSliceVar(&bo.phases, "phases", defaultPhases, "phases to run: mkdir, create, stat, stat-uncached, stat-routed, lookup, unlink (with --dir: mkdir, create, stat, unlink); "+
+		"or the mdtest phases: mdtest (all of them), tree-create, dir-create, dir-stat, dir-rename, dir-remove, file-create, file-stat, file-read, file-remove, tree-remove")
+	f.StringVar(&bo.dir, "dir", "", "run the phases through the file system mounted here (ghba mount) instead of the Go client (--via mount:DIR)")
 	f.BoolVar(&bo.eachNode, "each-node", true, "run the lookup phase through every alive member")
 	f.IntVar(&bo.maxErrors, "max-errors", 0, "failed operations tolerated before the exit code is 1")
 	f.StringVar(&bo.trace, "trace", "", "replay this trace file instead of the generated tree")
@@ -256,6 +292,7 @@ two in one sitting. --concurrency goroutines each make one call at a time
 	f.IntVar(&bo.prefetchGroup, "prefetch-group", 2, "with --trace and --cache nexus: paths prefetched with each miss (2: the paper's group)")
 	f.IntVar(&bo.listPrefetch, "list-prefetch", 0, "with --trace and --cache lru or nexus: entries of each directory listing fetched into the cache (0: none)")
 	f.BoolVar(&bo.traceOrder, "trace-order", true, "with --trace: start a client stream after the streams that ended before it began in the recording (false: all at once)")
+	addMdtestFlags(f, &bo.md)
 	return cmd
 }
 
@@ -428,9 +465,16 @@ func benchNodes(ctx context.Context, cmd *cobra.Command, bo *benchOptions, c *cl
 // reportBench prints the report (--json: as JSON) and the first errors of
 // every phase; it fails when more than --max-errors operations failed.
 func reportBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions, rep *benchReport) error {
+	return reportBenchWith(cmd, o, bo, rep.Phases, rep, func(w io.Writer) error { return printBench(w, rep) })
+}
+
+// reportBenchWith prints report v (--json: as JSON, else with print) and
+// the first errors of phases; it fails when more than --max-errors
+// operations failed.
+func reportBenchWith(cmd *cobra.Command, o *clientOptions, bo *benchOptions, phases []*phaseResult, v any, print func(io.Writer) error) error {
 	failed := 0
 	var firstErrs []error
-	for _, ph := range rep.Phases {
+	for _, ph := range phases {
 		failed += ph.Errors
 		for _, e := range ph.errs {
 			firstErrs = append(firstErrs, fmt.Errorf("%s via %s: %w", ph.Phase, ph.Node, e))
@@ -438,9 +482,9 @@ func reportBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions, rep *be
 	}
 	var err error
 	if o.json {
-		err = writeJSON(cmd.OutOrStdout(), rep)
+		err = writeJSON(cmd.OutOrStdout(), v)
 	} else {
-		err = printBench(cmd.OutOrStdout(), rep)
+		err = print(cmd.OutOrStdout())
 	}
 	if err != nil {
 		return err
@@ -538,23 +582,26 @@ func printBench(w io.Writer, rep *benchReport) error {
 		rep.Prefix, rep.Paths, rep.Dirs, rep.Files, rep.Concurrency)
 	t := newTable(w, "PHASE", "NODE", "OPS", "ERRORS", "OPS/S", "P50", "P99", "L1", "L2", "L3", "L4", "HOPS/OP")
 	for _, ph := range rep.Phases {
-		lv := func(l string) string {
-			if ph.Levels == nil {
-				return "-"
-			}
-			n := ph.Levels[l]
-			ok := ph.Ops - ph.Errors
-			if ok == 0 {
-				return strconv.Itoa(n)
-			}
-			return fmt.Sprintf("%d (%.0f%%)", n, 100*float64(n)/float64(ok))
-		}
 		t.row(ph.Phase, ph.Node, ph.Ops, ph.Errors, fmt.Sprintf("%.0f", ph.OpsPerSec),
 			fmt.Sprintf("%.2fms", ph.P50Ms), fmt.Sprintf("%.2fms", ph.P99Ms),
-			lv(rpc.LevelL1), lv(rpc.LevelL2), lv(rpc.LevelL3), lv(rpc.LevelL4),
+			ph.levelCell(rpc.LevelL1), ph.levelCell(rpc.LevelL2), ph.levelCell(rpc.LevelL3), ph.levelCell(rpc.LevelL4),
 			fmt.Sprintf("%.2f", ph.MeanHops))
 	}
 	return t.flush()
+}
+
+// levelCell is a table cell of the operations level l resolved, with their
+// share of those that succeeded ("-": the operation reports no levels).
+func (r *phaseResult) levelCell(l string) string {
+	if r.Levels == nil {
+		return "-"
+	}
+	n := r.Levels[l]
+	ok := r.Ops - r.Errors
+	if ok == 0 {
+		return strconv.Itoa(n)
+	}
+	return fmt.Sprintf("%d (%.0f%%)", n, 100*float64(n)/float64(ok))
 }
 
 // errBenchFailed is returned when more than --max-errors operations

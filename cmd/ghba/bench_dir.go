@@ -52,19 +52,10 @@ func runDirBench(cmd *cobra.Command, o *clientOptions, bo *benchOptions) error {
 		syscallPhase(phaseMkdir, tree.dirs, func(p string) error { return unix.Mkdir(p, 0o755) })
 	}
 	if run(phaseCreate) {
-		syscallPhase(phaseCreate, [][]string{tree.files}, func(p string) error {
-			fd, err := unix.Open(p, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
-			if err != nil {
-				return err
-			}
-			return unix.Close(fd)
-		})
+		syscallPhase(phaseCreate, [][]string{tree.files}, sysCreate)
 	}
 	if run(phaseStat) {
-		syscallPhase(phaseStat, [][]string{b.paths}, func(p string) error {
-			var st unix.Stat_t
-			return unix.Stat(p, &st)
-		})
+		syscallPhase(phaseStat, [][]string{b.paths}, sysStat)
 	}
 	if run(phaseUnlink) {
 		syscallPhase(phaseUnlink, [][]string{tree.files}, unix.Unlink)
