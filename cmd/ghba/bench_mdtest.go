@@ -719,8 +719,12 @@ func printMdtest(w io.Writer, rep *mdtestReport) error {
 	if rep.UniqueDir {
 		shared = "a tree per task"
 	}
-	fmt.Fprintf(w, "mdtest phases below %s: %d tasks, %d items per task, %s of depth %d and branch %d (%d directories), %d iterations\n",
-		rep.Prefix, rep.Tasks, rep.ItemsPerTask, shared, rep.Depth, rep.Branch, rep.TreeDirs, rep.Iterations)
+	dirs := "directories"
+	if rep.TreeDirs == 1 {
+		dirs = "directory"
+	}
+	fmt.Fprintf(w, "mdtest phases below %s: %d tasks, %d items per task, %s of depth %d and branch %d (%d %s), %d iterations\n",
+		rep.Prefix, rep.Tasks, rep.ItemsPerTask, shared, rep.Depth, rep.Branch, rep.TreeDirs, dirs, rep.Iterations)
 	for _, v := range rep.Via {
 		fmt.Fprintf(w, "\nSUMMARY rate (ops/s) via %s, of %d iterations:\n", v, rep.Iterations)
 		t := newTable(w, "OPERATION", "MAX", "MIN", "MEAN", "STD DEV", "OPS", "ERRORS", "P50", "P99", "L1", "L2", "L3", "L4", "HOPS/OP")
