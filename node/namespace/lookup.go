@@ -358,13 +358,13 @@ func (n *Namespace) verify(ctx context.Context, shard, p string, withInode, stri
 	if strict {
 		call = callShard[localCheckReq, localCheckResp]
 	}
-	leading := n.leads(shard)
 	resp, err := call(ctx, n, shard, methodLocalCheck, &localCheckReq{Path: p, WithInode: withInode}, (*home).localCheck)
-	if err != nil && !strict && leading && retryable(err) && ctx.Err() == nil {
-		// This node led the shard and its leadership check failed: the
-		// leadership is moving (a transfer back to a restarted owner, a
-		// deposition). Wait for the shard's leader as a strict check
-		// does, rather than fail a path this shard does home.
+	if err != nil && !strict && retryable(err) && ctx.Err() == nil {
+		// The candidate's leadership is moving (a transfer back to a
+		// restarted owner that knows no leader yet, a deposition of this
+		// node): wait for the shard's leader as a strict check does
+		// (bounded, and not at all for a shard that is down), rather than
+		// fail a path this shard may home.
 		resp, err = callShard(ctx, n, shard, methodLocalCheck, &localCheckReq{Path: p, WithInode: withInode}, (*home).localCheck)
 	}
 	if err != nil {

@@ -124,7 +124,7 @@ func callShardOnce[Req, Resp any, PR shardCall[Req]](ctx context.Context, n *Nam
 	local func(*home, context.Context, *Req) (*Resp, error)) (*Resp, error) {
 	req.header().Shard = shard
 	var err error
-	unreachable := ""
+	unreachable, asked := "", false
 	for range maxRedirects + 1 {
 		h, gerr := n.enterHome(ctx, shard)
 		if gerr != nil {
@@ -150,6 +150,13 @@ func callShardOnce[Req, Resp any, PR shardCall[Req]](ctx context.Context, n *Nam
 		}
 		if errors.Is(err, errNotSent) && unreachable == "" {
 			unreachable = to
+			continue
+		}
+		if errors.Is(err, rpc.ErrOutcomeUnknown) && readMethods[method] && !asked {
+			// A read whose connection broke under it (a pooled connection
+			// to a process killed and started again): it changed nothing,
+			// so it is asked again, once, on a new connection.
+			asked = true
 			continue
 		}
 		hint, _, ok := rpc.NotLeaderHint(err)

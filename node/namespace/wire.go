@@ -59,6 +59,13 @@ const (
 	methodTxnStatus    = "Txn.Status"      // txnStatusReq → txnStatusResp (at the coordinator)
 )
 
+// readMethods are the shard methods that change nothing: one whose
+// outcome is unknown (its connection broke) may be sent again.
+var readMethods = map[string]bool{
+	methodLocalCheck: true, methodL3Query: true, methodFilterPull: true, methodHomeFind: true,
+	methodHomeReadDir: true, methodHomeEntry: true, methodTxnStatus: true,
+}
+
 // Filter kinds in filter pulls and pushes.
 const (
 	filterLocal = "local" // the origin's counting local filter (L2 replicas)
