@@ -160,9 +160,11 @@ func (f *FS) openFile(ctx context.Context, n *node, flags uint32) (gofs.FileHand
 	return f.openInode(ctx, n, &st.Inode, flags)
 }
 
-// openCreated opens a file Create just made.
+// openCreated opens a file Create just made. It is empty: O_TRUNC has
+// nothing to cut, and honouring it would set a modification time that
+// close then commits, a second write to the cluster for every new file.
 func (f *FS) openCreated(ctx context.Context, n *node, in *rpc.Inode, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return f.openInode(ctx, n, in, flags)
+	return f.openInode(ctx, n, in, flags&^syscall.O_TRUNC)
 }
 
 func (f *FS) openInode(ctx context.Context, n *node, in *rpc.Inode, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
