@@ -721,6 +721,69 @@ func testLeaveAndKill(t *testing.T, r int) {
 	}
 }
 
+// TestRestartAtNewAddress: a node restarted with its data directory at
+// another address (a container or a pod with a new IP) is taken back: its
+// group's record, its group Raft server and its shard replicas' servers
+// follow it to the new address, it serves again, and its shard's
+// leadership comes back to it.
+func TestRestartAtNewAddress(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
+	log := rpctest.Logger(t)
+	cfgs, nodes := startJoined(t, log, 3, func(c *node.Config) { c.Replication = 3 })
+	all := []string{"n1", "n2", "n3"}
+	checkGroup(t, 30*time.Second, nodes, all)
+	shardsSettled(t, time.Minute, nodes, all, 3)
+	cl := client.New(client.Options{Addrs: nodeAddrs(nodes), HomeCacheSize: -1})
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var paths []string
+	for i := range 12 {
+		p := fmt.Sprintf("/a%02d", i)
+		if _, err := cl.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644}); err != nil {
+			t.Fatalf("create %s: %v", p, err)
+		}
+		paths = append(paths, p)
+	}
+
+	nodetest.Shutdown(t, nodes[1])
+	member := func(id string) (rpc.Member, error) {
+		for _, m := range nodes[0].Members(ctx) {
+			if m.ID == id {
+				return m, nil
+			}
+		}
+		return rpc.Member{}, fmt.Errorf("no member %s", id)
+	}
+	rpctest.Eventually(t, 30*time.Second, "n2 seen failed", func() error {
+		if m, err := member("n2"); err != nil || m.Status != "failed" {
+			return fmt.Errorf("n2: %+v, %v", m, err)
+		}
+		return nil
+	})
+	moved := cfgs[1]
+	moved.BindAddr = "127.0.0.2"
+	nodes[1] = nodetest.Start(t, moved, log)
+	rpctest.Eventually(t, time.Minute, "n2 alive at 127.0.0.2", func() error {
+		m, err := member("n2")
+		if err != nil || m.Status != "alive" || !strings.HasPrefix(m.RPCAddr, "127.0.0.2:") {
+			return fmt.Errorf("n2: %+v, %v", m, err)
+		}
+		return nil
+	})
+	shardsSettled(t, time.Minute, nodes, all, 3)
+	at := client.New(client.Options{Addrs: []string{nodetest.RPCAddr(moved)}, HomeCacheSize: -1})
+	defer at.Close()
+	for _, p := range paths {
+		if _, err := at.Stat(ctx, p); err != nil {
+			t.Errorf("stat %s through n2 at its new address: %v", p, err)
+		}
+	}
+	if _, err := at.Create(ctx, &rpc.CreateRequest{Path: "/after-move", Mode: 0o644}); err != nil {
+		t.Errorf("create through n2 at its new address: %v", err)
+	}
+}
+
 // TestRepairAfterFailure: R=3 in a group of 4; a node is killed and stays
 // down: once it has been failed for replica_repair_after, the group's
 // leader applies RepairMember, every replica it hosted is rebuilt on the

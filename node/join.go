@@ -86,7 +86,8 @@ func (n *Node) groupJoinLoop() {
 	wait := backoff.New(n.tune.GroupJoinMin, n.tune.GroupJoinMax)
 	redirects := 0
 	for {
-		if n.isJoined() || n.leaving.Load() {
+		moved := n.isJoined() && n.addressMoved()
+		if n.isJoined() && !moved || n.leaving.Load() {
 			select {
 			case <-ctx.Done():
 				return
@@ -94,7 +95,24 @@ func (n *Node) groupJoinLoop() {
 				continue
 			}
 		}
-		err := n.joinGroupOnce(ctx)
+		var err error
+		if moved {
+			err = n.readdress(ctx)
+		} else {
+			err = n.joinGroupOnce(ctx)
+		}
+		if err == nil && moved {
+			// The group's leader dials the new address now; the
+			// configuration it sends next tells this node so.
+			t := time.NewTimer(wait.Current())
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			continue
+		}
 		if err == nil {
 			wait.Reset()
 			redirects = 0
@@ -124,6 +142,62 @@ func (n *Node) groupJoinLoop() {
 			wait.Next() // the next wait is longer
 		}
 	}
+}
+
+// addressMoved reports whether this node's group records it at other
+// addresses than it has now: it restarted with its data directory at a new
+// address (a container or pod with a new IP), and the group's Raft and its
+// shards' Rafts still dial the old one.
+// It reads the group Raft's configuration, which a restarted node has from
+// its log at once (its FSM applies the log only once a leader reaches it).
+func (n *Node) addressMoved() bool {
+	r := n.raftNode()
+	if r == nil {
+		return false
+	}
+	f := r.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	self := n.selfMember().RaftAddr
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == n.cfg.NodeID {
+			return string(s.Address) != self
+		}
+	}
+	return false
+}
+
+// readdress tells the group's leader, through any member of the group,
+// this node's new addresses: the join of a member refreshes its record
+// (fsm AddMember), its group Raft server (ensureVoter) and, through the
+// placement the group's leader sends, its shard replicas' Raft servers
+// (convergeOnce).
+func (n *Node) readdress(ctx context.Context) error {
+	group := n.group()
+	addrs := n.dir.groupRPCAddrs(group)
+	if len(addrs) == 0 {
+		return fmt.Errorf("%w: no alive member of group %q", errNoGroup, group)
+	}
+	req, err := n.joinRequest(ctx, group, false)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, addr := range addrs {
+		cctx, cancel := context.WithTimeout(ctx, n.tune.RPCTimeout)
+		err := n.client.Call(cctx, addr, methodGroupJoin, req, &groupJoinResp{})
+		cancel()
+		if err == nil {
+			n.log.Info("told the group this node's new addresses", "group", group, "raft", req.Member.RaftAddr, "rpc", req.Member.RPCAddr)
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("via %s: %w", addr, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return fmt.Errorf("telling group %q the new addresses: %w", group, errors.Join(errs...))
 }
 
 // triggerJoin wakes the group join loop.

@@ -224,7 +224,10 @@ func (n *Node) ensureVoter(ctx context.Context, id, addr string) error {
 		switch {
 		case sameID && sameAddr && s.Suffrage == raft.Voter:
 			return nil
-		case sameID || sameAddr:
+		case sameID:
+			// At another address (it restarted with a new one) or not a
+			// voter: AddVoter below updates the server in place.
+		case sameAddr:
 			if string(s.ID) == n.cfg.NodeID {
 				return fmt.Errorf("%w: raft address %s is this leader's", fs.ErrExist, addr)
 			}

@@ -35,6 +35,10 @@ const (
 
 	// maxTagBytes is Serf's limit on the encoded tags of one member.
 	maxTagBytes = 512
+
+	// deadNodeReclaimTime is how long a failed member's address must
+	// have been dead before the same node id may come back at another.
+	deadNodeReclaimTime = 5 * time.Second
 )
 
 // Member statuses reported by Members and the status page.
@@ -103,6 +107,10 @@ func (n *Node) serfConfig(tags map[string]string) (*serf.Config, error) {
 	ml.BindPort = n.cfg.Ports.Serf
 	ml.AdvertiseAddr = n.cfg.Advertise()
 	ml.AdvertisePort = n.cfg.Ports.Serf
+	// A node that restarts at a new address (a container or pod with a
+	// new IP) takes its name back once the old address has been dead this
+	// long; memberlist's default, 0, never lets it (Consul sets 30 s).
+	ml.DeadNodeReclaimTime = deadNodeReclaimTime
 	ml.Logger = newStdLogger(n.log, "memberlist")
 	ml.LogOutput = nil
 	if t := n.tune; t.FastGossip {

@@ -486,6 +486,18 @@ func (h *shardHost) convergeOnce(ctx context.Context, s string, r *hosted) error
 				errs = append(errs, fmt.Errorf("adding %s: %w", id, err))
 			}
 			n.metrics.shardReplicaAdds.Inc()
+		case sv.Addr != addr:
+			// Its node came back at another address: Raft updates the
+			// address of a server it knows in place.
+			allVote = allVote && sv.Voter
+			n.log.Info("updating a shard replica's address", "shard", s, "replica", id, "from", sv.Addr, "to", addr)
+			update := r.rep.AddNonvoter
+			if sv.Voter {
+				update = r.rep.AddVoter
+			}
+			if err := update(ctx, id, addr); err != nil {
+				errs = append(errs, fmt.Errorf("updating the address of %s: %w", id, err))
+			}
 		case !sv.Voter:
 			allVote = false
 			caught, err := h.caughtUp(ctx, s, id, r)
