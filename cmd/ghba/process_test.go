@@ -190,6 +190,9 @@ type procCluster struct {
 
 	mu      sync.Mutex
 	clients map[string]*client.Client
+	// leaderApplied is each shard leader's applied index at the last poll
+	// of shardsSettled (a replica has caught up once it has applied it).
+	leaderApplied map[string]uint64
 }
 
 // newProcCluster prepares (does not start) n nodes with the default
@@ -700,15 +703,13 @@ func (c *procCluster) waitReady(what string, up ...*procNode) {
 	})
 }
 
-// settledLag is how many entries a caught-up replica may have applied
-// fewer than its leader: under a client load the followers apply each
-// entry after the leader, once the next append tells them it committed,
-// so a replica that keeps up still trails by the entries in flight.
-const settledLag = 8
-
 // shardsSettled reports whether every shard, as the first of up sees
 // them, is led by its owner and has min(R, live members of its group)
-// replicas, none lagging more than settledLag entries.
+// replicas, each caught up: it has applied every entry its leader had
+// applied at the previous poll. (Under a client load followers apply each
+// entry after the leader, once the next append tells them it committed,
+// so a replica that keeps up still trails by the entries in flight; with
+// no load this is a lag of 0.)
 func (c *procCluster) shardsSettled(up []*procNode) (bool, string) {
 	perGroup := map[string]int{}
 	for _, n := range up {
@@ -725,7 +726,15 @@ func (c *procCluster) shardsSettled(up []*procNode) (bool, string) {
 			return false, fmt.Sprintf("no shard %s yet: %+v", n.id, ss.Shards)
 		}
 	}
+	c.mu.Lock()
+	prev := c.leaderApplied
+	c.leaderApplied = map[string]uint64{}
 	for _, s := range ss.Shards {
+		c.leaderApplied[s.Shard] = s.AppliedIndex
+	}
+	c.mu.Unlock()
+	for _, s := range ss.Shards {
+		before, polled := prev[s.Shard]
 		switch {
 		case s.Leader == "" || s.Leader != s.Owner:
 			return false, fmt.Sprintf("shard %s: leader %q, owner %q", s.Shard, s.Leader, s.Owner)
@@ -733,7 +742,7 @@ func (c *procCluster) shardsSettled(up []*procNode) (bool, string) {
 			return false, fmt.Sprintf("shard %s of %s: replicas %v, want %d", s.Shard, s.Group, s.Replicas, min(c.replication, perGroup[s.Group]))
 		case len(s.Learners) > 0:
 			return false, fmt.Sprintf("shard %s: replicas %v still catching up", s.Shard, s.Learners)
-		case s.MaxLag > settledLag:
+		case !polled || s.AppliedIndex-s.MaxLag < before:
 			return false, fmt.Sprintf("shard %s: a replica lags %d entries", s.Shard, s.MaxLag)
 		}
 	}
