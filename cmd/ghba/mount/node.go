@@ -451,11 +451,16 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 
 // Unlink removes file or symbolic link name from n.
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	ctx = detach(ctx)
+	return n.remove(detach(ctx), "unlink", name, n.fs.c.Unlink)
+}
+
+// remove removes name from n with call (the client's Unlink or Rmdir),
+// settling a lost answer by looking the name up (f.change).
+func (n *node) remove(ctx context.Context, op, name string, call func(context.Context, string) error) syscall.Errno {
 	f, p := n.fs, n.child(name)
-	err := f.change(ctx, func(ctx context.Context) error { return f.c.Unlink(ctx, p) }, f.gone(p))
+	err := f.change(ctx, func(ctx context.Context) error { return call(ctx, p) }, f.gone(p))
 	if err != nil {
-		return f.errno("unlink", p, err)
+		return f.errno(op, p, err)
 	}
 	f.removed(n.GetChild(name))
 	return 0
@@ -471,14 +476,7 @@ func (f *FS) gone(p string) func(ctx context.Context) bool {
 
 // Rmdir removes empty directory name from n.
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	ctx = detach(ctx)
-	f, p := n.fs, n.child(name)
-	err := f.change(ctx, func(ctx context.Context) error { return f.c.Rmdir(ctx, p) }, f.gone(p))
-	if err != nil {
-		return f.errno("rmdir", p, err)
-	}
-	f.removed(n.GetChild(name))
-	return 0
+	return n.remove(detach(ctx), "rmdir", name, n.fs.c.Rmdir)
 }
 
 // Rename moves name in n to newName in newParent. RENAME_NOREPLACE is
