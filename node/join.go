@@ -183,21 +183,32 @@ func (n *Node) readdress(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if _, err := n.askGroup(ctx, addrs, req); err != nil {
+		return fmt.Errorf("telling group %q the new addresses: %w", group, err)
+	}
+	n.log.Info("told the group this node's new addresses", "group", group, "raft", req.Member.RaftAddr, "rpc", req.Member.RPCAddr)
+	return nil
+}
+
+// askGroup sends join request req to the members of a group at addrs in
+// turn (any member forwards it to the group's leader) and returns the
+// first answer.
+func (n *Node) askGroup(ctx context.Context, addrs []string, req *groupJoinReq) (*groupJoinResp, error) {
 	var errs []error
 	for _, addr := range addrs {
 		cctx, cancel := context.WithTimeout(ctx, n.tune.RPCTimeout)
-		err := n.client.Call(cctx, addr, methodGroupJoin, req, &groupJoinResp{})
+		var resp groupJoinResp
+		err := n.client.Call(cctx, addr, methodGroupJoin, req, &resp)
 		cancel()
 		if err == nil {
-			n.log.Info("told the group this node's new addresses", "group", group, "raft", req.Member.RaftAddr, "rpc", req.Member.RPCAddr)
-			return nil
+			return &resp, nil
 		}
 		errs = append(errs, fmt.Errorf("via %s: %w", addr, err))
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return fmt.Errorf("telling group %q the new addresses: %w", group, errors.Join(errs...))
+	return nil, errors.Join(errs...)
 }
 
 // triggerJoin wakes the group join loop.
@@ -278,41 +289,30 @@ func (n *Node) joinGroupOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var errs []error
-	for _, addr := range addrs {
-		cctx, cancel := context.WithTimeout(ctx, n.tune.RPCTimeout)
-		var resp groupJoinResp
-		err := n.client.Call(cctx, addr, methodGroupJoin, req, &resp)
-		cancel()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("via %s: %w", addr, err))
-			if ctx.Err() != nil {
-				break
-			}
-			continue
-		}
-		if resp.Redirect != "" {
-			n.log.Info("the full group's leader redirected the join", "group", resp.Redirect, "via", resp.Via, "leader", resp.Leader)
-			n.setHint(joinHint{group: resp.Redirect, via: resp.Via, from: target, until: time.Now().Add(n.tune.SwitchHintTimeout)})
-			return fmt.Errorf("%w: redirected to group %q", errRedirected, resp.Redirect)
-		}
-		if resp.Group == "" {
-			return fmt.Errorf("%w: empty answer", errNoGroup)
-		}
-		if err := n.settleOwnShard(ctx, resp.Created); err != nil {
-			return err
-		}
-		if err := n.dropCarry(ctx); err != nil { // the group's FSM has them now
-			return err
-		}
-		if err := n.setJoined(ctx, resp.Group); err != nil {
-			return err
-		}
-		n.metrics.joins.Inc()
-		n.log.Info("joined group", "group", resp.Group, "leader", resp.Leader)
-		return nil
+	resp, err := n.askGroup(ctx, addrs, req)
+	if err != nil {
+		return fmt.Errorf("joining group %q: %w", target, err)
 	}
-	return fmt.Errorf("joining group %q: %w", target, errors.Join(errs...))
+	if resp.Redirect != "" {
+		n.log.Info("the full group's leader redirected the join", "group", resp.Redirect, "via", resp.Via, "leader", resp.Leader)
+		n.setHint(joinHint{group: resp.Redirect, via: resp.Via, from: target, until: time.Now().Add(n.tune.SwitchHintTimeout)})
+		return fmt.Errorf("%w: redirected to group %q", errRedirected, resp.Redirect)
+	}
+	if resp.Group == "" {
+		return fmt.Errorf("%w: empty answer", errNoGroup)
+	}
+	if err := n.settleOwnShard(ctx, resp.Created); err != nil {
+		return err
+	}
+	if err := n.dropCarry(ctx); err != nil { // the group's FSM has them now
+		return err
+	}
+	if err := n.setJoined(ctx, resp.Group); err != nil {
+		return err
+	}
+	n.metrics.joins.Inc()
+	n.log.Info("joined group", "group", resp.Group, "leader", resp.Leader)
+	return nil
 }
 
 // joinRequest builds the request of a join attempt to group target: this
