@@ -101,14 +101,15 @@ func TestFilterMemoryBudget(t *testing.T) {
 	// A push of the changes reaches every holder, the extra ones too: once
 	// every create has reached its child's shard and every leader has
 	// pushed (SyncFilters waits for its pushes), every replica is at its
-	// origin's version, with no renewal.
+	// origin's version. On a starved machine a push can time out; the
+	// next SyncFilters pushes again, so the test waits for a few rounds.
 	paths := createSpread(t, ctx, client, nodes, 60, 4)
-	for _, n := range nodes {
-		n.NS().SyncFilters()
-	}
-	if err := replicasCurrent(nodes); err != nil {
-		t.Fatal(err)
-	}
+	rpctest.Eventually(t, 30*time.Second, "replicas at their origin's version after the creates", func() error {
+		for _, n := range nodes {
+			n.NS().SyncFilters()
+		}
+		return replicasCurrent(nodes)
+	})
 	for _, n := range nodes[3:] {
 		before := n.NS().Stats().Multicasts
 		for _, p := range paths {

@@ -592,9 +592,7 @@ func testLeaveAndKill(t *testing.T, r int) {
 		if i%4 == 0 {
 			p = fmt.Sprintf("/g%02d", i)
 		}
-		if _, err := client.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644}); err != nil {
-			t.Fatalf("create %s: %v", p, err)
-		}
+		mustCreate(t, ctx, client, p)
 		paths = append(paths, p)
 	}
 	paths = append(paths, "/", "/d")
@@ -811,9 +809,7 @@ func TestRepairAfterFailure(t *testing.T) {
 	var paths []string
 	for i := range 40 {
 		p := fmt.Sprintf("/r%02d", i)
-		if _, err := client.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644}); err != nil {
-			t.Fatalf("create %s: %v", p, err)
-		}
+		mustCreate(t, ctx, client, p)
 		paths = append(paths, p)
 	}
 
@@ -888,4 +884,61 @@ func startJoined(t *testing.T, log *slog.Logger, k int, tweak func(c *node.Confi
 		nodes = append(nodes, nodetest.Start(t, c, log))
 	}
 	return cfgs, nodes
+}
+
+// TestLeaveRightAfterJoin leaves a node the moment it has joined, before
+// its shard host has opened (and bootstrapped) the shard it asked its
+// group to create. The leave must wait for that shard to exist and then
+// hand it over like any other: otherwise the group keeps a shard that no
+// replica can elect a leader for, and every later leave of a node placed
+// a replica of it waits forever.
+func TestLeaveRightAfterJoin(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
+	log := rpctest.Logger(t)
+	cfgs, nodes := startJoined(t, log, 2, func(c *node.Config) {})
+	checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2"})
+	c3 := nodetest.Config(t, "n3")
+	c3.RetryJoin = []string{nodetest.SerfAddr(cfgs[0])}
+	n3 := nodetest.Start(t, c3, log)
+	// Polled every millisecond: the window is the moment after the join.
+	for deadline := time.Now().Add(30 * time.Second); !n3.IsJoined(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("n3 not joined after 30s")
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	lr, err := n3.Leave(ctx)
+	if err != nil {
+		t.Fatalf("leave n3 right after its join: %v", err)
+	}
+	t.Logf("leave of n3: %+v", lr)
+	nodetest.Shutdown(t, n3)
+	checkGroup(t, 30*time.Second, nodes, []string{"n1", "n2"})
+	shardsSettled(t, time.Minute, nodes, []string{"n1", "n2", "n3"}, 3)
+	// n2 hosts a replica of every shard, n3's included: it can leave.
+	if _, err := nodes[1].Leave(ctx); err != nil {
+		t.Fatalf("leave n2 afterwards: %v", err)
+	}
+}
+
+// mustCreate creates the file p through c, trying again for up to 30 s
+// while the create fails as unavailable (a shard between leaders for a
+// moment on a loaded machine). "Exists" after such a failure means that
+// an attempt whose answer was lost created it.
+func mustCreate(t *testing.T, ctx context.Context, c *client.Client, p string) {
+	t.Helper()
+	failed := false
+	rpctest.Eventually(t, 30*time.Second, "create "+p, func() error {
+		_, err := c.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644})
+		switch {
+		case err == nil, failed && errors.Is(err, fs.ErrExist):
+			return nil
+		case errors.Is(err, rpc.ErrUnavailable):
+			failed = true
+			return err
+		}
+		t.Fatalf("create %s: %v", p, err)
+		return nil
+	})
 }

@@ -115,9 +115,7 @@ func TestGHBAGroups(t *testing.T) {
 	var paths []string
 	for i := range 60 {
 		p := fmt.Sprintf("/d/f%02d", i)
-		if _, err := client.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644}); err != nil {
-			t.Fatalf("create %s: %v", p, err)
-		}
+		mustCreate(t, ctx, client, p)
 		paths = append(paths, p)
 	}
 	lookupAt := func(n *node.Node, p string) (*rpc.LookupResponse, error) {

@@ -75,6 +75,10 @@ type shardHost struct {
 	reps   map[string]*hosted
 	closed bool // closeAll ran: a replica opened since is closed at once
 	wake   chan struct{}
+	// passMu is held for a whole reconcile pass, so that a check made
+	// under it (moveShardReplicasAway) is never followed by a pass that
+	// acts on an older FSM than the check saw.
+	passMu sync.Mutex
 }
 
 func newShardHost(n *Node) *shardHost {
@@ -144,6 +148,8 @@ func (h *shardHost) loop() {
 // shard this node creates), and closes and deletes those removed from
 // their shard.
 func (h *shardHost) reconcile(ctx context.Context) {
+	h.passMu.Lock()
+	defer h.passMu.Unlock()
 	n := h.n
 	placed := map[string]bool{}
 	if f := n.groupFSM(); f != nil && n.isJoined() && f.Bootstrapped() {
@@ -741,6 +747,9 @@ func (n *Node) moveShardReplicasAway(ctx context.Context) (int, error) {
 	if len(hostedIDs) > 0 && len(f.ActiveMembers()) < 2 {
 		return 0, fmt.Errorf("%w: this node is the last active member of group %q: its shards have nowhere to go", rpc.ErrUnavailable, n.group())
 	}
+	if err := n.awaitOwnShard(ctx); err != nil {
+		return 0, err
+	}
 	err := backoff.Retry(ctx, backoff.New(50*time.Millisecond, 2*time.Second), 0, func() error {
 		if n.isLeader() {
 			return n.markLeaving(ctx, n.cfg.NodeID)
@@ -755,13 +764,65 @@ func (n *Node) moveShardReplicasAway(ctx context.Context) (int, error) {
 	n.shards.signal()
 	wait := backoff.New(100*time.Millisecond, time.Second)
 	for {
-		left, _ := n.shards.hostedAndLed()
-		if len(left) == 0 {
+		left, pending := n.shards.leftAfterLeaving()
+		if len(left) == 0 && pending == "" {
 			return len(hostedIDs), nil
 		}
-		n.log.Info("waiting for the shards' leaders to move replicas off this node", "replicas", left)
+		n.log.Info("waiting for the shards' leaders to move replicas off this node", "replicas", left, "pending", pending)
 		if err := wait.Wait(ctx); err != nil {
+			if pending != "" {
+				err = fmt.Errorf("%s: %w", pending, err)
+			}
 			return len(hostedIDs) - len(left), fmt.Errorf("replicas %v still here: %w", left, err)
+		}
+	}
+}
+
+// leftAfterLeaving returns the replicas still open here and, while this
+// node's copy of the group's FSM has not yet applied its leaving (or
+// still places replicas here), what is pending. No replica left and
+// nothing pending means that no reconcile pass opens a replica here
+// again: the check holds passMu, and every later pass sees an FSM at
+// least as new as this one.
+func (h *shardHost) leftAfterLeaving() (left []string, pending string) {
+	h.passMu.Lock()
+	defer h.passMu.Unlock()
+	self := h.n.cfg.NodeID
+	if f := h.n.groupFSM(); f != nil {
+		m, ok := f.Member(self)
+		switch {
+		case ok && m.Status == fsm.StatusActive:
+			pending = "this node's copy of the group state does not show it leaving yet"
+		case ok && len(f.HostedBy(self)) > 0:
+			pending = fmt.Sprintf("the group state still places replicas %v here", f.HostedBy(self))
+		}
+	}
+	left, _ = h.hostedAndLed()
+	return left, pending
+}
+
+// awaitOwnShard waits until the shard this node was to create (its own,
+// on its first join) is bootstrapped by its replica here. Until then the
+// shard exists in the group's FSM only: a node that left before would
+// leave its group a shard on which no replica can ever elect a leader.
+func (n *Node) awaitOwnShard(ctx context.Context) error {
+	wait := backoff.New(50*time.Millisecond, time.Second)
+	for {
+		create, err := n.getMeta(ctx, metaShardCreate)
+		if err != nil {
+			return err
+		}
+		f := n.groupFSM()
+		if create == "" || f == nil {
+			return nil
+		}
+		if _, ok := f.Shard(create); !ok {
+			return nil // not this group's shard (settleOwnShard drops the intent)
+		}
+		n.log.Info("waiting for this node's shard to be created before leaving", "shard", create)
+		n.shards.signal()
+		if err := wait.Wait(ctx); err != nil {
+			return fmt.Errorf("shard %s not created yet: %w", create, err)
 		}
 	}
 }

@@ -40,11 +40,24 @@ import (
 // for a few hundred milliseconds on 2 cores.
 func Tuning() node.Tuning {
 	t := node.DefaultTuning()
-	t.Raft.Heartbeat = 500 * time.Millisecond
-	t.Raft.Election = 500 * time.Millisecond
-	t.Raft.LeaderLease = 300 * time.Millisecond
+	// The group's Raft keeps the production timers (heartbeat and
+	// election 1 s) with a lease of a second: with 300 ms, the leaders of
+	// 3-voter groups on a starved 2-core machine under the race detector
+	// stepped down every few hundred milliseconds ("failed to contact
+	// quorum") and no group kept a leader for 30 s.
+	t.Raft.Heartbeat = time.Second
+	t.Raft.Election = time.Second
+	t.Raft.LeaderLease = time.Second
 	t.Raft.Commit = 10 * time.Millisecond
 	t.Raft.ApplyTimeout = 5 * time.Second
+	// A shard's leader keeps its leadership while a follower answers
+	// within a second, not half of one: with the race detector and a
+	// parallel test package on 2 cores, a follower that must be sent
+	// older entries can take more than 500 ms to answer, and a shard of
+	// two voters then lost every leadership it won. Followers still start
+	// an election after the production heartbeat timeout (1 s), and a
+	// shard's read lease stays half of that.
+	t.Shard.LeaderLease = time.Second
 	t.FastGossip = true
 	t.SerfReconnectTimeout = 10 * time.Minute // failed members stay failed (restart tests)
 	t.SerfTombstoneTimeout = time.Minute
