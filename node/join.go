@@ -293,6 +293,11 @@ func (n *Node) joinGroupOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("joining group %q: %w", target, err)
 	}
+	if resp.Refused != "" {
+		err := fmt.Errorf("%w: %s", ErrSchemeMismatch, resp.Refused)
+		n.fail(err)
+		return err
+	}
 	if resp.Redirect != "" {
 		n.log.Info("the full group's leader redirected the join", "group", resp.Redirect, "via", resp.Via, "leader", resp.Leader)
 		n.setHint(joinHint{group: resp.Redirect, via: resp.Via, from: target, until: time.Now().Add(n.tune.SwitchHintTimeout)})
@@ -325,7 +330,7 @@ func (n *Node) joinRequest(ctx context.Context, target string, auto bool) (*grou
 		return nil, err
 	}
 	return &groupJoinReq{leaderOnly: leaderOnly{Group: target}, Auto: auto, Member: n.selfMember(),
-		Shards: shards, Creates: creates, Incarnation: n.incarnation}, nil
+		Shards: shards, Creates: creates, Incarnation: n.incarnation, Scheme: n.cfg.Scheme}, nil
 }
 
 // Join joins the Serf pool through the given Serf addresses (host:port) and
@@ -438,6 +443,13 @@ func (n *Node) handleGroupJoin(ctx context.Context, req *groupJoinReq) (*groupJo
 	}
 	if resp, handled, err := forward[groupJoinReq, groupJoinResp](ctx, n, methodGroupJoin, req); handled {
 		return resp, err
+	}
+	if req.Scheme != "" && req.Scheme != n.cfg.Scheme {
+		n.log.Warn("join refused: the joiner's routing scheme is not the group's", "joiner", req.Member.ID,
+			"joiner_scheme", req.Scheme, "scheme", n.cfg.Scheme)
+		return &groupJoinResp{Leader: n.cfg.NodeID, Scheme: n.cfg.Scheme,
+			Refused: fmt.Sprintf("node %s routes with scheme %q but group %q (leader %s) with %q; every node of a group must set the same scheme: set scheme: %s in its config",
+				req.Member.ID, req.Scheme, n.group(), n.cfg.NodeID, n.cfg.Scheme, n.cfg.Scheme)}, nil
 	}
 	shards := req.Shards
 	if shards == nil { // a joiner of a build before replicated shards

@@ -65,6 +65,10 @@ var (
 	// ErrLeaving reports a request refused because the node is leaving the
 	// cluster.
 	ErrLeaving = errors.New("node: leaving the cluster")
+	// ErrSchemeMismatch stops a node whose group's leader refused its
+	// join because the node's routing scheme (config scheme) is not the
+	// group's: every node of a group must route the same way.
+	ErrSchemeMismatch = errors.New("node: routing scheme differs from the group's")
 )
 
 // lifecycle is a Node's state.

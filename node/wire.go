@@ -56,6 +56,10 @@ type groupJoinReq struct {
 	// them even if it lost the answer to the attempt that did. Empty from
 	// joiners of older builds.
 	Incarnation string `json:"incarnation,omitempty"`
+	// Scheme is the joiner's routing scheme (config scheme); the leader
+	// refuses a joiner whose scheme is not its group's. Empty from
+	// joiners of older builds (not checked).
+	Scheme string `json:"scheme,omitempty"`
 }
 
 // groupJoinResp tells the joiner its group, or where to go instead.
@@ -78,6 +82,11 @@ type groupJoinResp struct {
 	// created again: a node whose data dir was wiped rejoins its shards'
 	// existing Raft groups.
 	Created []string `json:"created,omitempty"`
+	// Refused, when set, means the node was not added and must not try
+	// again with the same configuration: it says why (a scheme that is
+	// not the group's). Scheme is then the group's scheme.
+	Refused string `json:"refused,omitempty"`
+	Scheme  string `json:"scheme,omitempty"`
 }
 
 // groupLeaveReq asks a group's leader to remove member ID (its
