@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 # Link only hashicorp/go-metrics (raft-boltdb's compat layer would pull in armon/go-metrics).
 TAGS      := -tags hashicorpmetrics
 
-.PHONY: all build image test bench demo groups-bench compare-etcd mount-bench sim-demo fuzz vet fmt clean chaos chaos-broken formation
+.PHONY: all build image test bench demo groups-bench compare-etcd mount-bench pjdfstest sim-demo fuzz vet fmt clean chaos chaos-broken formation
 
 all: build
 
@@ -102,6 +102,13 @@ compare-etcd: build
 ## the testdata/ cluster, one sitting (needs root and FUSE)
 mount-bench: build
 	GHBA_BIN=$(BIN) scripts/mount-bench.sh
+
+## pjdfstest: the POSIX conformance suite pjdfstest through a mount of the testdata/
+## cluster (R=3), built from PJDFSTEST_TOOLS (default ../shared/tools/pjdfstest); one line
+## per test file and a summary per directory; ONLY=REGEX runs the matching files
+## (needs root, FUSE, autoconf, automake, gcc, perl)
+pjdfstest: build
+	GHBA_BIN=$(BIN) scripts/pjdfstest.sh
 
 ## sim-demo: the simulator's quick mode on generated traces
 sim-demo: build

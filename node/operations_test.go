@@ -184,18 +184,31 @@ func TestVersionGate(t *testing.T) {
 			}
 		}
 	}
+	// A special file needs format 3: refused while a member speaks 1.
+	mkfifo := func() error {
+		return untilAvailable(ctx, func() error {
+			_, err := cl.Create(ctx, &rpc.CreateRequest{Path: "/fifo", Type: rpc.TypeFIFO, Mode: 0o644})
+			return err
+		})
+	}
+	if err := mkfifo(); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("mkfifo with a member speaking format 1: %v, want errors.ErrUnsupported", err)
+	}
 
-	// The last node runs this build's formats: format 2 comes into use.
+	// The last node runs this build's formats: they come into use.
 	upgrade(2)
-	rpctest.Eventually(t, 30*time.Second, "format 2 in use everywhere", func() error {
+	rpctest.Eventually(t, 30*time.Second, "this build's format in use everywhere", func() error {
 		for _, n := range nodes {
-			if got := inUse(n); got != 2 {
+			if got := inUse(n); got != int(store.MaxBatchFormat) {
 				return fmt.Errorf("%s: in use %d", n.ID(), got)
 			}
 		}
 		return nil
 	})
 	create("/new")
+	if err := mkfifo(); err != nil {
+		t.Fatalf("mkfifo with every member on this build: %v", err)
+	}
 	rpctest.Eventually(t, 30*time.Second, "ids on the files created before", func() error {
 		st, err := cl.Stat(ctx, "/old0-0")
 		if err != nil {
@@ -216,8 +229,25 @@ func TestVersionGate(t *testing.T) {
 	err = n.Start(ctx)
 	if !errors.Is(err, node.ErrFormat) {
 		_ = n.Shutdown(ctx)
-		t.Fatalf("start pinned to format 1 with format 2 in use: %v, want ErrFormat", err)
+		t.Fatalf("start pinned to format 1 with format %d in use: %v, want ErrFormat", store.MaxBatchFormat, err)
 	}
 	t.Logf("refused: %v", err)
 	_ = n.Shutdown(ctx)
+}
+
+// untilAvailable calls op until it answers other than rpc.ErrUnavailable
+// (a shard between leaders), for up to 20 s, and returns its answer.
+func untilAvailable(ctx context.Context, op func() error) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := op()
+		if !errors.Is(err, rpc.ErrUnavailable) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

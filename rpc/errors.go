@@ -100,6 +100,7 @@ const (
 	CodeNotLeader        Code = 16 // ErrNotLeader (also matches ErrUnavailable); message names the leader
 	CodeUnauthenticated  Code = 17 // ErrUnauthenticated
 	CodeVersionMismatch  Code = 18 // ErrVersionMismatch
+	CodeUnsupported      Code = 19 // errors.ErrUnsupported (not every member supports the operation yet)
 )
 
 var codeNames = [...]string{
@@ -122,6 +123,7 @@ var codeNames = [...]string{
 	CodeNotLeader:        "not_leader",
 	CodeUnauthenticated:  "unauthenticated",
 	CodeVersionMismatch:  "version_mismatch",
+	CodeUnsupported:      "unsupported",
 }
 
 // String returns the code's short name, e.g. "not_exist".
@@ -170,6 +172,8 @@ func (c Code) sentinel() error {
 		return ErrUnauthenticated
 	case CodeVersionMismatch:
 		return ErrVersionMismatch
+	case CodeUnsupported:
+		return errors.ErrUnsupported
 	}
 	return nil
 }
@@ -255,6 +259,8 @@ func ErrorCode(err error) Code {
 		return CodeCanceled
 	case errors.Is(err, ErrVersionMismatch):
 		return CodeVersionMismatch
+	case errors.Is(err, errors.ErrUnsupported):
+		return CodeUnsupported
 	case errors.Is(err, fs.ErrNotExist):
 		return CodeNotExist
 	case errors.Is(err, fs.ErrExist):

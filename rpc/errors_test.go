@@ -10,8 +10,8 @@ import (
 
 func TestCodeMapping(t *testing.T) {
 	last := Code(len(codeNames) - 1)
-	if last != CodeVersionMismatch {
-		t.Errorf("last named code = %v, want %v", last, CodeVersionMismatch)
+	if last != CodeUnsupported {
+		t.Errorf("last named code = %v, want %v", last, CodeUnsupported)
 	}
 	for code := CodeOK; code <= last; code++ {
 		if code == CodeOK {
@@ -70,6 +70,10 @@ func TestCodeMapping(t *testing.T) {
 	vm := CodeVersionMismatch.Err("version 3, not 2")
 	if !errors.Is(vm, ErrVersionMismatch) || errors.Is(vm, fs.ErrExist) || errors.Is(vm, ErrUnavailable) || ErrorCode(fmt.Errorf("setattr /a: %w", ErrVersionMismatch)) != CodeVersionMismatch {
 		t.Errorf("CodeVersionMismatch maps wrongly: %v", vm)
+	}
+	us := CodeUnsupported.Err("special files need shard log format 3")
+	if !errors.Is(us, errors.ErrUnsupported) || errors.Is(us, ErrUnavailable) || ErrorCode(fmt.Errorf("mknod /p: %w", errors.ErrUnsupported)) != CodeUnsupported {
+		t.Errorf("CodeUnsupported maps wrongly: %v", us)
 	}
 }
 

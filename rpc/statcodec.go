@@ -15,7 +15,7 @@ import "math"
 func (r *StatResponse) appendMsgpack(b []byte) []byte {
 	in := &r.Inode
 	n := 14 // the fields always present
-	for _, set := range [...]bool{len(in.Layout) > 0, in.Target != "", in.HasText, in.Text != "", len(in.Ancestors) > 0, r.HomeAddr != "", r.Lease != 0, in.ID != 0} {
+	for _, set := range [...]bool{len(in.Layout) > 0, in.Target != "", in.HasText, in.Text != "", len(in.Ancestors) > 0, r.HomeAddr != "", r.Lease != 0, in.ID != 0, in.Rdev != 0} {
 		if set {
 			n++
 		}
@@ -56,6 +56,9 @@ func (r *StatResponse) appendMsgpack(b []byte) []byte {
 	b = kvInt(b, "mtime", in.Mtime)
 	b = kvUint(b, "nlink", uint64(in.Nlink))
 	b = kvStr(b, "path", in.Path)
+	if in.Rdev != 0 {
+		b = kvUint(b, "rdev", in.Rdev)
+	}
 	b = kvInt(b, "size", in.Size)
 	if in.Target != "" {
 		b = kvStr(b, "target", in.Target)
@@ -108,6 +111,8 @@ func (r *StatResponse) readMsgpack(rd *mpReader) {
 			in.Version = rd.uint64()
 		case "id":
 			in.ID = rd.uint64()
+		case "rdev":
+			in.Rdev = rd.uint64()
 		case "home":
 			in.Home = rd.strAs(&rd.lastHome)
 		case "layout":
@@ -249,6 +254,11 @@ func internType(rd *mpReader) string {
 		return TypeDir
 	case TypeSymlink:
 		return TypeSymlink
+	}
+	for _, t := range [...]string{TypeFIFO, TypeSocket, TypeCharDev, TypeBlockDev} {
+		if string(v) == t {
+			return t
+		}
 	}
 	return string(v)
 }

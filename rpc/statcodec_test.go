@@ -48,7 +48,7 @@ func statSamples() map[string]*StatResponse {
 			HomeAddr: "127.0.0.1:7420", Level: LevelL1, Lease: 2e9},
 		"every field": {Inode: Inode{Path: "/" + strings.Repeat("p", 300), Type: TypeSymlink, Mode: 0o7777,
 			UID: math.MaxUint32, GID: 70000, Size: math.MaxInt64, Atime: -1, Mtime: -200, Ctime: math.MinInt64,
-			Nlink: 300, Version: math.MaxUint64, Home: "n", Layout: []byte{0, 1, 2, 255}, Target: "/t", HasText: true,
+			Nlink: 300, Version: math.MaxUint64, Home: "n", Layout: []byte{0, 1, 2, 255}, Target: "/t", Rdev: 0x803, HasText: true,
 			Text: "some text", Ancestors: []AncestorCode{{Depth: 0, Mode: 0o111, UID: 1}, {Depth: 1, Mode: 0o100, UID: 2, GID: 3}},
 			ID: math.MaxUint64 - 1},
 			HomeAddr: "h:1", Level: LevelL4, Hops: 3, Lease: -5},

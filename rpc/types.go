@@ -66,7 +66,21 @@ const (
 	// TypeSymlink is a symbolic link (Inode.Target). The service keeps
 	// links as metadata: a path is never resolved through one.
 	TypeSymlink = "symlink"
+	// The special files (CreateRequest.Type): a named pipe, a socket, a
+	// character and a block device (Inode.Rdev). The service keeps their
+	// metadata; what they do is up to the kernel of the machine that opens
+	// them, as with any file system.
+	TypeFIFO     = "fifo"
+	TypeSocket   = "socket"
+	TypeCharDev  = "char"
+	TypeBlockDev = "block"
 )
+
+// SpecialType reports whether t is a special file type (TypeFIFO,
+// TypeSocket, TypeCharDev or TypeBlockDev).
+func SpecialType(t string) bool {
+	return t == TypeFIFO || t == TypeSocket || t == TypeCharDev || t == TypeBlockDev
+}
 
 // Lookup levels reported in replies: which step of the G-HBA query path
 // (docs/design.md, "Query path") resolved the path.
@@ -84,7 +98,8 @@ const (
 type Inode struct {
 	// Path is the normalized absolute path.
 	Path string `json:"path"`
-	// Type is TypeFile, TypeDir or TypeSymlink.
+	// Type is TypeFile, TypeDir, TypeSymlink or a special file type
+	// (SpecialType).
 	Type string `json:"type"`
 	// Mode holds the permission bits (0o7777: rwx for user, group, other,
 	// plus setuid, setgid and sticky), as in chmod.
@@ -112,6 +127,9 @@ type Inode struct {
 	Layout []byte `json:"layout,omitempty"`
 	// Target is a symbolic link's target (TypeSymlink only).
 	Target string `json:"target,omitempty"`
+	// Rdev is a device's number (TypeCharDev and TypeBlockDev only), in
+	// Linux's encoding (unix.Mkdev).
+	Rdev uint64 `json:"rdev,omitempty"`
 	// HasText reports that the file has a text in the full-text index
 	// (CreateRequest.Text); the text itself is not returned.
 	HasText bool `json:"has_text,omitempty"`
@@ -156,10 +174,43 @@ func (in *Inode) FileMode() fs.FileMode {
 	if in.Mode&0o1000 != 0 {
 		m |= fs.ModeSticky
 	}
-	if in.IsDir() {
+	switch in.Type {
+	case TypeDir:
 		m |= fs.ModeDir
+	case TypeSymlink:
+		m |= fs.ModeSymlink
+	case TypeFIFO:
+		m |= fs.ModeNamedPipe
+	case TypeSocket:
+		m |= fs.ModeSocket
+	case TypeCharDev:
+		m |= fs.ModeDevice | fs.ModeCharDevice
+	case TypeBlockDev:
+		m |= fs.ModeDevice
 	}
 	return m
+}
+
+// TypeOfMode returns the inode type of the type bits of m (as os.Lstat
+// reports them), or "" for a type the cluster has none of.
+func TypeOfMode(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return TypeDir
+	case m.IsRegular():
+		return TypeFile
+	case m&fs.ModeSymlink != 0:
+		return TypeSymlink
+	case m&fs.ModeNamedPipe != 0:
+		return TypeFIFO
+	case m&fs.ModeSocket != 0:
+		return TypeSocket
+	case m&fs.ModeCharDevice != 0:
+		return TypeCharDev
+	case m&fs.ModeDevice != 0:
+		return TypeBlockDev
+	}
+	return ""
 }
 
 // ModTime returns Mtime as a time.Time.
@@ -250,7 +301,8 @@ type LookupResponse struct {
 	Leader string `json:"leader,omitempty"`
 	// HomeAddr is the leader's RPC address; may be empty.
 	HomeAddr string `json:"home_addr,omitempty"`
-	// Type is TypeFile, TypeDir or TypeSymlink.
+	// Type is TypeFile, TypeDir, TypeSymlink or a special file type
+	// (SpecialType).
 	Type string `json:"type,omitempty"`
 	// Level is the lookup level that resolved the path (LevelL1..LevelL4).
 	Level string `json:"level"`
@@ -309,11 +361,19 @@ func BatchStatError(err error) BatchStatResult {
 	return BatchStatResult{Code: ErrorCode(err), Message: err.Error()}
 }
 
-// CreateRequest creates a regular file. It fails with fs.ErrExist if the
-// name exists and with fs.ErrNotExist if the parent does not.
+// CreateRequest creates a regular file (or a symbolic link, or a special
+// file). It fails with fs.ErrExist if the name exists and with
+// fs.ErrNotExist if the parent does not.
 type CreateRequest struct {
 	// Path is the absolute path of the new file.
 	Path string `json:"path"`
+	// Type is "" or TypeFile for a regular file (TypeSymlink with
+	// Symlink), or a special file type (SpecialType). A special file needs
+	// every member of the cluster to speak shard log format 3; until then
+	// its create fails with ErrUnsupported.
+	Type string `json:"type,omitempty"`
+	// Rdev is the device number of a TypeCharDev or TypeBlockDev.
+	Rdev uint64 `json:"rdev,omitempty"`
 	// Mode is the permission bits (0o7777).
 	Mode uint32 `json:"mode"`
 	// UID is the owner's user id.
@@ -362,7 +422,7 @@ type FindRequest struct {
 	// words are ignored). Matches are ranked best first within a shard
 	// and carry the stage "text"; After is then a position, not a path.
 	Text string `json:"text,omitempty"`
-	// Type is "", TypeFile, TypeDir or TypeSymlink.
+	// Type is "", TypeFile, TypeDir, TypeSymlink or a special file type.
 	Type string `json:"type,omitempty"`
 	// MinSize and MaxSize bound the size in bytes, inclusive (nil: none).
 	MinSize *int64 `json:"min_size,omitempty"`
@@ -514,7 +574,8 @@ type BatchCreateRequest struct {
 type BatchCreateEntry struct {
 	// Name is the child's name (one path component).
 	Name string `json:"name"`
-	// Type is TypeFile, TypeDir or TypeSymlink.
+	// Type is TypeFile, TypeDir, TypeSymlink or a special file type
+	// (SpecialType, as in CreateRequest.Type).
 	Type string `json:"type"`
 	// Mode, UID and GID as in CreateRequest.
 	Mode uint32 `json:"mode"`
@@ -526,6 +587,8 @@ type BatchCreateEntry struct {
 	Atime   int64  `json:"atime,omitempty"`
 	Mtime   int64  `json:"mtime,omitempty"`
 	Symlink string `json:"symlink,omitempty"`
+	// Rdev is a device's number, as in CreateRequest.
+	Rdev uint64 `json:"rdev,omitempty"`
 	// Text as in CreateRequest (TypeFile only).
 	Text string `json:"text,omitempty"`
 }
@@ -655,7 +718,8 @@ type ReadDirRequest struct {
 type DirEntry struct {
 	// Name is the entry's name (one path component).
 	Name string `json:"name"`
-	// Type is TypeFile, TypeDir or TypeSymlink.
+	// Type is TypeFile, TypeDir, TypeSymlink or a special file type
+	// (SpecialType).
 	Type string `json:"type"`
 	// Home is the shard that homes the child.
 	Home string `json:"home,omitempty"`

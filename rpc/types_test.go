@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"encoding/json"
+	"io/fs"
 	"reflect"
 	"slices"
 	"testing"
@@ -196,5 +197,23 @@ func TestIdempotentTable(t *testing.T) {
 		if Idempotent(m) {
 			t.Errorf("%s should not be idempotent", m)
 		}
+	}
+}
+
+// TestFileModeTypes: every inode type has its own fs.FileMode type bits,
+// and TypeOfMode reads them back.
+func TestFileModeTypes(t *testing.T) {
+	for _, typ := range []string{TypeFile, TypeDir, TypeSymlink, TypeFIFO, TypeSocket, TypeCharDev, TypeBlockDev} {
+		in := &Inode{Type: typ, Mode: 0o640}
+		m := in.FileMode()
+		if got := TypeOfMode(m); got != typ {
+			t.Errorf("%s: FileMode %v reads back as %q", typ, m, got)
+		}
+		if m.Perm() != 0o640 {
+			t.Errorf("%s: FileMode %v, want permission bits 0640", typ, m)
+		}
+	}
+	if got := TypeOfMode(fs.ModeIrregular); got != "" {
+		t.Errorf("an irregular file reads as %q, want none", got)
 	}
 }

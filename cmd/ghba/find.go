@@ -29,6 +29,12 @@ type findJSON struct {
 	Stage string `json:"stage"`
 }
 
+// findTypes maps find(1)'s --type letters to the cluster's inode types.
+var findTypes = map[string]string{
+	"f": rpc.TypeFile, "d": rpc.TypeDir, "l": rpc.TypeSymlink,
+	"p": rpc.TypeFIFO, "s": rpc.TypeSocket, "c": rpc.TypeCharDev, "b": rpc.TypeBlockDev,
+}
+
 // newFindCmd returns "ghba find".
 func newFindCmd(o *clientOptions) *cobra.Command {
 	var (
@@ -37,7 +43,7 @@ func newFindCmd(o *clientOptions) *cobra.Command {
 		sorted                              bool
 	)
 	cmd := &cobra.Command{
-		Use:   "find [PATH | QUERY] [--name GLOB] [--regex RE] [--text WORDS] [--type f|d|l] [--size ±N] [--mtime ±D]",
+		Use:   "find [PATH | QUERY] [--name GLOB] [--regex RE] [--text WORDS] [--type f|d|l|p|s|c|b] [--size ±N] [--mtime ±D]",
 		Short: "Search the namespace by name, related names, text, type, size and modification time",
 		Long: `Search below PATH (default /; PATH itself included) for the entries that
 match every condition given, as find(1) does: every shard is searched in
@@ -59,17 +65,18 @@ first), for files imported with "ghba import --content". Each line is
   --text WORDS  the file's indexed text holds every word of WORDS (any
                 case; very common English words such as "the" are not
                 indexed); results come best match first within a shard
-  --type T      f (file), d (directory) or l (symbolic link)
+  --type T      f (file), d (directory), l (symbolic link), p (FIFO),
+                s (socket), c or b (character or block device)
   --size N      the size, rounded up to units, is N (+N: more, -N: less);
                 units c (bytes), k (KiB), M (MiB), G (GiB), default b
                 (512-byte blocks), as in find(1); directories have size 0
   --mtime D     the modification time is D days ago, counted in whole days
                 as find(1) does (+D: more, -D: less)
 
-With --json: one object per line {"path", "type" ("file", "dir" or
-"symlink"), "size", "mtime" (RFC 3339), "stage" ("exact", "related" or
-"text" for a plain query, "text" with --text, "filter" otherwise)}. With ACLs on, a user finds what
-it could stat.`,
+With --json: one object per line {"path", "type" ("file", "dir", "symlink",
+"fifo", "socket", "char" or "block"), "size", "mtime" (RFC 3339), "stage"
+("exact", "related" or "text" for a plain query, "text" with --text,
+"filter" otherwise)}. With ACLs on, a user finds what it could stat.`,
 		Example: `  ghba find report.pdf
   ghba find /src --name '*.go' --type f
   ghba find /src --text 'raft leader election' --limit 20
@@ -91,16 +98,10 @@ it could stat.`,
 			if err := checkPath(req.Root); err != nil {
 				return err
 			}
-			switch typ {
-			case "":
-			case "f":
-				req.Type = rpc.TypeFile
-			case "d":
-				req.Type = rpc.TypeDir
-			case "l":
-				req.Type = rpc.TypeSymlink
-			default:
-				return usageErrorf("find: --type %q: want f, d or l", typ)
+			if typ != "" {
+				if req.Type = findTypes[typ]; req.Type == "" {
+					return usageErrorf("find: --type %q: want f, d, l, p, s, c or b", typ)
+				}
 			}
 			var err error
 			if size != "" {
@@ -125,7 +126,7 @@ it could stat.`,
 	f.StringVar(&name, "name", "", "glob on the base name")
 	f.StringVar(&regex, "regex", "", "RE2 regular expression on the whole path")
 	f.StringVar(&text, "text", "", "words the file's indexed text must all hold")
-	f.StringVar(&typ, "type", "", "f, d or l")
+	f.StringVar(&typ, "type", "", "f, d, l, p (FIFO), s (socket), c or b (devices), as find(1)")
 	f.StringVar(&size, "size", "", "size as find(1): [+-]N[cbkMG]")
 	f.StringVar(&mtime, "mtime", "", "modification time in days ago as find(1): [+-]D")
 	f.IntVar(&limit, "limit", 0, "stop after this many results (0: all)")

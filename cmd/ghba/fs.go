@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/ghba/ghba/rpc"
 	"github.com/ghba/ghba/rpc/client"
@@ -25,7 +26,7 @@ const rmConcurrency = 16
 // ls, rm, mv, chmod, chown.
 func newFSCmds(o *clientOptions) []*cobra.Command {
 	return []*cobra.Command{
-		newStatCmd(o), newLookupCmd(o), newCreateCmd(o), newMkdirCmd(o), newLnCmd(o), newLsCmd(o),
+		newStatCmd(o), newLookupCmd(o), newCreateCmd(o), newMkdirCmd(o), newLnCmd(o), newMknodCmd(o), newLsCmd(o),
 		newRmCmd(o), newMvCmd(o), newChmodCmd(o), newChownCmd(o),
 	}
 }
@@ -265,6 +266,71 @@ it. Only symbolic links exist (-s is required). Exit codes as for create.`,
 	fl.BoolVarP(&symbolic, "symbolic", "s", false, "make a symbolic link (required)")
 	fl.Uint32Var(&own.uid, "uid", currentID(os.Getuid()), "owner user id")
 	fl.Uint32Var(&own.gid, "gid", currentID(os.Getgid()), "owner group id")
+	return cmd
+}
+
+// mknodTypes maps mknod(1)'s type letters (and s, for a socket) to the
+// cluster's special file types.
+var mknodTypes = map[string]string{
+	"p": rpc.TypeFIFO, "c": rpc.TypeCharDev, "u": rpc.TypeCharDev, "b": rpc.TypeBlockDev, "s": rpc.TypeSocket,
+}
+
+// newMknodCmd returns "ghba mknod".
+func newMknodCmd(o *clientOptions) *cobra.Command {
+	var own ownerFlags
+	cmd := &cobra.Command{
+		Use:   "mknod PATH TYPE [MAJOR MINOR]",
+		Short: "Create a FIFO, a socket or a device node",
+		Long: `Create PATH as a special file, as mknod(1) does: TYPE p makes a FIFO (named
+pipe), c (or u) a character device and b a block device, both with MAJOR and
+MINOR, and s a Unix socket's node. The cluster keeps their metadata; what they
+do is the business of the kernel of the machine that opens them through a
+mount. Needs every node of the cluster to speak shard log format 3 (exit code
+1 with "unsupported" until then). Exit codes as for create.`,
+		Example: `  ghba mknod /run/app.fifo p
+  ghba mknod --mode 660 /dev/sda1 b 8 1`,
+		Args: cobra.RangeArgs(2, 4),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p := args[0]
+			if err := checkPath(p); err != nil {
+				return err
+			}
+			typ, ok := mknodTypes[args[1]]
+			if !ok {
+				return usageErrorf("mknod: type %q: want p, c, u, b or s", args[1])
+			}
+			dev := typ == rpc.TypeCharDev || typ == rpc.TypeBlockDev
+			var rdev uint64
+			switch {
+			case dev && len(args) != 4:
+				return usageErrorf("mknod: a %s device needs MAJOR and MINOR", args[1])
+			case !dev && len(args) != 2:
+				return usageErrorf("mknod: type %s takes no MAJOR and MINOR", args[1])
+			case dev:
+				major, err1 := strconv.ParseUint(args[2], 0, 32)
+				minor, err2 := strconv.ParseUint(args[3], 0, 32)
+				if err := errors.Join(err1, err2); err != nil {
+					return usageErrorf("mknod: major and minor: %v", err)
+				}
+				rdev = unix.Mkdev(uint32(major), uint32(minor))
+			}
+			mode, err := parseMode(own.mode)
+			if err != nil {
+				return err
+			}
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				r, err := c.Create(ctx, &rpc.CreateRequest{Path: p, Type: typ, Rdev: rdev, Mode: mode, UID: own.uid, GID: own.gid})
+				if err != nil {
+					return opError("mknod", p, err)
+				}
+				if o.json {
+					return writeJSON(cmd.OutOrStdout(), r)
+				}
+				return nil
+			})
+		},
+	}
+	own.add(cmd, "0644")
 	return cmd
 }
 

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -332,6 +333,33 @@ func TestProcessMountPrograms(t *testing.T) {
 		if out := sh(t, local, "rsync -ai src/encoding/ "+filepath.Join(m.dir, "rs")+"/"); strings.TrimSpace(out) != "" {
 			t.Errorf("second rsync changed something:\n%s", out)
 		}
+	})
+	t.Run("special-files", func(t *testing.T) {
+		// FIFOs, devices and sockets are made as on a local file system,
+		// and a FIFO of the mount carries data between two processes (the
+		// kernel's pipe: the cluster keeps only its inode). Devices need
+		// root (CAP_MKNOD), which the mount tests have.
+		for _, dir := range []string{m.dir, local} {
+			sh(t, dir, "mkdir sp && cd sp && mkfifo -m 640 fifo && mknod chr c 1 3 && mknod blk b 7 0")
+			l, err := net.Listen("unix", filepath.Join(dir, "sp", "sock"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.(*net.UnixListener).SetUnlinkOnClose(false)
+			l.Close()
+		}
+		script := "cd sp && stat -c '%n %F %t %T %a %h' fifo chr blk sock && ls -l | cut -c1-10 | sort"
+		if got, want := sh(t, m.dir, script), sh(t, local, script); got != want {
+			t.Errorf("%s:\nmount:\n%s\nlocal:\n%s", script, got, want)
+		}
+		if got := sh(t, m.dir, "cd sp && (echo through the fifo > fifo &) && cat fifo"); got != "through the fifo\n" {
+			t.Errorf("read from the mount's FIFO: %q", got)
+		}
+		out, errOut, code := c.all("--json", "stat", "/sp/chr")
+		if code != 0 || !strings.Contains(out, `"type": "char"`) || !strings.Contains(out, fmt.Sprintf(`"rdev": %d`, unix.Mkdev(1, 3))) {
+			t.Fatalf("ghba stat /sp/chr: exit %d: %s%s", code, out, errOut)
+		}
+		sh(t, m.dir, "rm -r sp && test ! -e sp")
 	})
 	t.Run("cli-sees-mount", func(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(m.dir, "sized"), bytes.Repeat([]byte("x"), 12345), 0o644); err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 	"github.com/ghba/ghba/rpc/client"
 )
@@ -481,12 +482,12 @@ func TestProcessRollingUpgrade(t *testing.T) {
 		}
 		c.checkRunning(c.nodes...)
 	}
-	c.waitFor("format 2 in use after the last upgrade", procReadyTimeout, nil, inUse(2))
+	c.waitFor("this build's format in use after the last upgrade", procReadyTimeout, nil, inUse(int(store.MaxBatchFormat)))
 	t.Logf("rolling upgrade of %d nodes: %v", len(c.nodes), time.Since(start).Round(time.Millisecond))
 	l.waitMore(200)
 
 	// Downgrade: the older build refuses to start on a data directory
-	// that saw format 2 in use, naming the formats.
+	// that saw this build's format in use, naming the formats.
 	v := c.nodes[0]
 	ps.begin("downgrade attempt of "+v.id, false)
 	if err := c.stop(v); err != nil {

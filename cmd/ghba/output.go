@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ghba/ghba/rpc"
 )
 
@@ -104,8 +106,11 @@ func printStat(w io.Writer, st *rpc.StatResponse) error {
 	t.row("path", st.Path)
 	t.row("id", formatID(st.ID))
 	t.row("type", st.Type)
-	if st.Type == rpc.TypeSymlink {
+	switch st.Type {
+	case rpc.TypeSymlink:
 		t.row("target", st.Target)
+	case rpc.TypeCharDev, rpc.TypeBlockDev:
+		t.row("device", fmt.Sprintf("%d, %d", unix.Major(st.Rdev), unix.Minor(st.Rdev)))
 	}
 	t.row("mode", formatMode(&st.Inode))
 	t.row("uid", st.UID)

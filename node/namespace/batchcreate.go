@@ -70,7 +70,7 @@ func newBatchCreateReq(ctx context.Context, r *rpc.BatchCreateRequest) (*homeBat
 		}
 		seen[e.Name] = true
 		c := homeCreateReq{Path: path.Join(dir, e.Name), Type: e.Type, Mode: e.Mode, UID: e.UID, GID: e.GID,
-			Size: e.Size, Atime: e.Atime, Mtime: e.Mtime, Target: e.Symlink, Text: e.Text}
+			Size: e.Size, Atime: e.Atime, Mtime: e.Mtime, Target: e.Symlink, Rdev: e.Rdev, Text: e.Text}
 		if c.Type == rpc.TypeSymlink {
 			c.Size = int64(len(c.Target))
 		}
@@ -292,6 +292,19 @@ func (h *home) coordBatchCreateDirs(ctx context.Context, r *homeBatchCreateDirsR
 	})
 }
 
+// checkSpecialFormat refuses a batch with a special file while the
+// shard's log cannot carry one (batch format 3).
+func (h *home) checkSpecialFormat(dirs []homeBatchCreateReq) error {
+	for _, d := range dirs {
+		for _, e := range d.Entries {
+			if rpc.SpecialType(e.Type) {
+				return h.specialFormat(e.Type)
+			}
+		}
+	}
+	return nil
+}
+
 // dirBatch is one directory's share of createInDirs.
 type dirBatch struct {
 	req  *homeBatchCreateReq
@@ -318,6 +331,9 @@ type dirBatches []dirBatch
 // the others placed again one by one, as Create does. An error concerns
 // every directory (the results say nothing then).
 func (h *home) createInDirs(ctx context.Context, dirs []homeBatchCreateReq) (_ []dirBatch, hops int, _ error) {
+	if err := h.checkSpecialFormat(dirs); err != nil {
+		return nil, 0, err
+	}
 	txn, end, err := h.beginBatchOp(ctx, dirs)
 	if err != nil {
 		return nil, 0, err

@@ -235,12 +235,14 @@ func (h *home) numberLegacy() {
 	}
 }
 
-// writesIDs reports whether the shard's log carries inode ids now: its
-// replica writes the newest batch format (a replica without LogFormat
-// always does).
-func (h *home) writesIDs() bool {
+// writesIDs reports whether the shard's log carries inode ids now.
+func (h *home) writesIDs() bool { return h.writesFormat(store.BatchFormatV2) }
+
+// writesFormat reports whether the shard's replica writes batch format v
+// now (a replica without LogFormat writes the newest).
+func (h *home) writesFormat(v byte) bool {
 	lf, ok := h.rep.(interface{ LogFormat() byte })
-	return !ok || lf.LogFormat() >= store.MaxBatchFormat
+	return !ok || lf.LogFormat() >= v
 }
 
 func (h *home) setLegacyDone() {

@@ -343,7 +343,7 @@ func TestFind(t *testing.T) {
 	for _, bad := range []rpc.FindRequest{
 		{Shard: "n1", Root: "/", Regex: "("},
 		{Shard: "n1", Root: "/", Name: "["},
-		{Shard: "n1", Root: "/", Type: "socket"},
+		{Shard: "n1", Root: "/", Type: "door"},
 		{Root: "/"},
 	} {
 		if err := o.call(rpc.MethodFind, &bad, &rpc.FindResponse{}); !errors.Is(err, fs.ErrInvalid) {

@@ -392,7 +392,7 @@ func testBadRequests(t *testing.T, r int) {
 		{namespace.MethodTxnPrepare, &namespace.TxnPrepareReq{TxnID: "x", Coordinator: "n2", Ops: []namespace.TxnOp{{Kind: "explode", Path: "/ok"}}}},
 		{namespace.MethodTxnPrepare, &namespace.TxnPrepareReq{TxnID: "y", Coordinator: "n2", Ops: []namespace.TxnOp{{Kind: namespace.OpPutInode, Path: "/ok/x"}}}},
 		{namespace.MethodTxnPrepare, &namespace.TxnPrepareReq{TxnID: "z", Coordinator: "n2", Marks: []string{"rel"}}},
-		{namespace.MethodHomeCreate, &namespace.HomeCreateReq{Path: "/ok/y", Type: "socket"}},
+		{namespace.MethodHomeCreate, &namespace.HomeCreateReq{Path: "/ok/y", Type: "door"}},
 		{namespace.MethodHomeRename, &namespace.HomeRenameReq{Src: "/ok", Dst: "/ok/in"}},
 		{namespace.MethodHomeReadDir, &namespace.HomeReadDirReq{Path: "nope"}},
 		{rpc.MethodBatchStat, &rpc.BatchStatRequest{Paths: make([]string, namespace.MaxBatchStat+1)}},

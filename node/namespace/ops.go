@@ -250,12 +250,18 @@ func (n *Namespace) absentHere(ctx context.Context, path string) bool {
 	return false
 }
 
-// Create creates a regular file, or a symbolic link when r.Symlink is set.
+// Create creates a regular file, a symbolic link when r.Symlink is set,
+// or the special file r.Type names.
 func (n *Namespace) Create(ctx context.Context, r *rpc.CreateRequest) (*rpc.CreateResponse, error) {
-	req := &homeCreateReq{Path: r.Path, Type: rpc.TypeFile, Mode: r.Mode, UID: r.UID, GID: r.GID, Layout: r.Layout,
-		Size: r.Size, Atime: r.Atime, Mtime: r.Mtime, Text: r.Text}
-	if r.Symlink != "" {
+	req := &homeCreateReq{Path: r.Path, Type: cmp.Or(r.Type, rpc.TypeFile), Mode: r.Mode, UID: r.UID, GID: r.GID, Layout: r.Layout,
+		Size: r.Size, Atime: r.Atime, Mtime: r.Mtime, Text: r.Text, Rdev: r.Rdev}
+	switch {
+	case r.Symlink != "" && req.Type != rpc.TypeFile && req.Type != rpc.TypeSymlink:
+		return nil, fmt.Errorf("%w: a %s with a symlink target", fs.ErrInvalid, req.Type)
+	case r.Symlink != "":
 		req.Type, req.Target, req.Size = rpc.TypeSymlink, r.Symlink, int64(len(r.Symlink))
+	case req.Type != rpc.TypeFile && !rpc.SpecialType(req.Type):
+		return nil, fmt.Errorf("%w: create makes a file, a symlink or a special file, not a %q", fs.ErrInvalid, req.Type)
 	}
 	in, hops, err := n.create(ctx, req)
 	if err != nil {
@@ -404,6 +410,10 @@ func checkCreate(r *homeCreateReq) error {
 		return fmt.Errorf("%w: a %s has no symlink target", fs.ErrInvalid, r.Type)
 	case r.Text != "" && r.Type != rpc.TypeFile:
 		return fmt.Errorf("%w: a %s has no text", fs.ErrInvalid, r.Type)
+	case r.Rdev != 0 && r.Type != rpc.TypeCharDev && r.Type != rpc.TypeBlockDev:
+		return fmt.Errorf("%w: a %s has no device number", fs.ErrInvalid, r.Type)
+	case rpc.SpecialType(r.Type) && (r.Size != 0 || len(r.Layout) != 0):
+		return fmt.Errorf("%w: a %s has no size and no layout", fs.ErrInvalid, r.Type)
 	}
 	return checkText(r.Text)
 }
@@ -453,6 +463,11 @@ func (h *home) coordCreateOnce(ctx context.Context, r *homeCreateReq) (*homeCrea
 	if err := op.allow(r.Caller, acl.Write|acl.Execute); err != nil {
 		return nil, err
 	}
+	if rpc.SpecialType(r.Type) {
+		if err := h.specialFormat(r.Type); err != nil {
+			return nil, err
+		}
+	}
 	return h.createPlaced(ctx, r, op)
 }
 
@@ -483,6 +498,16 @@ func (h *home) createPlaced(ctx context.Context, r *homeCreateReq, op *parentOp)
 	}
 }
 
+// specialFormat refuses a special file of type t while the shard's log
+// cannot carry one (batch format 3: docs/design.md, "Special files").
+func (h *home) specialFormat(t string) error {
+	if h.writesFormat(store.BatchFormatV3) {
+		return nil
+	}
+	return fmt.Errorf("%w: a %s needs shard log format 3, which not every member of the cluster speaks yet: upgrade every node",
+		errors.ErrUnsupported, t)
+}
+
 // newInode is the inode r creates, homed at home, below a parent whose
 // inode is dino, with the new id id (ids.go).
 func newInode(r *homeCreateReq, home string, dino *store.Inode, id uint64) rpc.Inode {
@@ -495,7 +520,7 @@ func newInode(r *homeCreateReq, home string, dino *store.Inode, id uint64) rpc.I
 	return rpc.Inode{
 		Path: r.Path, Type: r.Type, Mode: r.Mode, UID: r.UID, GID: r.GID, Size: r.Size,
 		Atime: cmp.Or(r.Atime, now), Mtime: cmp.Or(r.Mtime, now), Ctime: now, Nlink: nlink, Version: 1, Home: home,
-		Layout: r.Layout, Target: r.Target, Text: r.Text, HasText: r.Text != "",
+		Layout: r.Layout, Target: r.Target, Rdev: r.Rdev, Text: r.Text, HasText: r.Text != "",
 		Ancestors: wireCodes(store.ChildAncestors(store.PathDepth(dir), dino)), ID: id,
 	}
 }
@@ -841,6 +866,9 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 	}
 	if r.Size != nil && ino.Type == store.TypeSymlink {
 		return nil, fmt.Errorf("%s: %w: the size of a symlink is its target's length", p, fs.ErrInvalid)
+	}
+	if r.Size != nil && ino.Type.Special() {
+		return nil, fmt.Errorf("%s: %w: a %s has no size", p, fs.ErrInvalid, ino.Type)
 	}
 	if r.Text != nil && *r.Text != "" && ino.Type != store.TypeFile {
 		return nil, fmt.Errorf("%s: %w: only a regular file has a text", p, fs.ErrInvalid)

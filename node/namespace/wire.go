@@ -208,6 +208,8 @@ type homeCreateReq struct {
 	Layout []byte `json:"layout,omitempty"`
 	// Target is a symlink's target (Type rpc.TypeSymlink).
 	Target string `json:"target,omitempty"`
+	// Rdev is a device's number (rpc.TypeCharDev, rpc.TypeBlockDev).
+	Rdev uint64 `json:"rdev,omitempty"`
 	// Text is a file's text for the full-text index.
 	Text string `json:"text,omitempty"`
 	// Size, Atime and Mtime are the initial attributes (times 0: now).
@@ -464,26 +466,30 @@ type txnStatusResp struct {
 
 // ---- conversions ----
 
+// fileTypes pairs the store's file types with their wire names.
+var fileTypes = [...]struct {
+	st   store.FileType
+	wire string
+}{
+	{store.TypeFile, rpc.TypeFile}, {store.TypeDir, rpc.TypeDir}, {store.TypeSymlink, rpc.TypeSymlink},
+	{store.TypeFIFO, rpc.TypeFIFO}, {store.TypeSocket, rpc.TypeSocket},
+	{store.TypeCharDev, rpc.TypeCharDev}, {store.TypeBlockDev, rpc.TypeBlockDev},
+}
+
 func typeString(t store.FileType) string {
-	switch t {
-	case store.TypeFile:
-		return rpc.TypeFile
-	case store.TypeDir:
-		return rpc.TypeDir
-	case store.TypeSymlink:
-		return rpc.TypeSymlink
+	for _, ft := range fileTypes {
+		if ft.st == t {
+			return ft.wire
+		}
 	}
 	return ""
 }
 
 func storeType(t string) store.FileType {
-	switch t {
-	case rpc.TypeFile:
-		return store.TypeFile
-	case rpc.TypeDir:
-		return store.TypeDir
-	case rpc.TypeSymlink:
-		return store.TypeSymlink
+	for _, ft := range fileTypes {
+		if ft.wire == t {
+			return ft.st
+		}
 	}
 	return 0
 }
@@ -494,7 +500,7 @@ func wireInode(p, home string, in *store.Inode) rpc.Inode {
 		Path: p, Type: typeString(in.Type), Mode: in.Mode, UID: in.UID, GID: in.GID,
 		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ctime: in.Ctime,
 		Nlink: in.Nlink, Version: in.Version, Home: home, Layout: in.Layout, Target: in.Target,
-		HasText: in.Text != "", Ancestors: wireCodes(in.Ancestors), ID: in.ID,
+		Rdev: in.Rdev, HasText: in.Text != "", Ancestors: wireCodes(in.Ancestors), ID: in.ID,
 	}
 }
 
@@ -512,7 +518,7 @@ func storeInode(in *rpc.Inode) store.Inode {
 		Type: storeType(in.Type), Mode: in.Mode, UID: in.UID, GID: in.GID,
 		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ctime: in.Ctime,
 		Nlink: in.Nlink, Version: in.Version, Layout: in.Layout, Target: in.Target,
-		Text: in.Text, Ancestors: storeCodes(in.Ancestors), ID: in.ID,
+		Rdev: in.Rdev, Text: in.Text, Ancestors: storeCodes(in.Ancestors), ID: in.ID,
 	}
 }
 

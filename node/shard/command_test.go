@@ -222,4 +222,23 @@ func TestBatchFormatGate(t *testing.T) {
 	if _, err := shard.DecodeCommand(cur); err != nil {
 		t.Fatalf("format 2 entry on this build: %v", err)
 	}
+
+	// A special file needs format 3: a leader that may write only 2
+	// refuses it, and a replica pinned to 2 halts at it.
+	var sb store.Batch
+	sb.PutInode("/p", store.Inode{Type: store.TypeFIFO, ID: 8})
+	sb.PutEntry("/", store.Entry{Name: "p", Type: store.TypeFIFO, Home: "n1", ID: 8})
+	if _, err := shard.EncodeBatchFormat(&sb, store.BatchFormatV2); !errors.Is(err, store.ErrFormatTooOld) {
+		t.Fatalf("special file in format 2: %v, want ErrFormatTooOld", err)
+	}
+	v3, err := shard.EncodeBatchFormat(&sb, store.BatchFormatV3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shard.DecodeCommandMax(v3, store.BatchFormatV2); !errors.Is(err, shard.ErrUnknownCommand) {
+		t.Fatalf("format 3 entry on a replica pinned to 2: %v, want ErrUnknownCommand", err)
+	}
+	if _, err := shard.DecodeCommand(v3); err != nil {
+		t.Fatalf("format 3 entry on this build: %v", err)
+	}
 }

@@ -76,6 +76,7 @@ type Batch struct {
 	err      error
 	texts    bool // an inode put has a text
 	entryIDs bool // an entry put has an id (batch format version 2)
+	special  bool // an inode or entry put is a special file (version 3)
 }
 
 // HasText reports whether an inode the batch puts has a text (Inode.Text).
@@ -150,7 +151,7 @@ func (b *Batch) Len() int { return len(b.conds) + len(b.muts) }
 func (b *Batch) Reset() {
 	clear(b.conds)
 	clear(b.muts)
-	b.conds, b.muts, b.err, b.texts, b.entryIDs = b.conds[:0], b.muts[:0], nil, false, false
+	b.conds, b.muts, b.err, b.texts, b.entryIDs, b.special = b.conds[:0], b.muts[:0], nil, false, false, false
 }
 
 func (b *Batch) ok(err error) bool {
@@ -173,6 +174,7 @@ func (b *Batch) PutInode(path string, ino Inode) {
 	if b.ok(checkPath(path)) && b.ok(checkType(ino.Type)) && b.ok(checkTarget(&ino)) && b.ok(checkText(&ino)) && b.ok(checkBlob("layout", ino.Layout)) {
 		b.addMut(mutation{kind: mutSetInode, key: inodeKey(path), val: encodeInode(&ino)})
 		b.texts = b.texts || ino.Text != ""
+		b.special = b.special || ino.Type.Special()
 	}
 }
 
@@ -188,6 +190,7 @@ func (b *Batch) PutEntry(dir string, e Entry) {
 	if b.entryArgs(dir, e.Name) && b.ok(checkType(e.Type)) && b.ok(checkID("home", e.Home)) {
 		b.addMut(mutation{kind: mutSet, key: entryKey(dir, e.Name), val: encodeEntry(&e)})
 		b.entryIDs = b.entryIDs || e.ID != 0
+		b.special = b.special || e.Type.Special()
 	}
 }
 

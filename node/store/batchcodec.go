@@ -9,7 +9,7 @@ import (
 // batch travels in a shard's Raft log. It records the batch's operations,
 // not its Badger keys:
 //
-//	batch   v n:uvarint cond[n] m:uvarint mut[m]      (v = 1 or 2)
+//	batch   v n:uvarint cond[n] m:uvarint mut[m]      (v = 1, 2 or 3)
 //	str     len:uvarint bytes[len]
 //	cond    kind:u8, then by kind:
 //	        1 inode absent    path:str
@@ -26,7 +26,7 @@ import (
 //	        1 put inode       path:str inode:str  (the inode value, codec.go)
 //	        2 delete inode    path:str
 //	        3 put entry       dir:str name:str type:u8 home:str
-//	                          [id:uvarint]  (v = 2 only: Entry.ID, 0 for none)
+//	                          [id:uvarint]  (v >= 2 only: Entry.ID, 0 for none)
 //	        4 delete entry    dir:str name:str
 //	        5 put intent      id:str created:varint payload:str
 //	        6 delete intent   id:str
@@ -44,18 +44,29 @@ import (
 // version 1, byte for byte as before ids existed, so only batches that
 // need the new field reach a build that does not know it (which halts
 // rather than drop the ids: "Upgrades and unknown commands").
+//
+// Version 3 is version 2 with the special file types (FIFOs, sockets,
+// devices and their device numbers: docs/design.md, "Special files") in
+// inodes and entries. Only a batch that puts one is written as version 3,
+// and a batch of version 1 or 2 that holds one is corrupt: a build that
+// knows no special files halts at such a batch rather than meet a type it
+// cannot read in its store.
 const (
 	batchFormatV1 byte = 1
 	batchFormatV2 byte = 2
+	batchFormatV3 byte = 3
 )
 
 // The batch formats, for a caller that must choose (a shard leader during
 // a rolling upgrade, docs/design.md "Upgrades and unknown commands"):
-// BatchFormatV1 carries no ids, MaxBatchFormat is the newest this build
-// reads and writes.
+// BatchFormatV1 carries no ids, BatchFormatV2 carries them,
+// BatchFormatV3 carries special files too, MaxBatchFormat is the newest
+// this build reads and writes.
 const (
 	BatchFormatV1  = batchFormatV1
-	MaxBatchFormat = batchFormatV2
+	BatchFormatV2  = batchFormatV2
+	BatchFormatV3  = batchFormatV3
+	MaxBatchFormat = batchFormatV3
 )
 
 // BatchFormat returns the format a batch encoded in data was written in
@@ -120,7 +131,13 @@ func (b *Batch) AppendBinaryFormat(buf []byte, max byte) ([]byte, error) {
 		return buf, fmt.Errorf("store: encode batch: %w: batch format %d", ErrUnknownVersion, max)
 	}
 	v := batchFormatV1
-	if b.entryIDs && max >= batchFormatV2 {
+	switch {
+	case b.special && max < batchFormatV3:
+		return buf, fmt.Errorf("store: encode batch: %w: a special file needs batch format %d, and format %d is the newest allowed",
+			ErrFormatTooOld, batchFormatV3, max)
+	case b.special:
+		v = batchFormatV3
+	case b.entryIDs && max >= batchFormatV2:
 		v = batchFormatV2
 	}
 	buf = append(buf, v)
@@ -249,7 +266,7 @@ func decodeBatch(data []byte) (Batch, error) {
 	var nb Batch
 	r := reader{b: data}
 	v := r.byte("batch format version")
-	if r.err == nil && v != batchFormatV1 && v != batchFormatV2 {
+	if r.err == nil && (v < batchFormatV1 || v > batchFormatV3) {
 		return nb, fmt.Errorf("store: decode batch: %w: batch format %d", ErrUnknownVersion, v)
 	}
 	decodeMut := func(r *reader) error { return nb.decodeMut(r, v) }
@@ -268,6 +285,11 @@ func decodeBatch(data []byte) (Batch, error) {
 	}
 	if err := r.end("batch"); err != nil {
 		return nb, fmt.Errorf("store: decode batch: %w", err)
+	}
+	if nb.special != (v == batchFormatV3) {
+		// Version 3 is written exactly when a special file is in the
+		// batch, which keeps each batch's encoding unique.
+		return nb, fmt.Errorf("store: decode batch: %w: batch format %d with special files %v", ErrCorrupt, v, nb.special)
 	}
 	return nb, nil
 }

@@ -115,7 +115,9 @@ func TestBatchBinaryRejects(t *testing.T) {
 	}{
 		{"nil", nil, []error{ErrCorrupt}},
 		{"version 0", []byte{0, 0, 0}, []error{ErrUnknownVersion}},
-		{"version 3", append([]byte{3}, enc[1:]...), []error{ErrUnknownVersion}},
+		{"version 4", append([]byte{4}, enc[1:]...), []error{ErrUnknownVersion}},
+		{"special file in version 2", []byte{batchFormatV2, 0, 1, opPutEntry, 1, '/', 1, 'n', byte(TypeFIFO), 1, 'h', 0}, []error{ErrCorrupt}},
+		{"version 3 without a special file", []byte{batchFormatV3, 0, 1, opPutEntry, 1, '/', 1, 'n', byte(TypeFile), 1, 'h', 0}, []error{ErrCorrupt}},
 		{"version 2 entry without its id", []byte{batchFormatV2, 0, 1, opPutEntry, 1, '/', 1, 'n', 1, 1, 'h'}, []error{ErrCorrupt}},
 		{"trailing byte", append(slices.Clone(enc), 0), []error{ErrCorrupt}},
 		{"count too large", []byte{batchFormatV1, 0xff, 0xff, 0x03, 0}, []error{ErrCorrupt}},
@@ -192,10 +194,15 @@ func randomBatch(rng *rand.Rand, seq int) *Batch {
 		}
 	}
 	for range 1 + rng.IntN(4) {
-		typ := FileType(1 + rng.IntN(2))
+		types := []FileType{TypeFile, TypeDir, TypeFile, TypeDir, TypeFIFO, TypeSocket, TypeCharDev, TypeBlockDev}
+		typ := types[rng.IntN(len(types))]
+		var rdev uint64
+		if typ.Device() {
+			rdev = uint64(rng.IntN(1 << 20))
+		}
 		switch rng.IntN(8) {
 		case 0, 1:
-			b.PutInode(pick(paths), Inode{Type: typ, Size: int64(seq), Version: uint64(rng.IntN(3))})
+			b.PutInode(pick(paths), Inode{Type: typ, Size: int64(seq), Version: uint64(rng.IntN(3)), Rdev: rdev})
 		case 2:
 			b.DeleteInode(pick(paths))
 		case 3:

@@ -45,6 +45,7 @@ const (
 //	        atime:varint mtime:varint ctime:varint nlink:uvarint
 //	        version:uvarint len:uvarint layout[len]
 //	        [len:uvarint target[len]]                   (TypeSymlink only)
+//	        [rdev:uvarint]                              (TypeCharDev, TypeBlockDev only)
 //	        [n:uvarint n×(depth mode uid gid: uvarint each)]
 //	                                                   (ancestor codes; absent: none)
 //	        [len:uvarint text[len]]                     (Inode.Text; absent: none;
@@ -207,6 +208,8 @@ func checkTarget(ino *Inode) error {
 		return invalidf("a %s with a symlink target", ino.Type)
 	case len(ino.Target) > MaxPathLen:
 		return invalidf("symlink target longer than %d bytes", MaxPathLen)
+	case ino.Rdev != 0 && !ino.Type.Device():
+		return invalidf("a %s with a device number", ino.Type)
 	}
 	return nil
 }
@@ -365,6 +368,9 @@ func encodeInode(ino *Inode) []byte {
 		b = binary.AppendUvarint(b, uint64(len(ino.Target)))
 		b = append(b, ino.Target...)
 	}
+	if ino.Type.Device() {
+		b = binary.AppendUvarint(b, ino.Rdev)
+	}
 	if ino.Text == "" && ino.ID == 0 {
 		return appendCodes(b, ino.Ancestors)
 	}
@@ -474,6 +480,9 @@ func decodeInode(b []byte) (Inode, error) {
 		if ino.Target = r.str("symlink target", MaxPathLen); r.err == nil && ino.Target == "" {
 			r.fail("symlink without a target")
 		}
+	}
+	if ino.Type.Device() {
+		ino.Rdev = r.uvarint("device number")
 	}
 	if len(r.b) > 0 && r.err == nil {
 		// The ancestor codes, then the text if anything follows them,

@@ -167,11 +167,11 @@ func (w *wtxn) inodeType(key []byte) (FileType, error) {
 }
 
 func (w *wtxn) count(t FileType, d int64) {
-	switch t {
-	case TypeFile, TypeSymlink:
-		w.delta.Files += d
-	case TypeDir:
+	switch {
+	case t == TypeDir:
 		w.delta.Dirs += d
+	case t.Valid():
+		w.delta.Files += d
 	}
 }
 

@@ -48,6 +48,11 @@ var (
 	// ErrUnknownVersion: an encoded Batch or a backup has a format version
 	// this build does not know (it was written by a newer build).
 	ErrUnknownVersion = errors.New("store: unknown format version")
+	// ErrFormatTooOld: a Batch cannot be encoded in the newest format its
+	// caller allows (a special file below batch format 3), because not
+	// every replica speaks the format it needs yet. It also matches
+	// errors.ErrUnsupported.
+	ErrFormatTooOld = fmt.Errorf("store: the batch needs a newer format than allowed: %w", errors.ErrUnsupported)
 	// ErrRestoring: a Restore is in progress; the call was refused without
 	// effect. Try again once it has finished.
 	ErrRestoring = errors.New("store: restore in progress")

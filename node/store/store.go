@@ -303,11 +303,11 @@ func countInodes(ctx context.Context, txn *badger.Txn) (InodeCounts, error) {
 			}
 		}
 		err := it.Item().Value(func(v []byte) error {
-			switch inodeTypeOf(v) {
-			case TypeFile, TypeSymlink:
-				c.Files++
-			case TypeDir:
+			switch t := inodeTypeOf(v); {
+			case t == TypeDir:
 				c.Dirs++
+			case t.Valid():
+				c.Files++
 			default:
 				return corruptf("inode %q", it.Item().Key()[1:])
 			}

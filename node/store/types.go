@@ -18,9 +18,19 @@ const (
 	// TypeSymlink is a symbolic link: its inode holds the target
 	// (Inode.Target). Paths are never resolved through a link.
 	TypeSymlink FileType = 3
+	// The special files (docs/design.md, "Special files"): a named pipe,
+	// a socket, and character and block devices, whose inodes hold the
+	// device number (Inode.Rdev). The store keeps them as metadata only;
+	// batches that hold one are written in batch format 3.
+	TypeFIFO     FileType = 4
+	TypeSocket   FileType = 5
+	TypeCharDev  FileType = 6
+	TypeBlockDev FileType = 7
+	maxFileType           = TypeBlockDev
 )
 
-// String returns "file", "dir", "symlink" or "type(N)".
+// String returns "file", "dir", "symlink", "fifo", "socket", "char",
+// "block" or "type(N)".
 func (t FileType) String() string {
 	switch t {
 	case TypeFile:
@@ -29,17 +39,34 @@ func (t FileType) String() string {
 		return "dir"
 	case TypeSymlink:
 		return "symlink"
+	case TypeFIFO:
+		return "fifo"
+	case TypeSocket:
+		return "socket"
+	case TypeCharDev:
+		return "char"
+	case TypeBlockDev:
+		return "block"
 	}
 	return fmt.Sprintf("type(%d)", uint8(t))
 }
 
 // Valid reports whether t is a known file type.
-func (t FileType) Valid() bool { return t == TypeFile || t == TypeDir || t == TypeSymlink }
+func (t FileType) Valid() bool { return t >= TypeFile && t <= maxFileType }
+
+// Special reports whether t is a special file (a FIFO, a socket or a
+// device), which needs batch format 3.
+func (t FileType) Special() bool { return t >= TypeFIFO && t <= maxFileType }
+
+// Device reports whether t is a character or block device, whose inode
+// holds a device number.
+func (t FileType) Device() bool { return t == TypeCharDev || t == TypeBlockDev }
 
 // Inode is the metadata of one file or directory, stored at its home node
 // under its normalized full path.
 type Inode struct {
-	// Type is TypeFile or TypeDir.
+	// Type is the inode's type (TypeFile, TypeDir, TypeSymlink or a
+	// special file).
 	Type FileType
 	// Mode holds the permission bits (fs.FileMode.Perm plus setuid, setgid
 	// and sticky bits if the caller uses them); the store keeps it verbatim.
@@ -57,6 +84,9 @@ type Inode struct {
 	// Target is a symbolic link's target (TypeSymlink only; at most
 	// MaxPathLen bytes, kept verbatim, never resolved).
 	Target string
+	// Rdev is a device's number (TypeCharDev and TypeBlockDev only; 0
+	// for any other type), in Linux's encoding (unix.Mkdev).
+	Rdev uint64
 	// Text is the start of a text file's content, for the full-text index
 	// of the shard (package textindex): TypeFile only, valid UTF-8, at
 	// most MaxTextLen bytes; empty: none.
@@ -242,7 +272,7 @@ type Recode struct {
 // InodeCounts is the number of inodes homed in the store, by type.
 type InodeCounts struct {
 	// Files counts the inodes that are not directories (TypeFile and
-	// TypeSymlink), Dirs those of TypeDir.
+	// TypeSymlink and the special files), Dirs those of TypeDir.
 	Files, Dirs int64
 }
 

@@ -15,22 +15,19 @@ type attrs struct {
 	size         int64
 	atime, mtime int64 // Unix nanoseconds
 	target       string
+	rdev         uint64 // a device's number (sysAttrs)
 	text         string // the start of a text file's content (Options.Content)
 }
 
 // attrsOf returns the attributes of a source entry from its lstat
-// information; ok is false for a special file.
+// information; ok is false for a type the cluster has none of.
 func attrsOf(info fs.FileInfo) (a attrs, ok bool) {
 	m := info.Mode()
-	switch {
-	case m.IsDir():
-		a.typ = rpc.TypeDir
-	case m.IsRegular():
-		a.typ, a.size = rpc.TypeFile, info.Size()
-	case m&fs.ModeSymlink != 0:
-		a.typ = rpc.TypeSymlink
-	default:
+	if a.typ = rpc.TypeOfMode(m); a.typ == "" {
 		return attrs{}, false
+	}
+	if a.typ == rpc.TypeFile {
+		a.size = info.Size()
 	}
 	a.mode = uint32(m.Perm())
 	if m&fs.ModeSetuid != 0 {

@@ -3,11 +3,13 @@
 // shared folders; "ghba import").
 //
 // An import makes the destination directory mirror the source: every
-// directory, regular file and symbolic link with its mode, owner, size and
-// modification time (the access time is set when an entry is created and
-// not compared after, since reading the source changes it). Entries of
-// the destination that the source does not have are deleted. Special files
-// (devices, sockets, FIFOs) are skipped and counted.
+// directory, regular file, symbolic link and special file (FIFO, socket,
+// device with its number) with its mode, owner, size and modification time
+// (the access time is set when an entry is created and not compared after,
+// since reading the source changes it). Entries of the destination that
+// the source does not have are deleted. A special file that the cluster
+// cannot keep yet (not every node speaks shard log format 3) is skipped
+// and counted.
 //
 // The import compares before it writes, so it is resumable and
 // incremental: run again after an interruption or after the source
@@ -96,7 +98,8 @@ type Summary struct {
 	Created int64 `json:"created"`
 	Updated int64 `json:"updated"`
 	Deleted int64 `json:"deleted"`
-	// Skipped counts special files (devices, sockets, FIFOs).
+	// Skipped counts special files (devices, sockets, FIFOs) the cluster
+	// could not keep yet (errors.ErrUnsupported).
 	Skipped int64 `json:"skipped"`
 	// Errors counts entries that could not be read or imported.
 	Errors int64 `json:"errors"`
@@ -298,7 +301,7 @@ func (im *Importer) createAll(ctx context.Context, dst string, entries []pending
 			e := &entries[i]
 			im.readText(e.src, &e.attrs)
 			req.Entries[i] = rpc.BatchCreateEntry{Name: e.name, Type: e.typ, Mode: e.mode, UID: e.uid, GID: e.gid,
-				Size: e.size, Atime: e.atime, Mtime: e.mtime, Symlink: e.target, Text: e.text}
+				Size: e.size, Atime: e.atime, Mtime: e.mtime, Symlink: e.target, Rdev: e.rdev, Text: e.text}
 			if e.typ != rpc.TypeFile {
 				req.Entries[i].Size = 0
 			}
@@ -333,6 +336,9 @@ func (im *Importer) createAll(ctx context.Context, dst string, entries []pending
 				// Made since the listing (or by an earlier attempt of this
 				// request): compare it like an existing entry.
 				im.q.push(func(ctx context.Context) { im.recheck(ctx, e.src, d) })
+				continue
+			case errors.Is(err, errors.ErrUnsupported) && rpc.SpecialType(e.typ):
+				im.skipped.Add(1)
 				continue
 			case err != nil:
 				im.fail(d, err)
@@ -410,7 +416,7 @@ func (im *Importer) sync(ctx context.Context, src, dst string, info fs.FileInfo,
 		im.skipped.Add(1)
 		return
 	}
-	if cur != nil && (cur.Type != want.typ || cur.Target != want.target) {
+	if cur != nil && (cur.Type != want.typ || cur.Target != want.target || cur.Rdev != want.rdev) {
 		// Another type or link target: replace the entry.
 		fields := []string{"type"}
 		if cur.Type == want.typ {
@@ -431,7 +437,12 @@ func (im *Importer) sync(ctx context.Context, src, dst string, info fs.FileInfo,
 		return
 	}
 	if cur == nil {
-		if err := im.create(ctx, src, dst, &want); err != nil {
+		err := im.create(ctx, src, dst, &want)
+		if errors.Is(err, errors.ErrUnsupported) && rpc.SpecialType(want.typ) {
+			im.skipped.Add(1)
+			return
+		}
+		if err != nil {
 			im.fail(dst, err)
 			return
 		}
@@ -490,9 +501,12 @@ func (im *Importer) create(ctx context.Context, src, dst string, want *attrs) er
 		_, err = im.c.Mkdir(ctx, &rpc.MkdirRequest{Path: dst, Mode: want.mode, UID: want.uid, GID: want.gid, Atime: want.atime, Mtime: want.mtime})
 	default:
 		req := &rpc.CreateRequest{Path: dst, Mode: want.mode, UID: want.uid, GID: want.gid, Atime: want.atime, Mtime: want.mtime}
-		if want.typ == rpc.TypeSymlink {
+		switch {
+		case want.typ == rpc.TypeSymlink:
 			req.Symlink = want.target
-		} else {
+		case rpc.SpecialType(want.typ):
+			req.Type, req.Rdev = want.typ, want.rdev
+		default:
 			req.Size, req.Text = want.size, want.text
 		}
 		_, err = im.c.Create(ctx, req)

@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"hash/fnv"
@@ -65,6 +66,7 @@ var (
 	_ gofs.NodeRmdirer    = (*node)(nil)
 	_ gofs.NodeRenamer    = (*node)(nil)
 	_ gofs.NodeSymlinker  = (*node)(nil)
+	_ gofs.NodeMknoder    = (*node)(nil)
 	_ gofs.NodeReadlinker = (*node)(nil)
 	_ gofs.NodeReaddirer  = (*node)(nil)
 	_ gofs.NodeOpener     = (*node)(nil)
@@ -98,15 +100,35 @@ func inoOf(in *rpc.Inode) uint64 {
 	return h.Sum64() | 1<<63
 }
 
-// typeBits returns the S_IFMT bits of a cluster inode type.
+// fileTypes pairs the cluster's inode types with their S_IFMT bits.
+var fileTypes = [...]struct {
+	typ  string
+	bits uint32
+}{
+	{rpc.TypeFile, syscall.S_IFREG}, {rpc.TypeDir, syscall.S_IFDIR}, {rpc.TypeSymlink, syscall.S_IFLNK},
+	{rpc.TypeFIFO, syscall.S_IFIFO}, {rpc.TypeSocket, syscall.S_IFSOCK},
+	{rpc.TypeCharDev, syscall.S_IFCHR}, {rpc.TypeBlockDev, syscall.S_IFBLK},
+}
+
+// typeBits returns the S_IFMT bits of a cluster inode type (a regular
+// file's for an unknown one).
 func typeBits(t string) uint32 {
-	switch t {
-	case rpc.TypeDir:
-		return syscall.S_IFDIR
-	case rpc.TypeSymlink:
-		return syscall.S_IFLNK
+	for _, ft := range fileTypes {
+		if ft.typ == t {
+			return ft.bits
+		}
 	}
 	return syscall.S_IFREG
+}
+
+// typeOfBits returns the cluster inode type of S_IFMT bits ("" for none).
+func typeOfBits(mode uint32) string {
+	for _, ft := range fileTypes {
+		if ft.bits == mode&syscall.S_IFMT {
+			return ft.typ
+		}
+	}
+	return ""
 }
 
 // fillAttr sets out from a cluster inode.
@@ -117,6 +139,7 @@ func fillAttr(in *rpc.Inode, out *fuse.Attr) {
 	out.Blocks = (out.Size + 511) / 512
 	out.Blksize = blockIOSize
 	out.Nlink = max(in.Nlink, 1)
+	out.Rdev = uint32(in.Rdev)
 	out.Owner = fuse.Owner{Uid: in.UID, Gid: in.GID}
 	setTime := func(ns int64, sec *uint64, nsec *uint32) {
 		*sec, *nsec = uint64(ns/1e9), uint32(ns%1e9)
@@ -407,10 +430,46 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	return f.newChild(ctx, n, in, out), 0
 }
 
-// create creates a file or symbolic link (an inode of the kind asked for
-// there after a lost answer is taken as this create's: f.change).
+// Mknod makes name in n a FIFO, a socket or a device (mknod(2), mkfifo(3),
+// bind(2) of a Unix socket), or a regular file without contents. The
+// cluster keeps their metadata; opening one is the kernel's business, as
+// with any file system.
+func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx = detach(ctx)
+	if e := checkName(name); e != 0 {
+		return nil, e
+	}
+	f, p := n.fs, n.child(name)
+	if e := checkPath(p); e != 0 {
+		return nil, e
+	}
+	req := &rpc.CreateRequest{Path: p, Type: typeOfBits(mode)}
+	switch req.Type {
+	case rpc.TypeFile:
+		req.Layout = contents.Layout{BlockSize: contents.DefaultBlockSize}.Encode()
+	case rpc.TypeCharDev, rpc.TypeBlockDev:
+		req.Rdev = uint64(dev)
+	case rpc.TypeFIFO, rpc.TypeSocket:
+	default:
+		return nil, syscall.EINVAL
+	}
+	req.UID, req.GID, req.Mode = f.owner(ctx, n, mode, false)
+	in, err := f.create(ctx, req)
+	if errors.Is(err, errors.ErrUnsupported) {
+		f.log.Warn("the cluster cannot keep special files yet", "op", "mknod", "path", p, "err", err)
+		return nil, syscall.EOPNOTSUPP
+	}
+	if err != nil {
+		return nil, f.errno("mknod", p, err)
+	}
+	return f.newChild(ctx, n, in, out), 0
+}
+
+// create creates a file, a symbolic link or a special file (an inode of
+// the kind asked for there after a lost answer is taken as this create's:
+// f.change).
 func (f *FS) create(ctx context.Context, req *rpc.CreateRequest) (*rpc.Inode, error) {
-	want := rpc.TypeFile
+	want := cmp.Or(req.Type, rpc.TypeFile)
 	if req.Symlink != "" {
 		want = rpc.TypeSymlink
 	}

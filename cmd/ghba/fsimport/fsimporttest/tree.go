@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 
 	"github.com/ghba/ghba/rpc"
 )
@@ -22,18 +23,19 @@ type Entry struct {
 	Size   int64  `json:"size"`
 	Mtime  int64  `json:"mtime"`
 	Target string `json:"target,omitempty"`
+	Rdev   uint64 `json:"rdev,omitempty"`
 }
 
 // FromInode is the Entry of an inode read back from the namespace.
 func FromInode(in *rpc.Inode) Entry {
-	return Entry{Type: in.Type, Mode: in.Mode, Size: in.Size, Mtime: in.Mtime, Target: in.Target}
+	return Entry{Type: in.Type, Mode: in.Mode, Size: in.Size, Mtime: in.Mtime, Target: in.Target, Rdev: in.Rdev}
 }
 
 // Tree walks root and returns every entry an import of it must create,
 // keyed by its slash-separated path relative to root ("." for root):
-// directories (size 0), regular files and symbolic links (size: the
-// target's length), with mode bits including setuid, setgid and sticky;
-// special files are left out.
+// directories (size 0), regular files, symbolic links (size: the
+// target's length) and special files (devices with their number), with
+// mode bits including setuid, setgid and sticky.
 func Tree(root string) (map[string]Entry, error) {
 	out := map[string]Entry{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -65,6 +67,18 @@ func Tree(root string) (map[string]Entry, error) {
 				return err
 			}
 			e.Type, e.Size = rpc.TypeSymlink, int64(len(e.Target))
+		case m&fs.ModeNamedPipe != 0:
+			e.Type = rpc.TypeFIFO
+		case m&fs.ModeSocket != 0:
+			e.Type = rpc.TypeSocket
+		case m&fs.ModeDevice != 0:
+			e.Type = rpc.TypeBlockDev
+			if m&fs.ModeCharDevice != 0 {
+				e.Type = rpc.TypeCharDev
+			}
+			if st, ok := info.Sys().(*syscall.Stat_t); ok {
+				e.Rdev = uint64(st.Rdev)
+			}
 		default:
 			return nil
 		}
