@@ -129,19 +129,26 @@ func (h *home) allocIDs(ctx context.Context, n uint64) (uint64, error) {
 	)
 	wait := backoff.NewJitter(10*time.Millisecond, 250*time.Millisecond)
 	deadline := time.Now().Add(h.r.tune.LeaderWait)
+	var root string
 	for {
-		root := h.r.dir.RootShard()
+		root = h.r.dir.RootShard()
 		if root == "" {
 			err = fmt.Errorf("%w: the root shard is not known yet", rpc.ErrUnavailable)
 		} else {
 			resp, err = callShard(ctx, h.r, root, methodHomeAllocIDs, &homeAllocIDsReq{N: n}, (*home).handleAllocIDs)
 		}
-		if err == nil || !isUnavailable(err) || time.Now().After(deadline) || wait.Wait(ctx) != nil {
+		if err == nil || !isUnavailable(err) && !retryable(err) || time.Now().After(deadline) || wait.Wait(ctx) != nil {
 			break
 		}
 	}
 	if err != nil {
-		return 0, err
+		// Not the caller's shard that failed but the root shard: a
+		// "not the leader" from it must not read as one about the shard
+		// the caller asked, so it is reported as unavailable.
+		if retryable(err) {
+			err = asUnavailable(err)
+		}
+		return 0, fmt.Errorf("root shard %s: %w", root, err)
 	}
 	if resp.N != n || resp.First < firstID || resp.First > math.MaxUint64-n {
 		return 0, fmt.Errorf("%w: block of %d ids from %d for %d asked", rpc.ErrProtocol, resp.N, resp.First, n)
