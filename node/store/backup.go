@@ -270,6 +270,7 @@ func (s *Store) restore(ctx context.Context, r io.Reader) error {
 	if err := setRestoreMarker(s.dir, true); err != nil {
 		return err
 	}
+	s.rekeys.set(nil) // loaded again below, or at next use
 	if err := s.db.DropAll(); err != nil {
 		return fmt.Errorf("drop: %w", err)
 	}
@@ -282,6 +283,7 @@ func (s *Store) restore(ctx context.Context, r io.Reader) error {
 	}
 	var counts InodeCounts
 	var applied uint64
+	var rekeys map[string]rekeyEntry
 	err := s.db.Update(func(txn *badger.Txn) error {
 		if err := checkSchema(txn); err != nil {
 			return err
@@ -300,6 +302,7 @@ func (s *Store) restore(ctx context.Context, r io.Reader) error {
 			return corruptf("backup of applied index %d holds %d", cr.applied, applied)
 		}
 		counts = c
+		rekeys = loadRekeys(txn)
 		return txn.Set(sysCountsKey, encodeCounts(c))
 	})
 	if err != nil {
@@ -314,6 +317,7 @@ func (s *Store) restore(ctx context.Context, r io.Reader) error {
 	s.countsMu.Lock()
 	s.counts, s.applied = counts, applied
 	s.countsMu.Unlock()
+	s.rekeys.set(rekeys)
 	s.log.Info("store restored", "applied", applied, "keys", cr.keys, "files", counts.Files, "dirs", counts.Dirs)
 	return nil
 }

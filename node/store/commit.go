@@ -57,6 +57,9 @@ type wtxn struct {
 	// absent and no mutation has written since: a create's write of the
 	// inode then needs no second read for the counts.
 	absent map[string]struct{}
+	// rekeys holds the rekey records this transaction wrote (nil: deleted),
+	// applied to the store's rekeyIndex once it commits.
+	rekeys map[string]*rekeyEntry
 }
 
 // oldInodeType is inodeType for a write of key: 0 without a read when a
@@ -575,7 +578,13 @@ func (s *Store) tryTxn(reqs []*request) (fit int, err error) {
 		}
 	}
 	if err := txn.Commit(); err != nil {
+		if w.rekeys != nil {
+			s.rekeys.unload() // the outcome is unknown
+		}
 		return len(reqs), fmt.Errorf("store: commit: %w", err)
+	}
+	if w.rekeys != nil {
+		s.rekeys.committed(w.rekeys)
 	}
 	for _, r := range reqs {
 		r.committed = !r.skipped

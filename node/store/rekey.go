@@ -142,8 +142,8 @@ func (s *Store) startRekey(ctx context.Context, index uint64, oldPrefix, newPref
 	} else if err := checkChain(chain, PathDepth(newPrefix)); err != nil {
 		start.fail = err
 	} else {
-		start.check = func(w *wtxn) (*PreconditionError, error) { return rekeyStartCheck(w, rk) }
-		start.write = func(w *wtxn) error { return w.txn.Set(rekeyKey(rk.Old), encodeRekey(&rk)) }
+		start.check = func(w *wtxn) (*PreconditionError, error) { return s.rekeyStartCheck(w, rk) }
+		start.write = func(w *wtxn) error { return w.setRekey(rk) }
 	}
 	if err := s.submit(ctx, start); err != nil {
 		return rk, start, fmt.Errorf("store: rekey %q -> %q: %w", oldPrefix, newPrefix, err)
@@ -162,23 +162,24 @@ func (s *Store) finishRekey(ctx context.Context, rk Rekey, onMoved MovedFunc) er
 	return s.runRekey(ctx, rk, onMoved)
 }
 
-func rekeyStartCheck(w *wtxn, rk Rekey) (*PreconditionError, error) {
-	it := w.txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pfxRekey}, PrefetchValues: true})
-	for it.Rewind(); it.Valid(); it.Next() {
-		item := it.Item()
-		old := string(item.Key()[1:])
-		var other Rekey
-		err := item.Value(func(v []byte) (err error) { other, err = decodeRekey(old, v); return err })
-		if err != nil {
-			it.Close()
-			return nil, fmt.Errorf("store: rekey record %q: %w", old, err)
-		}
-		if overlaps(rk, other) {
-			it.Close()
-			return &PreconditionError{Cond: "no overlapping rekey", Target: other.Old + " -> " + other.New, Err: ErrConflict}, nil
-		}
+// rekeyStartCheck is the precondition of step 1 of a rekey (see
+// RekeyPrefix): no pending rekey overlaps rk, and the destination is empty
+// unless there is nothing to move. The pending rekeys are those of the
+// store's rekeyIndex with the changes of the requests before this one in
+// w, which is what a scan of the rekey records in w would find, without
+// stepping over the deleted versions of every earlier rekey (issue 35); of
+// several overlapping ones, the lowest in key order is reported, as the
+// scan did.
+func (s *Store) rekeyStartCheck(w *wtxn, rk Rekey) (*PreconditionError, error) {
+	other, found, err := s.rekeys.first(s.db, w.rekeys, func(other Rekey) bool { return overlaps(rk, other) })
+	switch {
+	case err != nil:
+		return nil, err
+	case found && other.err != nil:
+		return nil, other.err
+	case found:
+		return &PreconditionError{Cond: "no overlapping rekey", Target: other.rk.Old + " -> " + other.rk.New, Err: ErrConflict}, nil
 	}
-	it.Close()
 
 	// A rekey with nothing to move is a no-op, whatever the destination
 	// holds: the same rekey applied again (a new leader finishing a
@@ -372,7 +373,7 @@ func rekeyStep(w *wtxn, rk Rekey, maxKeys, maxBytes int) (moved [][2]string, don
 		}
 	}
 	if !more {
-		if err := w.txn.Delete(rekeyKey(rk.Old)); err != nil {
+		if err := w.deleteRekey(rk.Old); err != nil {
 			return nil, false, err
 		}
 	}

@@ -104,6 +104,8 @@ type Store struct {
 	counts   InodeCounts // as of the last committed transaction
 	applied  uint64      // likewise: the applied log index (ApplyLog)
 
+	rekeys rekeyIndex // the live rekey records, for the start of a rekey
+
 	stats struct {
 		requests, failed, groups, txns, cancelled, lingers atomic.Uint64
 		logEntries, logTxns                                atomic.Uint64
@@ -230,10 +232,11 @@ func orDefault[T int | int64](v, def T) T {
 	return v
 }
 
-// init checks the schema version and loads (or rebuilds) the inode counts
-// and loads the applied index.
+// init checks the schema version, loads (or rebuilds) the inode counts and
+// loads the applied index and the rekey records (rekeyIndex).
 func (s *Store) init(ctx context.Context) error {
 	return s.db.Update(func(txn *badger.Txn) error {
+		s.rekeys.set(loadRekeys(txn))
 		item, err := txn.Get(sysSchemaKey)
 		switch {
 		case errors.Is(err, badger.ErrKeyNotFound):
