@@ -72,6 +72,7 @@ type Config struct {
 	FilterCapacity     int           `mapstructure:"filter_capacity"`
 	LRUEntries         int           `mapstructure:"lru_entries"`
 	LRUBitsPerFile     float64       `mapstructure:"lru_bits_per_file"`
+	L1Admission        string        `mapstructure:"l1_admission"`
 	FilterMemoryMB     int           `mapstructure:"filter_memory_mb"`
 	PropagateThreshold float64       `mapstructure:"propagate_threshold"`
 	PropagateInterval  time.Duration `mapstructure:"propagate_interval"`
@@ -198,6 +199,7 @@ func DefaultConfig() Config {
 		FilterCapacity:     rt.FilterCapacity,
 		LRUEntries:         rt.LRUEntries,
 		LRUBitsPerFile:     rt.LRUBitsPerFile,
+		L1Admission:        rt.L1Admission,
 		FilterMemoryMB:     DefaultFilterMemoryMB(),
 		ACL:                acl.Config{}.WithDefaults(),
 		Limits:             defaultLimits(),
@@ -244,6 +246,7 @@ func (c *Config) Routing() namespace.Routing {
 		FilterCapacity:     c.FilterCapacity,
 		LRUEntries:         c.LRUEntries,
 		LRUBitsPerFile:     c.LRUBitsPerFile,
+		L1Admission:        c.L1Admission,
 		PropagateThreshold: c.PropagateThreshold,
 		PropagateInterval:  c.PropagateInterval,
 		Hash:               routing.HashXX,
@@ -311,6 +314,8 @@ func (c *Config) Validate() error {
 		return bad("lru_entries", "%d must be 0-16777216", c.LRUEntries)
 	case !(c.LRUBitsPerFile >= 1 && c.LRUBitsPerFile <= 64):
 		return bad("lru_bits_per_file", "%v must be 1-64", c.LRUBitsPerFile)
+	case c.L1Admission != namespace.L1AdmitLRU && c.L1Admission != namespace.L1AdmitFrequency:
+		return bad("l1_admission", "%q must be lru or frequency", c.L1Admission)
 	case c.FilterMemoryMB < 0 || c.FilterMemoryMB > 1<<20:
 		return bad("filter_memory_mb", "%d must be 0-1048576 (MiB of filter replicas; 0 holds the G-HBA segment alone)", c.FilterMemoryMB)
 	case !(c.PropagateThreshold > 0 && c.PropagateThreshold <= 1):

@@ -85,3 +85,43 @@ func BenchmarkLRUTouch(b *testing.B) {
 	}
 	b.ReportMetric(float64(evictions)/float64(i), "evictions/op")
 }
+
+// BenchmarkFrequencyLRUTouch is BenchmarkLRUTouch with admission by
+// frequency (FrequencyLRU): the same list size and access sequence, every
+// access also inserted into the ABF sketch, which is cleared every 16,000
+// accesses.
+func BenchmarkFrequencyLRUTouch(b *testing.B) {
+	const capacity, hot, cold = 1600, 1000, 20000
+	paths := filterTestPaths("bench/lru", hot+cold, 53)
+	r := rand.New(rand.NewPCG(54, 0))
+	seq := make([]string, 1<<16)
+	for i := range seq {
+		if r.IntN(100) < 85 {
+			seq[i] = paths[r.IntN(hot)]
+		} else {
+			seq[i] = paths[hot+r.IntN(cold)]
+		}
+	}
+	g, err := NewGeometry(capacity, 20, 0, HashXX)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := NewFrequencyLRU(capacity, g)
+	for _, p := range seq { // warm up
+		f.Touch(p)
+	}
+	b.ReportAllocs()
+	i, evictions, admitted := 0, 0, 0
+	for b.Loop() {
+		_, ok, adm := f.Touch(seq[i&(len(seq)-1)])
+		if ok {
+			evictions++
+		}
+		if adm {
+			admitted++
+		}
+		i++
+	}
+	b.ReportMetric(float64(evictions)/float64(i), "evictions/op")
+	b.ReportMetric(float64(admitted)/float64(i), "listed/op")
+}

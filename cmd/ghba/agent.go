@@ -85,7 +85,7 @@ GHBA_RETRY_JOIN=10.0.0.1:7402,10.0.0.2:7402) and the flags below. Keys:
   (TLS on the RPC, Raft and HTTP ports; SIGHUP reloads the files), encrypt
   (Serf gossip key from ghba keygen),
   max_group_size, replication, replica_repair_after, shard_log_store,
-  bits_per_file, filter_capacity, lru_entries, lru_bits_per_file,
+  bits_per_file, filter_capacity, lru_entries, lru_bits_per_file, l1_admission,
   filter_memory_mb, propagate_threshold, propagate_interval, placement, placement_spread,
   scheme, log_level, log_format
 

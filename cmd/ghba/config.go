@@ -161,6 +161,7 @@ var agentFlags = []agentFlag{
 	{"shard-log-store", "shard_log_store", "Raft log store of new shard replicas: wal (raft-wal, one fsync per append) or boltdb (raft-boltdb, two)"},
 	{"bits-per-file", "bits_per_file", "bits per file of the local and segment Bloom filters"},
 	{"lru-entries", "lru_entries", "entries of the LRU list behind the L1 filter"},
+	{"l1-admission", "l1_admission", "how a path enters the LRU list: lru (every use) or frequency (its second use within a window)"},
 	{"placement", "placement", "home placement policy for new paths: colocate (files with their directory), balanced, random or parent"},
 	{"scheme", "scheme", "routing scheme: ghba (segment replicas + group multicast) or hba (every node holds every filter)"},
 	{"cache-lease", "cache_lease", "lease under which clients may cache inodes (0: no client caching)"},

@@ -40,6 +40,7 @@ type simOptions struct {
 	json  bool
 	out   string
 	runs  int
+	scan  float64
 }
 
 func newSimCmd() *cobra.Command {
@@ -74,6 +75,7 @@ also writes CSV files and PNG plots there. Progress goes to stderr.`,
 	f.BoolVar(&o.json, "json", false, "print one JSON object instead of a table")
 	f.StringVar(&o.out, "out", "", "also write CSV files and PNG plots into this directory")
 	f.IntVar(&o.runs, "runs", 1, "replay with this many seeds (seed, seed+1, …) and average the results")
+	f.Float64Var(&o.scan, "scan-frac", 0, "share of the generated trace's operations that sweep sequentially over the files, a stat of each once per sweep (a scan-heavy workload); 0 = none")
 	cmd.AddCommand(newSimPBACmd(o), newSimHBACmd(o), newSimGHBACmd(o), newSimOptimalMCmd(o), newSimMigrationCmd(o), newSimBudgetCmd(o), newSimNexusCmd(o))
 	return cmd
 }
@@ -119,6 +121,10 @@ func (o *simOptions) validate(cmd *cobra.Command) error {
 		return usageErrorf("--ops %d: want at least one operation per subtrace (--tif %d)", o.ops, o.tif)
 	case o.runs < 1:
 		return usageErrorf("--runs %d: want at least 1", o.runs)
+	case !(o.scan >= 0 && o.scan <= 1):
+		return usageErrorf("--scan-frac %v: want a share in [0, 1]", o.scan)
+	case o.scan > 0 && o.trace != "":
+		return usageErrorf("--scan-frac applies to the generated trace, not to --trace")
 	}
 	if o.trace != "" {
 		if _, err := os.Stat(o.trace); err != nil {
@@ -135,6 +141,7 @@ func (o *simOptions) workloadConfig() workload.Config {
 	cfg.Files = max(1, o.files/o.tif)
 	cfg.Dirs = max(1, cfg.Files/10)
 	cfg.Ops = o.ops / o.tif
+	cfg.ScanFrac = o.scan
 	return cfg
 }
 
@@ -174,7 +181,26 @@ func (o *simOptions) describe() string {
 	if o.trace != "" {
 		return "trace " + o.trace
 	}
-	return fmt.Sprintf("generated trace: %d files, %d ops, TIF %d, seed %d", o.files, o.ops, o.tif, o.seed)
+	scan := ""
+	if o.scan > 0 {
+		scan = fmt.Sprintf(", scan %v", o.scan)
+	}
+	return fmt.Sprintf("generated trace: %d files, %d ops, TIF %d, seed %d%s", o.files, o.ops, o.tif, o.seed, scan)
+}
+
+// simL1AdmissionFlag registers --l1-admission (HBA and G-HBA).
+func simL1AdmissionFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVar(p, "l1-admission", "lru",
+		"how a path enters a server's LRU list and so its L1 filter: lru (every access, HBA §4.2.2) or frequency (on its second access within a window of 10× the LRU size, counted by an adaptive Bloom filter, g-hba-survey §V; a one-time scan does not flush the hot set)")
+}
+
+// simL1Admission parses the value of --l1-admission.
+func simL1Admission(s string) (sim.L1Admission, error) {
+	a, err := sim.ParseL1Admission(s)
+	if err != nil {
+		return 0, usageErrorf("--l1-admission %q: want lru or frequency", s)
+	}
+	return a, nil
 }
 
 // replay builds a Replay of n servers with seed offset i (for --runs).

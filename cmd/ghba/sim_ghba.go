@@ -43,6 +43,7 @@ func newSimGHBACmd(o *simOptions) *cobra.Command {
 		servers []int
 		groups  []int
 		gf      ghbaFlags
+		adm     string
 		cfgs    []sim.GHBAConfig // one per --max-group (check)
 	)
 	cmd := &cobra.Command{
@@ -66,10 +67,16 @@ members of the largest groups: ((N−M')/M'+1)/N, G-HBA Table 4.
 memory_vs_bfa8_total adds the L1 array (N LRU filters) at the simulated
 scale, where files per server are far fewer than in the paper.
 Update traffic: LRU filters are multicast past the threshold; a local filter
-goes to its holder in every other group (found through that group's IDBFA).`,
+goes to its holder in every other group (found through that group's IDBFA).
+
+--l1-admission frequency lists a path in its home's LRU list only on its
+second access within a window of 10× --lru-entries accesses (an adaptive
+Bloom filter counts them), so a one-time scan does not flush the hot set;
+lru (the default) lists every accessed path, as HBA does.`,
 		Example: `  ghba sim ghba --servers 100 --max-group 9 --json
   ghba sim ghba --servers 20,40,60,80,100 --max-group 9 --out sim-out/
-  ghba sim ghba --servers 100 --max-group 9 --bits-per-file 16`,
+  ghba sim ghba --servers 100 --max-group 9 --bits-per-file 16
+  ghba sim ghba --servers 100 --max-group 9 --scan-frac 0.3 --l1-admission frequency`,
 		Args: noArgs,
 		RunE: o.runE(func(*cobra.Command) error {
 			if err := simPositiveInts("servers", servers, 1); err != nil {
@@ -80,6 +87,9 @@ goes to its holder in every other group (found through that group's IDBFA).`,
 			}
 			base, err := gf.config()
 			if err != nil {
+				return err
+			}
+			if base.L1Admission, err = simL1Admission(adm); err != nil {
 				return err
 			}
 			cfgs = make([]sim.GHBAConfig, len(groups))
@@ -102,6 +112,7 @@ goes to its holder in every other group (found through that group's IDBFA).`,
 	f.IntSliceVar(&servers, "servers", []int{100}, "number of metadata servers N (list)")
 	f.IntSliceVar(&groups, "max-group", []int{9}, "maximum group size M (list)")
 	gf.register(cmd)
+	simL1AdmissionFlag(cmd, &adm)
 	return cmd
 }
 
@@ -118,8 +129,8 @@ func printGHBA(cmd *cobra.Command, o *simOptions, rs []sim.GHBAResult, byServers
 			simPct(r.FalsePositives["L1"]), simPct(r.FalsePositives["L2"]), simPct(r.FalsePositives["L3"]),
 			simF2(r.MeanHops), simF2(r.MeanMessages), simF2(r.ReplicasMean), simRatio(r.TotalMemoryVsBFA8), simRatio(r.MemoryVsBFA8), simRatio(r.LRUMemoryVsBFA8))
 	}
-	if more, err := t.emit(cmd, o, fmt.Sprintf("G-HBA (G-HBA §2), %s; LRU %d entries, %v bits/file, threshold %v%%",
-		o.describe(), rs[0].LRUEntries, rs[0].BitsPerFile, rs[0].ThresholdPercent), "ghba.csv"); err != nil || !more {
+	if more, err := t.emit(cmd, o, fmt.Sprintf("G-HBA (G-HBA §2), %s; LRU %d entries (admission %s), %v bits/file, threshold %v%%",
+		o.describe(), rs[0].LRUEntries, rs[0].L1Admission, rs[0].BitsPerFile, rs[0].ThresholdPercent), "ghba.csv"); err != nil || !more {
 		return err
 	}
 	xname, x := "max group size M", func(r sim.GHBAResult) float64 { return float64(r.MaxGroup) }

@@ -17,6 +17,7 @@ func newSimHBACmd(o *simOptions) *cobra.Command {
 		thr     []float64
 		lruBits float64
 		bits    float64
+		adm     string
 		cfg     sim.HBAConfig // from the flags (check)
 	)
 	cmd := &cobra.Command{
@@ -35,11 +36,17 @@ threshold. Memory is per server relative to PBA at 8 bits/file (filters
 only: L2 + L1; the LRU list itself is reported apart).
 
 --servers, --lru-entries and --threshold take lists; a --threshold sweep
-gives hit rate vs update messages (HBA Fig. 12).`,
+gives hit rate vs update messages (HBA Fig. 12).
+
+--l1-admission frequency lists a path in its home's LRU list only on its
+second access within a window of 10× --lru-entries accesses (an adaptive
+Bloom filter counts them), so a one-time scan does not flush the hot set;
+lru (the default) lists every accessed path, as HBA does.`,
 		Example: `  ghba sim hba --servers 10 --lru-entries 300 --json
   ghba sim hba --servers 100 --lru-entries 50,100,200,400
   ghba sim hba --servers 50 --lru-entries 300 --threshold 100,10,1,0.1,0.001 --out sim-out/
-  ghba sim hba --servers 10,20,40,60,80,100 --lru-entries 300 --tif 4`,
+  ghba sim hba --servers 10,20,40,60,80,100 --lru-entries 300 --tif 4
+  ghba sim hba --servers 10 --lru-entries 300 --scan-frac 0.3 --l1-admission frequency`,
 		Args: noArgs,
 		RunE: o.runE(func(cmd *cobra.Command) error {
 			if err := simPositiveInts("servers", servers, 1); err != nil {
@@ -55,7 +62,11 @@ gives hit rate vs update messages (HBA Fig. 12).`,
 			if !(lruBits > 0 && lruBits <= 64) || !(bits > 0 && bits <= 64) {
 				return usageErrorf("--lru-bits %v / --bits-per-file %v: want values in (0, 64]", lruBits, bits)
 			}
-			cfg = sim.HBAConfig{LRUEntries: entries, Thresholds: thresholds, LRUBitsPerEntry: lruBits, BitsPerFile: bits}
+			a, err := simL1Admission(adm)
+			if err != nil {
+				return err
+			}
+			cfg = sim.HBAConfig{LRUEntries: entries, Thresholds: thresholds, LRUBitsPerEntry: lruBits, BitsPerFile: bits, L1Admission: a}
 			return nil
 		}, func(cmd *cobra.Command) error {
 			results, err := simRunAveraged(cmd, o, "hba", servers, func(ctx context.Context, r sim.Replay) ([]sim.HBAResult, error) {
@@ -73,6 +84,7 @@ gives hit rate vs update messages (HBA Fig. 12).`,
 	f.Float64SliceVar(&thr, "threshold", []float64{1}, "propagation threshold in percent of a filter's bits (list); 0 = every change")
 	f.Float64Var(&lruBits, "lru-bits", 20, "bits per entry of the LRU filters")
 	f.Float64Var(&bits, "bits-per-file", 8, "bits per file of the L2 (local) filters")
+	simL1AdmissionFlag(cmd, &adm)
 	return cmd
 }
 
@@ -88,7 +100,7 @@ func printHBA(cmd *cobra.Command, o *simOptions, rs []sim.HBAResult, byServers, 
 			simRatio(r.HBAMemoryVsPBA8), simRatio(r.PBA12MemoryVsPBA8), simRatio(r.PBA16MemoryVsPBA8),
 			simI64(r.L1Messages), simI64(r.L2Messages), simF2(r.MessagesPerSecond))
 	}
-	if more, err := t.emit(cmd, o, fmt.Sprintf("HBA (HBA §4.2.2), %s; memory relative to PBA at 8 bits/file", o.describe()), "hba.csv"); err != nil || !more {
+	if more, err := t.emit(cmd, o, fmt.Sprintf("HBA (HBA §4.2.2), %s; L1 admission %s; memory relative to PBA at 8 bits/file", o.describe(), rs[0].L1Admission), "hba.csv"); err != nil || !more {
 		return err
 	}
 	if byThreshold {

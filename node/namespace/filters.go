@@ -94,7 +94,11 @@ func (h *home) touch(p string) {
 		return
 	}
 	h.lruMu.Lock()
-	h.lru.Touch(p)
+	if h.freq != nil {
+		h.freq.Touch(p)
+	} else {
+		h.lru.Touch(p)
+	}
 	h.lruMu.Unlock()
 }
 

@@ -32,8 +32,9 @@ type home struct {
 
 	lruMu sync.Mutex
 	lru   *routing.LRU
-	push  pushState // propagation of this shard's filters (filters.go)
-	files dirFiles  // files placed with their directory (placement.go)
+	freq  *routing.FrequencyLRU // admission by frequency (lru is its list); nil: every use admits
+	push  pushState             // propagation of this shard's filters (filters.go)
+	files dirFiles              // files placed with their directory (placement.go)
 
 	// transactions: those it takes part in (participant.go, flux.go),
 	// which reads wait for through inFlight only, and those it
@@ -72,10 +73,15 @@ func newHome(n *Namespace, rep Replica) *home {
 		st:      rep.Store(),
 		log:     n.log.With("shard", rep.Shard()),
 		term:    rep.Term(),
-		lru:     routing.NewLRU(n.rt.LRUEntries, n.lruGeo),
 		coords:  make(map[string]*coordTxn),
 		redo:    make(map[string]*coordRecord),
 		cleanup: make(chan string, 4096),
+	}
+	if n.rt.L1Admission == L1AdmitFrequency {
+		h.freq = routing.NewFrequencyLRU(n.rt.LRUEntries, n.lruGeo)
+		h.lru = h.freq.LRU()
+	} else {
+		h.lru = routing.NewLRU(n.rt.LRUEntries, n.lruGeo)
 	}
 	h.led = time.Now()
 	h.writable = h.led.Add(n.leases.ttl)

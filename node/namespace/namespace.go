@@ -89,6 +89,11 @@ type Routing struct {
 	// (HBA §4.2.2); LRUEntries 0 turns the LRU off.
 	LRUEntries     int
 	LRUBitsPerFile float64
+	// L1Admission is how a path enters a shard's LRU list: L1AdmitLRU
+	// (default: on every use, HBA §4.2.2) or L1AdmitFrequency (on its
+	// second use within a window, counted by an adaptive Bloom filter,
+	// g-hba-survey §V; routing.FrequencyLRU).
+	L1Admission string
 	// PropagateThreshold is the share of a filter's bits changed before it
 	// is pushed to its replicas (HBA §6: 1%); PropagateInterval pushes
 	// changes at least this often.
@@ -98,6 +103,12 @@ type Routing struct {
 	Hash routing.HashKind
 }
 
+// L1 admission policies (Routing.L1Admission).
+const (
+	L1AdmitLRU       = "lru"
+	L1AdmitFrequency = "frequency"
+)
+
 // DefaultRouting returns the defaults documented in docs/operations.md, "Configuration".
 func DefaultRouting() Routing {
 	return Routing{
@@ -105,6 +116,7 @@ func DefaultRouting() Routing {
 		FilterCapacity:     1_000_000,
 		LRUEntries:         1600,
 		LRUBitsPerFile:     20,
+		L1Admission:        L1AdmitLRU,
 		PropagateThreshold: 0.01,
 		PropagateInterval:  2 * time.Second,
 		Hash:               routing.HashXX,
@@ -118,6 +130,7 @@ func (r Routing) withDefaults() Routing {
 	r.BitsPerFile = cmp.Or(r.BitsPerFile, d.BitsPerFile)
 	r.FilterCapacity = cmp.Or(r.FilterCapacity, d.FilterCapacity)
 	r.LRUBitsPerFile = cmp.Or(r.LRUBitsPerFile, d.LRUBitsPerFile)
+	r.L1Admission = cmp.Or(r.L1Admission, d.L1Admission)
 	r.PropagateThreshold = cmp.Or(r.PropagateThreshold, d.PropagateThreshold)
 	r.PropagateInterval = cmp.Or(r.PropagateInterval, d.PropagateInterval)
 	r.Hash = cmp.Or(r.Hash, d.Hash)
@@ -399,6 +412,8 @@ func New(opts Options) (*Namespace, error) {
 		return nil, fmt.Errorf("%w: placement %q", ErrOptions, placement)
 	case scheme != SchemeGHBA && scheme != SchemeHBA:
 		return nil, fmt.Errorf("%w: scheme %q", ErrOptions, scheme)
+	case rt.L1Admission != L1AdmitLRU && rt.L1Admission != L1AdmitFrequency:
+		return nil, fmt.Errorf("%w: L1 admission %q", ErrOptions, rt.L1Admission)
 	}
 	log := opts.Logger
 	if log == nil {
@@ -788,6 +803,9 @@ func (n *Namespace) Stats() Stats {
 		h.lruMu.Lock()
 		s.FilterBytes += int64(h.lru.SizeBytes())
 		s.LRULen += h.lru.Len()
+		if h.freq != nil {
+			s.FilterBytes += int64(h.freq.SketchBytes())
+		}
 		h.lruMu.Unlock()
 		s.Prepared += h.preparedCount()
 		s.TrashPending += h.trashPending.Load()

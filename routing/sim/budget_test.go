@@ -224,7 +224,7 @@ func budgetModel(t *testing.T, src Source, n, m int, thr float64, budget int64) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	gm.l1 = &sharedL1{key: l1Key{20, gm.cfg.LRUBitsPerEntry, thr}}
+	gm.l1 = &sharedL1{key: l1Key{20, gm.cfg.LRUBitsPerEntry, thr, L1AdmitLRU}}
 	if _, err := run(context.Background(), Replay{Source: src, Servers: n, Seed: 2}, gm, gm.l1); err != nil {
 		t.Fatal(err)
 	}

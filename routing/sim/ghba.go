@@ -29,6 +29,8 @@ type GHBAConfig struct {
 	// replicas of group-mates, then of other servers, while the replicas'
 	// bytes stay within it (budget.go). 0 holds the segment alone: G-HBA.
 	MemoryBudget int64
+	// L1Admission is how paths enter the LRU lists (zero: every access).
+	L1Admission L1Admission
 }
 
 // Levels of the G-HBA query path.
@@ -47,6 +49,8 @@ type GHBAResult struct {
 	LRUBitsPerEntry  float64 `json:"lru_bits_per_entry"`
 	BitsPerFile      float64 `json:"bits_per_file"`
 	ThresholdPercent float64 `json:"threshold_percent"`
+	// L1Admission is "lru" or "frequency" (GHBAConfig.L1Admission).
+	L1Admission string `json:"l1_admission"`
 	// Levels is the share of lookups resolved at L1 (LRU array), L2 (the
 	// entry server's segment array and its budget's extra replicas), L3 (group multicast) and L4
 	// (system-wide multicast); they sum to 1.
@@ -174,6 +178,9 @@ func newGHBAModel(cfg GHBAConfig) (*ghbaModel, error) {
 	}
 	if cfg.Threshold < 0 {
 		return nil, fmt.Errorf("sim: threshold %v: %w", cfg.Threshold, ErrConfig)
+	}
+	if !cfg.L1Admission.valid() {
+		return nil, fmt.Errorf("sim: %v: %w", cfg.L1Admission, ErrConfig)
 	}
 	if cfg.MemoryBudget < 0 {
 		return nil, fmt.Errorf("sim: memory budget %d bytes: %w", cfg.MemoryBudget, ErrConfig)
@@ -396,6 +403,7 @@ func (m *ghbaModel) finish(c *cluster) error {
 		LRUBitsPerEntry:  cfg.LRUBitsPerEntry,
 		BitsPerFile:      cfg.BitsPerFile,
 		ThresholdPercent: cfg.Threshold * 100,
+		L1Admission:      cfg.L1Admission.String(),
 		Levels:           make(map[string]float64, 4),
 		FalsePositives:   make(map[string]float64, 3),
 		Hops:             make(map[string]float64, 4),
@@ -482,7 +490,7 @@ func GHBA(ctx context.Context, r Replay, cfgs ...GHBAConfig) ([]GHBAResult, erro
 		if err != nil {
 			return nil, err
 		}
-		k := l1Key{m.cfg.LRUEntries, m.cfg.LRUBitsPerEntry, m.cfg.Threshold}
+		k := l1Key{m.cfg.LRUEntries, m.cfg.LRUBitsPerEntry, m.cfg.Threshold, m.cfg.L1Admission}
 		if shared[k] == nil {
 			shared[k] = &sharedL1{key: k}
 			l1s = append(l1s, shared[k])
@@ -509,6 +517,7 @@ type l1Key struct {
 	entries   int
 	bits      float64
 	threshold float64
+	admission L1Admission
 }
 
 // sharedL1 is an L1 level (LRU lists and their replicated filters) shared
@@ -524,7 +533,7 @@ type sharedL1 struct {
 }
 
 func (s *sharedL1) setup(c *cluster) error {
-	l, err := newL1(c, s.key.entries, s.key.bits, s.key.threshold)
+	l, err := newL1(c, s.key.entries, s.key.bits, s.key.threshold, s.key.admission)
 	if err != nil {
 		return err
 	}

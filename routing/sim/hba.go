@@ -23,6 +23,47 @@ type HBAConfig struct {
 	LRUBitsPerEntry float64
 	// BitsPerFile sizes the L2 local filters (0 means 8, as in HBA).
 	BitsPerFile float64
+	// L1Admission is how paths enter the LRU lists (zero: every access,
+	// as in HBA).
+	L1Admission L1Admission
+}
+
+// L1Admission selects how a path enters a server's LRU list, and so its
+// LRU filter (the L1 of HBA §4.2.2 and G-HBA).
+type L1Admission int
+
+const (
+	// L1AdmitLRU lists every accessed path (HBA §4.2.2): routing.LRU.
+	L1AdmitLRU L1Admission = iota
+	// L1AdmitFrequency lists a path on its second access within a window
+	// of 10× the LRU size, counted by an adaptive Bloom filter
+	// (g-hba-survey §V): routing.FrequencyLRU.
+	L1AdmitFrequency
+)
+
+// String returns "lru" or "frequency".
+func (a L1Admission) String() string {
+	switch a {
+	case L1AdmitLRU:
+		return "lru"
+	case L1AdmitFrequency:
+		return "frequency"
+	}
+	return fmt.Sprintf("L1Admission(%d)", int(a))
+}
+
+func (a L1Admission) valid() bool { return a == L1AdmitLRU || a == L1AdmitFrequency }
+
+// ParseL1Admission parses "lru" or "frequency"; other values give an
+// error wrapping ErrConfig.
+func ParseL1Admission(s string) (L1Admission, error) {
+	switch s {
+	case "lru":
+		return L1AdmitLRU, nil
+	case "frequency":
+		return L1AdmitFrequency, nil
+	}
+	return 0, fmt.Errorf("sim: L1 admission %q (want lru or frequency): %w", s, ErrConfig)
 }
 
 // HBAResult is one HBA configuration next to the PBA baselines simulated on
@@ -36,6 +77,8 @@ type HBAResult struct {
 	ThresholdPercent float64 `json:"threshold_percent"`
 	LRUBitsPerEntry  float64 `json:"lru_bits_per_entry"`
 	BitsPerFile      float64 `json:"bits_per_file"`
+	// L1Admission is "lru" or "frequency" (HBAConfig.L1Admission).
+	L1Admission string `json:"l1_admission"`
 	// HitRate is the HBA hit rate: resolved at L1 or at L2.
 	HitRate float64 `json:"hba_hit_rate"`
 	// LRUHitRate is the share resolved by the L1 (LRU filter) array alone,
@@ -57,7 +100,8 @@ type HBAResult struct {
 	PBA12MemoryVsPBA8 float64 `json:"pba12_memory_vs_pba8"`
 	PBA16MemoryVsPBA8 float64 `json:"pba16_memory_vs_pba8"`
 	// LRUListBytes is one server's LRU list bookkeeping (LRU.SizeBytes
-	// minus its filter), not included in the ratios above.
+	// minus its filter, plus the admission sketch with frequency
+	// admission), not included in the ratios above.
 	LRUListBytes int `json:"lru_list_bytes"`
 	// Update messages: one multicast per propagation of an LRU filter (L1)
 	// or of a local filter (L2) (HBA Figs. 12, 13).
@@ -75,6 +119,7 @@ type hbaModel struct {
 	threshold float64
 	lruBits   float64
 	bits      float64
+	admission L1Admission
 
 	ids []string
 	l1  *l1Level
@@ -98,19 +143,28 @@ func lruGeometry(entries int, bitsPerEntry float64) (routing.Geometry, error) {
 
 // l1Level is the LRU-filter level shared by HBA and G-HBA.
 type l1Level struct {
-	lru []*routing.LRU
-	rep []*replicated
-	arr *routing.FilterArray
+	lru  []*routing.LRU
+	freq []*routing.FrequencyLRU // with L1AdmitFrequency: lru[i] is freq[i].LRU()
+	rep  []*replicated
+	arr  *routing.FilterArray
 }
 
-func newL1(c *cluster, entries int, bitsPerEntry, threshold float64) (*l1Level, error) {
+func newL1(c *cluster, entries int, bitsPerEntry, threshold float64, adm L1Admission) (*l1Level, error) {
 	g, err := lruGeometry(entries, bitsPerEntry)
 	if err != nil {
 		return nil, err
 	}
 	l := &l1Level{lru: make([]*routing.LRU, c.n), rep: make([]*replicated, c.n), arr: routing.NewFilterArray(g)}
+	if adm == L1AdmitFrequency {
+		l.freq = make([]*routing.FrequencyLRU, c.n)
+	}
 	for i := range l.lru {
-		l.lru[i] = routing.NewLRU(entries, g)
+		if l.freq != nil {
+			l.freq[i] = routing.NewFrequencyLRU(entries, g)
+			l.lru[i] = l.freq[i].LRU()
+		} else {
+			l.lru[i] = routing.NewLRU(entries, g)
+		}
 		l.rep[i] = newReplicated(c.ids[i], l.lru[i].Filter(), threshold)
 		if err := l.rep[i].addSink(l.arr); err != nil {
 			return nil, err
@@ -119,10 +173,23 @@ func newL1(c *cluster, entries int, bitsPerEntry, threshold float64) (*l1Level, 
 	return l, nil
 }
 
-// touch records an access at the home and propagates its LRU filter when due.
+// touch records an access at the home and propagates its LRU filter when
+// due. With frequency admission the path is listed on its second access.
 func (l *l1Level) touch(home int, path string) error {
-	l.lru[home].Touch(path)
+	if l.freq != nil {
+		l.freq[home].Touch(path)
+	} else {
+		l.lru[home].Touch(path)
+	}
 	return l.rep[home].changed()
+}
+
+// sketchBytes is one server's admission sketch (0 without one).
+func (l *l1Level) sketchBytes() int {
+	if l.freq == nil {
+		return 0
+	}
+	return l.freq[0].SketchBytes()
 }
 
 func (l *l1Level) remove(home int, path string) error {
@@ -132,6 +199,8 @@ func (l *l1Level) remove(home int, path string) error {
 	return nil
 }
 
+// rename carries a listed path over to its new name (the underlying list's
+// Touch: a listed path was admitted already).
 func (l *l1Level) rename(home int, from, to string) error {
 	if l.lru[home].Remove(from) {
 		l.lru[home].Touch(to)
@@ -155,7 +224,7 @@ func (l *l1Level) filterBits() float64 {
 
 func (m *hbaModel) setup(c *cluster) error {
 	m.ids = c.ids
-	l1, err := newL1(c, m.entries, m.lruBits, m.threshold)
+	l1, err := newL1(c, m.entries, m.lruBits, m.threshold, m.admission)
 	if err != nil {
 		return err
 	}
@@ -180,7 +249,7 @@ func (m *hbaModel) setup(c *cluster) error {
 	// Per server: N local filters (L2) + N LRU filters (L1), over N PBA-8 filters.
 	lg := l1.arr.Geometry()
 	m.memRatio = (float64(geo.M) + float64(lg.M)) / float64(pba8.M)
-	m.listBytes = l1.lru[0].SizeBytes() - routing.NewCountingFilter(lg).SizeBytes()
+	m.listBytes = l1.lru[0].SizeBytes() - routing.NewCountingFilter(lg).SizeBytes() + l1.sketchBytes()
 	return nil
 }
 
@@ -258,6 +327,9 @@ func HBA(ctx context.Context, r Replay, cfg HBAConfig) ([]HBAResult, error) {
 	if !(cfg.LRUBitsPerEntry > 0) || !(cfg.BitsPerFile > 0) || math.IsInf(cfg.LRUBitsPerEntry+cfg.BitsPerFile, 0) {
 		return nil, fmt.Errorf("sim: bits per entry %v / per file %v: %w", cfg.LRUBitsPerEntry, cfg.BitsPerFile, ErrConfig)
 	}
+	if !cfg.L1Admission.valid() {
+		return nil, fmt.Errorf("sim: %v: %w", cfg.L1Admission, ErrConfig)
+	}
 	var models []model
 	baselines := make(map[float64][3]*pbaModel)
 	for _, t := range cfg.Thresholds {
@@ -284,7 +356,7 @@ func HBA(ctx context.Context, r Replay, cfg HBAConfig) ([]HBAResult, error) {
 			return nil, fmt.Errorf("sim: %d LRU entries: %w", e, ErrConfig)
 		}
 		for _, t := range cfg.Thresholds {
-			m := &hbaModel{entries: e, threshold: t, lruBits: cfg.LRUBitsPerEntry, bits: cfg.BitsPerFile}
+			m := &hbaModel{entries: e, threshold: t, lruBits: cfg.LRUBitsPerEntry, bits: cfg.BitsPerFile, admission: cfg.L1Admission}
 			hm = append(hm, m)
 			models = append(models, m)
 		}
@@ -304,6 +376,7 @@ func HBA(ctx context.Context, r Replay, cfg HBAConfig) ([]HBAResult, error) {
 			ThresholdPercent:  m.threshold * 100,
 			LRUBitsPerEntry:   m.lruBits,
 			BitsPerFile:       m.bits,
+			L1Admission:       m.admission.String(),
 			HitRate:           rate(m.l1Hits+m.l2Hits, m.lookups),
 			LRUHitRate:        rate(m.l1Hits, m.lookups),
 			L2HitRate:         rate(m.l2Hits, m.lookups),

@@ -57,6 +57,14 @@ type Config struct {
 	ReaddirFrac   float64 // list the directory of a popular file
 	StatFrac      float64 // stat a file
 
+	// ScanFrac is the share of operations that are steps of a sequential
+	// sweep (like a backup, an indexer or "find -ls"): a stat of the next
+	// live file in creation order, wrapping around, so a sweep visits each
+	// file once. It is drawn before the mix above, which shares the other
+	// operations; scan accesses do not join the working set. Zero (the
+	// default) leaves the trace unchanged.
+	ScanFrac float64
+
 	// Prefix is prepended to every path ("" or a canonical absolute path
 	// such as "/s000"); ClientBase is the first client id. Intensify sets
 	// both to keep subtraces disjoint.
@@ -202,6 +210,8 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("hot skew %v not in [0, 10]", c.HotSkew)
 	case !(c.Locality >= 0 && c.Locality <= 1):
 		return bad("locality %v not in [0, 1]", c.Locality)
+	case !(c.ScanFrac >= 0 && c.ScanFrac <= 1):
+		return bad("scan fraction %v not in [0, 1]", c.ScanFrac)
 	case c.Scripts.Count < 0 || c.Scripts.Count > 1<<20:
 		return bad("script count %d not in [0, %d]", c.Scripts.Count, 1<<20)
 	case c.Scripts.Count > 0 && (c.Scripts.MinLen < 1 || c.Scripts.MaxLen < c.Scripts.MinLen || c.Scripts.MaxLen > 1<<16):
@@ -314,6 +324,7 @@ type Generator struct {
 	thresholds [8]float64
 	phase      int // 0 exists: root prefix, 1 exists: dirs, 2 exists: files, 3 timed, 4 done
 	cursor     int
+	scan       int32 // next file of the sequential sweep (ScanFrac)
 	emitted    int
 	now        time.Duration
 	buf        []byte
@@ -622,6 +633,19 @@ func (g *Generator) uniformFile() int32 {
 	return g.cold[i-len(g.hot)]
 }
 
+// scanFile returns the next live file of the sequential sweep, in creation
+// order and wrapping around, or -1 when no file is live.
+func (g *Generator) scanFile() int32 {
+	for range len(g.files) {
+		f := g.scan
+		g.scan = (g.scan + 1) % int32(len(g.files))
+		if g.files[f].slot >= 0 {
+			return f
+		}
+	}
+	return -1
+}
+
 // popularFile draws from the popularity distribution, or returns -1.
 func (g *Generator) popularFile() int32 {
 	if len(g.hot) > 0 && g.float() < g.cfg.HotShare {
@@ -778,6 +802,12 @@ func (g *Generator) timed() Record {
 	if g.scripts != nil {
 		if r, ok := g.scriptNext(c, rec); ok {
 			return r
+		}
+	}
+	if g.cfg.ScanFrac > 0 && g.float() < g.cfg.ScanFrac {
+		if f := g.scanFile(); f >= 0 {
+			rec.Op, rec.Path = OpStat, g.filePath(f)
+			return rec
 		}
 	}
 	u := g.float()

@@ -309,6 +309,8 @@ func TestGenerateConfigErrors(t *testing.T) {
 		"prefix slash":    func(c *Config) { c.Prefix = "/s000/" },
 		"tree too small":  func(c *Config) { c.Dirs, c.Depth, c.FanOut = 100, 2, 3 },
 		"client overflow": func(c *Config) { c.ClientBase = MaxClient },
+		"scan fraction":   func(c *Config) { c.ScanFrac = 1.5 },
+		"negative scan":   func(c *Config) { c.ScanFrac = -0.1 },
 	} {
 		c := smallConfig()
 		mod(&c)
@@ -437,9 +439,10 @@ func fixtureText(t *testing.T) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	w := NewWriter(&buf)
-	// The fixture predates ScriptConfig: its comment leaves out the (zero)
-	// script settings, which do not change the trace.
+	// The fixture predates ScriptConfig and ScanFrac: its comment leaves
+	// out the (zero) script and scan settings, which do not change the trace.
 	desc := strings.Replace(fmt.Sprintf("%+v", fixtureConfig()), fmt.Sprintf(" Scripts:%+v", ScriptConfig{}), "", 1)
+	desc = strings.Replace(desc, " ScanFrac:0", "", 1)
 	if err := w.Comment(fmt.Sprintf("ghba synthetic metadata trace: workload.Generate(fixtureConfig())\n%s\nregenerate: go test ./routing/workload -run TestGenerateFixture -update", desc)); err != nil {
 		t.Fatal(err)
 	}
