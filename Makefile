@@ -99,7 +99,9 @@ compare-etcd: build
 ## mount-bench: ghba mount against the Go client (mkdir, create, stat, unlink at
 ## CONC 16, with whole-machine CPU per operation) and against the local disk (1 GiB
 ## sequential write and read), and the mount's memory while copying 100,000 files;
-## the testdata/ cluster, one sitting (needs root and FUSE)
+## with MDTEST=1 also mdtest's phases through both (ghba bench --phases mdtest -c CONC
+## -n MDTEST_ITEMS --iterations MDTEST_ITERATIONS, defaults 1000 and 2) and mdtest's
+## summary; the testdata/ cluster, one sitting (needs root and FUSE)
 mount-bench: build
 	GHBA_BIN=$(BIN) scripts/mount-bench.sh
 

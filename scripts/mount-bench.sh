@@ -13,11 +13,17 @@
 #      dropping the page cache) through the mount and on the local disk, alternated;
 #   3. memory: the mount process's resident memory at rest, and its peak while cp -r
 #      copies a tree of FILES files into it.
+# With MDTEST=1, between 1 and 2: mdtest's phases (ghba bench --phases mdtest,
+# CONC tasks of MDTEST_ITEMS items each, MDTEST_ITERATIONS iterations) through
+# the Go client and through the mount in one run, and mdtest's summary;
+# MDTEST_ARGS are more bench options (e.g. --unique-dir --depth 1 --branch 4).
 # Prints one table per part. Needs root (FUSE, drop_caches) and the ports of
 # testdata/ (741x-743x) free.
 #
 # Environment: GHBA_BIN (default: build bin/ghba), ROUNDS (2), CONC (16),
-# PATHS (20000), SIZE_MB (1024), FILES (100000), KEEP=1 keeps the temporary dir.
+# PATHS (20000), SIZE_MB (1024), FILES (100000), MDTEST (unset: no mdtest
+# phases), MDTEST_ITEMS (1000), MDTEST_ITERATIONS (2), MDTEST_ARGS (none),
+# KEEP=1 keeps the temporary dir.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -27,6 +33,10 @@ CONC=${CONC:-16}
 PATHS=${PATHS:-20000}
 SIZE_MB=${SIZE_MB:-1024}
 FILES=${FILES:-100000}
+MDTEST=${MDTEST:-}
+MDTEST_ITEMS=${MDTEST_ITEMS:-1000}
+MDTEST_ITERATIONS=${MDTEST_ITERATIONS:-2}
+read -ra MDTEST_ARGS <<<"${MDTEST_ARGS:-}"
 STOP_WAIT=30
 ALL=$(IFS=,; echo "${TESTDATA_ADDRS[*]}")
 
@@ -99,6 +109,12 @@ for r in $(seq 1 "$ROUNDS"); do
 		phase_run mount "$r" "$phase" --prefix "/mount-$r" --dir "$MNT"
 	done
 done
+
+if [[ -n "$MDTEST" ]]; then
+	say "mdtest phases: the Go client and the mount, $CONC tasks of $MDTEST_ITEMS items, $MDTEST_ITERATIONS iterations ${MDTEST_ARGS[*]+${MDTEST_ARGS[*]}}; load $(cut -d' ' -f1-3 /proc/loadavg)"
+	ghba bench --phases mdtest --prefix /mdtest -c "$CONC" -n "$MDTEST_ITEMS" \
+		--iterations "$MDTEST_ITERATIONS" --via "client,mount:$MNT" ${MDTEST_ARGS[@]+"${MDTEST_ARGS[@]}"} </dev/null
+fi
 
 say "contents: ${SIZE_MB} MiB sequential write (dd bs=1M conv=fsync) and cold read, the mount against the local disk"
 printf '%-7s %-6s %10s\n' where op MB/s

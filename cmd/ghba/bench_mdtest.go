@@ -519,7 +519,9 @@ func runMdtestWith(ctx context.Context, cmd *cobra.Command, o *clientOptions, bo
 }
 
 // iteration runs the phases once through v on l's paths: the iteration's
-// directory is made (untimed) before the tree and removed after it.
+// directory is made (untimed) before the tree and removed after it. A
+// phase that ctx stopped ends the iteration with ctx's error (not with the
+// failure of removing the directory the stopped phases left full).
 func (b *mdtestRun) iteration(v benchVia, it int, l *mdLayout, phases []mdtestPhase) error {
 	local := func(p string) string { return filepath.Join(v.dir, p) }
 	for _, ph := range phases {
@@ -545,6 +547,9 @@ func (b *mdtestRun) iteration(v benchVia, it int, l *mdLayout, phases []mdtestPh
 		b.runTasks(res, ph.items(l), op)
 		res.finish(time.Since(start))
 		b.rep.Phases = append(b.rep.Phases, mdtestPhaseResult{Iteration: it, phaseResult: res})
+		if err := b.ctx.Err(); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
 		if ph.name == mdTreeRemove {
 			if err := b.teardown(v, local(l.dir)); err != nil {
 				return err
