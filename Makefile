@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 # Link only hashicorp/go-metrics (raft-boltdb's compat layer would pull in armon/go-metrics).
 TAGS      := -tags hashicorpmetrics
 
-.PHONY: all build image test bench demo groups-bench compare-etcd mount-bench pjdfstest sim-demo fuzz vet fmt clean chaos chaos-broken formation
+.PHONY: all build image test bench scale demo groups-bench compare-etcd mount-bench pjdfstest sim-demo fuzz vet fmt clean chaos chaos-broken formation
 
 all: build
 
@@ -69,6 +69,22 @@ formation:
 ## bench: the tracked benchmarks (no -race)
 bench:
 	$(GO) test $(TAGS) -run=NONE -bench=. -benchmem -benchtime=$(BENCHTIME) ./routing/... ./rpc/... ./node/...
+
+## scale: scale-out at equal CPU per node (cmd/ghba/scale, needs docker): the bench's mdtest
+## phases against SCALE_NODES nodes (default 1,2,4,8) at SCALE_R (default 1,3), each node a
+## container of the image limited to SCALE_CPUS cores (default 0.1), the client in its own
+## container with SCALE_CLIENTS tasks per node (default 32); prints the table, writes
+## SCALE_OUT/scale.csv and SCALE_OUT/scale.png (default out/scale) with HBA Fig. 16 beside it.
+SCALE_NODES   ?= 1,2,4,8
+SCALE_R       ?= 1,3
+SCALE_CPUS    ?= 0.1
+SCALE_CLIENTS ?= 32
+SCALE_ITEMS   ?= 20
+SCALE_OUT     ?= $(CURDIR)/out/scale
+scale:
+	GHBA_SCALE=1 GHBA_SCALE_NODES=$(SCALE_NODES) GHBA_SCALE_REPLICATION=$(SCALE_R) GHBA_SCALE_CPUS=$(SCALE_CPUS) \
+		GHBA_SCALE_CLIENTS=$(SCALE_CLIENTS) GHBA_SCALE_ITEMS=$(SCALE_ITEMS) GHBA_SCALE_OUT=$(SCALE_OUT) \
+		$(GO) test $(TAGS) -count=1 -run '^TestScaleOut$$' -timeout 40m -v ./cmd/ghba/scale/
 
 ## fuzz: run every decoder fuzzer for FUZZTIME each (default 30s)
 FUZZTIME ?= 30s

@@ -1378,24 +1378,24 @@ func TestShardsSettled(t *testing.T) {
 		n2: st("n2", rep("n1", false, all...), rep("n2", true, all...)),
 		n3: st("n3"),
 	}
-	if why := shardsSettled(sts); why != "" {
+	if why := shardsSettled(sts, defaultReplication); why != "" {
 		t.Fatalf("settled: %s", why)
 	}
 	sts[n3] = st("n3", rep("n1", false, all...), rep("n2", true, all...))
-	if why := shardsSettled(sts); !strings.Contains(why, "leaders") {
+	if why := shardsSettled(sts, defaultReplication); !strings.Contains(why, "leaders") {
 		t.Errorf("two leaders: %q", why)
 	}
 	sts[n3] = st("n3", ReplicaStatus{Shard: "n3", Leading: true, Owner: "n3", Members: []string{"n1", "n3"}, Learners: []string{"n2"}})
-	if why := shardsSettled(sts); !strings.Contains(why, "catching up") {
+	if why := shardsSettled(sts, defaultReplication); !strings.Contains(why, "catching up") {
 		t.Errorf("learner: %q", why)
 	}
 	sts[n3] = st("n3", ReplicaStatus{Shard: "n3", Leading: true, Owner: "n3", Members: []string{"n1", "n2@x1", "n3"}})
-	if why := shardsSettled(sts); !strings.Contains(why, "lost replica") {
+	if why := shardsSettled(sts, defaultReplication); !strings.Contains(why, "lost replica") {
 		t.Errorf("lost replica: %q", why)
 	}
 	sts[n3] = st("n3", ReplicaStatus{Shard: "n3", Leading: false, Owner: "n3", Members: all})
 	sts[n1].Replicas = append(sts[n1].Replicas, ReplicaStatus{Shard: "n3", Leading: true, Owner: "n3", Members: all})
-	if why := shardsSettled(sts); !strings.Contains(why, "owner n3") {
+	if why := shardsSettled(sts, defaultReplication); !strings.Contains(why, "owner n3") {
 		t.Errorf("led by another: %q", why)
 	}
 }

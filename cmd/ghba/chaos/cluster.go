@@ -89,6 +89,9 @@ type ClusterConfig struct {
 	// OldBuild starts every node as the older build of a rolling upgrade
 	// (OldBuildEnv).
 	OldBuild bool
+	// Replication is the nodes' replication factor (0: the agent's
+	// default, 3); a shard has min(Replication, group size) replicas.
+	Replication int
 }
 
 // Cluster is a running set of node containers on a private network.
@@ -248,6 +251,9 @@ func (c *Cluster) run(ctx context.Context, n *Node) error {
 	args := []string{"run", "-d", "--name", n.Container, "--network", c.Network, "--ip", n.IP,
 		"--label", labelRun + "=" + c.cfg.Prefix, "--label", labelOwner + "=" + runOwner(),
 		"-v", n.Volume + ":/data", "--stop-timeout", "20"}
+	if c.cfg.Replication > 0 {
+		args = append(args, "-e", "GHBA_REPLICATION="+strconv.Itoa(c.cfg.Replication))
+	}
 	for _, e := range slices.Concat(c.cfg.Env, n.Env) {
 		args = append(args, "-e", e)
 	}
@@ -275,6 +281,52 @@ func (c *Cluster) run(ctx context.Context, n *Node) error {
 		return fmt.Errorf("chaos: start %s: %w", n.ID, err)
 	}
 	c.log.Info("node container started", "node", n.ID, "group", cmp.Or(n.Group, "auto"), "ip", n.IP)
+	return nil
+}
+
+// RunCommand runs the cluster's image once, in a container called
+// PREFIX-name on the cluster's network, with args as its command (a ghba
+// command: "--addr", ..., "bench", ...), waits until it exits (at most
+// timeout) and returns its standard output. Close removes the container
+// if it is still there.
+func (c *Cluster) RunCommand(ctx context.Context, timeout time.Duration, name string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	container := c.CommandContainer(name)
+	c.mu.Lock()
+	if !slices.Contains(c.created, container) {
+		c.created = append(c.created, container)
+	}
+	c.mu.Unlock()
+	run := []string{"run", "--rm", "--name", container, "--network", c.Network}
+	for _, l := range RunLabels(c.cfg.Prefix) {
+		run = append(run, "--label", l)
+	}
+	out, err := c.docker.run(ctx, nil, "docker", slices.Concat(run, []string{c.cfg.Image}, args)...)
+	if err != nil {
+		return out, fmt.Errorf("chaos: run %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// CommandContainer is the name of RunCommand's container called name.
+func (c *Cluster) CommandContainer(name string) string { return c.cfg.Prefix + "-" + name }
+
+// LimitCPU limits every node's container to cpus cores from now on, in
+// CFS periods of 10 ms (docker update --cpu-period --cpu-quota): with
+// docker's default period of 100 ms a node limited to 0.1 core would run
+// for 10 ms and then stall for 90, and every request that met a stall
+// would wait for it.
+func (c *Cluster) LimitCPU(ctx context.Context, cpus float64) error {
+	const period = 10_000                // µs
+	quota := max(int(cpus*period), 1000) // the kernel's least quota is 1 ms
+	args := []string{"update", "--cpu-period", strconv.Itoa(period), "--cpu-quota", strconv.Itoa(quota)}
+	for _, n := range c.Nodes {
+		args = append(args, n.Container)
+	}
+	if _, err := c.docker.Run(ctx, args...); err != nil {
+		return fmt.Errorf("chaos: limit the nodes to %g CPUs: %w", cpus, err)
+	}
 	return nil
 }
 
@@ -310,9 +362,11 @@ type ReplicaStatus struct {
 	Learners []string `json:"learners"`
 }
 
-// shardReplication is the replication factor of the nodes (the agent's
-// default): a shard has min(shardReplication, group size) replicas.
-const shardReplication = 3
+// defaultReplication is the agent's default replication factor.
+const defaultReplication = 3
+
+// replication is the nodes' replication factor.
+func (c *Cluster) replication() int { return cmp.Or(c.cfg.Replication, defaultReplication) }
 
 // Status reads n's /v1/status.
 func (c *Cluster) Status(ctx context.Context, n *Node) (*Status, error) {
@@ -695,9 +749,9 @@ func (c *Cluster) ShardLeader(ctx context.Context, shard string, skip *Node) *No
 
 // shardsSettled reports why the shards, as the statuses show them, are not
 // settled ("" if they are): every shard has exactly one leader, its owner
-// if it has one, and min(shardReplication, size of its group) voters,
-// every one a node's current replica, and no replica catching up.
-func shardsSettled(sts map[*Node]*Status) string {
+// if it has one, and min(replication, size of its group) voters, every
+// one a node's current replica, and no replica catching up.
+func shardsSettled(sts map[*Node]*Status, replication int) string {
 	size := make(map[string]int)
 	for _, s := range sts {
 		size[s.Group]++
@@ -728,7 +782,7 @@ func shardsSettled(sts map[*Node]*Status) string {
 			return fmt.Sprintf("shard %s: leaders %v", sh, ids)
 		}
 		l := ls[0]
-		want := min(shardReplication, size[l.group])
+		want := min(replication, size[l.group])
 		switch {
 		case l.r.Owner != "" && l.r.Owner != l.node.ID:
 			return fmt.Sprintf("shard %s: led by %s, owner %s", sh, l.node.ID, l.r.Owner)
@@ -753,7 +807,7 @@ func (c *Cluster) WaitShardsSettled(ctx context.Context, timeout time.Duration) 
 		if len(sts) < len(c.Nodes) {
 			return fmt.Sprintf("%d of %d nodes answer their status", len(sts), len(c.Nodes)), nil
 		}
-		return shardsSettled(sts), nil
+		return shardsSettled(sts, c.replication()), nil
 	})
 	if err != nil {
 		return fmt.Errorf("chaos: shards did not settle: %w", err)

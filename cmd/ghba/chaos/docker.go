@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -59,6 +60,43 @@ func (d *Docker) CheckDaemon(ctx context.Context) error {
 	}
 	d.Log.Info("docker daemon", "server_version", v)
 	return nil
+}
+
+// CPUTime returns the CPU time the processes of a running container have
+// used, from its cgroup on this host: cgroup v1's cpuacct.usage or cgroup
+// v2's cpu.stat, under the cgroupfs or the systemd driver's path.
+func (d *Docker) CPUTime(ctx context.Context, container string) (time.Duration, error) {
+	id, err := d.Run(ctx, "inspect", "--format", "{{.Id}}", container)
+	if err != nil {
+		return 0, fmt.Errorf("chaos: CPU time of %s: %w", container, err)
+	}
+	for _, f := range []struct{ path, key string }{
+		{"/sys/fs/cgroup/cpuacct/docker/" + id + "/cpuacct.usage", ""},
+		{"/sys/fs/cgroup/docker/" + id + "/cpu.stat", "usage_usec"},
+		{"/sys/fs/cgroup/system.slice/docker-" + id + ".scope/cpu.stat", "usage_usec"},
+	} {
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			continue
+		}
+		if f.key == "" { // nanoseconds
+			ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("chaos: CPU time of %s: %s: %w", container, f.path, err)
+			}
+			return time.Duration(ns), nil
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(line, f.key+" "); ok {
+				us, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("chaos: CPU time of %s: %s: %w", container, f.path, err)
+				}
+				return time.Duration(us) * time.Microsecond, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("chaos: CPU time of %s: no cgroup of container %s found under /sys/fs/cgroup", container, id)
 }
 
 // DockerfilePath is the image of one ghba node (nothing but the static

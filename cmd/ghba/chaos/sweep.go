@@ -24,6 +24,14 @@ const (
 	sweepTimeout = 2 * time.Minute
 )
 
+// RunLabels returns the labels ("key=value") of what a run with this
+// prefix creates outside NewCluster (its image, with BuildImage): the
+// run's prefix and this process as its owner, so that SweepLeftovers
+// removes them once the process is gone.
+func RunLabels(prefix string) []string {
+	return []string{labelRun + "=" + prefix, labelOwner + "=" + runOwner()}
+}
+
 // runOwner returns this process's owner label: "<pid namespace>/<pid>".
 func runOwner() string {
 	return pidNamespace() + "/" + strconv.Itoa(os.Getpid())
