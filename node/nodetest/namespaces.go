@@ -459,8 +459,12 @@ func (c *Namespaces) openReplicas(nd *NamespaceNode, log *slog.Logger, first boo
 	}(nd.mux, nd.muxDone)
 	tun := shard.DefaultTuning()
 	// Short enough for quick fail-overs, long enough that a loaded machine
-	// running the race detector does not start spurious elections.
-	tun.Heartbeat, tun.Election, tun.LeaderLease, tun.Commit = 500*time.Millisecond, 500*time.Millisecond, 250*time.Millisecond, 5*time.Millisecond
+	// running the race detector does not start spurious elections. The
+	// leader keeps its leadership while a quorum answers within the
+	// heartbeat timeout (raft's longest lease): with 250 ms, leaders of
+	// 3-replica shards on a starved 2-core machine stepped down often
+	// enough that a request found no leader within LeaderWait.
+	tun.Heartbeat, tun.Election, tun.LeaderLease, tun.Commit = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond, 5*time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	nd.watch = cancel
 	nd.Replicas = map[string]*shard.Replica{}
