@@ -364,6 +364,7 @@ func (h *home) numberBatch(ctx context.Context, paths []string) (numbered int, a
 	if numbered == 0 {
 		return 0, true, nil
 	}
+	b.KeepDirTimes() // the same entries, with their ids
 	if err := h.apply(ctx, &b); err != nil {
 		if errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound) {
 			return 0, false, nil

@@ -424,9 +424,16 @@ func (r *Replica) Barrier(ctx context.Context) error {
 	return raftErr(r, r.wait(ctx, r.raft.Barrier(r.tune.ApplyTimeout)), false)
 }
 
-// Apply commits b through the shard's Raft log (namespace.Replica).
+// Apply commits b through the shard's Raft log (namespace.Replica). The
+// directories whose entries b changes get this node's clock as their
+// modification and change times (store.Batch.StampDirTimes), once the
+// shard writes batch format 3.
 func (r *Replica) Apply(ctx context.Context, b *store.Batch) error {
-	data, err := encodeBatch(b, r.LogFormat())
+	max := r.LogFormat()
+	if max >= store.BatchFormatV3 {
+		b.StampDirTimes(time.Now().UnixNano())
+	}
+	data, err := encodeBatch(b, max)
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,12 @@ type Batch struct {
 	texts    bool // an inode put has a text
 	entryIDs bool // an entry put has an id (batch format version 2)
 	special  bool // an inode or entry put is a special file (version 3)
+	// dirTime is the time (Unix ns) the shard leader stamped the batch
+	// with: the directories whose entries it changes get it as their
+	// modification and change times (version 3; 0: none).
+	dirTime int64
+	// keepTimes makes StampDirTimes a no-op (KeepDirTimes).
+	keepTimes bool
 }
 
 // HasText reports whether an inode the batch puts has a text (Inode.Text).
@@ -152,6 +158,37 @@ func (b *Batch) Reset() {
 	clear(b.conds)
 	clear(b.muts)
 	b.conds, b.muts, b.err, b.texts, b.entryIDs, b.special = b.conds[:0], b.muts[:0], nil, false, false, false
+	b.dirTime, b.keepTimes = 0, false
+}
+
+// StampDirTimes records t (Unix ns; the shard leader's clock when it
+// proposes the batch) as the modification and change time of every
+// directory whose entries the batch puts or deletes, as POSIX has a
+// directory's times follow its entries. Commit sets them, never
+// backwards (docs/design.md, "Directory times"). It does nothing to a
+// batch that changes no entry or that KeepDirTimes marked, and t is kept
+// only in batch format 3 (AppendBinaryFormat).
+func (b *Batch) StampDirTimes(t int64) {
+	if !b.keepTimes && t > 0 && b.changesEntries() {
+		b.dirTime = t
+	}
+}
+
+// KeepDirTimes marks a batch whose entry changes must not touch their
+// directories' times (a maintenance rewrite of existing entries).
+func (b *Batch) KeepDirTimes() { b.keepTimes, b.dirTime = true, 0 }
+
+// DirTime returns the batch's directory time stamp (0: none).
+func (b *Batch) DirTime() int64 { return b.dirTime }
+
+// changesEntries reports whether the batch puts or deletes an entry.
+func (b *Batch) changesEntries() bool {
+	for i := range b.muts {
+		if k := b.muts[i].key; (b.muts[i].kind == mutSet || b.muts[i].kind == mutDelete) && k[0] == pfxEntry {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *Batch) ok(err error) bool {

@@ -50,7 +50,12 @@ import (
 // inodes and entries. Only a batch that puts one is written as version 3,
 // and a batch of version 1 or 2 that holds one is corrupt: a build that
 // knows no special files halts at such a batch rather than meet a type it
-// cannot read in its store.
+// cannot read in its store. Version 3 also ends with the directory time
+// stamp (after the mutations: stamp:varint, Unix ns, 0 for none) that
+// the shard leader sets as the times of the directories whose entries the
+// batch changes (Batch.StampDirTimes; docs/design.md, "Directory times").
+// A batch is written as version 3 exactly when it puts a special file or
+// carries a stamp; a stamp on a batch that changes no entry is corrupt.
 const (
 	batchFormatV1 byte = 1
 	batchFormatV2 byte = 2
@@ -131,11 +136,15 @@ func (b *Batch) AppendBinaryFormat(buf []byte, max byte) ([]byte, error) {
 		return buf, fmt.Errorf("store: encode batch: %w: batch format %d", ErrUnknownVersion, max)
 	}
 	v := batchFormatV1
+	stamp := b.dirTime
+	if max < batchFormatV3 {
+		stamp = 0 // an older build keeps no directory times
+	}
 	switch {
 	case b.special && max < batchFormatV3:
 		return buf, fmt.Errorf("store: encode batch: %w: a special file needs batch format %d, and format %d is the newest allowed",
 			ErrFormatTooOld, batchFormatV3, max)
-	case b.special:
+	case b.special, stamp != 0:
 		v = batchFormatV3
 	case b.entryIDs && max >= batchFormatV2:
 		v = batchFormatV2
@@ -154,6 +163,9 @@ func (b *Batch) AppendBinaryFormat(buf []byte, max byte) ([]byte, error) {
 		if buf, err = b.muts[i].appendBinary(buf, v, max < batchFormatV2); err != nil {
 			return buf, fmt.Errorf("store: encode batch: mutation %d: %w", i, err)
 		}
+	}
+	if v >= batchFormatV3 {
+		buf = binary.AppendVarint(buf, stamp)
 	}
 	return buf, nil
 }
@@ -283,13 +295,20 @@ func decodeBatch(data []byte) (Batch, error) {
 			}
 		}
 	}
+	if v >= batchFormatV3 {
+		nb.dirTime = r.varint("directory time stamp")
+	}
 	if err := r.end("batch"); err != nil {
 		return nb, fmt.Errorf("store: decode batch: %w", err)
 	}
-	if nb.special != (v == batchFormatV3) {
-		// Version 3 is written exactly when a special file is in the
-		// batch, which keeps each batch's encoding unique.
-		return nb, fmt.Errorf("store: decode batch: %w: batch format %d with special files %v", ErrCorrupt, v, nb.special)
+	// Version 3 is written exactly when a special file or a stamp is in
+	// the batch, and a stamp only on a batch that changes entries, which
+	// keeps each batch's encoding unique.
+	switch {
+	case (nb.special || nb.dirTime != 0) != (v == batchFormatV3):
+		return nb, fmt.Errorf("store: decode batch: %w: batch format %d with special files %v and directory time %d", ErrCorrupt, v, nb.special, nb.dirTime)
+	case nb.dirTime < 0 || nb.dirTime != 0 && !nb.changesEntries():
+		return nb, fmt.Errorf("store: decode batch: %w: directory time %d on a batch that changes no entry", ErrCorrupt, nb.dirTime)
 	}
 	return nb, nil
 }

@@ -118,6 +118,9 @@ func TestBatchBinaryRejects(t *testing.T) {
 		{"version 4", append([]byte{4}, enc[1:]...), []error{ErrUnknownVersion}},
 		{"special file in version 2", []byte{batchFormatV2, 0, 1, opPutEntry, 1, '/', 1, 'n', byte(TypeFIFO), 1, 'h', 0}, []error{ErrCorrupt}},
 		{"version 3 without a special file", []byte{batchFormatV3, 0, 1, opPutEntry, 1, '/', 1, 'n', byte(TypeFile), 1, 'h', 0}, []error{ErrCorrupt}},
+		{"stamp on a batch that changes no entry", []byte{batchFormatV3, 0, 1, opDeleteInode, 2, '/', 'a', 2}, []error{ErrCorrupt}},
+		{"version 3 without a special file or a stamp", []byte{batchFormatV3, 0, 1, opPutEntry, 1, '/', 1, 'n', byte(TypeFile), 1, 'h', 0, 0}, []error{ErrCorrupt}},
+		{"negative stamp", []byte{batchFormatV3, 0, 1, opPutEntry, 1, '/', 1, 'n', byte(TypeFile), 1, 'h', 0, 1}, []error{ErrCorrupt}},
 		{"version 2 entry without its id", []byte{batchFormatV2, 0, 1, opPutEntry, 1, '/', 1, 'n', 1, 1, 'h'}, []error{ErrCorrupt}},
 		{"trailing byte", append(slices.Clone(enc), 0), []error{ErrCorrupt}},
 		{"count too large", []byte{batchFormatV1, 0xff, 0xff, 0x03, 0}, []error{ErrCorrupt}},
@@ -220,6 +223,9 @@ func randomBatch(rng *rand.Rand, seq int) *Batch {
 				b.DeleteMeta(pick(ids))
 			}
 		}
+	}
+	if rng.IntN(3) == 0 {
+		b.StampDirTimes(int64(seq) * 1000)
 	}
 	return &b
 }
@@ -387,5 +393,103 @@ func TestBatchFormatPinnedToV1(t *testing.T) {
 	}
 	if enc2, err := b.AppendBinaryFormat(nil, MaxBatchFormat); err != nil || BatchFormat(enc2) != batchFormatV2 {
 		t.Fatalf("newest format: %v, format %d", err, BatchFormat(enc2))
+	}
+}
+
+// TestStampDirTimes checks that a stamped batch sets the times of the
+// directories whose entries it changes, through its binary encoding,
+// never backwards and without a new version, and that nothing else is
+// stamped.
+func TestStampDirTimes(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t, testOptions(t))
+	commit := func(b *Batch) {
+		t.Helper()
+		enc, err := b.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got Batch
+		if err := got.UnmarshalBinary(enc); err != nil {
+			t.Fatal(err)
+		}
+		if got.DirTime() != b.DirTime() {
+			t.Fatalf("decoded stamp %d, want %d", got.DirTime(), b.DirTime())
+		}
+		if err := s.Commit(ctx, &got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	times := func(p string) (int64, int64) {
+		t.Helper()
+		ino, err := s.GetInode(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ino.Version != 1 {
+			t.Errorf("%s: version %d, want 1 (a time set by a stamp is no new version)", p, ino.Version)
+		}
+		return ino.Mtime, ino.Ctime
+	}
+	var b Batch
+	b.PutInode("/d", Inode{Type: TypeDir, Mode: 0o755, Mtime: 100, Ctime: 100, Version: 1})
+	b.PutInode("/e", Inode{Type: TypeDir, Mode: 0o755, Mtime: 100, Ctime: 100, Version: 1})
+	commit(&b)
+
+	steps := []struct {
+		name       string
+		build      func(b *Batch)
+		stamp      int64
+		wantMtime  int64
+		wantStamp  int64
+		untouchedE bool
+	}{
+		{"a create stamps its directory", func(b *Batch) {
+			b.PutInode("/d/f", Inode{Type: TypeFile, Version: 1})
+			b.PutEntry("/d", Entry{Name: "f", Type: TypeFile, Home: "n1"})
+		}, 500, 500, 500, true},
+		{"an older stamp does not move the times back", func(b *Batch) {
+			b.DeleteEntry("/d", "f")
+			b.DeleteInode("/d/f")
+		}, 300, 500, 300, true},
+		{"a later one moves them", func(b *Batch) {
+			b.PutEntry("/d", Entry{Name: "g", Type: TypeFile, Home: "n2"})
+		}, 700, 700, 700, true},
+		{"a batch without an entry is not stamped", func(b *Batch) {
+			b.PutInode("/d/h", Inode{Type: TypeFile, Version: 1})
+		}, 900, 700, 0, true},
+		{"KeepDirTimes", func(b *Batch) {
+			b.PutEntry("/d", Entry{Name: "g", Type: TypeFile, Home: "n2", ID: 7})
+			b.KeepDirTimes()
+		}, 900, 700, 0, true},
+	}
+	for _, st := range steps {
+		b.Reset()
+		st.build(&b)
+		b.StampDirTimes(st.stamp)
+		if b.DirTime() != st.wantStamp {
+			t.Fatalf("%s: stamp %d, want %d", st.name, b.DirTime(), st.wantStamp)
+		}
+		commit(&b)
+		if m, c := times("/d"); m != st.wantMtime || c != st.wantMtime {
+			t.Errorf("%s: /d mtime %d ctime %d, want %d", st.name, m, c, st.wantMtime)
+		}
+		if m, _ := times("/e"); m != 100 {
+			t.Errorf("%s: /e, whose entries no batch changed, has mtime %d", st.name, m)
+		}
+	}
+
+	// Below format 3 the stamp is left out (an older build keeps no
+	// directory times).
+	b.Reset()
+	b.PutEntry("/e", Entry{Name: "x", Type: TypeFile, Home: "n1"})
+	b.StampDirTimes(1000)
+	enc, err := b.AppendBinaryFormat(nil, BatchFormatV2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got Batch
+	if err := got.UnmarshalBinary(enc); err != nil || BatchFormat(enc) != BatchFormatV1 || got.DirTime() != 0 {
+		t.Fatalf("stamped batch in format 2 at most: format %d, stamp %d, %v; want format 1, no stamp", BatchFormat(enc), got.DirTime(), err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -300,7 +301,54 @@ func (b *Batch) write(w *wtxn) error {
 			return err
 		}
 	}
+	if b.dirTime != 0 {
+		return b.touchDirs(w)
+	}
 	return nil
+}
+
+// touchDirs sets the batch's stamp as the times of the directories whose
+// entries it changes (StampDirTimes).
+func (b *Batch) touchDirs(w *wtxn) error {
+	var done []string // a batch changes the entries of one or a few directories
+	for i := range b.muts {
+		m := &b.muts[i]
+		if (m.kind != mutSet && m.kind != mutDelete) || m.key[0] != pfxEntry {
+			continue
+		}
+		dir, _, ok := parseEntryKey(m.key)
+		if !ok || slices.Contains(done, dir) {
+			continue
+		}
+		done = append(done, dir)
+		if err := w.touchDir(dir, b.dirTime); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// touchDir sets directory dir's modification and change times to t, or
+// leaves either if it is later already: a directory's times never go
+// back, whichever leader's clock stamped them. The inode's version is
+// kept: a time set this way is no change that a conditional write
+// (RequireInodeVersion) of the directory must have seen. A directory whose
+// inode this store does not hold is left alone.
+func (w *wtxn) touchDir(dir string, t int64) error {
+	key := inodeKey(dir)
+	v, ok, err := w.get(key)
+	if err != nil || !ok {
+		return err
+	}
+	ino, err := decodeInode(v)
+	if err != nil {
+		return fmt.Errorf("store: directory %q: %w", dir, err)
+	}
+	if ino.Type != TypeDir || (ino.Mtime >= t && ino.Ctime >= t) {
+		return nil
+	}
+	ino.Mtime, ino.Ctime = max(ino.Mtime, t), max(ino.Ctime, t)
+	return w.txn.Set(key, encodeInode(&ino))
 }
 
 // Commit applies the batch atomically and durably: when it returns nil every

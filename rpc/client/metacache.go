@@ -151,6 +151,22 @@ func (m *metaCache) invalidate(inv *rpc.Invalidation) {
 	}
 }
 
+// forget drops the entries of keys without counting an invalidation:
+// the client itself changed what they describe. Unlike invalidate it
+// leaves answers in flight free to be installed, so that a process which
+// creates files in a directory does not waste the prefetches it has in
+// flight elsewhere (an answer for one of keys sent before the change is
+// the window this leaves).
+func (m *metaCache) forget(keys []string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range keys {
+		if e := m.entries[k]; e != nil {
+			m.drop(e)
+		}
+	}
+}
+
 // drop removes e; callers hold mu.
 func (m *metaCache) drop(e *cacheEntry) {
 	if e.prefetched {

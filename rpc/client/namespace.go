@@ -127,9 +127,26 @@ func (c *Client) batchStat(ctx context.Context, paths []string, lease, prefetch 
 	return out, err
 }
 
+// dirChanged drops the cached inodes of dirs, whose entries this client
+// just changed (or may have: the call's outcome may be unknown): their
+// modification times moved, and the cluster does not revoke a lease on a
+// directory for that (docs/design.md, "Directory times"), so without this
+// a stat by the writer itself could show the time from before its change.
+func (c *Client) dirChanged(dirs ...string) {
+	if c.cache == nil {
+		return
+	}
+	keys := make([]string, len(dirs))
+	for i, d := range dirs {
+		keys[i] = cacheKey(d)
+	}
+	c.cache.forget(keys)
+}
+
 // Create creates a file.
 func (c *Client) Create(ctx context.Context, req *rpc.CreateRequest) (*rpc.CreateResponse, error) {
 	resp := new(rpc.CreateResponse)
+	defer c.dirChanged(parent(req.Path))
 	if err := c.callAny(ctx, c.dirHomeOf(parent(req.Path)), rpc.MethodCreate, false, req, resp); err != nil {
 		return nil, err
 	}
@@ -142,6 +159,7 @@ func (c *Client) Create(ctx context.Context, req *rpc.CreateRequest) (*rpc.Creat
 // could be tried (for example, the directory does not exist).
 func (c *Client) BatchCreate(ctx context.Context, req *rpc.BatchCreateRequest) (*rpc.BatchCreateResponse, error) {
 	resp := new(rpc.BatchCreateResponse)
+	defer c.dirChanged(req.Dir)
 	if err := c.callAny(ctx, c.dirHomeOf(req.Dir), rpc.MethodBatchCreate, false, req, resp); err != nil {
 		return nil, err
 	}
@@ -346,6 +364,7 @@ func (c *Client) findShards(ctx context.Context, shards *rpc.ShardsResponse, req
 // makes the call idempotent and so retryable after a broken connection).
 func (c *Client) Mkdir(ctx context.Context, req *rpc.MkdirRequest) (*rpc.MkdirResponse, error) {
 	resp := new(rpc.MkdirResponse)
+	defer c.dirChanged(parent(req.Path))
 	if err := c.callAny(ctx, c.dirHomeOf(parent(req.Path)), rpc.MethodMkdir, req.Parents, req, resp); err != nil {
 		return nil, err
 	}
@@ -405,12 +424,14 @@ func (c *Client) SetAttr(ctx context.Context, req *rpc.SetAttrRequest) (*rpc.Set
 // Unlink removes a file.
 func (c *Client) Unlink(ctx context.Context, p string) error {
 	defer c.homes.forget(p)
+	defer c.dirChanged(parent(p))
 	return c.callAny(ctx, c.dirHomeOf(parent(p)), rpc.MethodUnlink, false, &rpc.UnlinkRequest{Path: p}, &rpc.UnlinkResponse{})
 }
 
 // Rmdir removes an empty directory.
 func (c *Client) Rmdir(ctx context.Context, p string) error {
 	defer c.homes.forget(p)
+	defer c.dirChanged(parent(p))
 	return c.callAny(ctx, c.dirHomeOf(parent(p)), rpc.MethodRmdir, false, &rpc.RmdirRequest{Path: p}, &rpc.RmdirResponse{})
 }
 
@@ -424,6 +445,7 @@ func (c *Client) Rename(ctx context.Context, src, dst string) (*rpc.RenameRespon
 // fs.ErrExist if req.Dst exists).
 func (c *Client) RenameWith(ctx context.Context, req *rpc.RenameRequest) (*rpc.RenameResponse, error) {
 	defer c.homes.forget(req.Src)
+	defer c.dirChanged(parent(req.Src), parent(req.Dst))
 	resp := new(rpc.RenameResponse)
 	if err := c.callAny(ctx, c.dirHomeOf(parent(req.Src)), rpc.MethodRename, false, req, resp); err != nil {
 		return nil, err

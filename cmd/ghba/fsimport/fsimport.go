@@ -162,6 +162,12 @@ type Importer struct {
 	report  sync.Mutex // serializes OnChange and OnError
 	q       queue
 	batches batcher
+
+	// dirsMu guards dirs: the destination directories whose entries the
+	// import changed, whose times restoreDirTimes sets back to the
+	// source's (the cluster set them to the time of each change).
+	dirsMu sync.Mutex
+	dirs   map[string]struct{}
 }
 
 // New returns an importer of o.Source into o.Dest through c.
@@ -226,7 +232,58 @@ func (im *Importer) Run(ctx context.Context) (Summary, error) {
 	stop := context.AfterFunc(ctx, im.q.cancel)
 	wg.Wait()
 	stop()
+	if ctx.Err() == nil {
+		im.restoreDirTimes(ctx)
+	}
 	return im.Progress(), ctx.Err()
+}
+
+// entriesChanged notes that the import changed the entries of
+// destination directory dir (not the destination's own parent).
+func (im *Importer) entriesChanged(dir string) {
+	if im.o.DryRun || (dir != im.o.Dest && !strings.HasPrefix(dir, im.o.Dest+"/")) {
+		return
+	}
+	im.dirsMu.Lock()
+	defer im.dirsMu.Unlock()
+	if im.dirs == nil {
+		im.dirs = make(map[string]struct{})
+	}
+	im.dirs[dir] = struct{}{}
+}
+
+// restoreDirTimes sets the times of the directories whose entries the
+// import changed back to their source's (a directory's times follow its
+// entries: docs/design.md, "Directory times"), Workers at a time. A
+// directory removed since is skipped; other failures are counted as
+// errors.
+func (im *Importer) restoreDirTimes(ctx context.Context) {
+	im.dirsMu.Lock()
+	dirs := sortedKeys(im.dirs)
+	im.dirs = nil
+	im.dirsMu.Unlock()
+	sem := make(chan struct{}, im.o.Workers)
+	var wg sync.WaitGroup
+	for _, dst := range dirs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			src := filepath.Join(im.o.Source, filepath.FromSlash(strings.TrimPrefix(dst, im.o.Dest)))
+			info, err := os.Lstat(src)
+			if errors.Is(err, fs.ErrNotExist) {
+				return
+			}
+			want, ok, err := im.wanted(src, info)
+			if err != nil || !ok || want.typ != rpc.TypeDir {
+				return // changed since: the next import compares it
+			}
+			_, err = im.c.SetAttr(ctx, &rpc.SetAttrRequest{Path: dst, Atime: &want.atime, Mtime: &want.mtime})
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				im.fail(dst, fmt.Errorf("restoring its times: %w", err))
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // scan compares directory src with dst and queues an operation for each
@@ -295,6 +352,7 @@ type pendingCreate struct {
 // queues the scan of each new directory.
 func (im *Importer) createAll(ctx context.Context, dst string, entries []pendingCreate) {
 	var results []rpc.BatchCreateResult
+	im.entriesChanged(dst)
 	if !im.o.DryRun {
 		req := &rpc.BatchCreateRequest{Dir: dst, Entries: make([]rpc.BatchCreateEntry, len(entries))}
 		for i := range entries {
@@ -492,6 +550,7 @@ func (im *Importer) create(ctx context.Context, src, dst string, want *attrs) er
 	if im.o.DryRun {
 		return nil
 	}
+	im.entriesChanged(path.Dir(dst))
 	if src != "" {
 		im.readText(src, want)
 	}
@@ -615,6 +674,7 @@ func (im *Importer) remove(ctx context.Context, dst, typ string, self bool) bool
 		}
 	}
 	if !im.o.DryRun {
+		im.entriesChanged(path.Dir(dst))
 		var err error
 		if typ == rpc.TypeDir {
 			err = im.c.Rmdir(ctx, dst)
