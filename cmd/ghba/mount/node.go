@@ -84,6 +84,16 @@ func (n *node) child(name string) string {
 	return path.Join(n.path(), name)
 }
 
+// checkedChild returns the path of child name of n, or ENAMETOOLONG for
+// a name or a full path past the cluster's limits (checkName, checkPath).
+func (n *node) checkedChild(name string) (string, syscall.Errno) {
+	if e := checkName(name); e != 0 {
+		return "", e
+	}
+	p := n.child(name)
+	return p, checkPath(p)
+}
+
 // inoOf returns the mount's inode number of in: its cluster-wide id. An
 // inode that has none yet (made before ids existed, until its shard's
 // leader gives it one) gets a number derived from its path, with the top
@@ -243,13 +253,11 @@ func (f *FS) owner(ctx context.Context, n *node, mode uint32, dir bool) (uid, gi
 // Lookup finds name in directory n.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	ctx = detach(ctx)
-	if e := checkName(name); e != 0 {
+	p, e := n.checkedChild(name)
+	if e != 0 {
 		return nil, e
 	}
-	f, p := n.fs, n.child(name)
-	if e := checkPath(p); e != 0 {
-		return nil, e
-	}
+	f := n.fs
 	st, err := f.stat(ctx, p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -379,13 +387,11 @@ func (f *FS) setattrErrno(p string, err error) syscall.Errno {
 // Mkdir makes directory name in n.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	ctx = detach(ctx)
-	if e := checkName(name); e != 0 {
+	p, e := n.checkedChild(name)
+	if e != 0 {
 		return nil, e
 	}
-	f, p := n.fs, n.child(name)
-	if e := checkPath(p); e != 0 {
-		return nil, e
-	}
+	f := n.fs
 	uid, gid, mode := f.owner(ctx, n, mode, true)
 	req := &rpc.MkdirRequest{Path: p, Mode: mode, UID: uid, GID: gid}
 	var in rpc.Inode
@@ -412,16 +418,14 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 // Symlink makes name in n a symbolic link to target.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	ctx = detach(ctx)
-	if e := checkName(name); e != 0 {
-		return nil, e
-	}
 	if e := checkPath(target); e != 0 {
 		return nil, e
 	}
-	f, p := n.fs, n.child(name)
-	if e := checkPath(p); e != 0 {
+	p, e := n.checkedChild(name)
+	if e != 0 {
 		return nil, e
 	}
+	f := n.fs
 	uid, gid, _ := f.owner(ctx, n, 0o777, false)
 	in, err := f.create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o777, UID: uid, GID: gid, Symlink: target})
 	if err != nil {
@@ -436,13 +440,11 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 // with any file system.
 func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
 	ctx = detach(ctx)
-	if e := checkName(name); e != 0 {
+	p, e := n.checkedChild(name)
+	if e != 0 {
 		return nil, e
 	}
-	f, p := n.fs, n.child(name)
-	if e := checkPath(p); e != 0 {
-		return nil, e
-	}
+	f := n.fs
 	req := &rpc.CreateRequest{Path: p, Type: typeOfBits(mode)}
 	switch req.Type {
 	case rpc.TypeFile:
@@ -639,13 +641,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32,
 // file is opened instead (truncated with O_TRUNC), as open(2) does.
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*gofs.Inode, gofs.FileHandle, uint32, syscall.Errno) {
 	ctx = detach(ctx)
-	if e := checkName(name); e != 0 {
+	p, e := n.checkedChild(name)
+	if e != 0 {
 		return nil, nil, 0, e
 	}
-	f, p := n.fs, n.child(name)
-	if e := checkPath(p); e != 0 {
-		return nil, nil, 0, e
-	}
+	f := n.fs
 	uid, gid, mode := f.owner(ctx, n, mode, false)
 	now := time.Now().UnixNano()
 	// A layout, even of no block, marks a file whose contents are in the
