@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc/client"
 )
 
@@ -815,8 +816,8 @@ func (in *Injector) rollingUpgrade(ctx context.Context) error {
 		if err != nil {
 			return err.Error(), nil
 		}
-		if v != 2 {
-			return fmt.Sprintf("shard log format %d in use after the last upgrade", v), nil
+		if want := int(store.MaxBatchFormat); v != want {
+			return fmt.Sprintf("shard log format %d in use after the last upgrade, want this build's %d", v, want), nil
 		}
 		return "", nil
 	})
