@@ -582,10 +582,7 @@ func testLeaveAndKill(t *testing.T, r int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	rpctest.Eventually(t, 20*time.Second, "mkdir /d", func() error {
-		_, err := client.Mkdir(ctx, &rpc.MkdirRequest{Path: "/d", Mode: 0o755, Parents: true})
-		return err
-	})
+	mustMkdir(t, ctx, client, "/d")
 	var paths []string
 	for i := range 40 {
 		p := fmt.Sprintf("/d/f%02d", i)
@@ -920,6 +917,16 @@ func TestLeaveRightAfterJoin(t *testing.T) {
 	if _, err := nodes[1].Leave(ctx); err != nil {
 		t.Fatalf("leave n2 afterwards: %v", err)
 	}
+}
+
+// mustMkdir makes directory p (and its parents) through c, trying again
+// for up to 20 s while the cluster settles (mkdir -p is idempotent).
+func mustMkdir(t *testing.T, ctx context.Context, c *client.Client, p string) {
+	t.Helper()
+	rpctest.Eventually(t, 20*time.Second, "mkdir "+p, func() error {
+		_, err := c.Mkdir(ctx, &rpc.MkdirRequest{Path: p, Mode: 0o755, Parents: true})
+		return err
+	})
 }
 
 // mustCreate creates the file p through c, trying again for up to 30 s

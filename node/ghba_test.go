@@ -108,10 +108,7 @@ func TestGHBAGroups(t *testing.T) {
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rpctest.Eventually(t, 20*time.Second, "mkdir /d", func() error {
-		_, err := client.Mkdir(ctx, &rpc.MkdirRequest{Path: "/d", Mode: 0o755, Parents: true})
-		return err
-	})
+	mustMkdir(t, ctx, client, "/d")
 	var paths []string
 	for i := range 60 {
 		p := fmt.Sprintf("/d/f%02d", i)
@@ -293,10 +290,7 @@ func createSpread(t *testing.T, ctx context.Context, client *client.Client, node
 		}
 		return nil
 	})
-	rpctest.Eventually(t, 20*time.Second, "mkdir /d", func() error {
-		_, err := client.Mkdir(ctx, &rpc.MkdirRequest{Path: "/d", Mode: 0o755, Parents: true})
-		return err
-	})
+	mustMkdir(t, ctx, client, "/d")
 	var paths []string
 	homes := map[string]int{}
 	for i := range count {

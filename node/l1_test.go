@@ -43,10 +43,7 @@ func TestL1Admission(t *testing.T) {
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			rpctest.Eventually(t, 20*time.Second, "mkdir /d", func() error {
-				_, err := c.Mkdir(ctx, &rpc.MkdirRequest{Path: "/d", Mode: 0o755, Parents: true})
-				return err
-			})
+			mustMkdir(t, ctx, c, "/d")
 			var hot, scan []string
 			for i := range 100 {
 				scan = append(scan, fmt.Sprintf("/d/s%03d", i))

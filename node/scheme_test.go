@@ -58,10 +58,7 @@ func TestSchemeHBA(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rpctest.Eventually(t, 20*time.Second, "mkdir /d", func() error {
-		_, err := c.Mkdir(ctx, &rpc.MkdirRequest{Path: "/d", Mode: 0o755, Parents: true})
-		return err
-	})
+	mustMkdir(t, ctx, c, "/d")
 	var paths []string
 	for i := range 24 {
 		p := fmt.Sprintf("/d/f%02d", i)
