@@ -120,7 +120,7 @@ func ledBy(t *testing.T, via *node.Node, id string) []string {
 // format 1 (WithLogFormatPin, standing in for an older build) one node at
 // a time: the upgraded ones keep writing format 1, which the others apply
 // (a pinned replica halts on format 2), until the last runs this build's
-// formats; then format 2 is in use, gossiped and recorded, the files
+// formats; then its newest format is in use, gossiped and recorded, the files
 // created before get their ids, and a node started again pinned to format
 // 1 is refused (docs/design.md, "Upgrades and unknown commands").
 func TestVersionGate(t *testing.T) {

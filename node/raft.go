@@ -36,7 +36,11 @@ type groupRaft struct {
 	ready   atomic.Bool   // leader established (Barrier done, FSM ready)
 	// existing reports that the raft directory held state when opened.
 	existing bool
-	closed   bool // guarded by Node.switchMu
+	// onDisk is the last index of the log as opened: until the FSM has
+	// applied it, the group's state (its members) may be older than what
+	// this node knew before it stopped.
+	onDisk uint64
+	closed bool // guarded by Node.switchMu
 	// unclean is set when raft.Shutdown did not finish in time: its
 	// goroutines may still touch the raft directory, which must then not
 	// be wiped and reused by this process.
@@ -158,6 +162,9 @@ func (n *Node) openGroupRaft() (_ *groupRaft, err error) {
 	if gr.existing, err = raft.HasExistingState(bolt, bolt, snaps); err != nil {
 		return nil, fmt.Errorf("raft: reading state: %w", err)
 	}
+	if gr.onDisk, err = bolt.LastIndex(); err != nil {
+		return nil, fmt.Errorf("raft: reading the log: %w", err)
+	}
 	r, err := raft.NewRaft(conf, gr.fsm, bolt, bolt, snaps, gr.trans)
 	if err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
@@ -226,6 +233,15 @@ func (n *Node) groupFSM() *fsm.FSM {
 		return gr.fsm
 	}
 	return nil
+}
+
+// groupCaughtUp reports whether the group FSM has applied at least the log
+// this node had on disk when it opened the group's Raft (or, if a new
+// leader cut an uncommitted tail of it, all of the log it has now): its
+// view of the group's members is then no older than before a restart.
+func (n *Node) groupCaughtUp() bool {
+	gr := n.gr.Load()
+	return gr != nil && gr.fsm.Bootstrapped() && gr.raft.AppliedIndex() >= min(gr.onDisk, gr.raft.LastIndex())
 }
 
 // startRaft opens the group's Raft at Start. A node with bootstrap set that

@@ -174,7 +174,11 @@ func (n *Node) updateFormats(ctx context.Context) {
 			inUse, seenBy = byte(u), m.Name
 		}
 	}
-	if f := n.groupFSM(); f != nil && n.isJoined() {
+	if !n.groupCaughtUp() {
+		// Right after a restart the group FSM replays its log: a member
+		// it does not show yet, and Serf neither, would be missed.
+		all = min(all, byte(max(n.formats.inUse.Load(), uint32(store.BatchFormatV1))))
+	} else if f := n.groupFSM(); f != nil {
 		// A member of the group Serf does not show yet counts as old.
 		for _, m := range f.Members() {
 			if m.ID == n.cfg.NodeID {
