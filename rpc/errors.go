@@ -71,6 +71,12 @@ var (
 	// not the one the caller named: someone changed it since the caller
 	// read it. Nothing was changed; read again and retry.
 	ErrVersionMismatch = errors.New("version mismatch")
+	// ErrNoAttr reports an extended attribute that the inode does not
+	// have (ENODATA): a get or a remove of it, or a replace-only set.
+	ErrNoAttr = errors.New("no such extended attribute")
+	// ErrNoSpace reports a change that would take an inode's extended
+	// attributes past their limit (ENOSPC).
+	ErrNoSpace = errors.New("no space left for extended attributes")
 )
 
 // Code is the error code carried in a response frame. CodeOK means success;
@@ -101,6 +107,8 @@ const (
 	CodeUnauthenticated  Code = 17 // ErrUnauthenticated
 	CodeVersionMismatch  Code = 18 // ErrVersionMismatch
 	CodeUnsupported      Code = 19 // errors.ErrUnsupported (not every member supports the operation yet)
+	CodeNoAttr           Code = 20 // ErrNoAttr
+	CodeNoSpace          Code = 21 // ErrNoSpace
 )
 
 var codeNames = [...]string{
@@ -124,6 +132,8 @@ var codeNames = [...]string{
 	CodeUnauthenticated:  "unauthenticated",
 	CodeVersionMismatch:  "version_mismatch",
 	CodeUnsupported:      "unsupported",
+	CodeNoAttr:           "no_attr",
+	CodeNoSpace:          "no_space",
 }
 
 // String returns the code's short name, e.g. "not_exist".
@@ -174,6 +184,10 @@ func (c Code) sentinel() error {
 		return ErrVersionMismatch
 	case CodeUnsupported:
 		return errors.ErrUnsupported
+	case CodeNoAttr:
+		return ErrNoAttr
+	case CodeNoSpace:
+		return ErrNoSpace
 	}
 	return nil
 }
@@ -261,6 +275,10 @@ func ErrorCode(err error) Code {
 		return CodeVersionMismatch
 	case errors.Is(err, errors.ErrUnsupported):
 		return CodeUnsupported
+	case errors.Is(err, ErrNoAttr):
+		return CodeNoAttr
+	case errors.Is(err, ErrNoSpace):
+		return CodeNoSpace
 	case errors.Is(err, fs.ErrNotExist):
 		return CodeNotExist
 	case errors.Is(err, fs.ErrExist):

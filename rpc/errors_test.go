@@ -10,8 +10,8 @@ import (
 
 func TestCodeMapping(t *testing.T) {
 	last := Code(len(codeNames) - 1)
-	if last != CodeUnsupported {
-		t.Errorf("last named code = %v, want %v", last, CodeUnsupported)
+	if last != CodeNoSpace {
+		t.Errorf("last named code = %v, want %v", last, CodeNoSpace)
 	}
 	for code := CodeOK; code <= last; code++ {
 		if code == CodeOK {

@@ -15,7 +15,7 @@ import "math"
 func (r *StatResponse) appendMsgpack(b []byte) []byte {
 	in := &r.Inode
 	n := 14 // the fields always present
-	for _, set := range [...]bool{len(in.Layout) > 0, in.Target != "", in.HasText, in.Text != "", len(in.Ancestors) > 0, r.HomeAddr != "", r.Lease != 0, in.ID != 0, in.Rdev != 0} {
+	for _, set := range [...]bool{len(in.Layout) > 0, in.Target != "", in.HasText, in.Text != "", len(in.Ancestors) > 0, r.HomeAddr != "", r.Lease != 0, in.ID != 0, in.Rdev != 0, len(in.Xattrs) > 0} {
 		if set {
 			n++
 		}
@@ -69,6 +69,12 @@ func (r *StatResponse) appendMsgpack(b []byte) []byte {
 	b = kvStr(b, "type", in.Type)
 	b = kvUint(b, "uid", uint64(in.UID))
 	b = kvUint(b, "version", in.Version)
+	if len(in.Xattrs) > 0 {
+		b = appendArrayLen(appendStr(b, "xattrs"), len(in.Xattrs))
+		for _, x := range in.Xattrs {
+			b = appendBin(appendStr(kvStr(appendMapLen(b, 2), "name", x.Name), "value"), x.Value)
+		}
+	}
 	return b
 }
 
@@ -133,6 +139,15 @@ func (r *StatResponse) readMsgpack(rd *mpReader) {
 			in.Ancestors = make([]AncestorCode, k)
 			for i := range in.Ancestors {
 				decodeAncestor(rd, &in.Ancestors[i])
+			}
+		case "xattrs":
+			k := rd.arrayLen("xattrs")
+			if k < 0 {
+				break
+			}
+			in.Xattrs = make([]Xattr, k)
+			for i := range in.Xattrs {
+				decodeXattr(rd, &in.Xattrs[i])
 			}
 		case "home_addr":
 			r.HomeAddr = rd.strAs(&rd.lastAddr)
@@ -238,6 +253,22 @@ func decodeAncestor(rd *mpReader, a *AncestorCode) {
 			a.UID = rd.uint32()
 		case "gid":
 			a.GID = rd.uint32()
+		default:
+			rd.skip()
+		}
+	}
+}
+
+func decodeXattr(rd *mpReader, x *Xattr) {
+	for n := rd.containerLen(true); n > 0 && rd.err == nil; n-- {
+		key, _ := rd.rawBytes()
+		switch string(key) {
+		case "name":
+			x.Name = rd.str()
+		case "value":
+			if v, _ := rd.rawBytes(); v != nil {
+				x.Value = append([]byte{}, v...)
+			}
 		default:
 			rd.skip()
 		}

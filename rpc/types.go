@@ -147,6 +147,36 @@ type Inode struct {
 	// that its shard's leader has not numbered yet (docs/design.md,
 	// "Inode ids").
 	ID uint64 `json:"id,omitempty"`
+	// Xattrs are the inode's extended attributes, sorted by name
+	// (docs/design.md, "Extended attributes"). Every client that may
+	// stat the inode reads them all; the mount shows "trusted." ones to
+	// root only, as Linux does.
+	Xattrs []Xattr `json:"xattrs,omitempty"`
+}
+
+// Xattr is one extended attribute of an inode: its full name, namespace
+// included ("user.mime_type"), and its value (empty is a value).
+type Xattr struct {
+	Name  string `json:"name"`
+	Value []byte `json:"value"`
+}
+
+// XattrChange sets or removes one extended attribute (SetAttrRequest.Xattr),
+// as setxattr(2) and removexattr(2).
+type XattrChange struct {
+	// Name is the attribute's full name; its namespace must be "user.",
+	// "trusted." or "security." (fs.ErrInvalid otherwise, as
+	// errors.ErrUnsupported for "system.").
+	Name string `json:"name"`
+	// Value is the new value (Remove unset).
+	Value []byte `json:"value,omitempty"`
+	// Remove removes the attribute: ErrNoAttr when it is not there.
+	Remove bool `json:"remove,omitempty"`
+	// Create fails with fs.ErrExist when the attribute exists
+	// (XATTR_CREATE); Replace fails with ErrNoAttr when it does not
+	// (XATTR_REPLACE).
+	Create  bool `json:"create,omitempty"`
+	Replace bool `json:"replace,omitempty"`
 }
 
 // AncestorCode is the search permission an ancestor directory gives its
@@ -591,6 +621,10 @@ type BatchCreateEntry struct {
 	Rdev uint64 `json:"rdev,omitempty"`
 	// Text as in CreateRequest (TypeFile only).
 	Text string `json:"text,omitempty"`
+	// Xattrs are the entry's extended attributes (as SetAttrRequest.Xattr
+	// would set them one by one; outside "user." for root only), as an
+	// import copies them.
+	Xattrs []Xattr `json:"xattrs,omitempty"`
 }
 
 // BatchCreateResponse holds one result per entry, in request order.
@@ -770,6 +804,9 @@ type SetAttrRequest struct {
 	// merge, write-if-unchanged cycle, as a mount commits a file's
 	// layout).
 	IfVersion *uint64 `json:"if_version,omitempty"`
+	// Xattr, when set, sets or removes one extended attribute, with the
+	// inode's ctime (and with the other changes of the request).
+	Xattr *XattrChange `json:"xattr,omitempty"`
 }
 
 // SetAttrResponse is the inode after the change.

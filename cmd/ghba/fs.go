@@ -23,11 +23,11 @@ import (
 const rmConcurrency = 16
 
 // newFSCmds returns the namespace commands: stat, lookup, create, mkdir,
-// ls, rm, mv, chmod, chown.
+// ls, rm, mv, chmod, chown, xattr.
 func newFSCmds(o *clientOptions) []*cobra.Command {
 	return []*cobra.Command{
 		newStatCmd(o), newLookupCmd(o), newCreateCmd(o), newMkdirCmd(o), newLnCmd(o), newMknodCmd(o), newLsCmd(o),
-		newRmCmd(o), newMvCmd(o), newChmodCmd(o), newChownCmd(o),
+		newRmCmd(o), newMvCmd(o), newChmodCmd(o), newChownCmd(o), newXattrCmd(o),
 	}
 }
 

@@ -273,7 +273,7 @@ func TestProcessMountS3(t *testing.T) {
 // TestProcessMountPrograms runs real programs on the mount and compares
 // what they make with the same on a local directory.
 func TestProcessMountPrograms(t *testing.T) {
-	needTools(t, "tar", "diff", "git", "rsync", "find")
+	needTools(t, "tar", "diff", "git", "rsync", "find", "cp")
 	c := mountCluster(t)
 	m := c.mount("programs")
 	local := t.TempDir()
@@ -360,6 +360,61 @@ func TestProcessMountPrograms(t *testing.T) {
 			t.Fatalf("ghba stat /sp/chr: exit %d: %s%s", code, out, errOut)
 		}
 		sh(t, m.dir, "rm -r sp && test ! -e sp")
+	})
+	t.Run("xattrs", func(t *testing.T) {
+		// Extended attributes as setxattr(2) and friends have them, and
+		// as cp and rsync carry them in and out of the mount.
+		f := filepath.Join(m.dir, "x.txt")
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mustXattr := func(what string, err, want error) {
+			t.Helper()
+			if !errors.Is(err, want) && !(want == nil && err == nil) {
+				t.Fatalf("%s: %v, want %v", what, err, want)
+			}
+		}
+		mustXattr("set", unix.Setxattr(f, "user.a", []byte("one"), 0), nil)
+		mustXattr("set trusted", unix.Setxattr(f, "trusted.t", []byte("root only"), 0), nil)
+		mustXattr("create existing", unix.Setxattr(f, "user.a", []byte("x"), unix.XATTR_CREATE), unix.EEXIST)
+		mustXattr("replace missing", unix.Setxattr(f, "user.b", []byte("x"), unix.XATTR_REPLACE), unix.ENODATA)
+		mustXattr("replace", unix.Setxattr(f, "user.a", []byte("two"), unix.XATTR_REPLACE), nil)
+		if n, err := unix.Getxattr(f, "user.a", nil); err != nil || n != 3 {
+			t.Fatalf("size of user.a: %d, %v", n, err)
+		}
+		if _, err := unix.Getxattr(f, "user.a", make([]byte, 2)); !errors.Is(err, unix.ERANGE) {
+			t.Fatalf("get into a short buffer: %v, want ERANGE", err)
+		}
+		buf := make([]byte, 64)
+		if n, err := unix.Getxattr(f, "user.a", buf); err != nil || string(buf[:n]) != "two" {
+			t.Fatalf("get user.a: %q, %v", buf[:n], err)
+		}
+		if n, err := unix.Listxattr(f, buf); err != nil || string(buf[:n]) != "trusted.t\x00user.a\x00" {
+			t.Fatalf("list: %q, %v", buf[:n], err)
+		}
+		mustXattr("remove", unix.Removexattr(f, "user.a"), nil)
+		_, err := unix.Getxattr(f, "user.a", buf)
+		mustXattr("get removed", err, unix.ENODATA)
+		mustXattr("remove missing", unix.Removexattr(f, "user.a"), unix.ENODATA)
+		out, errOut, code := c.all("xattr", "get", "/x.txt", "trusted.t")
+		if code != 0 || out != "root only" {
+			t.Fatalf("ghba xattr get: exit %d: %q %s", code, out, errOut)
+		}
+		// In with cp, out with rsync, both keeping them.
+		src := filepath.Join(local, "withattrs")
+		if err := os.WriteFile(src, []byte("data"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mustXattr("set locally", unix.Setxattr(src, "user.origin", []byte("local disk"), 0), nil)
+		sh(t, local, "cp --preserve=xattr withattrs "+filepath.Join(m.dir, "copied"))
+		back := t.TempDir()
+		sh(t, m.dir, "rsync -aX copied "+back+"/")
+		for _, p := range []string{filepath.Join(m.dir, "copied"), filepath.Join(back, "copied")} {
+			if n, err := unix.Getxattr(p, "user.origin", buf); err != nil || string(buf[:n]) != "local disk" {
+				t.Errorf("%s: user.origin %q, %v", p, buf[:n], err)
+			}
+		}
+		sh(t, m.dir, "rm x.txt copied")
 	})
 	t.Run("cli-sees-mount", func(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(m.dir, "sized"), bytes.Repeat([]byte("x"), 12345), 0o644); err != nil {

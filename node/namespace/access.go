@@ -109,6 +109,37 @@ func checkSetAttrBy(id *acl.Identity, p string, ino *store.Inode, r *rpc.SetAttr
 	if (r.Size != nil || r.Atime != nil || r.Mtime != nil || len(r.Layout) > 0) && !owner && !id.Allowed(ino.Mode, ino.UID, ino.GID, acl.Write) {
 		return deny("changing the size or times needs the owner or write permission")
 	}
+	if x := r.Xattr; x != nil {
+		// Linux (fs/xattr.c, xattr_permission): "trusted." and
+		// "security." need CAP_SYS_ADMIN here (root); "user." is for
+		// regular files and directories, on a sticky directory for its
+		// owner only, and needs write permission.
+		switch {
+		case !strings.HasPrefix(x.Name, "user."):
+			return deny("only root may change " + x.Name)
+		case ino.Type != store.TypeFile && ino.Type != store.TypeDir:
+			return deny(fmt.Sprintf("a %s has no user extended attributes", ino.Type))
+		case ino.Type == store.TypeDir && ino.Mode&0o1000 != 0 && !owner:
+			return deny("only the owner may change the user extended attributes of a sticky directory")
+		case !id.Allowed(ino.Mode, ino.UID, ino.GID, acl.Write):
+			return deny("changing an extended attribute needs write permission")
+		}
+	}
+	return nil
+}
+
+// checkXattrsBy refuses, with fs.ErrPermission, a create by id of path p
+// with extended attributes outside "user." unless id is root (what
+// setting them afterwards would need).
+func checkXattrsBy(id *acl.Identity, p string, xs []rpc.Xattr) error {
+	if id == nil || id.UID == 0 {
+		return nil
+	}
+	for _, x := range xs {
+		if !strings.HasPrefix(x.Name, "user.") {
+			return fmt.Errorf("%s: %w: only root may set %s (uid %d)", p, fs.ErrPermission, x.Name, id.UID)
+		}
+	}
 	return nil
 }
 

@@ -17,27 +17,42 @@ func TestCheckSetAttrBy(t *testing.T) {
 	root := &acl.Identity{User: "root"}
 	u := func(v uint32) *uint32 { return &v }
 	size := int64(7)
-	file := store.Inode{Mode: 0o664, UID: 1000, GID: 1000}
+	file := store.Inode{Type: store.TypeFile, Mode: 0o664, UID: 1000, GID: 1000}
+	x := func(name string) *rpc.XattrChange { return &rpc.XattrChange{Name: name, Value: []byte("v")} }
 	tests := []struct {
 		name string
 		id   *acl.Identity
 		req  rpc.SetAttrRequest
 		ok   bool
+		ino  *store.Inode // nil: file
 	}{
-		{"owner chmod", alice, rpc.SetAttrRequest{Mode: u(0o600)}, true},
-		{"other chmod", bob, rpc.SetAttrRequest{Mode: u(0o777)}, false},
-		{"root chmod", root, rpc.SetAttrRequest{Mode: u(0o777)}, true},
-		{"owner chown to another user", alice, rpc.SetAttrRequest{UID: u(1001)}, false},
-		{"owner chown to itself", alice, rpc.SetAttrRequest{UID: u(1000)}, true},
-		{"root chown", root, rpc.SetAttrRequest{UID: u(1001), GID: u(1001)}, true},
-		{"owner chgrp to its group", alice, rpc.SetAttrRequest{GID: u(50)}, true},
-		{"owner chgrp to a foreign group", alice, rpc.SetAttrRequest{GID: u(1001)}, false},
-		{"other truncates without write", bob, rpc.SetAttrRequest{Size: &size}, false},
-		{"no identity: not checked", nil, rpc.SetAttrRequest{UID: u(5)}, true},
+		{"owner chmod", alice, rpc.SetAttrRequest{Mode: u(0o600)}, true, nil},
+		{"other chmod", bob, rpc.SetAttrRequest{Mode: u(0o777)}, false, nil},
+		{"root chmod", root, rpc.SetAttrRequest{Mode: u(0o777)}, true, nil},
+		{"owner chown to another user", alice, rpc.SetAttrRequest{UID: u(1001)}, false, nil},
+		{"owner chown to itself", alice, rpc.SetAttrRequest{UID: u(1000)}, true, nil},
+		{"root chown", root, rpc.SetAttrRequest{UID: u(1001), GID: u(1001)}, true, nil},
+		{"owner chgrp to its group", alice, rpc.SetAttrRequest{GID: u(50)}, true, nil},
+		{"owner chgrp to a foreign group", alice, rpc.SetAttrRequest{GID: u(1001)}, false, nil},
+		{"other truncates without write", bob, rpc.SetAttrRequest{Size: &size}, false, nil},
+		{"no identity: not checked", nil, rpc.SetAttrRequest{UID: u(5)}, true, nil},
+		{"owner sets a user xattr", alice, rpc.SetAttrRequest{Xattr: x("user.a")}, true, nil},
+		{"group member with write sets a user xattr", &acl.Identity{UID: 7, GID: 1000}, rpc.SetAttrRequest{Xattr: x("user.a")}, true, nil},
+		{"other without write sets a user xattr", bob, rpc.SetAttrRequest{Xattr: x("user.a")}, false, nil},
+		{"owner without write sets a user xattr", alice, rpc.SetAttrRequest{Xattr: x("user.a")}, false, &store.Inode{Type: store.TypeFile, Mode: 0o444, UID: 1000}},
+		{"owner sets a trusted xattr", alice, rpc.SetAttrRequest{Xattr: x("trusted.a")}, false, nil},
+		{"owner sets a security xattr", alice, rpc.SetAttrRequest{Xattr: x("security.a")}, false, nil},
+		{"root sets a trusted xattr", root, rpc.SetAttrRequest{Xattr: x("trusted.a")}, true, nil},
+		{"user xattr of a symlink", alice, rpc.SetAttrRequest{Xattr: x("user.a")}, false, &store.Inode{Type: store.TypeSymlink, Mode: 0o777, UID: 1000, Target: "t"}},
+		{"user xattr of another's sticky directory", bob, rpc.SetAttrRequest{Xattr: x("user.a")}, false, &store.Inode{Type: store.TypeDir, Mode: 0o1777, UID: 1000}},
+		{"user xattr of one's sticky directory", alice, rpc.SetAttrRequest{Xattr: x("user.a")}, true, &store.Inode{Type: store.TypeDir, Mode: 0o1777, UID: 1000}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ino := file
+			if tt.ino != nil {
+				ino = *tt.ino
+			}
 			err := checkSetAttrBy(tt.id, "/f", &ino, &tt.req)
 			if tt.ok && err != nil {
 				t.Fatalf("refused: %v", err)

@@ -70,7 +70,7 @@ func newBatchCreateReq(ctx context.Context, r *rpc.BatchCreateRequest) (*homeBat
 		}
 		seen[e.Name] = true
 		c := homeCreateReq{Path: path.Join(dir, e.Name), Type: e.Type, Mode: e.Mode, UID: e.UID, GID: e.GID,
-			Size: e.Size, Atime: e.Atime, Mtime: e.Mtime, Target: e.Symlink, Rdev: e.Rdev, Text: e.Text}
+			Size: e.Size, Atime: e.Atime, Mtime: e.Mtime, Target: e.Symlink, Rdev: e.Rdev, Text: e.Text, Xattrs: e.Xattrs}
 		if c.Type == rpc.TypeSymlink {
 			c.Size = int64(len(c.Target))
 		}
@@ -82,6 +82,9 @@ func newBatchCreateReq(ctx context.Context, r *rpc.BatchCreateRequest) (*homeBat
 		}
 		if err := checkCreate(&c); err != nil {
 			return nil, fmt.Errorf("entry %q: %w", e.Name, err)
+		}
+		if err := checkXattrsBy(req.Caller, c.Path, c.Xattrs); err != nil {
+			return nil, err
 		}
 		req.Entries[i] = c
 	}

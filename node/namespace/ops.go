@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -415,6 +416,22 @@ func checkCreate(r *homeCreateReq) error {
 	case rpc.SpecialType(r.Type) && (r.Size != 0 || len(r.Layout) != 0):
 		return fmt.Errorf("%w: a %s has no size and no layout", fs.ErrInvalid, r.Type)
 	}
+	if len(r.Xattrs) > 0 {
+		r.Xattrs = slices.Clone(r.Xattrs)
+		slices.SortFunc(r.Xattrs, func(a, b rpc.Xattr) int { return strings.Compare(a.Name, b.Name) })
+		for i := range r.Xattrs {
+			x := &r.Xattrs[i]
+			if err := checkXattrChange(&rpc.XattrChange{Name: x.Name, Value: x.Value}); err != nil {
+				return err
+			}
+			if i > 0 && x.Name == r.Xattrs[i-1].Name {
+				return fmt.Errorf("extended attribute %q: %w: named twice", x.Name, fs.ErrInvalid)
+			}
+		}
+		if n := store.XattrsLen(storeXattrs(r.Xattrs)); n > store.MaxXattrsLen {
+			return fmt.Errorf("%w: extended attributes of %d bytes (at most %d)", rpc.ErrNoSpace, n, store.MaxXattrsLen)
+		}
+	}
 	return checkText(r.Text)
 }
 
@@ -521,7 +538,7 @@ func newInode(r *homeCreateReq, home string, dino *store.Inode, id uint64) rpc.I
 		Path: r.Path, Type: r.Type, Mode: r.Mode, UID: r.UID, GID: r.GID, Size: r.Size,
 		Atime: cmp.Or(r.Atime, now), Mtime: cmp.Or(r.Mtime, now), Ctime: now, Nlink: nlink, Version: 1, Home: home,
 		Layout: r.Layout, Target: r.Target, Rdev: r.Rdev, Text: r.Text, HasText: r.Text != "",
-		Ancestors: wireCodes(store.ChildAncestors(store.PathDepth(dir), dino)), ID: id,
+		Ancestors: wireCodes(store.ChildAncestors(store.PathDepth(dir), dino)), ID: id, Xattrs: r.Xattrs,
 	}
 }
 
@@ -819,8 +836,57 @@ func checkSetAttr(r *rpc.SetAttrRequest) error {
 		return fmt.Errorf("%w: layout of %d bytes (limit %d)", fs.ErrInvalid, len(r.Layout), store.MaxBlobLen)
 	}
 	if r.Text != nil {
-		return checkText(*r.Text)
+		if err := checkText(*r.Text); err != nil {
+			return err
+		}
 	}
+	if r.Xattr != nil {
+		return checkXattrChange(r.Xattr)
+	}
+	return nil
+}
+
+// checkXattrChange checks a change of an extended attribute as
+// setxattr(2) and removexattr(2) check their arguments.
+func checkXattrChange(x *rpc.XattrChange) error {
+	switch {
+	case strings.HasPrefix(x.Name, "system."):
+		return fmt.Errorf("extended attribute %q: %w: the cluster keeps no system attributes (such as POSIX ACLs)", x.Name, errors.ErrUnsupported)
+	case x.Create && x.Replace:
+		return fmt.Errorf("extended attribute %q: %w: create and replace together", x.Name, fs.ErrInvalid)
+	case x.Remove && (x.Create || x.Replace || len(x.Value) > 0):
+		return fmt.Errorf("extended attribute %q: %w: a remove with a value or a flag", x.Name, fs.ErrInvalid)
+	case len(x.Value) > store.MaxXattrValueLen:
+		return fmt.Errorf("extended attribute %q: %w: a value of %d bytes (at most %d)", x.Name, fs.ErrInvalid, len(x.Value), store.MaxXattrValueLen)
+	}
+	return store.CheckXattrName(x.Name)
+}
+
+// changeXattr applies x to the extended attributes of ino (at path p).
+func changeXattr(p string, ino *store.Inode, x *rpc.XattrChange) error {
+	i, ok := store.XattrIndex(ino.Xattrs, x.Name)
+	switch {
+	case x.Remove && !ok, x.Replace && !ok:
+		return fmt.Errorf("%s: %w: %s", p, rpc.ErrNoAttr, x.Name)
+	case x.Remove:
+		ino.Xattrs = slices.Delete(slices.Clone(ino.Xattrs), i, i+1)
+		if len(ino.Xattrs) == 0 {
+			ino.Xattrs = nil
+		}
+		return nil
+	case x.Create && ok:
+		return fmt.Errorf("%s: extended attribute %s: %w", p, x.Name, fs.ErrExist)
+	}
+	xs := slices.Clone(ino.Xattrs)
+	if ok {
+		xs[i].Value = x.Value
+	} else {
+		xs = slices.Insert(xs, i, store.Xattr{Name: x.Name, Value: x.Value})
+	}
+	if n := store.XattrsLen(xs); n > store.MaxXattrsLen {
+		return fmt.Errorf("%s: %w: its extended attributes would take %d bytes (at most %d)", p, rpc.ErrNoSpace, n, store.MaxXattrsLen)
+	}
+	ino.Xattrs = xs
 	return nil
 }
 
@@ -910,6 +976,11 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 	}
 	if r.Text != nil {
 		ino.Text = *r.Text
+	}
+	if r.Xattr != nil {
+		if err := changeXattr(p, &ino, r.Xattr); err != nil {
+			return nil, err
+		}
 	}
 	if r.Size != nil && *r.Size < before.Size && len(r.Layout) == 0 && collects(p, &before) {
 		// A file shrunk without a new layout: no block past the new size

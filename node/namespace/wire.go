@@ -216,6 +216,9 @@ type homeCreateReq struct {
 	Size  int64 `json:"size,omitempty"`
 	Atime int64 `json:"atime,omitempty"`
 	Mtime int64 `json:"mtime,omitempty"`
+	// Xattrs are the initial extended attributes, sorted by name
+	// (checkCreate sorts them).
+	Xattrs []rpc.Xattr `json:"xattrs,omitempty"`
 	// Caller is the client's identity when ACLs are on (access.go).
 	Caller *acl.Identity `json:"caller,omitempty"`
 }
@@ -501,6 +504,7 @@ func wireInode(p, home string, in *store.Inode) rpc.Inode {
 		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ctime: in.Ctime,
 		Nlink: in.Nlink, Version: in.Version, Home: home, Layout: in.Layout, Target: in.Target,
 		Rdev: in.Rdev, HasText: in.Text != "", Ancestors: wireCodes(in.Ancestors), ID: in.ID,
+		Xattrs: wireXattrs(in.Xattrs),
 	}
 }
 
@@ -519,7 +523,33 @@ func storeInode(in *rpc.Inode) store.Inode {
 		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ctime: in.Ctime,
 		Nlink: in.Nlink, Version: in.Version, Layout: in.Layout, Target: in.Target,
 		Rdev: in.Rdev, Text: in.Text, Ancestors: storeCodes(in.Ancestors), ID: in.ID,
+		Xattrs: storeXattrs(in.Xattrs),
 	}
+}
+
+// wireXattrs converts stored extended attributes (nil stays nil); the
+// values are shared.
+func wireXattrs(in []store.Xattr) []rpc.Xattr {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]rpc.Xattr, len(in))
+	for i, x := range in {
+		out[i] = rpc.Xattr{Name: x.Name, Value: x.Value}
+	}
+	return out
+}
+
+// storeXattrs converts wire extended attributes for storage.
+func storeXattrs(in []rpc.Xattr) []store.Xattr {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]store.Xattr, len(in))
+	for i, x := range in {
+		out[i] = store.Xattr{Name: x.Name, Value: x.Value}
+	}
+	return out
 }
 
 // wireCodes converts stored ancestor codes (nil stays nil).

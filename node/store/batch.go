@@ -77,6 +77,7 @@ type Batch struct {
 	texts    bool // an inode put has a text
 	entryIDs bool // an entry put has an id (batch format version 2)
 	special  bool // an inode or entry put is a special file (version 3)
+	xattrs   bool // an inode put has extended attributes (version 4)
 	// dirTime is the time (Unix ns) the shard leader stamped the batch
 	// with: the directories whose entries it changes get it as their
 	// modification and change times (version 3; 0: none).
@@ -157,7 +158,7 @@ func (b *Batch) Len() int { return len(b.conds) + len(b.muts) }
 func (b *Batch) Reset() {
 	clear(b.conds)
 	clear(b.muts)
-	b.conds, b.muts, b.err, b.texts, b.entryIDs, b.special = b.conds[:0], b.muts[:0], nil, false, false, false
+	b.conds, b.muts, b.err, b.texts, b.entryIDs, b.special, b.xattrs = b.conds[:0], b.muts[:0], nil, false, false, false, false
 	b.dirTime, b.keepTimes = 0, false
 }
 
@@ -208,10 +209,11 @@ func (b *Batch) entryArgs(dir, name string) bool {
 
 // PutInode stores ino at path, replacing any inode there.
 func (b *Batch) PutInode(path string, ino Inode) {
-	if b.ok(checkPath(path)) && b.ok(checkType(ino.Type)) && b.ok(checkTarget(&ino)) && b.ok(checkText(&ino)) && b.ok(checkBlob("layout", ino.Layout)) {
+	if b.ok(checkPath(path)) && b.ok(checkType(ino.Type)) && b.ok(checkTarget(&ino)) && b.ok(checkText(&ino)) && b.ok(checkBlob("layout", ino.Layout)) && b.ok(checkXattrs(&ino)) {
 		b.addMut(mutation{kind: mutSetInode, key: inodeKey(path), val: encodeInode(&ino)})
 		b.texts = b.texts || ino.Text != ""
 		b.special = b.special || ino.Type.Special()
+		b.xattrs = b.xattrs || len(ino.Xattrs) > 0
 	}
 }
 

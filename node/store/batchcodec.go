@@ -9,7 +9,7 @@ import (
 // batch travels in a shard's Raft log. It records the batch's operations,
 // not its Badger keys:
 //
-//	batch   v n:uvarint cond[n] m:uvarint mut[m]      (v = 1, 2 or 3)
+//	batch   v n:uvarint cond[n] m:uvarint mut[m]      (v = 1 to 4)
 //	str     len:uvarint bytes[len]
 //	cond    kind:u8, then by kind:
 //	        1 inode absent    path:str
@@ -55,23 +55,32 @@ import (
 // the shard leader sets as the times of the directories whose entries the
 // batch changes (Batch.StampDirTimes; docs/design.md, "Directory times").
 // A batch is written as version 3 exactly when it puts a special file or
-// carries a stamp; a stamp on a batch that changes no entry is corrupt.
+// carries a stamp and no extended attributes; a stamp on a batch that
+// changes no entry is corrupt.
+//
+// Version 4 is version 3 with extended attributes in inodes (the inode
+// value's last optional field, codec.go; docs/design.md, "Extended
+// attributes"). A batch is written as version 4 exactly when it puts an
+// inode that has some, and a batch of an older version that holds one is
+// corrupt.
 const (
 	batchFormatV1 byte = 1
 	batchFormatV2 byte = 2
 	batchFormatV3 byte = 3
+	batchFormatV4 byte = 4
 )
 
 // The batch formats, for a caller that must choose (a shard leader during
 // a rolling upgrade, docs/design.md "Upgrades and unknown commands"):
 // BatchFormatV1 carries no ids, BatchFormatV2 carries them,
-// BatchFormatV3 carries special files too, MaxBatchFormat is the newest
-// this build reads and writes.
+// BatchFormatV3 carries special files too, BatchFormatV4 extended
+// attributes, MaxBatchFormat is the newest this build reads and writes.
 const (
 	BatchFormatV1  = batchFormatV1
 	BatchFormatV2  = batchFormatV2
 	BatchFormatV3  = batchFormatV3
-	MaxBatchFormat = batchFormatV3
+	BatchFormatV4  = batchFormatV4
+	MaxBatchFormat = batchFormatV4
 )
 
 // BatchFormat returns the format a batch encoded in data was written in
@@ -98,7 +107,8 @@ const (
 // maxInodeValueLen bounds an encoded inode: its fixed fields, a layout of
 // at most MaxBlobLen bytes, a symlink target, ancestor codes and a text.
 const maxInodeValueLen = MaxBlobLen + MaxPathLen + MaxTextLen + 2 + 15*binary.MaxVarintLen64 +
-	MaxAncestorCodes*4*binary.MaxVarintLen64
+	MaxAncestorCodes*4*binary.MaxVarintLen64 +
+	2*MaxXattrsLen + binary.MaxVarintLen64 // names, values and their lengths (5 bytes at most per attribute of 6 or more)
 
 // MarshalBinary encodes the batch in its versioned binary format; a batch
 // that Err reports invalid is not encoded (the error is returned).
@@ -144,6 +154,11 @@ func (b *Batch) AppendBinaryFormat(buf []byte, max byte) ([]byte, error) {
 	case b.special && max < batchFormatV3:
 		return buf, fmt.Errorf("store: encode batch: %w: a special file needs batch format %d, and format %d is the newest allowed",
 			ErrFormatTooOld, batchFormatV3, max)
+	case b.xattrs && max < batchFormatV4:
+		return buf, fmt.Errorf("store: encode batch: %w: extended attributes need batch format %d, and format %d is the newest allowed",
+			ErrFormatTooOld, batchFormatV4, max)
+	case b.xattrs:
+		v = batchFormatV4
 	case b.special, stamp != 0:
 		v = batchFormatV3
 	case b.entryIDs && max >= batchFormatV2:
@@ -278,7 +293,7 @@ func decodeBatch(data []byte) (Batch, error) {
 	var nb Batch
 	r := reader{b: data}
 	v := r.byte("batch format version")
-	if r.err == nil && (v < batchFormatV1 || v > batchFormatV3) {
+	if r.err == nil && (v < batchFormatV1 || v > batchFormatV4) {
 		return nb, fmt.Errorf("store: decode batch: %w: batch format %d", ErrUnknownVersion, v)
 	}
 	decodeMut := func(r *reader) error { return nb.decodeMut(r, v) }
@@ -301,11 +316,14 @@ func decodeBatch(data []byte) (Batch, error) {
 	if err := r.end("batch"); err != nil {
 		return nb, fmt.Errorf("store: decode batch: %w", err)
 	}
-	// Version 3 is written exactly when a special file or a stamp is in
-	// the batch, and a stamp only on a batch that changes entries, which
-	// keeps each batch's encoding unique.
+	// Version 4 is written exactly when extended attributes are in the
+	// batch, else version 3 exactly when a special file or a stamp is,
+	// and a stamp only on a batch that changes entries, which keeps each
+	// batch's encoding unique.
 	switch {
-	case (nb.special || nb.dirTime != 0) != (v == batchFormatV3):
+	case nb.xattrs != (v == batchFormatV4):
+		return nb, fmt.Errorf("store: decode batch: %w: batch format %d with extended attributes %v", ErrCorrupt, v, nb.xattrs)
+	case !nb.xattrs && (nb.special || nb.dirTime != 0) != (v == batchFormatV3):
 		return nb, fmt.Errorf("store: decode batch: %w: batch format %d with special files %v and directory time %d", ErrCorrupt, v, nb.special, nb.dirTime)
 	case nb.dirTime < 0 || nb.dirTime != 0 && !nb.changesEntries():
 		return nb, fmt.Errorf("store: decode batch: %w: directory time %d on a batch that changes no entry", ErrCorrupt, nb.dirTime)

@@ -106,6 +106,18 @@ func TestBatchBinaryRejects(t *testing.T) {
 	if _, err := bad.MarshalBinary(); !errors.Is(err, ErrInvalid) {
 		t.Errorf("MarshalBinary of an invalid batch: %v", err)
 	}
+	// A batch that puts an inode with extended attributes, as version 3.
+	var withXattrs Batch
+	withXattrs.PutInode("/x", Inode{Type: TypeFile, Xattrs: []Xattr{{Name: "user.a"}}})
+	xattrsV3, err := withXattrs.MarshalBinary()
+	if err != nil || BatchFormat(xattrsV3) != batchFormatV4 {
+		t.Fatalf("a batch with extended attributes: format %d, err %v; want %d", BatchFormat(xattrsV3), err, batchFormatV4)
+	}
+	xattrsV3 = append([]byte{batchFormatV3}, xattrsV3[1:]...)
+	xattrsV3 = append(xattrsV3, 0) // version 3's stamp
+	if _, err := withXattrs.AppendBinaryFormat(nil, batchFormatV3); !errors.Is(err, ErrFormatTooOld) || !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("extended attributes in format 3 at most: %v, want ErrFormatTooOld", err)
+	}
 	// A valid operation with an invalid argument, encoded by hand.
 	invalidPath := []byte{batchFormatV1, 0, 1, opDeleteInode, 3, 'a', '/', 'b'}
 	cases := []struct {
@@ -115,7 +127,9 @@ func TestBatchBinaryRejects(t *testing.T) {
 	}{
 		{"nil", nil, []error{ErrCorrupt}},
 		{"version 0", []byte{0, 0, 0}, []error{ErrUnknownVersion}},
-		{"version 4", append([]byte{4}, enc[1:]...), []error{ErrUnknownVersion}},
+		{"version 5", append([]byte{5}, enc[1:]...), []error{ErrUnknownVersion}},
+		{"version 4 without extended attributes", append([]byte{batchFormatV4}, enc[1:]...), []error{ErrCorrupt}},
+		{"extended attributes in version 3", xattrsV3, []error{ErrCorrupt}},
 		{"special file in version 2", []byte{batchFormatV2, 0, 1, opPutEntry, 1, '/', 1, 'n', byte(TypeFIFO), 1, 'h', 0}, []error{ErrCorrupt}},
 		{"version 3 without a special file", []byte{batchFormatV3, 0, 1, opPutEntry, 1, '/', 1, 'n', byte(TypeFile), 1, 'h', 0}, []error{ErrCorrupt}},
 		{"stamp on a batch that changes no entry", []byte{batchFormatV3, 0, 1, opDeleteInode, 2, '/', 'a', 2}, []error{ErrCorrupt}},

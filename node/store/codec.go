@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"path"
 	"strings"
@@ -89,7 +90,67 @@ const (
 	MaxBlobLen = 1 << 20
 	// MaxTextLen is the longest text an inode holds (Inode.Text).
 	MaxTextLen = 64 << 10
+	// MaxXattrNameLen is the longest extended attribute name, with its
+	// namespace (Linux's XATTR_NAME_MAX).
+	MaxXattrNameLen = 255
+	// MaxXattrValueLen is the longest extended attribute value (Linux's
+	// XATTR_SIZE_MAX).
+	MaxXattrValueLen = 64 << 10
+	// MaxXattrsLen bounds the names and values of one inode's extended
+	// attributes together, in bytes.
+	MaxXattrsLen = 64 << 10
 )
+
+// XattrNamespaces are the extended attribute namespaces an inode may hold
+// (Linux's, less "system.", which names the kernel's own attributes such
+// as POSIX ACLs).
+var XattrNamespaces = []string{"security.", "trusted.", "user."}
+
+// CheckXattrName checks an extended attribute name: a known namespace
+// followed by at least one byte, at most MaxXattrNameLen bytes, no NUL.
+func CheckXattrName(name string) error {
+	switch {
+	case len(name) > MaxXattrNameLen:
+		return invalidf("extended attribute name longer than %d bytes", MaxXattrNameLen)
+	case strings.IndexByte(name, 0) >= 0:
+		return invalidf("extended attribute name with a NUL byte")
+	}
+	for _, ns := range XattrNamespaces {
+		if len(name) > len(ns) && strings.HasPrefix(name, ns) {
+			return nil
+		}
+	}
+	return invalidf("extended attribute name %q is not in the namespaces %v", name, XattrNamespaces)
+}
+
+// XattrsLen returns the bytes xs count against MaxXattrsLen.
+func XattrsLen(xs []Xattr) int {
+	n := 0
+	for _, x := range xs {
+		n += len(x.Name) + len(x.Value)
+	}
+	return n
+}
+
+// checkXattrs checks an inode's extended attributes: valid names, sorted,
+// each once, values and all of them within the limits.
+func checkXattrs(ino *Inode) error {
+	for i, x := range ino.Xattrs {
+		if err := CheckXattrName(x.Name); err != nil {
+			return err
+		}
+		if len(x.Value) > MaxXattrValueLen {
+			return invalidf("extended attribute %q: value longer than %d bytes", x.Name, MaxXattrValueLen)
+		}
+		if i > 0 && ino.Xattrs[i-1].Name >= x.Name {
+			return invalidf("extended attributes not sorted by name, or a name twice (%q)", x.Name)
+		}
+	}
+	if n := XattrsLen(ino.Xattrs); n > MaxXattrsLen {
+		return invalidf("extended attributes of %d bytes (at most %d)", n, MaxXattrsLen)
+	}
+	return nil
+}
 
 var (
 	sysSchemaKey  = []byte{pfxSys, 's', 'c', 'h', 'e', 'm', 'a'}
@@ -371,7 +432,7 @@ func encodeInode(ino *Inode) []byte {
 	if ino.Type.Device() {
 		b = binary.AppendUvarint(b, ino.Rdev)
 	}
-	if ino.Text == "" && ino.ID == 0 {
+	if ino.Text == "" && ino.ID == 0 && len(ino.Xattrs) == 0 {
 		return appendCodes(b, ino.Ancestors)
 	}
 	b = binary.AppendUvarint(b, uint64(len(ino.Ancestors)))
@@ -380,10 +441,18 @@ func encodeInode(ino *Inode) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(ino.Text)))
 	b = append(b, ino.Text...)
-	if ino.ID == 0 {
+	if ino.ID == 0 && len(ino.Xattrs) == 0 {
 		return b
 	}
-	return binary.AppendUvarint(b, ino.ID)
+	b = binary.AppendUvarint(b, ino.ID)
+	if len(ino.Xattrs) == 0 {
+		return b
+	}
+	b = binary.AppendUvarint(b, uint64(len(ino.Xattrs)))
+	for _, x := range ino.Xattrs {
+		b = appendStr(appendStr(b, x.Name), x.Value)
+	}
+	return b
 }
 
 // MaxAncestorCodes bounds the ancestor codes of an inode (a path has at
@@ -495,7 +564,11 @@ func decodeInode(b []byte) (Inode, error) {
 			ino.Text = r.str("text", MaxTextLen)
 			switch {
 			case r.err == nil && len(r.b) > 0:
-				if ino.ID = r.uvarint("inode id"); r.err == nil && ino.ID == 0 {
+				ino.ID = r.uvarint("inode id")
+				switch {
+				case r.err == nil && len(r.b) > 0:
+					ino.Xattrs = r.xattrs()
+				case r.err == nil && ino.ID == 0:
 					r.fail("an inode id of 0 is written as none")
 				}
 			case r.err == nil && ino.Text == "":
@@ -509,6 +582,28 @@ func decodeInode(b []byte) (Inode, error) {
 		return Inode{}, err
 	}
 	return ino, nil
+}
+
+// xattrs reads an inode's extended attributes (at least one).
+func (r *reader) xattrs() []Xattr {
+	n := r.count("extended attributes", 3)
+	if r.err == nil && n == 0 {
+		r.fail("extended attributes: an empty list is written as none")
+	}
+	if r.err != nil {
+		return nil
+	}
+	out := make([]Xattr, n)
+	for i := range out {
+		out[i].Name = r.str("extended attribute name", MaxXattrNameLen)
+		out[i].Value = r.bytes("extended attribute value", MaxXattrValueLen)
+	}
+	if r.err == nil {
+		if err := checkXattrs(&Inode{Xattrs: out}); err != nil {
+			r.err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+	}
+	return out
 }
 
 // inodeTypeOf returns the type byte of an encoded inode without decoding

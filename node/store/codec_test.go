@@ -25,6 +25,44 @@ var inodeCases = []Inode{
 	{Type: TypeFile, Size: 3, ID: math.MaxUint64, Text: "abc"},
 	{Type: TypeSymlink, Target: "t", ID: 77, Ancestors: []AncestorCode{{Depth: 1, Mode: 0o100}}},
 	{Type: TypeFile, Layout: []byte{1, 2}, ID: 1 << 33, Text: "x", Ancestors: []AncestorCode{{Depth: 4, Mode: 0o10}}},
+	{Type: TypeFile, ID: 9, Xattrs: []Xattr{{Name: "security.selinux", Value: []byte("u:r:t\x00")}, {Name: "trusted.x"}, {Name: "user.a", Value: []byte{0, 255}}}},
+	{Type: TypeDir, Xattrs: []Xattr{{Name: "user." + strings.Repeat("n", MaxXattrNameLen-5), Value: bytes.Repeat([]byte("v"), MaxXattrValueLen-MaxXattrNameLen)}}},
+	{Type: TypeSymlink, Target: "t", Text: "", Ancestors: []AncestorCode{{Depth: 1, Mode: 0o100}}, Xattrs: []Xattr{{Name: "user.a", Value: []byte("1")}}},
+}
+
+// TestInodeXattrsChecked: names in a namespace, sorted and once, values
+// and the whole within Linux's limits.
+func TestInodeXattrsChecked(t *testing.T) {
+	big := bytes.Repeat([]byte("v"), MaxXattrValueLen)
+	for _, tc := range []struct {
+		name string
+		xs   []Xattr
+		ok   bool
+	}{
+		{"one", []Xattr{{Name: "user.a"}}, true},
+		{"largest value", []Xattr{{Name: "user.a", Value: big[:MaxXattrsLen-6]}}, true},
+		{"value too long", []Xattr{{Name: "user.a", Value: append(big, 'v')}}, false},
+		{"all too long", []Xattr{{Name: "user.a", Value: big[:MaxXattrsLen/2]}, {Name: "user.b", Value: big[:MaxXattrsLen/2]}}, false},
+		{"no namespace", []Xattr{{Name: "a"}}, false},
+		{"namespace only", []Xattr{{Name: "user."}}, false},
+		{"system namespace", []Xattr{{Name: "system.posix_acl_access"}}, false},
+		{"name too long", []Xattr{{Name: "user." + strings.Repeat("n", MaxXattrNameLen-4)}}, false},
+		{"NUL in name", []Xattr{{Name: "user.a\x00b"}}, false},
+		{"unsorted", []Xattr{{Name: "user.b"}, {Name: "user.a"}}, false},
+		{"twice", []Xattr{{Name: "user.a"}, {Name: "user.a"}}, false},
+	} {
+		var b Batch
+		b.PutInode("/f", Inode{Type: TypeFile, Xattrs: tc.xs})
+		if ok := b.Err() == nil; ok != tc.ok {
+			t.Errorf("%s: err %v, want ok %v", tc.name, b.Err(), tc.ok)
+		}
+		if !tc.ok && !errors.Is(b.Err(), ErrInvalid) {
+			t.Errorf("%s: %v is not ErrInvalid", tc.name, b.Err())
+		}
+	}
+	if i, ok := XattrIndex([]Xattr{{Name: "user.a"}, {Name: "user.c"}}, "user.b"); ok || i != 1 {
+		t.Errorf("XattrIndex of a missing name: %d %v, want 1 false", i, ok)
+	}
 }
 
 func TestInodeTextChecked(t *testing.T) {
@@ -150,6 +188,18 @@ func TestDecodersRejectDamage(t *testing.T) {
 	over = append(over, make([]byte, 11)...)
 	if _, err := decodeInode(over); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("mode overflow: %v", err)
+	}
+	// An id of 0 is written only before extended attributes, and a list
+	// of them is never empty.
+	zeroID := encodeInode(&Inode{Type: TypeFile, Text: "t"})
+	if _, err := decodeInode(append(slices.Clone(zeroID), 0)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("an id of 0 with nothing after it: %v", err)
+	}
+	if _, err := decodeInode(append(slices.Clone(zeroID), 0, 0)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("an empty list of extended attributes: %v", err)
+	}
+	if _, err := decodeInode(append(slices.Clone(zeroID), 0, 2, 6, 'u', 's', 'e', 'r', '.', 'b', 0, 6, 'u', 's', 'e', 'r', '.', 'a', 0)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("extended attributes out of order: %v", err)
 	}
 	if _, err := decodeRekey("/a", encodeRekey(&Rekey{Old: "/a", New: "rel"})); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("rekey with relative path: %v", err)

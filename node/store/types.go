@@ -105,6 +105,23 @@ type Inode struct {
 	// never changed (renames keep it; docs/design.md, "Inode ids"). 0:
 	// none yet (an inode written before ids existed).
 	ID uint64
+	// Xattrs are the inode's extended attributes, sorted by name, each
+	// name once (docs/design.md, "Extended attributes"); nil: none.
+	Xattrs []Xattr
+}
+
+// Xattr is one extended attribute: a name of 1 to MaxXattrNameLen bytes
+// that starts with a namespace ("user.", "trusted.", "security."), and a
+// value of at most MaxXattrValueLen bytes (possibly empty).
+type Xattr struct {
+	Name  string
+	Value []byte
+}
+
+// XattrIndex returns the position of the attribute named name in xs
+// (sorted by name) and whether it is there.
+func XattrIndex(xs []Xattr, name string) (int, bool) {
+	return slices.BinarySearchFunc(xs, name, func(x Xattr, n string) int { return strings.Compare(x.Name, n) })
 }
 
 // AncestorCode is the search permission one ancestor directory gives its

@@ -42,6 +42,12 @@ func toErrno(log *slog.Logger, op, p string, err error) syscall.Errno {
 	case errors.Is(err, rpc.ErrUnauthenticated):
 		log.Error("the cluster refused the mount's credential", "op", op, "path", p, "err", err)
 		return syscall.EACCES
+	case errors.Is(err, rpc.ErrNoAttr):
+		return syscall.ENODATA
+	case errors.Is(err, rpc.ErrNoSpace):
+		return syscall.ENOSPC
+	case errors.Is(err, errors.ErrUnsupported): // not every member speaks the format it needs yet
+		return syscall.EOPNOTSUPP
 	case errors.Is(err, fs.ErrInvalid): // ErrInvalidPath matches it too
 		return syscall.EINVAL
 	case errors.Is(err, context.Canceled):

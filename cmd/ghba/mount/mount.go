@@ -60,6 +60,9 @@ type Options struct {
 	FSName string
 	// Debug logs every FUSE request (go-fuse's debug output).
 	Debug bool
+	// NoXattrs turns extended attributes off: the kernel is told they
+	// are not supported (ENOSYS) and asks no more.
+	NoXattrs bool
 }
 
 func (o *Options) withDefaults() Options {
@@ -167,7 +170,12 @@ func Mount(dir string, o Options) (*FS, error) {
 			MaxWrite:      1 << 20,
 			MaxReadAhead:  1 << 20,
 			Debug:         opts.Debug,
-			DisableXAttrs: true,
+			DisableXAttrs: opts.NoXattrs,
+			// The kernel reads security.capability before every write, and
+			// the POSIX ACL names on lookups: go-fuse answers those with
+			// ENODATA without asking the cluster (xattr.go refuses to set
+			// them, so the answer is true).
+			IgnoreSecurityLabels: true,
 			// Linux's own file systems refuse longer names; FUSE's limit
 			// is 1,024.
 			Options: mountOptions(opts),
