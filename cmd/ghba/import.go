@@ -34,6 +34,7 @@ func newImportCmd(o *clientOptions) *cobra.Command {
 		noProgress bool
 		content    bool
 		textBytes  int
+		xattrs     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "import DIR",
@@ -41,7 +42,10 @@ func newImportCmd(o *clientOptions) *cobra.Command {
 		Long: `Import the metadata of the local tree DIR into the directory --to (default
 / plus DIR's base name): every directory, regular file and symbolic link
 with its mode, owner, size and modification time (the access time is set
-on creation only). Devices, sockets and FIFOs are skipped and counted.
+on creation only). Devices, sockets and FIFOs are copied with their device
+numbers (skipped and counted while the cluster cannot keep them yet).
+--xattrs copies "user." extended attributes too ("trusted." and "security."
+ones describe the source machine and are left out).
 
 The destination mirrors the source: run again, the import compares both
 sides and applies only what changed (new, modified and deleted entries), so
@@ -70,6 +74,7 @@ printed on stderr).`,
 		Example: `  ghba import ~/src/linux --to /src/linux
   ghba import /usr/share/doc --dry-run
   ghba import ~/notes --to /notes --content
+  ghba import ~/photos --to /photos --xattrs
   ghba --json import /data/projects --to /projects --workers 1024`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -95,7 +100,7 @@ printed on stderr).`,
 			return withClientSet(cmd, o, importClient, func(ctx context.Context, c *client.Client) error {
 				return runImport(ctx, cmd, o, c, fsimport.Options{
 					Source: src, Dest: path.Clean(to), Workers: workers, Owners: !noOwners, DryRun: dryRun,
-					Content: textBytes,
+					Content: textBytes, Xattrs: xattrs,
 				}, verbose || dryRun, !noProgress)
 			})
 		},
@@ -108,6 +113,7 @@ printed on stderr).`,
 	f.BoolVarP(&verbose, "verbose", "v", false, "print every change")
 	f.BoolVar(&noProgress, "no-progress", false, "no progress bar or progress lines")
 	f.BoolVar(&content, "content", false, "index the start of every text file for search by text")
+	f.BoolVar(&xattrs, "xattrs", false, "copy and compare the user. extended attributes")
 	f.IntVar(&textBytes, "content-bytes", fsimport.DefaultContentBytes, "bytes of each text file indexed with --content")
 	return cmd
 }

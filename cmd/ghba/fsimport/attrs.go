@@ -3,6 +3,7 @@ package fsimport
 import (
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/ghba/ghba/rpc"
 )
@@ -15,9 +16,16 @@ type attrs struct {
 	size         int64
 	atime, mtime int64 // Unix nanoseconds
 	target       string
-	rdev         uint64 // a device's number (sysAttrs)
-	text         string // the start of a text file's content (Options.Content)
+	rdev         uint64      // a device's number (sysAttrs)
+	text         string      // the start of a text file's content (Options.Content)
+	xattrs       []rpc.Xattr // extended attributes, sorted (Options.Xattrs)
 }
+
+// importedXattr reports whether an import copies the extended attribute
+// name: a "user." one. "trusted." and "security." ones describe the source
+// machine (its SELinux labels, overlayfs's own) and need root to set; the
+// kernel's "system." ones (POSIX ACLs) the cluster does not keep.
+func importedXattr(name string) bool { return strings.HasPrefix(name, "user.") }
 
 // attrsOf returns the attributes of a source entry from its lstat
 // information; ok is false for a type the cluster has none of.

@@ -2,8 +2,15 @@
 
 package fsimport
 
-import "io/fs"
+import (
+	"io/fs"
+
+	"github.com/ghba/ghba/rpc"
+)
 
 // sysAttrs keeps the defaults: owner and access time are read on Linux
 // only.
 func sysAttrs(fs.FileInfo, *attrs) {}
+
+// readXattrs reads none: extended attributes are imported on Linux only.
+func readXattrs(string) ([]rpc.Xattr, error) { return nil, nil }

@@ -56,6 +56,9 @@ type Options struct {
 	Owners bool
 	// DryRun compares and reports the changes without making them.
 	DryRun bool
+	// Xattrs copies the "user." extended attributes and compares them on
+	// later runs (on Linux; importedXattr).
+	Xattrs bool
 	// Content, when positive, indexes the first Content bytes (at most
 	// rpc.MaxTextLen) of every text file for search by text: files whose
 	// start is valid UTF-8 text, as content sniffing
@@ -87,7 +90,7 @@ type Change struct {
 	// Type is rpc.TypeFile, rpc.TypeDir or rpc.TypeSymlink.
 	Type string `json:"type"`
 	// Fields lists what an Update changes (mode, owner, size, mtime,
-	// text), or "type"/"target" when the entry is replaced.
+	// text, xattrs), or "type"/"target" when the entry is replaced.
 	Fields []string `json:"fields,omitempty"`
 }
 
@@ -359,7 +362,7 @@ func (im *Importer) createAll(ctx context.Context, dst string, entries []pending
 			e := &entries[i]
 			im.readText(e.src, &e.attrs)
 			req.Entries[i] = rpc.BatchCreateEntry{Name: e.name, Type: e.typ, Mode: e.mode, UID: e.uid, GID: e.gid,
-				Size: e.size, Atime: e.atime, Mtime: e.mtime, Symlink: e.target, Rdev: e.rdev, Text: e.text}
+				Size: e.size, Atime: e.atime, Mtime: e.mtime, Symlink: e.target, Rdev: e.rdev, Text: e.text, Xattrs: e.xattrs}
 			if e.typ != rpc.TypeFile {
 				req.Entries[i].Size = 0
 			}
@@ -507,8 +510,18 @@ func (im *Importer) sync(ctx context.Context, src, dst string, info fs.FileInfo,
 		im.created.Add(1)
 		im.changed(Change{Kind: Create, Path: dst, Type: want.typ})
 	} else if req, fields := im.diff(src, dst, cur, &want); len(fields) > 0 {
+		var xattrs []rpc.XattrChange
+		if im.o.Xattrs {
+			xattrs = xattrChanges(cur.Xattrs, want.xattrs)
+		}
 		if !im.o.DryRun {
-			if _, err := im.c.SetAttr(ctx, req); err != nil {
+			if slices.ContainsFunc(fields, func(f string) bool { return f != "xattrs" }) {
+				if _, err := im.c.SetAttr(ctx, req); err != nil {
+					im.fail(dst, err)
+					return
+				}
+			}
+			if err := im.setXattrs(ctx, dst, xattrs); err != nil {
 				im.fail(dst, err)
 				return
 			}
@@ -540,6 +553,11 @@ func (im *Importer) wanted(src string, info fs.FileInfo) (want attrs, ok bool, e
 	if !im.o.Owners {
 		want.uid, want.gid = selfUID(), selfGID()
 	}
+	if im.o.Xattrs {
+		if want.xattrs, err = readXattrs(src); err != nil {
+			return attrs{}, false, err
+		}
+	}
 	return want, true, nil
 }
 
@@ -570,7 +588,40 @@ func (im *Importer) create(ctx context.Context, src, dst string, want *attrs) er
 		}
 		_, err = im.c.Create(ctx, req)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return im.setXattrs(ctx, dst, xattrChanges(nil, want.xattrs))
+}
+
+// xattrChanges returns the changes that make the extended attributes cur
+// of a destination entry those of its source, want: of the attributes
+// the import copies (importedXattr), new and changed ones are set, those
+// the source no longer has removed.
+func xattrChanges(cur, want []rpc.Xattr) []rpc.XattrChange {
+	var out []rpc.XattrChange
+	for _, x := range cur {
+		if importedXattr(x.Name) && !slices.ContainsFunc(want, func(w rpc.Xattr) bool { return w.Name == x.Name }) {
+			out = append(out, rpc.XattrChange{Name: x.Name, Remove: true})
+		}
+	}
+	for _, w := range want {
+		i := slices.IndexFunc(cur, func(x rpc.Xattr) bool { return x.Name == w.Name })
+		if i < 0 || !bytes.Equal(cur[i].Value, w.Value) {
+			out = append(out, rpc.XattrChange{Name: w.Name, Value: w.Value})
+		}
+	}
+	return out
+}
+
+// setXattrs applies changes to dst, one SetAttr each.
+func (im *Importer) setXattrs(ctx context.Context, dst string, changes []rpc.XattrChange) error {
+	for i := range changes {
+		if _, err := im.c.SetAttr(ctx, &rpc.SetAttrRequest{Path: dst, Xattr: &changes[i]}); err != nil {
+			return fmt.Errorf("extended attribute %s: %w", changes[i].Name, err)
+		}
+	}
+	return nil
 }
 
 // diff returns the setattr that makes cur match want, and the fields it
@@ -604,6 +655,9 @@ func (im *Importer) diff(src, dst string, cur *rpc.StatResponse, want *attrs) (*
 			req.Text = &want.text
 			fields = append(fields, "text")
 		}
+	}
+	if im.o.Xattrs && len(xattrChanges(cur.Xattrs, want.xattrs)) > 0 {
+		fields = append(fields, "xattrs")
 	}
 	return req, fields
 }

@@ -427,3 +427,66 @@ func TestImportContent(t *testing.T) {
 		t.Errorf("the new text: %v", got)
 	}
 }
+
+// TestImportXattrs imports a tree with extended attributes (--xattrs):
+// the "user." ones arrive with the entries, through batched and single
+// creates; a later run sets the changed and new ones and removes those
+// the source dropped, and one after that finds nothing to do.
+func TestImportXattrs(t *testing.T) {
+	src := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(src, "d"), 0o755))
+	must(os.WriteFile(filepath.Join(src, "d/f"), []byte("x"), 0o644))
+	must(os.WriteFile(filepath.Join(src, "g"), []byte("y"), 0o644))
+	if err := unix.Setxattr(filepath.Join(src, "d/f"), "user.a", []byte("1"), 0); errors.Is(err, unix.ENOTSUP) {
+		t.Skip("the temporary directory's file system has no user extended attributes")
+	} else {
+		must(err)
+	}
+	must(unix.Setxattr(filepath.Join(src, "d/f"), "user.b", []byte{}, 0))
+	must(unix.Setxattr(filepath.Join(src, "d"), "user.dir", []byte("yes"), 0))
+	must(unix.Setxattr(src, "user.root", []byte("r"), 0)) // the destination's own, a single create
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 2, Replication: 1})
+	o := fsimport.Options{Source: src, Dest: "/x", Workers: 4, Xattrs: true}
+	xattrs := func(p string) string {
+		t.Helper()
+		st, err := c.Client.Stat(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, x := range st.Inode.Xattrs {
+			out = append(out, x.Name+"="+string(x.Value))
+		}
+		return strings.Join(out, " ")
+	}
+	run(t, c.Client, o)
+	for p, want := range map[string]string{"/x/d/f": "user.a=1 user.b=", "/x/d": "user.dir=yes", "/x/g": "", "/x": "user.root=r"} {
+		if got := xattrs(p); got != want {
+			t.Errorf("after the import %s has %q, want %q", p, got, want)
+		}
+	}
+
+	must(unix.Setxattr(filepath.Join(src, "d/f"), "user.a", []byte("2"), 0))
+	must(unix.Removexattr(filepath.Join(src, "d/f"), "user.b"))
+	must(unix.Setxattr(filepath.Join(src, "g"), "user.new", []byte("n"), 0))
+	_, made := run(t, c.Client, o)
+	var got []string
+	for _, ch := range made {
+		got = append(got, ch.Path+" "+strings.Join(ch.Fields, ","))
+	}
+	if want := []string{"/x/d/f xattrs", "/x/g xattrs"}; !slices.Equal(got, want) {
+		t.Errorf("second import made %q, want %q", got, want)
+	}
+	if got := xattrs("/x/d/f") + " | " + xattrs("/x/g"); got != "user.a=2 | user.new=n" {
+		t.Errorf("after the second import: %q", got)
+	}
+	if sum, made := run(t, c.Client, o); len(made) != 0 {
+		t.Errorf("third import changed %v: %+v", made, sum)
+	}
+}
