@@ -184,10 +184,13 @@ func (c *Client) BatchCreateDirs(ctx context.Context, req *rpc.BatchCreateDirsRe
 		return out, nil
 	}
 	groups := make(map[string][]int)
+	dirs := make([]string, len(req.Dirs))
 	for i := range req.Dirs {
-		h := c.dirHomeOf(req.Dirs[i].Dir)
+		dirs[i] = req.Dirs[i].Dir
+		h := c.dirHomeOf(dirs[i])
 		groups[h] = append(groups[h], i)
 	}
+	defer c.dirChanged(dirs...) // their times, as BatchCreate's
 	var mu sync.Mutex // guards out.Hops
 	err := eachHome(groups, func(home string, idx []int) error {
 		r := &rpc.BatchCreateDirsRequest{Dirs: make([]rpc.BatchCreateRequest, len(idx))}
