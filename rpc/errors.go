@@ -77,6 +77,10 @@ var (
 	// ErrNoSpace reports a change that would take an inode's extended
 	// attributes past their limit (ENOSPC).
 	ErrNoSpace = errors.New("no space left for extended attributes")
+	// ErrNameTooLong reports a name or a path longer than the cluster
+	// keeps (ENAMETOOLONG), a directory rename among them whose subtree
+	// would hold one. It also matches ErrInvalidPath.
+	ErrNameTooLong = errors.New("name too long")
 )
 
 // Code is the error code carried in a response frame. CodeOK means success;
@@ -109,6 +113,7 @@ const (
 	CodeUnsupported      Code = 19 // errors.ErrUnsupported (not every member supports the operation yet)
 	CodeNoAttr           Code = 20 // ErrNoAttr
 	CodeNoSpace          Code = 21 // ErrNoSpace
+	CodeNameTooLong      Code = 22 // ErrNameTooLong (also matches ErrInvalidPath and fs.ErrInvalid)
 )
 
 var codeNames = [...]string{
@@ -134,6 +139,7 @@ var codeNames = [...]string{
 	CodeUnsupported:      "unsupported",
 	CodeNoAttr:           "no_attr",
 	CodeNoSpace:          "no_space",
+	CodeNameTooLong:      "name_too_long",
 }
 
 // String returns the code's short name, e.g. "not_exist".
@@ -188,6 +194,8 @@ func (c Code) sentinel() error {
 		return ErrNoAttr
 	case CodeNoSpace:
 		return ErrNoSpace
+	case CodeNameTooLong:
+		return ErrNameTooLong
 	}
 	return nil
 }
@@ -234,6 +242,8 @@ func (e *RemoteError) Is(target error) bool {
 		return target == ErrUnavailable
 	case CodeInvalidPath:
 		return target == fs.ErrInvalid
+	case CodeNameTooLong:
+		return target == ErrInvalidPath || target == fs.ErrInvalid
 	}
 	return false
 }
@@ -279,6 +289,8 @@ func ErrorCode(err error) Code {
 		return CodeNoAttr
 	case errors.Is(err, ErrNoSpace):
 		return CodeNoSpace
+	case errors.Is(err, ErrNameTooLong):
+		return CodeNameTooLong
 	case errors.Is(err, fs.ErrNotExist):
 		return CodeNotExist
 	case errors.Is(err, fs.ErrExist):

@@ -10,8 +10,8 @@ import (
 
 func TestCodeMapping(t *testing.T) {
 	last := Code(len(codeNames) - 1)
-	if last != CodeNoSpace {
-		t.Errorf("last named code = %v, want %v", last, CodeNoSpace)
+	if last != CodeNameTooLong {
+		t.Errorf("last named code = %v, want %v", last, CodeNameTooLong)
 	}
 	for code := CodeOK; code <= last; code++ {
 		if code == CodeOK {
@@ -70,6 +70,11 @@ func TestCodeMapping(t *testing.T) {
 	vm := CodeVersionMismatch.Err("version 3, not 2")
 	if !errors.Is(vm, ErrVersionMismatch) || errors.Is(vm, fs.ErrExist) || errors.Is(vm, ErrUnavailable) || ErrorCode(fmt.Errorf("setattr /a: %w", ErrVersionMismatch)) != CodeVersionMismatch {
 		t.Errorf("CodeVersionMismatch maps wrongly: %v", vm)
+	}
+	long := CodeNameTooLong.Err("a path of 40000 bytes")
+	if !errors.Is(long, ErrNameTooLong) || !errors.Is(long, ErrInvalidPath) || !errors.Is(long, fs.ErrInvalid) ||
+		ErrorCode(fmt.Errorf("%w: %w", ErrInvalidPath, ErrNameTooLong)) != CodeNameTooLong {
+		t.Errorf("CodeNameTooLong maps wrongly: %v", long)
 	}
 	us := CodeUnsupported.Err("special files need shard log format 3")
 	if !errors.Is(us, errors.ErrUnsupported) || errors.Is(us, ErrUnavailable) || ErrorCode(fmt.Errorf("mknod /p: %w", errors.ErrUnsupported)) != CodeUnsupported {

@@ -416,6 +416,40 @@ func TestProcessMountPrograms(t *testing.T) {
 		}
 		sh(t, m.dir, "rm x.txt copied")
 	})
+	t.Run("deep-paths", func(t *testing.T) {
+		// A tree deeper than PATH_MAX (4,096 bytes), made and read by
+		// paths relative to a directory, as local file systems allow.
+		comp := strings.Repeat("d", 200)
+		fd, err := unix.Open(m.dir, unix.O_DIRECTORY|unix.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		depth := 0
+		for ; depth < 30; depth++ { // about 6,000 bytes
+			if err := unix.Mkdirat(fd, comp, 0o755); err != nil {
+				t.Fatalf("mkdir at depth %d: %v", depth, err)
+			}
+			next, err := unix.Openat(fd, comp, unix.O_DIRECTORY|unix.O_RDONLY, 0)
+			unix.Close(fd)
+			if err != nil {
+				t.Fatalf("open at depth %d: %v", depth, err)
+			}
+			fd = next
+		}
+		ffd, err := unix.Openat(fd, "bottom.txt", unix.O_CREAT|unix.O_WRONLY, 0o644)
+		if err == nil {
+			_, err = unix.Write(ffd, []byte("at the bottom\n"))
+			unix.Close(ffd)
+		}
+		unix.Close(fd)
+		if err != nil {
+			t.Fatalf("create at depth %d: %v", depth, err)
+		}
+		if got := sh(t, m.dir, "find "+comp+" | wc -l && find "+comp+" -name bottom.txt -execdir cat {} +"); got != "31\nat the bottom\n" {
+			t.Errorf("find in the deep tree: %q", got)
+		}
+		sh(t, m.dir, "rm -rf "+comp+" && test ! -e "+comp)
+	})
 	t.Run("cli-sees-mount", func(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(m.dir, "sized"), bytes.Repeat([]byte("x"), 12345), 0o644); err != nil {
 			t.Fatal(err)

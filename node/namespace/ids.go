@@ -252,6 +252,17 @@ func (h *home) writesFormat(v byte) bool {
 	return !ok || lf.LogFormat() >= v
 }
 
+// maxPathLen returns the longest path the shard's log carries now:
+// store.MaxPathLen once it writes batch format 5, else the older formats'
+// limit (a directory rename must not make longer paths before then: an
+// older build would halt on the batches that name them).
+func (h *home) maxPathLen() int {
+	if h.writesFormat(store.BatchFormatV5) {
+		return store.MaxPathLen
+	}
+	return store.LegacyMaxPathLen
+}
+
 func (h *home) setLegacyDone() {
 	h.ids.mu.Lock()
 	h.ids.legacyDone = true

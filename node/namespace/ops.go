@@ -405,8 +405,8 @@ func checkCreate(r *homeCreateReq) error {
 		return fmt.Errorf("%w: size %d", fs.ErrInvalid, r.Size)
 	case r.Type == rpc.TypeDir && r.Size != 0:
 		return fmt.Errorf("%w: a directory has no size", fs.ErrInvalid)
-	case r.Type == rpc.TypeSymlink && (r.Target == "" || len(r.Target) > store.MaxPathLen):
-		return fmt.Errorf("%w: symlink target of %d bytes (1 to %d)", fs.ErrInvalid, len(r.Target), store.MaxPathLen)
+	case r.Type == rpc.TypeSymlink && (r.Target == "" || len(r.Target) > store.MaxTargetLen):
+		return fmt.Errorf("%w: symlink target of %d bytes (1 to %d)", fs.ErrInvalid, len(r.Target), store.MaxTargetLen)
 	case r.Type != rpc.TypeSymlink && r.Target != "":
 		return fmt.Errorf("%w: a %s has no symlink target", fs.ErrInvalid, r.Type)
 	case r.Text != "" && r.Type != rpc.TypeFile:

@@ -355,9 +355,18 @@ func (h *home) checkOps(ctx context.Context, p *partTxn) (busy bool, err error) 
 				return true, nil
 			}
 			var cnt int64
-			err = h.st.ScanInodesUnder(ctx, op.Path, func(string, store.Inode) error { cnt++; return nil })
+			longest := len(op.Path)
+			err = h.st.ScanInodesUnder(ctx, op.Path, func(q string, _ store.Inode) error {
+				cnt++
+				longest = max(longest, len(q))
+				return nil
+			})
 			if err != nil {
 				return false, err
+			}
+			if n, limit := longest-len(op.Path)+len(op.New), h.maxPathLen(); n > limit {
+				return false, fmt.Errorf("%w: %w: renaming %s to %s would make a path of %d bytes here (at most %d)",
+					rpc.ErrInvalidPath, rpc.ErrNameTooLong, op.Path, op.New, n, limit)
 			}
 			p.rekeyed += cnt
 		case opRecode:

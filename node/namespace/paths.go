@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )
 
@@ -11,8 +12,11 @@ import (
 // passes CleanPath is always accepted by node/store.
 const (
 	// MaxPathLen is the longest path accepted, in bytes, as given by the
-	// client (POSIX PATH_MAX style: extra slashes count).
-	MaxPathLen = 4096
+	// client (extra slashes count). It is the store's, past Linux's
+	// PATH_MAX: a deep tree is reached through a mount by paths relative
+	// to a directory. Paths longer than store.LegacyMaxPathLen need every
+	// member to speak batch format 5.
+	MaxPathLen = store.MaxPathLen
 	// MaxNameLen is the longest path component accepted, in bytes.
 	MaxNameLen = 255
 )
@@ -30,7 +34,7 @@ func CleanPath(p string) (string, error) {
 	case p == "":
 		return "", fmt.Errorf("%w: empty path", rpc.ErrInvalidPath)
 	case len(p) > MaxPathLen:
-		return "", fmt.Errorf("%w: path of %d bytes is longer than %d bytes", rpc.ErrInvalidPath, len(p), MaxPathLen)
+		return "", fmt.Errorf("%w: %w: path of %d bytes is longer than %d bytes", rpc.ErrInvalidPath, rpc.ErrNameTooLong, len(p), MaxPathLen)
 	case p[0] != '/':
 		return "", fmt.Errorf("%w: %s is relative (paths must start with /)", rpc.ErrInvalidPath, quotePath(p))
 	}
@@ -54,7 +58,7 @@ func CleanPath(p string) (string, error) {
 		case name == "..":
 			return "", fmt.Errorf("%w: %s contains \"..\" (paths must not leave a directory; use the absolute path)", rpc.ErrInvalidPath, quotePath(p))
 		case len(name) > MaxNameLen:
-			return "", fmt.Errorf("%w: %s has a component of %d bytes (limit %d)", rpc.ErrInvalidPath, quotePath(p), len(name), MaxNameLen)
+			return "", fmt.Errorf("%w: %w: %s has a component of %d bytes (limit %d)", rpc.ErrInvalidPath, rpc.ErrNameTooLong, quotePath(p), len(name), MaxNameLen)
 		}
 		start = i + 1
 	}

@@ -28,8 +28,10 @@ const (
 	formatV1 uint8 = 1
 	formatV2 uint8 = 2 // cmdRekey with the ancestor codes of the new prefix
 
-	// maxPrefixLen bounds a rekey prefix (a path).
-	maxPrefixLen = 4096
+	// maxPrefixLen bounds a rekey or recode prefix (a path). One longer
+	// than store.LegacyMaxPathLen is written only once every member
+	// speaks batch format 5 (the namespace checks before it renames).
+	maxPrefixLen = store.MaxPathLen
 )
 
 // Errors of decoding and applying commands.

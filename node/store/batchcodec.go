@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 )
@@ -9,7 +10,7 @@ import (
 // batch travels in a shard's Raft log. It records the batch's operations,
 // not its Badger keys:
 //
-//	batch   v n:uvarint cond[n] m:uvarint mut[m]      (v = 1 to 4)
+//	batch   v n:uvarint cond[n] m:uvarint mut[m]      (v = 1 to 5)
 //	str     len:uvarint bytes[len]
 //	cond    kind:u8, then by kind:
 //	        1 inode absent    path:str
@@ -63,24 +64,32 @@ import (
 // attributes"). A batch is written as version 4 exactly when it puts an
 // inode that has some, and a batch of an older version that holds one is
 // corrupt.
+//
+// Version 5 is version 4 with paths (and directories) longer than
+// LegacyMaxPathLen, up to MaxPathLen. A batch is written as version 5
+// exactly when one of its operations names such a path; the older
+// versions' decoders refuse longer paths.
 const (
 	batchFormatV1 byte = 1
 	batchFormatV2 byte = 2
 	batchFormatV3 byte = 3
 	batchFormatV4 byte = 4
+	batchFormatV5 byte = 5
 )
 
 // The batch formats, for a caller that must choose (a shard leader during
 // a rolling upgrade, docs/design.md "Upgrades and unknown commands"):
 // BatchFormatV1 carries no ids, BatchFormatV2 carries them,
 // BatchFormatV3 carries special files too, BatchFormatV4 extended
-// attributes, MaxBatchFormat is the newest this build reads and writes.
+// attributes, BatchFormatV5 paths longer than LegacyMaxPathLen,
+// MaxBatchFormat is the newest this build reads and writes.
 const (
 	BatchFormatV1  = batchFormatV1
 	BatchFormatV2  = batchFormatV2
 	BatchFormatV3  = batchFormatV3
 	BatchFormatV4  = batchFormatV4
-	MaxBatchFormat = batchFormatV4
+	BatchFormatV5  = batchFormatV5
+	MaxBatchFormat = batchFormatV5
 )
 
 // BatchFormat returns the format a batch encoded in data was written in
@@ -106,7 +115,7 @@ const (
 
 // maxInodeValueLen bounds an encoded inode: its fixed fields, a layout of
 // at most MaxBlobLen bytes, a symlink target, ancestor codes and a text.
-const maxInodeValueLen = MaxBlobLen + MaxPathLen + MaxTextLen + 2 + 15*binary.MaxVarintLen64 +
+const maxInodeValueLen = MaxBlobLen + MaxTargetLen + MaxTextLen + 2 + 15*binary.MaxVarintLen64 +
 	MaxAncestorCodes*4*binary.MaxVarintLen64 +
 	2*MaxXattrsLen + binary.MaxVarintLen64 // names, values and their lengths (5 bytes at most per attribute of 6 or more)
 
@@ -147,6 +156,7 @@ func (b *Batch) AppendBinaryFormat(buf []byte, max byte) ([]byte, error) {
 	}
 	v := batchFormatV1
 	stamp := b.dirTime
+	long := b.longPaths()
 	if max < batchFormatV3 {
 		stamp = 0 // an older build keeps no directory times
 	}
@@ -157,6 +167,11 @@ func (b *Batch) AppendBinaryFormat(buf []byte, max byte) ([]byte, error) {
 	case b.xattrs && max < batchFormatV4:
 		return buf, fmt.Errorf("store: encode batch: %w: extended attributes need batch format %d, and format %d is the newest allowed",
 			ErrFormatTooOld, batchFormatV4, max)
+	case long && max < batchFormatV5:
+		return buf, fmt.Errorf("store: encode batch: %w: paths longer than %d bytes need batch format %d, and format %d is the newest allowed",
+			ErrFormatTooOld, LegacyMaxPathLen, batchFormatV5, max)
+	case long:
+		v = batchFormatV5
 	case b.xattrs:
 		v = batchFormatV4
 	case b.special, stamp != 0:
@@ -293,14 +308,15 @@ func decodeBatch(data []byte) (Batch, error) {
 	var nb Batch
 	r := reader{b: data}
 	v := r.byte("batch format version")
-	if r.err == nil && (v < batchFormatV1 || v > batchFormatV4) {
+	if r.err == nil && (v < batchFormatV1 || v > batchFormatV5) {
 		return nb, fmt.Errorf("store: decode batch: %w: batch format %d", ErrUnknownVersion, v)
 	}
+	decodeCond := func(r *reader) error { return nb.decodeCond(r, v) }
 	decodeMut := func(r *reader) error { return nb.decodeMut(r, v) }
 	parts := []struct {
 		what   string
 		decode func(*reader) error
-	}{{"precondition", nb.decodeCond}, {"mutation", decodeMut}}
+	}{{"precondition", decodeCond}, {"mutation", decodeMut}}
 	for _, part := range parts {
 		// Every operation takes at least 2 bytes: its code and a length.
 		n := r.count("batch "+part.what+" count", 2)
@@ -316,19 +332,59 @@ func decodeBatch(data []byte) (Batch, error) {
 	if err := r.end("batch"); err != nil {
 		return nb, fmt.Errorf("store: decode batch: %w", err)
 	}
-	// Version 4 is written exactly when extended attributes are in the
-	// batch, else version 3 exactly when a special file or a stamp is,
-	// and a stamp only on a batch that changes entries, which keeps each
-	// batch's encoding unique.
+	// Version 5 is written exactly when a path is longer than the older
+	// formats take, else version 4 exactly when extended attributes are
+	// in the batch, else version 3 exactly when a special file or a stamp
+	// is, and a stamp only on a batch that changes entries, which keeps
+	// each batch's encoding unique.
+	long := nb.longPaths()
 	switch {
-	case nb.xattrs != (v == batchFormatV4):
+	case long != (v == batchFormatV5):
+		return nb, fmt.Errorf("store: decode batch: %w: batch format %d with paths longer than %d bytes %v", ErrCorrupt, v, LegacyMaxPathLen, long)
+	case !long && nb.xattrs != (v == batchFormatV4):
 		return nb, fmt.Errorf("store: decode batch: %w: batch format %d with extended attributes %v", ErrCorrupt, v, nb.xattrs)
-	case !nb.xattrs && (nb.special || nb.dirTime != 0) != (v == batchFormatV3):
+	case !long && !nb.xattrs && (nb.special || nb.dirTime != 0) != (v == batchFormatV3):
 		return nb, fmt.Errorf("store: decode batch: %w: batch format %d with special files %v and directory time %d", ErrCorrupt, v, nb.special, nb.dirTime)
 	case nb.dirTime < 0 || nb.dirTime != 0 && !nb.changesEntries():
 		return nb, fmt.Errorf("store: decode batch: %w: directory time %d on a batch that changes no entry", ErrCorrupt, nb.dirTime)
 	}
 	return nb, nil
+}
+
+// pathLimit returns the longest path batch format v carries.
+func pathLimit(v byte) int {
+	if v >= batchFormatV5 {
+		return MaxPathLen
+	}
+	return LegacyMaxPathLen
+}
+
+// longPaths reports whether an operation of the batch names a path (or a
+// directory) longer than LegacyMaxPathLen.
+func (b *Batch) longPaths() bool {
+	long := func(key []byte) bool {
+		if len(key) <= 1+LegacyMaxPathLen {
+			return false
+		}
+		switch key[0] {
+		case pfxInode:
+			return true
+		case pfxEntry: // the directory, then 0x00 and the name
+			return bytes.IndexByte(key[1:], 0) > LegacyMaxPathLen
+		}
+		return false
+	}
+	for i := range b.conds {
+		if long(b.conds[i].key) {
+			return true
+		}
+	}
+	for i := range b.muts {
+		if long(b.muts[i].key) {
+			return true
+		}
+	}
+	return false
 }
 
 // decoded reports the first error of decoding one operation: the reader's
@@ -343,14 +399,14 @@ func (b *Batch) decoded(r *reader) error {
 	return nil
 }
 
-func (b *Batch) decodeCond(r *reader) error {
+func (b *Batch) decodeCond(r *reader, v byte) error {
 	kind := condKind(r.byte("precondition kind"))
 	if r.err != nil {
 		return r.err
 	}
 	switch kind {
 	case condInodeAbsent, condInodeExists, condInodeVersion:
-		p := r.str("path", MaxPathLen)
+		p := r.str("path", pathLimit(v))
 		switch kind {
 		case condInodeAbsent:
 			b.RequireInodeAbsent(p)
@@ -360,7 +416,7 @@ func (b *Batch) decodeCond(r *reader) error {
 			b.RequireInodeVersion(p, r.uvarint("version"))
 		}
 	case condEntryAbsent, condEntryExists:
-		dir := r.str("dir", MaxPathLen)
+		dir := r.str("dir", pathLimit(v))
 		name := r.str("name", MaxNameLen)
 		if kind == condEntryAbsent {
 			b.RequireEntryAbsent(dir, name)
@@ -368,7 +424,7 @@ func (b *Batch) decodeCond(r *reader) error {
 			b.RequireEntryExists(dir, name)
 		}
 	case condDirEmpty:
-		b.RequireDirEmpty(r.str("dir", MaxPathLen))
+		b.RequireDirEmpty(r.str("dir", pathLimit(v)))
 	case condIntentAbsent, condIntentExists:
 		id := r.str("intent id", MaxIDLen)
 		if kind == condIntentAbsent {
@@ -402,7 +458,7 @@ func (b *Batch) decodeMut(r *reader, v byte) error {
 	}
 	switch op {
 	case opPutInode:
-		p := r.str("path", MaxPathLen)
+		p := r.str("path", pathLimit(v))
 		v := r.take("inode", maxInodeValueLen)
 		if r.err != nil {
 			return r.err
@@ -413,9 +469,9 @@ func (b *Batch) decodeMut(r *reader, v byte) error {
 		}
 		b.PutInode(p, ino)
 	case opDeleteInode:
-		b.DeleteInode(r.str("path", MaxPathLen))
+		b.DeleteInode(r.str("path", pathLimit(v)))
 	case opPutEntry, opDeleteEntry:
-		dir := r.str("dir", MaxPathLen)
+		dir := r.str("dir", pathLimit(v))
 		name := r.str("name", MaxNameLen)
 		if op == opDeleteEntry {
 			b.DeleteEntry(dir, name)

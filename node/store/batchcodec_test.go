@@ -118,6 +118,22 @@ func TestBatchBinaryRejects(t *testing.T) {
 	if _, err := withXattrs.AppendBinaryFormat(nil, batchFormatV3); !errors.Is(err, ErrFormatTooOld) || !errors.Is(err, errors.ErrUnsupported) {
 		t.Errorf("extended attributes in format 3 at most: %v, want ErrFormatTooOld", err)
 	}
+	// A batch with a path longer than the older formats take.
+	var withLong Batch
+	longDir := "/" + strings.Repeat("d", LegacyMaxPathLen)
+	withLong.PutEntry(longDir, Entry{Name: "n", Type: TypeFile, Home: "h"})
+	longV4, err := withLong.MarshalBinary()
+	if err != nil || BatchFormat(longV4) != batchFormatV5 {
+		t.Fatalf("a batch with a long path: format %d, err %v; want %d", BatchFormat(longV4), err, batchFormatV5)
+	}
+	var back Batch
+	if err := back.UnmarshalBinary(longV4); err != nil || !back.longPaths() {
+		t.Fatalf("decoding a long path: %v", err)
+	}
+	if _, err := withLong.AppendBinaryFormat(nil, batchFormatV4); !errors.Is(err, ErrFormatTooOld) {
+		t.Errorf("a long path in format 4 at most: %v, want ErrFormatTooOld", err)
+	}
+	longV4 = append([]byte{batchFormatV4}, longV4[1:]...)
 	// A valid operation with an invalid argument, encoded by hand.
 	invalidPath := []byte{batchFormatV1, 0, 1, opDeleteInode, 3, 'a', '/', 'b'}
 	cases := []struct {
@@ -127,7 +143,9 @@ func TestBatchBinaryRejects(t *testing.T) {
 	}{
 		{"nil", nil, []error{ErrCorrupt}},
 		{"version 0", []byte{0, 0, 0}, []error{ErrUnknownVersion}},
-		{"version 5", append([]byte{5}, enc[1:]...), []error{ErrUnknownVersion}},
+		{"version 6", append([]byte{6}, enc[1:]...), []error{ErrUnknownVersion}},
+		{"version 5 without a long path", append([]byte{batchFormatV5}, enc[1:]...), []error{ErrCorrupt}},
+		{"long path in version 4", longV4, []error{ErrCorrupt}},
 		{"version 4 without extended attributes", append([]byte{batchFormatV4}, enc[1:]...), []error{ErrCorrupt}},
 		{"extended attributes in version 3", xattrsV3, []error{ErrCorrupt}},
 		{"special file in version 2", []byte{batchFormatV2, 0, 1, opPutEntry, 1, '/', 1, 'n', byte(TypeFIFO), 1, 'h', 0}, []error{ErrCorrupt}},

@@ -79,8 +79,16 @@ const formatV1 byte = 1
 
 // Limits enforced on every write.
 const (
-	// MaxPathLen is the longest path accepted, in bytes.
-	MaxPathLen = 4096
+	// MaxPathLen is the longest path accepted, in bytes. Linux limits
+	// the path given to one call (PATH_MAX, 4,096 bytes), not the depth
+	// of a tree: a deeper path is reached relative to a directory.
+	MaxPathLen = 32 << 10
+	// LegacyMaxPathLen is the longest path of batch formats before 5,
+	// and of this store before it took longer ones.
+	LegacyMaxPathLen = 4096
+	// MaxTargetLen is the longest symbolic link target accepted, in
+	// bytes (Linux's PATH_MAX).
+	MaxTargetLen = 4096
 	// MaxNameLen is the longest entry name accepted, in bytes.
 	MaxNameLen = 255
 	// MaxIDLen is the longest intent id, meta key or home node id accepted.
@@ -260,15 +268,15 @@ func checkType(t FileType) error {
 }
 
 // checkTarget checks an inode's symlink target: present exactly for a
-// symlink, at most MaxPathLen bytes.
+// symlink, at most MaxTargetLen bytes.
 func checkTarget(ino *Inode) error {
 	switch {
 	case ino.Type == TypeSymlink && ino.Target == "":
 		return invalidf("symlink without a target")
 	case ino.Type != TypeSymlink && ino.Target != "":
 		return invalidf("a %s with a symlink target", ino.Type)
-	case len(ino.Target) > MaxPathLen:
-		return invalidf("symlink target longer than %d bytes", MaxPathLen)
+	case len(ino.Target) > MaxTargetLen:
+		return invalidf("symlink target longer than %d bytes", MaxTargetLen)
 	case ino.Rdev != 0 && !ino.Type.Device():
 		return invalidf("a %s with a device number", ino.Type)
 	}
@@ -546,7 +554,7 @@ func decodeInode(b []byte) (Inode, error) {
 	ino.Version = r.uvarint("version")
 	ino.Layout = r.bytes("layout", MaxBlobLen)
 	if ino.Type == TypeSymlink {
-		if ino.Target = r.str("symlink target", MaxPathLen); r.err == nil && ino.Target == "" {
+		if ino.Target = r.str("symlink target", MaxTargetLen); r.err == nil && ino.Target == "" {
 			r.fail("symlink without a target")
 		}
 	}

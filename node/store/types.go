@@ -82,7 +82,7 @@ type Inode struct {
 	// Layout is an opaque blob (data placement); nil when empty.
 	Layout []byte
 	// Target is a symbolic link's target (TypeSymlink only; at most
-	// MaxPathLen bytes, kept verbatim, never resolved).
+	// MaxTargetLen bytes, kept verbatim, never resolved).
 	Target string
 	// Rdev is a device's number (TypeCharDev and TypeBlockDev only; 0
 	// for any other type), in Linux's encoding (unix.Mkdev).

@@ -8,14 +8,16 @@ import (
 	"syscall"
 
 	"github.com/ghba/ghba/node/contents"
+	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )
 
-// Limits of names and paths, as Linux's own file systems have them
-// (NAME_MAX and PATH_MAX); the cluster's are the same.
+// Limits of names and full paths: NAME_MAX, as Linux's own file systems
+// have it, and the cluster's limit on a full path (store.MaxPathLen,
+// 32 KiB; Linux limits only the path one call names, PATH_MAX).
 const (
 	maxNameLen = 255
-	maxPathLen = 4096
+	maxPathLen = store.MaxPathLen
 )
 
 // toErrno returns the errno the kernel's own file systems give for err.
@@ -46,6 +48,8 @@ func toErrno(log *slog.Logger, op, p string, err error) syscall.Errno {
 		return syscall.ENODATA
 	case errors.Is(err, rpc.ErrNoSpace):
 		return syscall.ENOSPC
+	case errors.Is(err, rpc.ErrNameTooLong):
+		return syscall.ENAMETOOLONG
 	case errors.Is(err, errors.ErrUnsupported): // not every member speaks the format it needs yet
 		return syscall.EOPNOTSUPP
 	case errors.Is(err, fs.ErrInvalid): // ErrInvalidPath matches it too
@@ -70,11 +74,11 @@ func checkName(name string) syscall.Errno {
 }
 
 // checkPath refuses a full path the cluster cannot key (HBA keys metadata
-// by full path; the cluster's limit is PATH_MAX), with ENAMETOOLONG. Local
-// file systems have no limit on a full path, only on the path one call
-// names; this is a known limitation of the mount.
+// by full path), with ENAMETOOLONG. Local file systems have no limit on a
+// full path, only on the path one call names; this is a known limitation
+// of the mount.
 func checkPath(p string) syscall.Errno {
-	if len(p) >= maxPathLen {
+	if len(p) > maxPathLen {
 		return syscall.ENAMETOOLONG
 	}
 	return 0
