@@ -190,7 +190,8 @@ func (c *Client) BatchCreateDirs(ctx context.Context, req *rpc.BatchCreateDirsRe
 		h := c.dirHomeOf(dirs[i])
 		groups[h] = append(groups[h], i)
 	}
-	defer c.dirChanged(dirs...) // their times, as BatchCreate's
+	// Their times change, as BatchCreate's directory's does.
+	defer c.dirChanged(dirs...)
 	var mu sync.Mutex // guards out.Hops
 	err := eachHome(groups, func(home string, idx []int) error {
 		r := &rpc.BatchCreateDirsRequest{Dirs: make([]rpc.BatchCreateRequest, len(idx))}
