@@ -400,6 +400,21 @@ func TestProcessMountPrograms(t *testing.T) {
 		if code != 0 || out != "root only" {
 			t.Fatalf("ghba xattr get: exit %d: %q %s", code, out, errOut)
 		}
+		if _, errOut, code := c.all("xattr", "set", "--create", "/x.txt", "user.cli", "from the CLI"); code != 0 {
+			t.Fatalf("ghba xattr set: exit %d: %s", code, errOut)
+		}
+		if out, errOut, code := c.all("xattr", "list", "/x.txt"); code != 0 || out != "trusted.t\nuser.cli\n" {
+			t.Fatalf("ghba xattr list: exit %d: %q %s", code, out, errOut)
+		}
+		if n, err := unix.Getxattr(f, "user.cli", buf); err != nil || string(buf[:n]) != "from the CLI" {
+			t.Fatalf("the mount's user.cli after ghba xattr set: %q, %v", buf[:n], err)
+		}
+		if _, errOut, code := c.all("xattr", "rm", "/x.txt", "user.cli"); code != 0 {
+			t.Fatalf("ghba xattr rm: exit %d: %s", code, errOut)
+		}
+		if _, _, code := c.all("xattr", "get", "/x.txt", "user.cli"); code != 1 {
+			t.Fatalf("ghba xattr get of a removed attribute: exit %d, want 1", code)
+		}
 		// In with cp, out with rsync, both keeping them.
 		src := filepath.Join(local, "withattrs")
 		if err := os.WriteFile(src, []byte("data"), 0o644); err != nil {

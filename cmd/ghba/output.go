@@ -120,6 +120,13 @@ func printStat(w io.Writer, st *rpc.StatResponse) error {
 	t.row("atime", formatTime(st.Atime))
 	t.row("ctime", formatTime(st.Ctime))
 	t.row("nlink", st.Nlink)
+	if len(st.Xattrs) > 0 {
+		names := make([]string, len(st.Xattrs))
+		for i, x := range st.Xattrs {
+			names[i] = x.Name
+		}
+		t.row("xattrs", strings.Join(names, " "))
+	}
 	t.row("version", st.Version)
 	t.row("home", dash(st.Home))
 	t.row("level", dash(st.Level))
