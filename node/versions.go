@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,6 +67,9 @@ type formatState struct {
 	write atomic.Uint32 // the shard log format leaders write now
 	// refused is set once a format in use newer than this build was seen.
 	refused atomic.Bool
+	// candidate is the format in use that the last round computed from
+	// the members and did not adopt yet (updateFormats); 0: none.
+	candidate atomic.Uint32
 }
 
 // speaksLog returns the newest shard log format this node speaks.
@@ -153,9 +157,10 @@ func (n *Node) loadFormats(ctx context.Context) error {
 
 // updateFormats recomputes the version gate from the members' tags (the
 // readiness loop calls it): the format in use rises to the newest that
-// every member that is not gone speaks, or to one another member knows in
-// use; it is recorded and gossiped. A format in use newer than this build
-// speaks stops the node.
+// every member that is not gone speaks (once the node serves, and two
+// rounds in a row), or to one another member knows in use; it is recorded
+// and gossiped. A format in use newer than this build speaks stops the
+// node.
 func (n *Node) updateFormats(ctx context.Context) {
 	sa := n.serfAgent()
 	if sa == nil || n.formats.refused.Load() || !n.isJoined() {
@@ -165,11 +170,13 @@ func (n *Node) updateFormats(ctx context.Context) {
 	all := speaks
 	inUse := byte(n.formats.inUse.Load())
 	seenBy := ""
+	seen := map[string]string{} // what each member speaks, for the log
 	for _, m := range sa.Members() {
 		if m.Tags[tagRole] != roleGHBA || m.Name == n.cfg.NodeID || m.Status == serf.StatusLeft {
 			continue
 		}
 		all = min(all, memberLogFormat(m.Tags))
+		seen[m.Name] = fmt.Sprintf("%d (%s, in use %s)", memberLogFormat(m.Tags), m.Status, cmp.Or(m.Tags[tagFormat], "-"))
 		if u, err := strconv.ParseUint(m.Tags[tagFormat], 10, 8); err == nil && byte(u) > inUse {
 			inUse, seenBy = byte(u), m.Name
 		}
@@ -189,6 +196,7 @@ func (n *Node) updateFormats(ctx context.Context) {
 			}
 		}
 	}
+	adopted := inUse // known in use by another member, or recorded here
 	inUse = max(inUse, all)
 	if inUse > speaks {
 		n.formats.refused.Store(true)
@@ -198,8 +206,19 @@ func (n *Node) updateFormats(ctx context.Context) {
 		return
 	}
 	if uint32(inUse) <= n.formats.inUse.Load() {
+		n.formats.candidate.Store(0)
 		return
 	}
+	if inUse > adopted {
+		// A rise this node computed itself needs a settled view of the
+		// members: it serves (its group's state and shards are caught
+		// up, so Serf has had time to merge every member after a
+		// restart), and two rounds in a row found the same.
+		if ok, _ := n.serving(); !ok || n.formats.candidate.Swap(uint32(inUse)) != uint32(inUse) {
+			return
+		}
+	}
+	n.formats.candidate.Store(0)
 	var b store.Batch
 	b.SetMeta(metaLogFormat, []byte(strconv.Itoa(int(inUse))))
 	if err := n.store.Commit(ctx, &b); err != nil {
@@ -208,7 +227,7 @@ func (n *Node) updateFormats(ctx context.Context) {
 	}
 	prev := n.formats.inUse.Swap(uint32(inUse))
 	n.formats.write.Store(uint32(inUse))
-	n.log.Info("shard log format in use: every member speaks it", "format", inUse, "was", prev)
+	n.log.Info("shard log format in use: every member speaks it", "format", inUse, "was", prev, "members", seen)
 	if err := n.updateTags(); err != nil {
 		n.log.Warn("updating serf tags", "err", err)
 	}
