@@ -32,13 +32,18 @@ with "unsupported" until then).`,
 	return cmd
 }
 
-// xattrsOf returns the extended attributes of p.
-func xattrsOf(ctx context.Context, c *client.Client, p string) ([]rpc.Xattr, error) {
-	st, err := c.Stat(ctx, p)
-	if err != nil {
-		return nil, opError("xattr", p, err)
+// withXattrs runs fn with the extended attributes of path p.
+func withXattrs(cmd *cobra.Command, o *clientOptions, p string, fn func(xs []rpc.Xattr) error) error {
+	if err := checkPath(p); err != nil {
+		return err
 	}
-	return st.Inode.Xattrs, nil
+	return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+		st, err := c.Stat(ctx, p)
+		if err != nil {
+			return opError("xattr", p, err)
+		}
+		return fn(st.Inode.Xattrs)
+	})
 }
 
 func newXattrListCmd(o *clientOptions) *cobra.Command {
@@ -51,15 +56,7 @@ them with their values (base64, as JSON carries bytes).`,
   ghba --json xattr list /data/a.jpg`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p := args[0]
-			if err := checkPath(p); err != nil {
-				return err
-			}
-			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
-				xs, err := xattrsOf(ctx, c, p)
-				if err != nil {
-					return err
-				}
+			return withXattrs(cmd, o, args[0], func(xs []rpc.Xattr) error {
 				if o.json {
 					return writeJSON(cmd.OutOrStdout(), append([]rpc.Xattr{}, xs...))
 				}
@@ -83,14 +80,7 @@ has none of that name.`,
 		Args:    exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, name := args[0], args[1]
-			if err := checkPath(p); err != nil {
-				return err
-			}
-			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
-				xs, err := xattrsOf(ctx, c, p)
-				if err != nil {
-					return err
-				}
+			return withXattrs(cmd, o, p, func(xs []rpc.Xattr) error {
 				for _, x := range xs {
 					if x.Name == name {
 						_, err := cmd.OutOrStdout().Write(x.Value)
