@@ -12,7 +12,7 @@ import (
 func TestCleanPath(t *testing.T) {
 	long := strings.Repeat("a", MaxNameLen)
 	tooLong := strings.Repeat("a", MaxNameLen+1)
-	deep := strings.Repeat("/abcdefg", MaxPathLen/8) // exactly 4096 bytes
+	deep := strings.Repeat("/abcdefg", MaxPathLen/8) // exactly MaxPathLen bytes
 	tests := []struct {
 		in, want string
 		bad      string // substring of the error; "" = valid
@@ -44,8 +44,8 @@ func TestCleanPath(t *testing.T) {
 		{"/\x00", "", "NUL"},
 		{"/" + tooLong, "", "component of 256 bytes"},
 		{"/a/" + tooLong + "/b", "", "component of 256 bytes"},
-		{deep + "/", "", "longer than 4096"},
-		{"/" + strings.Repeat("a/", 3000), "", "longer than 4096"},
+		{deep + "/", "", "longer than 32768"},
+		{"/" + strings.Repeat("a/", 17000), "", "longer than 32768"},
 	}
 	for _, tt := range tests {
 		got, err := CleanPath(tt.in)
@@ -65,6 +65,9 @@ func TestCleanPath(t *testing.T) {
 		}
 		if !errors.Is(err, rpc.ErrInvalidPath) || !errors.Is(err, rpc.ErrInvalidPath) {
 			t.Errorf("CleanPath(%q): %v does not match rpc.ErrInvalidPath", name, err)
+		}
+		if long := strings.Contains(tt.bad, "longer than") || strings.Contains(tt.bad, "component of"); long != errors.Is(err, rpc.ErrNameTooLong) {
+			t.Errorf("CleanPath(%q): %v matches rpc.ErrNameTooLong: %v, want %v", name, err, !long, long)
 		}
 		if !strings.Contains(err.Error(), tt.bad) {
 			t.Errorf("CleanPath(%q): %q does not say %q", name, err, tt.bad)

@@ -213,6 +213,11 @@ type NamespacesOptions struct {
 	// Tuning holds the namespace's timers (default: ResolveAfter 300ms,
 	// the rest namespace.DefaultTuning's).
 	Tuning namespace.Tuning
+	// RaftTimeout is the shards' Raft heartbeat, election and leader
+	// lease timeout (default 500ms). A test of planned leadership moves
+	// sets it long, so that a loaded machine starts no election of its
+	// own.
+	RaftTimeout time.Duration
 	// Configure, if set, adjusts each node's namespace.Options before it
 	// is built.
 	Configure func(*namespace.Options)
@@ -464,7 +469,8 @@ func (c *Namespaces) openReplicas(nd *NamespaceNode, log *slog.Logger, first boo
 	// heartbeat timeout (raft's longest lease): with 250 ms, leaders of
 	// 3-replica shards on a starved 2-core machine stepped down often
 	// enough that a request found no leader within LeaderWait.
-	tun.Heartbeat, tun.Election, tun.LeaderLease, tun.Commit = 500*time.Millisecond, 500*time.Millisecond, 500*time.Millisecond, 5*time.Millisecond
+	rt := cmp.Or(c.opts.RaftTimeout, 500*time.Millisecond)
+	tun.Heartbeat, tun.Election, tun.LeaderLease, tun.Commit = rt, rt, rt, 5*time.Millisecond
 	ctx, cancel := context.WithCancel(context.Background())
 	nd.watch = cancel
 	nd.Replicas = map[string]*shard.Replica{}

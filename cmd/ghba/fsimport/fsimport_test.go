@@ -20,6 +20,7 @@ import (
 	"github.com/ghba/ghba/cmd/ghba/fsimport"
 	"github.com/ghba/ghba/cmd/ghba/fsimport/fsimporttest"
 	"github.com/ghba/ghba/node/nodetest"
+	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 	"github.com/ghba/ghba/rpc/client"
 )
@@ -298,10 +299,13 @@ func TestImportBadEntry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	dest := ""
-	for range 16 {
+	// A destination so deep that only the long name passes the
+	// cluster's limit on a full path.
+	dest, target := "", store.MaxPathLen-100
+	for len(dest)+251 <= target {
 		dest += "/" + strings.Repeat("d", 250)
 	}
+	dest += "/" + strings.Repeat("e", target-len(dest)-1)
 	var failed []string
 	im, err := fsimport.New(c.Client, fsimport.Options{Source: src, Dest: dest,
 		OnError: func(p string, err error) { failed = append(failed, path.Base(p)) }})
