@@ -275,7 +275,7 @@ func TestProcessMountS3(t *testing.T) {
 func TestProcessMountPrograms(t *testing.T) {
 	needTools(t, "tar", "diff", "git", "rsync", "find", "cp")
 	c := mountCluster(t)
-	m := c.mount("programs")
+	m := c.mount("programs", "--xattrs")
 	local := t.TempDir()
 	goroot := strings.TrimSpace(sh(t, ".", "go env GOROOT"))
 	tarball := filepath.Join(t.TempDir(), "src.tar")
