@@ -170,6 +170,33 @@ func TestVersionGate(t *testing.T) {
 		nodes[i] = nodetest.Start(t, cfgs[i], log)
 		checkGroup(t, 30*time.Second, nodes, ids)
 	}
+	mkdir := func(p string) {
+		t.Helper()
+		rpctest.Eventually(t, 20*time.Second, "mkdir "+p, func() error {
+			_, err := cl.Mkdir(ctx, &rpc.MkdirRequest{Path: p, Mode: 0o755})
+			if errors.Is(err, fs.ErrExist) {
+				return nil
+			}
+			return err
+		})
+	}
+	nlink := func(p string, want uint32) {
+		t.Helper()
+		rpctest.Eventually(t, 30*time.Second, fmt.Sprintf("%s with %d links", p, want), func() error {
+			st, err := cl.Stat(ctx, p)
+			if err != nil {
+				return err
+			}
+			if st.Inode.Nlink != want {
+				return fmt.Errorf("%s has %d links", p, st.Inode.Nlink)
+			}
+			return nil
+		})
+	}
+	// Directories made before link counts are kept.
+	for _, p := range []string{"/olddir", "/olddir/s1", "/olddir/s2"} {
+		mkdir(p)
+	}
 	for i := range 2 {
 		upgrade(i)
 		for j := range 20 {
@@ -209,6 +236,10 @@ func TestVersionGate(t *testing.T) {
 	if err := mkfifo(); err != nil {
 		t.Fatalf("mkfifo with every member on this build: %v", err)
 	}
+	// The directories made before are counted; the new ones count.
+	nlink("/olddir", 4)
+	mkdir("/olddir/s3")
+	nlink("/olddir", 5)
 	rpctest.Eventually(t, 30*time.Second, "ids on the files created before", func() error {
 		st, err := cl.Stat(ctx, "/old0-0")
 		if err != nil {

@@ -133,6 +133,16 @@ func Rebase(p, oldRoot, newRoot string) string {
 // have been numbered (ids.go).
 const LegacyIDsKey = idsLegacyKey
 
+// LinksCounted reports whether this node leads shard and its home's pass
+// counting the directories' links has finished.
+func (n *Namespace) LinksCounted(shard string) bool {
+	h := n.home(shard)
+	if h == nil {
+		return false
+	}
+	return h.linksCounted.Load()
+}
+
 // LegacyNumbered reports whether this node leads shard and its home's
 // pass numbering the inodes without an id has finished.
 func (n *Namespace) LegacyNumbered(shard string) bool {

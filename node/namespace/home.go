@@ -48,6 +48,8 @@ type home struct {
 	txnSeq   atomic.Uint64
 	cleanup  chan string // coordinator records to delete
 	ids      idBlock     // inode ids for the inodes it creates (ids.go)
+	// linksCounted is set once countLinks finished (links.go; tests).
+	linksCounted atomic.Bool
 	// trashPending is the number of objects in the shard's trash after
 	// the last round of its collection (trash.go).
 	trashPending atomic.Int64
@@ -114,6 +116,7 @@ func (h *home) start(ctx context.Context) error {
 	h.tasks.Go(h.cleanupLoop)
 	h.tasks.Go(h.resolveLoop)
 	h.tasks.Go(h.numberLegacy)
+	h.tasks.Go(h.countLinks)
 	h.tasks.Go(h.trashLoop)
 	return nil
 }

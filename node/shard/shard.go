@@ -427,11 +427,15 @@ func (r *Replica) Barrier(ctx context.Context) error {
 // Apply commits b through the shard's Raft log (namespace.Replica). The
 // directories whose entries b changes get this node's clock as their
 // modification and change times (store.Batch.StampDirTimes), once the
-// shard writes batch format 3.
+// shard writes batch format 3, and keep their link counts
+// (store.Batch.CountLinks), once it writes format 6.
 func (r *Replica) Apply(ctx context.Context, b *store.Batch) error {
 	max := r.LogFormat()
 	if max >= store.BatchFormatV3 {
 		b.StampDirTimes(time.Now().UnixNano())
+	}
+	if max >= store.BatchFormatV6 {
+		b.CountLinks()
 	}
 	data, err := encodeBatch(b, max)
 	if err != nil {

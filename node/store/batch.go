@@ -48,6 +48,9 @@ const (
 	mutDelete
 	mutSetInode
 	mutDeleteInode
+	// mutRecountLinks sets a directory's link count from its entries
+	// (key: the directory's inode key; RecountLinks).
+	mutRecountLinks
 )
 
 type mutation struct {
@@ -84,6 +87,13 @@ type Batch struct {
 	dirTime int64
 	// keepTimes makes StampDirTimes a no-op (KeepDirTimes).
 	keepTimes bool
+	// countLinks makes the directories' link counts follow the entries
+	// the batch puts and deletes (CountLinks; version 6).
+	countLinks bool
+	// recounts is set when the batch holds a RecountLinks (version 6).
+	recounts bool
+	// dirPuts is set when the batch puts a directory's inode.
+	dirPuts bool
 }
 
 // HasText reports whether an inode the batch puts has a text (Inode.Text).
@@ -159,7 +169,7 @@ func (b *Batch) Reset() {
 	clear(b.conds)
 	clear(b.muts)
 	b.conds, b.muts, b.err, b.texts, b.entryIDs, b.special, b.xattrs = b.conds[:0], b.muts[:0], nil, false, false, false, false
-	b.dirTime, b.keepTimes = 0, false
+	b.dirTime, b.keepTimes, b.countLinks, b.recounts, b.dirPuts = 0, false, false, false, false
 }
 
 // StampDirTimes records t (Unix ns; the shard leader's clock when it
@@ -178,6 +188,45 @@ func (b *Batch) StampDirTimes(t int64) {
 // KeepDirTimes marks a batch whose entry changes must not touch their
 // directories' times (a maintenance rewrite of existing entries).
 func (b *Batch) KeepDirTimes() { b.keepTimes, b.dirTime = true, 0 }
+
+// CountLinks makes Commit keep the link count of every directory whose
+// entries the batch changes: 2 plus its subdirectories, as on Linux
+// (docs/design.md, "Directory link counts"). A put of a directory's entry
+// where none was adds one to its directory's count, a delete of one takes
+// one away (never below 2), and a put of an inode over a directory of the
+// same id keeps the stored count, so that a read-modify-write of a
+// directory (a chmod) does not write back a count it read before a
+// concurrent mkdir. It does nothing to a batch that neither changes an
+// entry nor puts a directory, and is kept only in batch format 6
+// (AppendBinaryFormat): the shard leader calls it once every replica
+// applies that format.
+func (b *Batch) CountLinks() {
+	if b.linksMatter() {
+		b.countLinks = true
+	}
+}
+
+// linksMatter reports whether counting links can change what the batch
+// does: it changes an entry, puts a directory or recounts one.
+func (b *Batch) linksMatter() bool {
+	return b.recounts || b.dirPuts || b.changesEntries()
+}
+
+// CountsLinks reports whether the batch keeps its directories' link
+// counts (CountLinks, or a batch of format 6 decoded).
+func (b *Batch) CountsLinks() bool { return b.countLinks }
+
+// RecountLinks sets directory dir's link count to 2 plus the number of
+// its entries that are directories, as the batch leaves them, on every
+// replica that applies it: the shard counts the directories made before
+// link counts were kept (batch format 6 only). A dir whose inode the
+// store does not hold, or that is not a directory, is left alone.
+func (b *Batch) RecountLinks(dir string) {
+	if b.ok(checkPath(dir)) {
+		b.addMut(mutation{kind: mutRecountLinks, key: inodeKey(dir)})
+		b.recounts, b.countLinks = true, true
+	}
+}
 
 // DirTime returns the batch's directory time stamp (0: none).
 func (b *Batch) DirTime() int64 { return b.dirTime }
@@ -214,6 +263,7 @@ func (b *Batch) PutInode(path string, ino Inode) {
 		b.texts = b.texts || ino.Text != ""
 		b.special = b.special || ino.Type.Special()
 		b.xattrs = b.xattrs || len(ino.Xattrs) > 0
+		b.dirPuts = b.dirPuts || ino.Type == TypeDir
 	}
 }
 

@@ -75,6 +75,7 @@ const (
 	batchFormatV3 byte = 3
 	batchFormatV4 byte = 4
 	batchFormatV5 byte = 5
+	batchFormatV6 byte = 6
 )
 
 // The batch formats, for a caller that must choose (a shard leader during
@@ -82,14 +83,16 @@ const (
 // BatchFormatV1 carries no ids, BatchFormatV2 carries them,
 // BatchFormatV3 carries special files too, BatchFormatV4 extended
 // attributes, BatchFormatV5 paths longer than LegacyMaxPathLen,
-// MaxBatchFormat is the newest this build reads and writes.
+// BatchFormatV6 directory link counts, MaxBatchFormat is the newest this
+// build reads and writes.
 const (
 	BatchFormatV1  = batchFormatV1
 	BatchFormatV2  = batchFormatV2
 	BatchFormatV3  = batchFormatV3
 	BatchFormatV4  = batchFormatV4
 	BatchFormatV5  = batchFormatV5
-	MaxBatchFormat = batchFormatV5
+	BatchFormatV6  = batchFormatV6
+	MaxBatchFormat = batchFormatV6
 )
 
 // BatchFormat returns the format a batch encoded in data was written in
@@ -111,6 +114,7 @@ const (
 	opDeleteIntent byte = 6
 	opSetMeta      byte = 7
 	opDeleteMeta   byte = 8
+	opRecountLinks byte = 9
 )
 
 // maxInodeValueLen bounds an encoded inode: its fixed fields, a layout of
@@ -170,6 +174,11 @@ func (b *Batch) AppendBinaryFormat(buf []byte, max byte) ([]byte, error) {
 	case long && max < batchFormatV5:
 		return buf, fmt.Errorf("store: encode batch: %w: paths longer than %d bytes need batch format %d, and format %d is the newest allowed",
 			ErrFormatTooOld, LegacyMaxPathLen, batchFormatV5, max)
+	case b.recounts && max < batchFormatV6:
+		return buf, fmt.Errorf("store: encode batch: %w: recounting links needs batch format %d, and format %d is the newest allowed",
+			ErrFormatTooOld, batchFormatV6, max)
+	case b.countLinks && max >= batchFormatV6:
+		v = batchFormatV6
 	case long:
 		v = batchFormatV5
 	case b.xattrs:
@@ -252,6 +261,8 @@ func (m *mutation) appendBinary(b []byte, v byte, noInodeIDs bool) ([]byte, erro
 		return appendStr(appendStr(append(b, opPutInode), m.key[1:]), val), nil
 	case m.kind == mutDeleteInode:
 		return appendStr(append(b, opDeleteInode), m.key[1:]), nil
+	case m.kind == mutRecountLinks:
+		return appendStr(append(b, opRecountLinks), m.key[1:]), nil
 	case m.kind == mutDelete && m.key[0] == pfxEntry:
 		return appendEntryKey(append(b, opDeleteEntry), m.key)
 	case m.kind == mutSet && m.key[0] == pfxEntry:
@@ -308,7 +319,7 @@ func decodeBatch(data []byte) (Batch, error) {
 	var nb Batch
 	r := reader{b: data}
 	v := r.byte("batch format version")
-	if r.err == nil && (v < batchFormatV1 || v > batchFormatV5) {
+	if r.err == nil && (v < batchFormatV1 || v > batchFormatV6) {
 		return nb, fmt.Errorf("store: decode batch: %w: batch format %d", ErrUnknownVersion, v)
 	}
 	decodeCond := func(r *reader) error { return nb.decodeCond(r, v) }
@@ -332,21 +343,27 @@ func decodeBatch(data []byte) (Batch, error) {
 	if err := r.end("batch"); err != nil {
 		return nb, fmt.Errorf("store: decode batch: %w", err)
 	}
-	// Version 5 is written exactly when a path is longer than the older
-	// formats take, else version 4 exactly when extended attributes are
-	// in the batch, else version 3 exactly when a special file or a stamp
-	// is, and a stamp only on a batch that changes entries, which keeps
-	// each batch's encoding unique.
+	// Version 6 is written exactly when the batch counts links (and then
+	// changes entries, puts a directory or recounts), else version 5 exactly when a path is
+	// longer than the older formats take, else version 4 exactly when
+	// extended attributes are in the batch, else version 3 exactly when a
+	// special file or a stamp is, and a stamp only on a batch that changes
+	// entries, which keeps each batch's encoding unique.
 	long := nb.longPaths()
+	nb.countLinks = v == batchFormatV6
 	switch {
+	case nb.dirTime < 0 || nb.dirTime != 0 && !nb.changesEntries():
+		return nb, fmt.Errorf("store: decode batch: %w: directory time %d on a batch that changes no entry", ErrCorrupt, nb.dirTime)
+	case nb.countLinks:
+		if !nb.linksMatter() {
+			return nb, fmt.Errorf("store: decode batch: %w: batch format %d on a batch that changes no entry and puts no directory", ErrCorrupt, v)
+		}
 	case long != (v == batchFormatV5):
 		return nb, fmt.Errorf("store: decode batch: %w: batch format %d with paths longer than %d bytes %v", ErrCorrupt, v, LegacyMaxPathLen, long)
 	case !long && nb.xattrs != (v == batchFormatV4):
 		return nb, fmt.Errorf("store: decode batch: %w: batch format %d with extended attributes %v", ErrCorrupt, v, nb.xattrs)
 	case !long && !nb.xattrs && (nb.special || nb.dirTime != 0) != (v == batchFormatV3):
 		return nb, fmt.Errorf("store: decode batch: %w: batch format %d with special files %v and directory time %d", ErrCorrupt, v, nb.special, nb.dirTime)
-	case nb.dirTime < 0 || nb.dirTime != 0 && !nb.changesEntries():
-		return nb, fmt.Errorf("store: decode batch: %w: directory time %d on a batch that changes no entry", ErrCorrupt, nb.dirTime)
 	}
 	return nb, nil
 }
@@ -499,6 +516,11 @@ func (b *Batch) decodeMut(r *reader, v byte) error {
 		b.SetMeta(key, r.take("meta value", MaxBlobLen))
 	case opDeleteMeta:
 		b.DeleteMeta(r.str("meta key", MaxIDLen))
+	case opRecountLinks:
+		if v < batchFormatV6 {
+			return corruptf("a recount of links in batch format %d", v)
+		}
+		b.RecountLinks(r.str("dir", pathLimit(v)))
 	default:
 		return corruptf("mutation op %d unknown", op)
 	}

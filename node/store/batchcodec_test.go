@@ -143,7 +143,9 @@ func TestBatchBinaryRejects(t *testing.T) {
 	}{
 		{"nil", nil, []error{ErrCorrupt}},
 		{"version 0", []byte{0, 0, 0}, []error{ErrUnknownVersion}},
-		{"version 6", append([]byte{6}, enc[1:]...), []error{ErrUnknownVersion}},
+		{"version 7", append([]byte{7}, enc[1:]...), []error{ErrUnknownVersion}},
+		{"version 6 that changes no entry", []byte{batchFormatV6, 0, 1, opDeleteInode, 2, '/', 'a', 0}, []error{ErrCorrupt}},
+		{"recount in version 5", []byte{batchFormatV5, 0, 1, opRecountLinks, 2, '/', 'a', 0}, []error{ErrCorrupt}},
 		{"version 5 without a long path", append([]byte{batchFormatV5}, enc[1:]...), []error{ErrCorrupt}},
 		{"long path in version 4", longV4, []error{ErrCorrupt}},
 		{"version 4 without extended attributes", append([]byte{batchFormatV4}, enc[1:]...), []error{ErrCorrupt}},
@@ -157,7 +159,7 @@ func TestBatchBinaryRejects(t *testing.T) {
 		{"trailing byte", append(slices.Clone(enc), 0), []error{ErrCorrupt}},
 		{"count too large", []byte{batchFormatV1, 0xff, 0xff, 0x03, 0}, []error{ErrCorrupt}},
 		{"unknown precondition", []byte{batchFormatV1, 1, 10, 0, 0}, []error{ErrCorrupt}},
-		{"unknown op", []byte{batchFormatV1, 0, 1, 9, 0}, []error{ErrCorrupt}},
+		{"unknown op", []byte{batchFormatV1, 0, 1, 10, 0}, []error{ErrCorrupt}},
 		{"meta presence 2", []byte{batchFormatV1, 1, byte(condMetaEquals), 1, 'm', 2, 0, 0}, []error{ErrCorrupt}},
 		{"absent meta with value", []byte{batchFormatV1, 1, byte(condMetaEquals), 1, 'm', 0, 1, 'v', 0}, []error{ErrCorrupt}},
 		{"invalid path", invalidPath, []error{ErrCorrupt, ErrInvalid}},
@@ -235,7 +237,9 @@ func randomBatch(rng *rand.Rand, seq int) *Batch {
 		if typ.Device() {
 			rdev = uint64(rng.IntN(1 << 20))
 		}
-		switch rng.IntN(8) {
+		switch rng.IntN(9) {
+		case 8:
+			b.RecountLinks(pick(paths))
 		case 0, 1:
 			b.PutInode(pick(paths), Inode{Type: typ, Size: int64(seq), Version: uint64(rng.IntN(3)), Rdev: rdev})
 		case 2:
@@ -258,6 +262,9 @@ func randomBatch(rng *rand.Rand, seq int) *Batch {
 	}
 	if rng.IntN(3) == 0 {
 		b.StampDirTimes(int64(seq) * 1000)
+	}
+	if rng.IntN(2) == 0 {
+		b.CountLinks()
 	}
 	return &b
 }

@@ -623,6 +623,15 @@ func inodeTypeOf(b []byte) FileType {
 	return FileType(b[1])
 }
 
+// entryTypeOf returns the type of an encoded entry without decoding the
+// rest (used to keep the directories' link counts).
+func entryTypeOf(b []byte) FileType {
+	if len(b) < 2 || b[0] != formatV1 {
+		return 0
+	}
+	return FileType(b[1])
+}
+
 func encodeEntry(e *Entry) []byte {
 	b := make([]byte, 0, 2+2*binary.MaxVarintLen64+len(e.Home))
 	b = append(b, formatV1, byte(e.Type))

@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +58,11 @@ type wtxn struct {
 	// absent and no mutation has written since: a create's write of the
 	// inode then needs no second read for the counts.
 	absent map[string]struct{}
+	// entryAbsent holds the entry keys a precondition of the batch being
+	// applied found absent and no mutation of it has written since (nil
+	// once written): a create's put of the entry then needs no read to
+	// tell whether it replaced a directory's (noteEntry).
+	entryAbsent [][]byte
 	// rekeys holds the rekey records this transaction wrote (nil: deleted),
 	// applied to the store's rekeyIndex once it commits.
 	rekeys map[string]*rekeyEntry
@@ -179,11 +184,32 @@ func (w *wtxn) count(t FileType, d int64) {
 	}
 }
 
-// setInode writes an encoded inode and keeps the counts.
-func (w *wtxn) setInode(key, val []byte) error {
-	old, err := w.oldInodeType(key)
-	if err != nil {
-		return err
+// setInode writes an encoded inode and keeps the counts. With keepLinks
+// (a batch that counts links), a directory written over the same
+// directory (the same inode id) keeps its stored link count
+// (Batch.CountLinks).
+func (w *wtxn) setInode(key, val []byte, keepLinks bool) error {
+	var old FileType
+	if keepLinks && inodeTypeOf(val) == TypeDir {
+		if _, absent := w.absent[string(key)]; absent {
+			delete(w.absent, string(key))
+		} else {
+			ov, ok, err := w.get(key)
+			if err != nil {
+				return err
+			}
+			if ok {
+				old = inodeTypeOf(ov)
+				if val, err = keepNlink(key, ov, val); err != nil {
+					return err
+				}
+			}
+		}
+	} else {
+		var err error
+		if old, err = w.oldInodeType(key); err != nil {
+			return err
+		}
 	}
 	if err := w.txn.Set(key, val); err != nil {
 		return err
@@ -194,6 +220,28 @@ func (w *wtxn) setInode(key, val []byte) error {
 		w.changes.note(key, old != 0, true)
 	}
 	return nil
+}
+
+// keepNlink returns val, the directory inode a batch puts at key, with
+// the link count of ov, the inode stored there, when that is the same
+// directory (the same id).
+func keepNlink(key, ov, val []byte) ([]byte, error) {
+	if inodeTypeOf(ov) != TypeDir {
+		return val, nil
+	}
+	was, err := decodeInode(ov)
+	if err != nil {
+		return nil, fmt.Errorf("store: inode %q: %w", key[1:], err)
+	}
+	ino, err := decodeInode(val)
+	if err != nil {
+		return nil, fmt.Errorf("store: inode %q: %w", key[1:], err)
+	}
+	if was.ID == 0 || was.ID != ino.ID || was.Nlink == ino.Nlink {
+		return val, nil
+	}
+	ino.Nlink = was.Nlink
+	return encodeInode(&ino), nil
 }
 
 // deleteInode deletes an inode (if present) and keeps the counts.
@@ -214,6 +262,8 @@ func (w *wtxn) deleteInode(key []byte) error {
 
 // check evaluates the batch's preconditions in order.
 func (b *Batch) check(w *wtxn) (*PreconditionError, error) {
+	clear(w.entryAbsent)
+	w.entryAbsent = w.entryAbsent[:0]
 	for i := range b.conds {
 		c := &b.conds[i]
 		var fail error
@@ -225,6 +275,8 @@ func (b *Batch) check(w *wtxn) (*PreconditionError, error) {
 			}
 			if ok {
 				fail = ErrExists
+			} else if c.kind == condEntryAbsent {
+				w.entryAbsent = append(w.entryAbsent, c.key)
 			} else if c.kind == condInodeAbsent {
 				if w.absent == nil {
 					w.absent = make(map[string]struct{})
@@ -280,20 +332,29 @@ func (b *Batch) check(w *wtxn) (*PreconditionError, error) {
 	return nil, nil
 }
 
-// write applies the batch's mutations in order.
+// write applies the batch's mutations in order, then the changes they
+// make to their directories' times and link counts.
 func (b *Batch) write(w *wtxn) error {
+	var dirs dirChanges
 	for i := range b.muts {
 		m := &b.muts[i]
 		var err error
+		if (m.kind == mutSet || m.kind == mutDelete) && m.key[0] == pfxEntry {
+			if err = b.noteEntry(w, m, &dirs); err != nil {
+				return err
+			}
+		}
 		switch m.kind {
 		case mutSet:
 			err = w.txn.Set(m.key, m.val)
 		case mutDelete:
 			err = w.txn.Delete(m.key)
 		case mutSetInode:
-			err = w.setInode(m.key, m.val)
+			err = w.setInode(m.key, m.val, b.countLinks)
 		case mutDeleteInode:
 			err = w.deleteInode(m.key)
+		case mutRecountLinks:
+			dirs.get(string(m.key[1:])).recount = true
 		default:
 			err = fmt.Errorf("store: unknown mutation kind %d", m.kind)
 		}
@@ -301,54 +362,156 @@ func (b *Batch) write(w *wtxn) error {
 			return err
 		}
 	}
-	if b.dirTime != 0 {
-		return b.touchDirs(w)
-	}
-	return nil
-}
-
-// touchDirs sets the batch's stamp as the times of the directories whose
-// entries it changes (StampDirTimes).
-func (b *Batch) touchDirs(w *wtxn) error {
-	var done []string // a batch changes the entries of one or a few directories
-	for i := range b.muts {
-		m := &b.muts[i]
-		if (m.kind != mutSet && m.kind != mutDelete) || m.key[0] != pfxEntry {
-			continue
-		}
-		dir, _, ok := parseEntryKey(m.key)
-		if !ok || slices.Contains(done, dir) {
-			continue
-		}
-		done = append(done, dir)
-		if err := w.touchDir(dir, b.dirTime); err != nil {
+	for i := range dirs.list {
+		if err := w.changeDir(&dirs.list[i], b.dirTime); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// touchDir sets directory dir's modification and change times to t, or
-// leaves either if it is later already: a directory's times never go
-// back, whichever leader's clock stamped them. The inode's version is
-// kept: a time set this way is no change that a conditional write
+// dirChange is what a batch does to one directory besides its entries:
+// touch sets its times to the batch's stamp, links is the change of its
+// count of subdirectories, recount counts them again (RecountLinks).
+type dirChange struct {
+	dir            string
+	touch, recount bool
+	links          int
+}
+
+// dirChanges are the directories a batch changes, in the order it first
+// names them (a batch changes the entries of one or a few directories,
+// a recount batch of a few hundred).
+type dirChanges struct {
+	list []dirChange
+	idx  map[string]int // dir -> position in list, once list is long
+}
+
+// get returns dir's change, adding it when the batch has not named it.
+func (d *dirChanges) get(dir string) *dirChange {
+	if d.idx != nil {
+		if i, ok := d.idx[dir]; ok {
+			return &d.list[i]
+		}
+	} else {
+		for i := range d.list {
+			if d.list[i].dir == dir {
+				return &d.list[i]
+			}
+		}
+	}
+	d.list = append(d.list, dirChange{dir: dir})
+	if d.idx != nil || len(d.list) > 8 {
+		if d.idx == nil {
+			d.idx = make(map[string]int, 2*len(d.list))
+			for i := range d.list {
+				d.idx[d.list[i].dir] = i
+			}
+		}
+		d.idx[dir] = len(d.list) - 1
+	}
+	return &d.list[len(d.list)-1]
+}
+
+// noteEntry records what the put or delete m of an entry does to its
+// directory, before m is applied: a new time when the batch is stamped,
+// one subdirectory more or less when it counts links.
+func (b *Batch) noteEntry(w *wtxn, m *mutation, dirs *dirChanges) error {
+	absent := false
+	for i, k := range w.entryAbsent {
+		if bytes.Equal(k, m.key) {
+			absent, w.entryAbsent[i] = true, nil // written now
+			break
+		}
+	}
+	if b.dirTime == 0 && !b.countLinks {
+		return nil
+	}
+	dir, _, ok := parseEntryKey(m.key)
+	if !ok {
+		return nil
+	}
+	c := dirs.get(dir)
+	c.touch = c.touch || b.dirTime != 0
+	if !b.countLinks {
+		return nil
+	}
+	isDir := m.kind == mutSet && entryTypeOf(m.val) == TypeDir
+	wasDir := false
+	if !absent {
+		old, ok, err := w.get(m.key)
+		if err != nil {
+			return err
+		}
+		wasDir = ok && entryTypeOf(old) == TypeDir
+	}
+	switch {
+	case isDir && !wasDir:
+		c.links++
+	case wasDir && !isDir:
+		c.links--
+	}
+	return nil
+}
+
+// changeDir applies c to its directory's inode: the stamp t as its
+// modification and change times when c.touch (never backwards: a later
+// leader's clock may be behind), and its link count. The inode's version
+// is kept: neither is a change that a conditional write
 // (RequireInodeVersion) of the directory must have seen. A directory whose
 // inode this store does not hold is left alone.
-func (w *wtxn) touchDir(dir string, t int64) error {
-	key := inodeKey(dir)
+func (w *wtxn) changeDir(c *dirChange, t int64) error {
+	key := inodeKey(c.dir)
 	v, ok, err := w.get(key)
 	if err != nil || !ok {
 		return err
 	}
 	ino, err := decodeInode(v)
 	if err != nil {
-		return fmt.Errorf("store: directory %q: %w", dir, err)
+		return fmt.Errorf("store: directory %q: %w", c.dir, err)
 	}
-	if ino.Type != TypeDir || (ino.Mtime >= t && ino.Ctime >= t) {
+	if ino.Type != TypeDir {
 		return nil
 	}
-	ino.Mtime, ino.Ctime = max(ino.Mtime, t), max(ino.Ctime, t)
+	nlink := ino.Nlink
+	switch {
+	case c.recount:
+		n, err := w.countSubdirs(c.dir)
+		if err != nil {
+			return err
+		}
+		nlink = uint32(min(2+n, math.MaxUint32))
+	case c.links != 0:
+		nlink = uint32(min(max(2, int64(ino.Nlink)+int64(c.links)), math.MaxUint32))
+	}
+	touch := c.touch && t != 0 && (ino.Mtime < t || ino.Ctime < t)
+	if !touch && nlink == ino.Nlink {
+		return nil
+	}
+	if touch {
+		ino.Mtime, ino.Ctime = max(ino.Mtime, t), max(ino.Ctime, t)
+	}
+	ino.Nlink = nlink
 	return w.txn.Set(key, encodeInode(&ino))
+}
+
+// countSubdirs returns how many of dir's entries are directories.
+func (w *wtxn) countSubdirs(dir string) (int64, error) {
+	it := w.txn.NewIterator(badger.IteratorOptions{Prefix: entryDirPrefix(dir)})
+	defer it.Close()
+	var n int64
+	for it.Rewind(); it.Valid(); it.Next() {
+		err := it.Item().Value(func(v []byte) error {
+			if entryTypeOf(v) == TypeDir {
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
 // Commit applies the batch atomically and durably: when it returns nil every

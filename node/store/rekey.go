@@ -355,7 +355,7 @@ func rekeyStep(w *wtxn, rk Rekey, maxKeys, maxBytes int) (moved [][2]string, don
 				return nil, false, fmt.Errorf("store: inode %q: %w", e.key[1:], err)
 			}
 			ino.Ancestors = movedCodes(ino.Ancestors, rk.Chain, oldDepth, newDepth)
-			if err := w.setInode(nk, encodeInode(&ino)); err != nil {
+			if err := w.setInode(nk, encodeInode(&ino), false); err != nil {
 				return nil, false, err
 			}
 			if err := w.txn.Delete(e.key); err != nil {
