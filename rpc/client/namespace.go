@@ -129,9 +129,10 @@ func (c *Client) batchStat(ctx context.Context, paths []string, lease, prefetch 
 
 // dirChanged drops the cached inodes of dirs, whose entries this client
 // just changed (or may have: the call's outcome may be unknown): their
-// modification times moved, and the cluster does not revoke a lease on a
-// directory for that (docs/design.md, "Directory times"), so without this
-// a stat by the writer itself could show the time from before its change.
+// modification times and link counts moved, and the cluster does not
+// revoke a lease on a directory for those (docs/design.md, "Directory
+// times"), so without this a stat by the writer itself could show the
+// directory from before its change.
 func (c *Client) dirChanged(dirs ...string) {
 	if c.cache == nil {
 		return
@@ -368,7 +369,11 @@ func (c *Client) findShards(ctx context.Context, shards *rpc.ShardsResponse, req
 // makes the call idempotent and so retryable after a broken connection).
 func (c *Client) Mkdir(ctx context.Context, req *rpc.MkdirRequest) (*rpc.MkdirResponse, error) {
 	resp := new(rpc.MkdirResponse)
-	defer c.dirChanged(parent(req.Path))
+	if req.Parents {
+		defer c.dirChanged(ancestors(req.Path)...) // any may have got a subdirectory
+	} else {
+		defer c.dirChanged(parent(req.Path))
+	}
 	if err := c.callAny(ctx, c.dirHomeOf(parent(req.Path)), rpc.MethodMkdir, req.Parents, req, resp); err != nil {
 		return nil, err
 	}
@@ -586,3 +591,14 @@ func (c *Client) learn(p, id, addr string, isDir bool) {
 
 // parent returns the parent directory of an absolute path ("/" for "/").
 func parent(p string) string { return path.Dir(p) }
+
+// ancestors returns the directories above p, its parent first.
+func ancestors(p string) []string {
+	var out []string
+	for d := parent(p); ; d = parent(d) {
+		out = append(out, d)
+		if d == "/" || d == "." {
+			return out
+		}
+	}
+}
