@@ -145,8 +145,8 @@ type TreeEntry struct {
 	Path   string // relative to the root; "." for the root itself
 	Type   FileType
 	Perm   uint32
-	Size   int64  // 0 for directories
-	Nlink  uint64 // 0 for directories
+	Size   int64 // 0 for directories
+	Nlink  uint64
 	UID    uint32
 	GID    uint32
 	Target string     // symbolic links
@@ -157,9 +157,9 @@ type TreeEntry struct {
 // String summarises the entry on one line.
 func (e TreeEntry) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s %s %04o uid=%d gid=%d", strconv.Quote(e.Path), e.Type, e.Perm, e.UID, e.GID)
+	fmt.Fprintf(&b, "%s %s %04o uid=%d gid=%d nlink=%d", strconv.Quote(e.Path), e.Type, e.Perm, e.UID, e.GID, e.Nlink)
 	if e.Type != TypeDir {
-		fmt.Fprintf(&b, " size=%d nlink=%d", e.Size, e.Nlink)
+		fmt.Fprintf(&b, " size=%d", e.Size)
 	}
 	if e.Type == TypeSymlink {
 		fmt.Fprintf(&b, " target=%s", strconv.Quote(e.Target))
@@ -218,10 +218,9 @@ type walker struct {
 }
 
 func entryOf(path string, st *unix.Stat_t) TreeEntry {
-	e := TreeEntry{Path: path, Type: typeOfMode(st.Mode), Perm: st.Mode & 07777, UID: st.Uid, GID: st.Gid}
+	e := TreeEntry{Path: path, Type: typeOfMode(st.Mode), Perm: st.Mode & 07777, UID: st.Uid, GID: st.Gid, Nlink: uint64(st.Nlink)}
 	if e.Type != TypeDir {
 		e.Size = st.Size
-		e.Nlink = uint64(st.Nlink)
 	}
 	return e
 }

@@ -78,12 +78,12 @@
 // For every op: the errno (0 on success). Writes: bytes written. Reads:
 // the bytes. lseek: the offset (not on directories, whose offsets are
 // opaque cookies: tmpfs refuses SEEK_END, ext4 answers a hash offset).
-// open, fstat, stat, lstat: type, permission bits (07777), size and link
-// count (not for directories), uid, gid; atime and mtime only where set
+// open, fstat, stat, lstat: type, permission bits (07777), size (not for
+// directories), link count, uid, gid; atime and mtime only where set
 // explicitly by utimens and not changed since (see Run). readlink: the
 // target. readdir: the sorted names with their types, "." and ".."
-// included. Never inode numbers, ctime, st_blocks, st_dev or the size and
-// link count of directories.
+// included. Never inode numbers, ctime, st_blocks, st_dev or the size of
+// directories.
 //
 // Covered calls: open (O_CREAT, O_EXCL, O_TRUNC, O_APPEND, O_DIRECTORY,
 // O_NOFOLLOW), close, write, pwrite, read, pread, lseek, ftruncate, fstat,

@@ -99,14 +99,14 @@ func typeOfDT(t uint8) FileType {
 }
 
 // Stat is the part of a stat result that two file systems must agree on:
-// not inode numbers, not ctime, not st_blocks, not the size or link count of
-// a directory. Atime and Mtime are TimeUnset unless the runner knows them to
+// not inode numbers, not ctime, not st_blocks, not the size of a
+// directory. Atime and Mtime are TimeUnset unless the runner knows them to
 // be set explicitly (see Run).
 type Stat struct {
 	Type  FileType
 	Perm  uint32 // mode & 07777
 	Size  int64  // 0 for directories
-	Nlink uint64 // 0 for directories
+	Nlink uint64
 	UID   uint32
 	GID   uint32
 	Atime Time
@@ -118,9 +118,9 @@ func (s Stat) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "{%s %04o", s.Type, s.Perm)
 	if s.Type != TypeDir {
-		fmt.Fprintf(&b, " size=%d nlink=%d", s.Size, s.Nlink)
+		fmt.Fprintf(&b, " size=%d", s.Size)
 	}
-	fmt.Fprintf(&b, " uid=%d gid=%d", s.UID, s.GID)
+	fmt.Fprintf(&b, " nlink=%d uid=%d gid=%d", s.Nlink, s.UID, s.GID)
 	if s.Atime.Kind != TimeUnset {
 		fmt.Fprintf(&b, " atime=%s", s.Atime)
 	}
@@ -345,14 +345,14 @@ func (r *runner) untrackPath(path string, follow bool, what tracked) {
 
 func (r *runner) stat(st *unix.Stat_t) *Stat {
 	s := &Stat{
-		Type: typeOfMode(st.Mode),
-		Perm: st.Mode & 07777,
-		UID:  st.Uid,
-		GID:  st.Gid,
+		Type:  typeOfMode(st.Mode),
+		Perm:  st.Mode & 07777,
+		UID:   st.Uid,
+		GID:   st.Gid,
+		Nlink: uint64(st.Nlink),
 	}
 	if s.Type != TypeDir {
 		s.Size = st.Size
-		s.Nlink = uint64(st.Nlink)
 		t := r.times[st.Ino]
 		if t&trackAtime != 0 && s.Type == TypeFile {
 			s.Atime = Time{Kind: TimeExact, Sec: st.Atim.Sec, Nsec: st.Atim.Nsec}
