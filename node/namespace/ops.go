@@ -852,8 +852,8 @@ func checkXattrChange(x *rpc.XattrChange) error {
 	switch {
 	case strings.HasPrefix(x.Name, "system."):
 		return fmt.Errorf("extended attribute %q: %w: the cluster keeps no system attributes (such as POSIX ACLs)", x.Name, errors.ErrUnsupported)
-	case x.Create && x.Replace:
-		return fmt.Errorf("extended attribute %q: %w: create and replace together", x.Name, fs.ErrInvalid)
+	case store.XattrNamespace(x.Name) == "":
+		return fmt.Errorf("extended attribute %q: %w: the cluster keeps the namespaces %v only", x.Name, errors.ErrUnsupported, store.XattrNamespaces)
 	case x.Remove && (x.Create || x.Replace || len(x.Value) > 0):
 		return fmt.Errorf("extended attribute %q: %w: a remove with a value or a flag", x.Name, fs.ErrInvalid)
 	case len(x.Value) > store.MaxXattrValueLen:

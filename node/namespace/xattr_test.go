@@ -63,8 +63,10 @@ func testXattrs(t *testing.T, r int) {
 		{"remove", rpc.XattrChange{Name: "trusted.e", Remove: true}, nil, []string{"security.a=1", "user.b=3"}},
 		{"remove missing", rpc.XattrChange{Name: "trusted.e", Remove: true}, rpc.ErrNoAttr, nil},
 		{"system namespace", rpc.XattrChange{Name: "system.posix_acl_access", Value: []byte("x")}, errors.ErrUnsupported, nil},
-		{"no namespace", rpc.XattrChange{Name: "plain", Value: []byte("x")}, fs.ErrInvalid, nil},
-		{"create and replace", rpc.XattrChange{Name: "user.z", Create: true, Replace: true}, fs.ErrInvalid, nil},
+		{"no namespace", rpc.XattrChange{Name: "plain", Value: []byte("x")}, errors.ErrUnsupported, nil},
+		{"a namespace alone", rpc.XattrChange{Name: "user.", Value: []byte("x")}, fs.ErrInvalid, nil},
+		{"create and replace, missing", rpc.XattrChange{Name: "user.z", Create: true, Replace: true}, rpc.ErrNoAttr, nil},
+		{"create and replace, existing", rpc.XattrChange{Name: "user.b", Create: true, Replace: true}, fs.ErrExist, nil},
 		{"value too long", rpc.XattrChange{Name: "user.z", Value: make([]byte, store.MaxXattrValueLen+1)}, fs.ErrInvalid, nil},
 	}
 	version := before.Version

@@ -114,6 +114,17 @@ const (
 // as POSIX ACLs).
 var XattrNamespaces = []string{"security.", "trusted.", "user."}
 
+// XattrNamespace returns the namespace of attribute name, the element of
+// XattrNamespaces it starts with, or "" when it starts with none.
+func XattrNamespace(name string) string {
+	for _, ns := range XattrNamespaces {
+		if strings.HasPrefix(name, ns) {
+			return ns
+		}
+	}
+	return ""
+}
+
 // CheckXattrName checks an extended attribute name: a known namespace
 // followed by at least one byte, at most MaxXattrNameLen bytes, no NUL.
 func CheckXattrName(name string) error {

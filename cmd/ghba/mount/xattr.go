@@ -10,6 +10,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 )
 
@@ -59,10 +60,27 @@ func hidden(ctx context.Context, name string) bool {
 	return ok && c.Uid != 0
 }
 
+// checkXattrName answers for a name the kernel passes on unchecked (a
+// FUSE file system gets every name) as Linux's own file systems do: one in
+// no namespace the mount keeps is not supported, a namespace alone is
+// invalid.
+func checkXattrName(name string) syscall.Errno {
+	switch ns := store.XattrNamespace(name); {
+	case ns == "":
+		return syscall.EOPNOTSUPP
+	case len(name) == len(ns):
+		return syscall.EINVAL
+	}
+	return 0
+}
+
 // Getxattr reads attribute attr into dest: its size and ERANGE when dest
 // is too small (go-fuse turns that into the size for a size query).
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	ctx = detach(ctx)
+	if e := checkXattrName(attr); e != 0 {
+		return 0, e
+	}
 	if hidden(ctx, attr) {
 		return 0, syscall.ENODATA
 	}
@@ -124,6 +142,9 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 // changeXattr applies ch to n: in the cluster, or to what this mount
 // knows of a removed inode that is still open.
 func (n *node) changeXattr(ctx context.Context, op string, ch *rpc.XattrChange) syscall.Errno {
+	if e := checkXattrName(ch.Name); e != 0 {
+		return e
+	}
 	if hidden(ctx, ch.Name) {
 		return syscall.EPERM
 	}
