@@ -290,6 +290,7 @@ func (f *FS) commit(ctx context.Context, of *openFile) error {
 		mtime = time.Now().UnixNano()
 	}
 	p := of.path()
+	f.own.note(p)
 	for attempt := 0; ; attempt++ {
 		// First as this mount knows the inode; after a version mismatch
 		// (another mount committed), as the cluster has it now.

@@ -113,6 +113,9 @@ type FS struct {
 	// dropped counts those a full queue dropped.
 	invalidations chan *rpc.Invalidation
 	dropped       atomic.Uint64
+	// own holds the paths this mount changed lately, whose revocations
+	// the kernel must not hear (notify.go).
+	own ownChanges
 
 	ctx    context.Context // ends at Unmount: background work stops
 	cancel context.CancelFunc

@@ -297,6 +297,7 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 		return n.setattrGone(ctx, in, out)
 	}
 	f, p := n.fs, n.path()
+	f.own.note(p)
 	if size, ok := in.GetSize(); ok {
 		if n.StableAttr().Mode&syscall.S_IFMT == syscall.S_IFDIR {
 			return syscall.EISDIR
@@ -395,6 +396,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	uid, gid, mode := f.owner(ctx, n, mode, true)
 	req := &rpc.MkdirRequest{Path: p, Mode: mode, UID: uid, GID: gid}
 	var in rpc.Inode
+	f.own.note(p)
 	err := f.change(ctx, func(ctx context.Context) error {
 		resp, err := f.c.Mkdir(ctx, req)
 		if err == nil {
@@ -476,6 +478,7 @@ func (f *FS) create(ctx context.Context, req *rpc.CreateRequest) (*rpc.Inode, er
 		want = rpc.TypeSymlink
 	}
 	var in rpc.Inode
+	f.own.note(req.Path)
 	err := f.change(ctx, func(ctx context.Context) error {
 		resp, err := f.c.Create(ctx, req)
 		if err == nil {
@@ -519,6 +522,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 // settling a lost answer by looking the name up (f.change).
 func (n *node) remove(ctx context.Context, op, name string, call func(context.Context, string) error) syscall.Errno {
 	f, p := n.fs, n.child(name)
+	f.own.note(p)
 	err := f.change(ctx, func(ctx context.Context) error { return call(ctx, p) }, f.gone(p))
 	if err != nil {
 		return f.errno(op, p, err)
@@ -561,6 +565,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	}
 	replaced := np.GetChild(newName)
 	req := &rpc.RenameRequest{Src: src, Dst: dst, NoReplace: flags&renameNoReplace != 0}
+	f.own.note(src, dst)
 	err := f.change(ctx, func(ctx context.Context) error {
 		_, err := f.c.RenameWith(ctx, req)
 		return err

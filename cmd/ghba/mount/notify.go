@@ -2,6 +2,8 @@ package mount
 
 import (
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/ghba/ghba/rpc"
 )
@@ -15,6 +17,54 @@ import (
 // exist) and the inode's attributes and cached pages, so another mount's
 // change is seen as soon as it is made, not after EntryTimeout and
 // AttrTimeout.
+
+// The cluster revokes the leases of every client that holds a path it
+// changes, the writer's own among them. The kernel already knows what this
+// mount changed (it asked for the change, and updates its dentries and
+// attributes from the answer), so the revocations of paths this mount
+// changed within ownChangeWindow are not passed on: telling the kernel to
+// forget a directory's dentry while it uses it (a working directory, the
+// parent of an open file) makes it look the directory up again, and
+// go-fuse's tree then no longer follows a later rename of it, so that a
+// file open below commits to its old path (found by the differential
+// test). A change another mount makes to such a path within the window is
+// seen after EntryTimeout and AttrTimeout at the latest.
+const ownChangeWindow = 3 * time.Second
+
+// ownChanges records when this mount last changed each path.
+type ownChanges struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// note records that this mount is changing paths now (before it asks the
+// cluster: a revocation comes before the answer).
+func (o *ownChanges) note(paths ...string) {
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.at == nil {
+		o.at = make(map[string]time.Time)
+	}
+	if len(o.at) > 1024 {
+		for p, t := range o.at {
+			if now.Sub(t) > ownChangeWindow {
+				delete(o.at, p)
+			}
+		}
+	}
+	for _, p := range paths {
+		o.at[p] = now
+	}
+}
+
+// recent reports whether this mount changed p within ownChangeWindow.
+func (o *ownChanges) recent(p string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	t, ok := o.at[p]
+	return ok && time.Since(t) <= ownChangeWindow
+}
 
 // invalidations is the queue between the client's connection readers,
 // which must not block, and the goroutine that tells the kernel.
@@ -54,6 +104,9 @@ func (f *FS) watchInvalidations() {
 // forget tells the kernel to drop p's name and its inode's attributes and
 // pages, if the mount knows them.
 func (f *FS) forget(p string) {
+	if f.own.recent(p) {
+		return // this mount's own change: the kernel knows it
+	}
 	if p == "/" || !strings.HasPrefix(p, "/") {
 		if p == "/" {
 			f.root.NotifyContent(0, 0)

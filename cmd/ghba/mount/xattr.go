@@ -153,6 +153,7 @@ func (n *node) changeXattr(ctx context.Context, op string, ch *rpc.XattrChange) 
 		return n.changeGoneXattr(ch)
 	}
 	p := n.path()
+	f.own.note(p)
 	err := f.change(ctx, func(ctx context.Context) error {
 		_, err := f.c.SetAttr(ctx, &rpc.SetAttrRequest{Path: p, Xattr: ch})
 		return err
