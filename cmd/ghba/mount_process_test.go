@@ -211,7 +211,7 @@ func needTools(t testing.TB, tools ...string) {
 // (cmd/ghba/mount/difftest; GHBA_DIFF_* reproduce a failing seed).
 func TestProcessMountDiff(t *testing.T) {
 	c := mountCluster(t)
-	m := c.mount("diff")
+	m := c.mount("diff", "--xattrs") // the sequences set extended attributes
 	cfg, err := difftest.ConfigFromEnv()
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +248,7 @@ func TestProcessMountS3(t *testing.T) {
 	needFUSE(t)
 	url := s3test.Start(t) // the credentials go to the agents and the mount through the environment
 	c := mountClusterWith(t, url)
-	m := c.mount("s3")
+	m := c.mount("s3", "--xattrs")
 	cfg, err := difftest.ConfigFromEnv()
 	if err != nil {
 		t.Fatal(err)

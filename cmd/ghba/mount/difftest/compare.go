@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -71,6 +72,9 @@ func diffResult(a, b Result) string {
 	}
 	if a.Stat != nil && *a.Stat != *b.Stat {
 		return "stat " + diffStat(*a.Stat, *b.Stat)
+	}
+	if !slices.Equal(a.Names, b.Names) {
+		return fmt.Sprintf("names %q vs %q", a.Names, b.Names)
 	}
 	if a.Target != b.Target {
 		return "link target differs"

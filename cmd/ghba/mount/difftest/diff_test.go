@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -198,8 +199,15 @@ func TestDivergenceReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sdiv == nil || sdiv.Op.Kind != OpRename || len(small) > 6 {
+	if sdiv == nil || sdiv.Op.Kind != OpRename || len(small) > 10 {
 		t.Errorf("minimised to %d ops in %d runs, diverging at %v:\n%s", len(small), runs, sdiv, FormatSequence(small))
+	}
+	// No single op of the minimised sequence can go.
+	for i := range small {
+		less := slices.Delete(slices.Clone(small), i, i+1)
+		if div, err := d.Diff(less); err != nil || div != nil {
+			t.Errorf("the minimised sequence still diverges without op %d (%s): %v", i, small[i], err)
+		}
 	}
 	if again, err := d.Diff(small); err != nil || again == nil {
 		t.Errorf("the minimised sequence does not diverge: %v", err)

@@ -91,7 +91,11 @@
 // renameat2 (RENAME_NOREPLACE; RENAME_EXCHANGE parses but is not
 // generated), symlink, readlink, chmod, chown, lchown, utimensat (exact,
 // UTIME_NOW, UTIME_OMIT, AT_SYMLINK_NOFOLLOW), stat, lstat, readdir,
-// access. Hard links, extended attributes, FIFOs and device nodes are left
+// access, mkfifo (every open is O_NONBLOCK, so that one of a FIFO does not
+// wait for its other end), and lsetxattr (XATTR_CREATE, XATTR_REPLACE),
+// lgetxattr, llistxattr (the names sorted) and lremovexattr, with names in
+// the user namespace and invalid ones (a mount must then serve extended
+// attributes: ghba mount --xattrs). Hard links and device nodes are left
 // out for now.
 //
 // Paths in ops are relative, never absolute and never with "..", and so are

@@ -25,8 +25,10 @@ const pathMax = 4096
 // PATH_MAX bytes, renames that must fail (EISDIR, ENOTDIR, ENOTEMPTY,
 // EINVAL, EEXIST), and so on. The model only steers the choices: it need not
 // predict outcomes exactly, and an op that fails unexpectedly is still a
-// valid comparison. Hard links, extended attributes, FIFOs and device nodes
-// are never generated.
+// valid comparison. FIFOs are modelled as files (an open of one does not
+// wait: Run opens with O_NONBLOCK); extended attributes are set on any
+// path, with names in the user namespace and invalid ones. Hard links and
+// device nodes are never generated.
 func Generate(seed uint64, n int) []Op {
 	g := &gen{r: rand.New(rand.NewPCG(seed, pcgStream)), nodes: map[string]mnode{}, kids: map[string]int{}}
 	table := []struct {
@@ -39,6 +41,7 @@ func Generate(seed uint64, n int) []Op {
 		{3, g.truncate}, {9, g.mkdir}, {4, g.rmdir}, {5, g.unlink}, {13, g.rename},
 		{4, g.symlink}, {2, g.readlink}, {3, g.chmod}, {2, g.chown}, {1, g.lchown},
 		{3, g.utimens}, {4, g.stat}, {3, g.lstat}, {4, g.readdir}, {2, g.access},
+		{2, g.mkfifo}, {3, g.setxattr}, {2, g.getxattr}, {2, g.listxattr}, {1, g.removexattr},
 	}
 	total := 0
 	for _, e := range table {
@@ -959,4 +962,73 @@ func (g *gen) readdir() Op {
 func (g *gen) access() Op {
 	modes := []int{unix.F_OK, unix.R_OK, unix.W_OK, unix.X_OK, unix.R_OK | unix.W_OK, unix.R_OK | unix.X_OK, unix.R_OK | unix.W_OK | unix.X_OK}
 	return Op{Kind: OpAccess, Path: g.any(), Flags: modes[g.r.IntN(len(modes))]}
+}
+
+// mkfifo makes a FIFO at a fresh path mostly, else where mkdir would fail.
+func (g *gen) mkfifo() Op {
+	op := Op{Kind: OpMkfifo, Mode: g.createMode()}
+	switch x := g.r.IntN(10); {
+	case x < 8:
+		op.Path = g.fresh(g.dir())
+	case x < 9:
+		op.Path = g.any() // EEXIST mostly
+	default:
+		op.Path = g.badPath()
+	}
+	if g.creatable(op.Path) {
+		g.add(op.Path, mnode{kind: mFile})
+	}
+	return op
+}
+
+// xattrName returns an attribute name: mostly one of a few in the user
+// namespace, so that sets, gets and removes meet; sometimes one of 255
+// bytes (the longest), one of 256 (ERANGE), an empty one, an empty name in
+// the user namespace or one in no namespace.
+func (g *gen) xattrName() string {
+	switch x := g.r.IntN(100); {
+	case x < 88:
+		return g.oneOf("user.a", "user.b", "user.c", "user.with space")
+	case x < 92:
+		return "user." + strings.Repeat("x", 250)
+	case x < 94:
+		return "user." + strings.Repeat("x", 251)
+	case x < 96:
+		return "user."
+	case x < 98:
+		return "nouser.a"
+	default:
+		return ""
+	}
+}
+
+func (g *gen) setxattr() Op {
+	op := Op{Kind: OpSetxattr, Path: g.any(), Name: g.xattrName()}
+	if g.chance(15) {
+		op.Data = g.oneOf("", "v", "a value\n", "\x00\x01")
+	} else {
+		op.Len, op.Pat = 1+g.r.IntN(300), g.r.Uint64()>>40
+	}
+	switch x := g.r.IntN(100); {
+	case x < 60:
+	case x < 80:
+		op.Flags = unix.XATTR_CREATE
+	case x < 95:
+		op.Flags = unix.XATTR_REPLACE
+	default:
+		op.Flags = unix.XATTR_CREATE | unix.XATTR_REPLACE
+	}
+	return op
+}
+
+func (g *gen) getxattr() Op {
+	return Op{Kind: OpGetxattr, Path: g.any(), Name: g.xattrName(), Len: []int{0, 0, 1, 64, 512, 512}[g.r.IntN(6)]}
+}
+
+func (g *gen) listxattr() Op {
+	return Op{Kind: OpListxattr, Path: g.any(), Len: []int{0, 3, 512, 512}[g.r.IntN(4)]}
+}
+
+func (g *gen) removexattr() Op {
+	return Op{Kind: OpRemovexattr, Path: g.any(), Name: g.xattrName()}
 }

@@ -24,34 +24,39 @@ type Kind uint8
 // The op kinds. Each one is one system call (readdir: open, getdents until
 // the end, close; utimens: utimensat followed by a stat of the same path).
 const (
-	OpInvalid   Kind = iota
-	OpOpen           // openat(AT_FDCWD, Path, Flags|O_CLOEXEC, Mode) into slot FD (closing what the slot held)
-	OpClose          // close(slot FD)
-	OpWrite          // write(slot FD, payload) at the descriptor's offset
-	OpPwrite         // pwrite(slot FD, payload, Off)
-	OpRead           // read(slot FD, Len bytes)
-	OpPread          // pread(slot FD, Len bytes, Off)
-	OpLseek          // lseek(slot FD, Off, Whence)
-	OpFtruncate      // ftruncate(slot FD, Size)
-	OpFstat          // fstat(slot FD)
-	OpFsync          // fsync(slot FD)
-	OpFchmod         // fchmod(slot FD, Mode)
-	OpFchown         // fchown(slot FD, UID, GID)
-	OpTruncate       // truncate(Path, Size)
-	OpMkdir          // mkdir(Path, Mode)
-	OpRmdir          // rmdir(Path)
-	OpUnlink         // unlink(Path)
-	OpRename         // renameat2(Path, To, Flags) (rename when Flags is 0)
-	OpSymlink        // symlink(Target, Path)
-	OpReadlink       // readlink(Path)
-	OpChmod          // chmod(Path, Mode)
-	OpChown          // chown(Path, UID, GID), following symlinks
-	OpLchown         // lchown(Path, UID, GID)
-	OpUtimens        // utimensat(Path, {Atime, Mtime}, NoFollow ? AT_SYMLINK_NOFOLLOW : 0)
-	OpStat           // stat(Path)
-	OpLstat          // lstat(Path)
-	OpReaddir        // the sorted entries of directory Path, "." and ".." included
-	OpAccess         // access(Path, Flags) with Flags a combination of R_OK, W_OK, X_OK, or F_OK
+	OpInvalid     Kind = iota
+	OpOpen             // openat(AT_FDCWD, Path, Flags|O_CLOEXEC, Mode) into slot FD (closing what the slot held)
+	OpClose            // close(slot FD)
+	OpWrite            // write(slot FD, payload) at the descriptor's offset
+	OpPwrite           // pwrite(slot FD, payload, Off)
+	OpRead             // read(slot FD, Len bytes)
+	OpPread            // pread(slot FD, Len bytes, Off)
+	OpLseek            // lseek(slot FD, Off, Whence)
+	OpFtruncate        // ftruncate(slot FD, Size)
+	OpFstat            // fstat(slot FD)
+	OpFsync            // fsync(slot FD)
+	OpFchmod           // fchmod(slot FD, Mode)
+	OpFchown           // fchown(slot FD, UID, GID)
+	OpTruncate         // truncate(Path, Size)
+	OpMkdir            // mkdir(Path, Mode)
+	OpRmdir            // rmdir(Path)
+	OpUnlink           // unlink(Path)
+	OpRename           // renameat2(Path, To, Flags) (rename when Flags is 0)
+	OpSymlink          // symlink(Target, Path)
+	OpReadlink         // readlink(Path)
+	OpChmod            // chmod(Path, Mode)
+	OpChown            // chown(Path, UID, GID), following symlinks
+	OpLchown           // lchown(Path, UID, GID)
+	OpUtimens          // utimensat(Path, {Atime, Mtime}, NoFollow ? AT_SYMLINK_NOFOLLOW : 0)
+	OpStat             // stat(Path)
+	OpLstat            // lstat(Path)
+	OpReaddir          // the sorted entries of directory Path, "." and ".." included
+	OpAccess           // access(Path, Flags) with Flags a combination of R_OK, W_OK, X_OK, or F_OK
+	OpMkfifo           // mkfifo(Path, Mode)
+	OpSetxattr         // lsetxattr(Path, Name, payload, Flags) with Flags 0, XATTR_CREATE or XATTR_REPLACE
+	OpGetxattr         // lgetxattr(Path, Name, a buffer of Len bytes; Len 0 asks the size)
+	OpListxattr        // llistxattr(Path, a buffer of Len bytes; Len 0 asks the size); the names sorted
+	OpRemovexattr      // lremovexattr(Path, Name)
 	numKinds
 )
 
@@ -135,19 +140,21 @@ type Op struct {
 	To     string // OpRename: the destination
 	Target string // OpSymlink: the link's contents
 	// Flags: OpOpen: O_* flags (O_CLOEXEC is always added); OpRename:
-	// RENAME_NOREPLACE, RENAME_EXCHANGE; OpAccess: R_OK|W_OK|X_OK or F_OK.
+	// RENAME_NOREPLACE, RENAME_EXCHANGE; OpAccess: R_OK|W_OK|X_OK or F_OK;
+	// OpSetxattr: XATTR_CREATE, XATTR_REPLACE.
 	Flags    int
 	Mode     uint32 // permission bits, at most 07777: open (with O_CREAT), mkdir, chmod, fchmod
 	Off      int64  // pwrite, pread, lseek
 	Whence   int    // lseek: SEEK_SET, SEEK_CUR or SEEK_END
 	Size     int64  // truncate, ftruncate
-	Len      int    // read length; write length when Data is empty
+	Len      int    // read length, getxattr and listxattr buffer; write (setxattr) length when Data is empty
 	Pat      uint64 // seed of the generated write payload when Data is empty
-	Data     string // literal write payload
+	Data     string // literal write (setxattr) payload
 	UID, GID int    // chown, lchown, fchown; -1 leaves the id unchanged
 	Atime    Time   // utimens
 	Mtime    Time   // utimens
 	NoFollow bool   // utimens: AT_SYMLINK_NOFOLLOW
+	Name     string // the extended attribute of setxattr, getxattr, removexattr
 }
 
 // Payload returns the bytes a write or pwrite writes: Data if set, otherwise
@@ -197,6 +204,8 @@ const (
 	fAtime
 	fMtime
 	fNoFollow
+	fName
+	fXattrFlags
 )
 
 // kindSpec is the text form of one kind: its name and its fields in order.
@@ -263,12 +272,22 @@ func specOf(k Kind) (kindSpec, bool) {
 		return kindSpec{"readdir", []field{fPath}}, true
 	case OpAccess:
 		return kindSpec{"access", []field{fPath, fAccess}}, true
+	case OpMkfifo:
+		return kindSpec{"mkfifo", []field{fPath, fMode}}, true
+	case OpSetxattr:
+		return kindSpec{"setxattr", []field{fPath, fName, fData, fXattrFlags}}, true
+	case OpGetxattr:
+		return kindSpec{"getxattr", []field{fPath, fName, fLen}}, true
+	case OpListxattr:
+		return kindSpec{"listxattr", []field{fPath, fLen}}, true
+	case OpRemovexattr:
+		return kindSpec{"removexattr", []field{fPath, fName}}, true
 	}
 	return kindSpec{}, false
 }
 
 func optional(f field) bool {
-	return f == fRenameFlags || f == fNoFollow || f == fMode
+	return f == fRenameFlags || f == fNoFollow || f == fMode || f == fXattrFlags
 }
 
 // String returns the name of the kind as used in the text form.
@@ -306,6 +325,11 @@ var openFlagNames = []flagName{
 var renameFlagNames = []flagName{
 	{"NOREPLACE", unix.RENAME_NOREPLACE},
 	{"EXCHANGE", unix.RENAME_EXCHANGE},
+}
+
+var xattrFlagNames = []flagName{
+	{"CREATE", unix.XATTR_CREATE},
+	{"REPLACE", unix.XATTR_REPLACE},
 }
 
 var accessNames = []flagName{
@@ -436,6 +460,12 @@ func (op Op) String() string {
 			if op.NoFollow {
 				b.WriteString(" nofollow")
 			}
+		case fName:
+			fmt.Fprintf(&b, " name=%s", strconv.Quote(op.Name))
+		case fXattrFlags:
+			if op.Flags != 0 {
+				fmt.Fprintf(&b, " flags=%s", strings.Join(formatFlags(op.Flags, xattrFlagNames), "|"))
+			}
 		}
 	}
 	return b.String()
@@ -510,7 +540,7 @@ func keysOf(f field) []string {
 		return []string{"to"}
 	case fTarget:
 		return []string{"target"}
-	case fOpenFlags, fRenameFlags:
+	case fOpenFlags, fRenameFlags, fXattrFlags:
 		return []string{"flags"}
 	case fAccess, fMode:
 		return []string{"mode"}
@@ -534,6 +564,8 @@ func keysOf(f field) []string {
 		return []string{"mtime"}
 	case fNoFollow:
 		return []string{"nofollow"}
+	case fName:
+		return []string{"name"}
 	}
 	return nil
 }
@@ -598,7 +630,7 @@ func parseFields(kind Kind, toks []token) (Op, error) {
 			}
 			return op, fmt.Errorf("%q takes no value", t.key)
 		}
-		isString := t.key == "path" || t.key == "from" || t.key == "to" || t.key == "target" || t.key == "data"
+		isString := t.key == "path" || t.key == "from" || t.key == "to" || t.key == "target" || t.key == "data" || t.key == "name"
 		if isString != t.quoted {
 			if isString {
 				return op, fmt.Errorf("%s: want a quoted string", t.key)
@@ -689,6 +721,10 @@ func setField(op *Op, f field, t token) error {
 		op.Mtime, err = parseTime(t.val)
 	case fNoFollow:
 		op.NoFollow = true
+	case fName:
+		op.Name = t.val
+	case fXattrFlags:
+		op.Flags, err = parseFlags(t.val, xattrFlagNames, nil)
 	}
 	return err
 }
@@ -780,6 +816,9 @@ func (op Op) Validate() error {
 	if op.Mode > 07777 {
 		return fmt.Errorf("mode %o beyond 07777", op.Mode)
 	}
+	if strings.IndexByte(op.Name, 0) >= 0 {
+		return fmt.Errorf("attribute name %q: contains a NUL byte", op.Name)
+	}
 	switch op.Kind {
 	case OpOpen:
 		if op.Flags&^(unix.O_ACCMODE|allBits(openFlagNames)) != 0 {
@@ -792,6 +831,10 @@ func (op Op) Validate() error {
 	case OpAccess:
 		if op.Flags&^allBits(accessNames) != 0 {
 			return fmt.Errorf("access mode %#x: unsupported bits", op.Flags)
+		}
+	case OpSetxattr:
+		if op.Flags&^allBits(xattrFlagNames) != 0 {
+			return fmt.Errorf("setxattr flags %#x: unsupported bits", op.Flags)
 		}
 	case OpLseek:
 		if op.Whence < unix.SEEK_SET || op.Whence > unix.SEEK_END {

@@ -50,6 +50,13 @@ func examples() []Op {
 		{Kind: OpReaddir, Path: "d"},
 		{Kind: OpAccess, Path: "f", Flags: unix.F_OK},
 		{Kind: OpAccess, Path: "f", Flags: unix.R_OK | unix.W_OK | unix.X_OK},
+		{Kind: OpMkfifo, Path: "p", Mode: 0o640},
+		{Kind: OpSetxattr, Path: "f", Name: "user.a", Data: "v"},
+		{Kind: OpSetxattr, Path: "d", Name: "user.\"quoted\" name", Len: 300, Pat: 7, Flags: unix.XATTR_CREATE | unix.XATTR_REPLACE},
+		{Kind: OpGetxattr, Path: "f", Name: "", Len: 0},
+		{Kind: OpGetxattr, Path: "l", Name: "nouser.a", Len: 512},
+		{Kind: OpListxattr, Path: "f", Len: 3},
+		{Kind: OpRemovexattr, Path: "f", Name: "user.a"},
 	}
 }
 

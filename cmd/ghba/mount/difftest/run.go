@@ -147,6 +147,7 @@ type Result struct {
 	Stat    *Stat      // open (of the new descriptor), fstat, stat, lstat, utimens (after the call)
 	Target  string     // readlink
 	Entries []Entry    // readdir, sorted by name
+	Names   []string   // listxattr, sorted
 }
 
 // ErrnoString names an errno ("ENOENT"), or "ok" for 0.
@@ -173,6 +174,13 @@ func (r Result) String() string {
 		fmt.Fprintf(&b, " n=%d", r.N)
 	case OpRead, OpPread:
 		fmt.Fprintf(&b, " n=%d %s", r.N, describeData(r.Data))
+	case OpGetxattr:
+		fmt.Fprintf(&b, " n=%d", r.N)
+		if r.Op.Len > 0 {
+			fmt.Fprintf(&b, " %s", describeData(r.Data))
+		}
+	case OpListxattr:
+		fmt.Fprintf(&b, " n=%d %q", r.N, r.Names)
 	}
 	if r.Stat != nil {
 		fmt.Fprintf(&b, " %s", *r.Stat)
@@ -418,7 +426,14 @@ var opHandlers = map[Kind]opHandler{
 		res.Entries = entries
 		return nil
 	},
-	OpAccess: func(_ *runner, op Op, _ *Result) error { return unix.Access(op.Path, uint32(op.Flags)) },
+	OpMkfifo: func(_ *runner, op Op, _ *Result) error { return unix.Mkfifo(op.Path, op.Mode) },
+	OpSetxattr: func(_ *runner, op Op, _ *Result) error {
+		return unix.Lsetxattr(op.Path, op.Name, op.Payload(), op.Flags)
+	},
+	OpGetxattr:    (*runner).getxattr,
+	OpListxattr:   (*runner).listxattr,
+	OpRemovexattr: func(_ *runner, op Op, _ *Result) error { return unix.Lremovexattr(op.Path, op.Name) },
+	OpAccess:      func(_ *runner, op Op, _ *Result) error { return unix.Access(op.Path, uint32(op.Flags)) },
 }
 
 // onFD makes the handler of an op on the descriptor in slot op.FD: an
@@ -437,7 +452,9 @@ func onFD(f func(r *runner, fd int, op Op, res *Result) error) opHandler {
 func (r *runner) open(op Op, res *Result) error {
 	var st unix.Stat_t
 	r.closeSlot(op.FD)
-	fd, err := unix.Open(op.Path, op.Flags|unix.O_CLOEXEC, op.Mode)
+	// O_NONBLOCK: an open of a FIFO (mkfifo) must not wait for the other
+	// end; on the other types it changes nothing.
+	fd, err := unix.Open(op.Path, op.Flags|unix.O_CLOEXEC|unix.O_NONBLOCK, op.Mode)
 	if err != nil {
 		return err
 	}
@@ -450,6 +467,44 @@ func (r *runner) open(op Op, res *Result) error {
 		r.untrack(st.Ino, trackMtime)
 	}
 	res.Stat = r.stat(&st)
+	return nil
+}
+
+// getxattr reads attribute op.Name of op.Path into a buffer of op.Len
+// bytes (nil when 0: the size is asked).
+func (r *runner) getxattr(op Op, res *Result) error {
+	var buf []byte
+	if op.Len > 0 {
+		buf = make([]byte, op.Len)
+	}
+	n, err := unix.Lgetxattr(op.Path, op.Name, buf)
+	if err != nil {
+		return err
+	}
+	res.N = int64(n)
+	if buf != nil {
+		res.Data = buf[:n]
+	}
+	return nil
+}
+
+// listxattr lists op.Path's attribute names into a buffer of op.Len bytes
+// (nil when 0: the size is asked); the names are kept sorted, as file
+// systems list them in different orders.
+func (r *runner) listxattr(op Op, res *Result) error {
+	var buf []byte
+	if op.Len > 0 {
+		buf = make([]byte, op.Len)
+	}
+	n, err := unix.Llistxattr(op.Path, buf)
+	if err != nil {
+		return err
+	}
+	res.N = int64(n)
+	if n > 0 && buf != nil {
+		res.Names = strings.Split(strings.TrimSuffix(string(buf[:n]), "\x00"), "\x00")
+		sort.Strings(res.Names)
+	}
 	return nil
 }
 
