@@ -19,16 +19,17 @@ import (
 // AttrTimeout.
 
 // The cluster revokes the leases of every client that holds a path it
-// changes, the writer's own among them. The kernel already knows what this
-// mount changed (it asked for the change, and updates its dentries and
-// attributes from the answer), so the revocations of paths this mount
-// changed within ownChangeWindow are not passed on: telling the kernel to
-// forget a directory's dentry while it uses it (a working directory, the
-// parent of an open file) makes it look the directory up again, and
-// go-fuse's tree then no longer follows a later rename of it, so that a
-// file open below commits to its old path (found by the differential
-// test). A change another mount makes to such a path within the window is
-// seen after EntryTimeout and AttrTimeout at the latest.
+// changes, the writer's own among them. The kernel already has the names
+// this mount changed (it asked for the change and updated its dentries
+// from the answer), so for a path this mount changed within
+// ownChangeWindow the kernel is told to drop the inode's attributes and
+// pages but not the name: dropping the dentry of a directory the kernel
+// still used (a working directory, the parent of an open file) made it
+// look the directory up again, go-fuse's tree then no longer followed a
+// later rename of it, and a file open below committed to its old path
+// (found by the differential test). Another mount's rename or removal of
+// such a name within the window is seen after EntryTimeout at the latest;
+// its changes of the inode (close-to-open) at once.
 const ownChangeWindow = 3 * time.Second
 
 // ownChanges records when this mount last changed each path.
@@ -104,9 +105,6 @@ func (f *FS) watchInvalidations() {
 // forget tells the kernel to drop p's name and its inode's attributes and
 // pages, if the mount knows them.
 func (f *FS) forget(p string) {
-	if f.own.recent(p) {
-		return // this mount's own change: the kernel knows it
-	}
 	if p == "/" || !strings.HasPrefix(p, "/") {
 		if p == "/" {
 			f.root.NotifyContent(0, 0)
@@ -124,5 +122,7 @@ func (f *FS) forget(p string) {
 	if ch := parent.GetChild(name); ch != nil {
 		ch.NotifyContent(0, 0)
 	}
-	parent.NotifyEntry(name)
+	if !f.own.recent(p) { // the kernel has this mount's own names
+		parent.NotifyEntry(name)
+	}
 }
