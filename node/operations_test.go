@@ -154,13 +154,21 @@ func TestVersionGate(t *testing.T) {
 		}
 		return -1
 	}
+	// made retries op until it answers, an existing path counting as made
+	// (an earlier try that timed out may have made it).
+	made := func(what string, op func() error) {
+		t.Helper()
+		rpctest.Eventually(t, 20*time.Second, what, func() error {
+			if err := op(); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			return nil
+		})
+	}
 	create := func(p string) {
 		t.Helper()
-		rpctest.Eventually(t, 20*time.Second, "create "+p, func() error {
+		made("create "+p, func() error {
 			_, err := cl.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o644})
-			if errors.Is(err, fs.ErrExist) {
-				return nil
-			}
 			return err
 		})
 	}
@@ -172,11 +180,8 @@ func TestVersionGate(t *testing.T) {
 	}
 	mkdir := func(p string) {
 		t.Helper()
-		rpctest.Eventually(t, 20*time.Second, "mkdir "+p, func() error {
+		made("mkdir "+p, func() error {
 			_, err := cl.Mkdir(ctx, &rpc.MkdirRequest{Path: p, Mode: 0o755})
-			if errors.Is(err, fs.ErrExist) {
-				return nil
-			}
 			return err
 		})
 	}
