@@ -147,10 +147,5 @@ func (n *Namespace) LinksCounted(shard string) bool {
 // pass numbering the inodes without an id has finished.
 func (n *Namespace) LegacyNumbered(shard string) bool {
 	h := n.home(shard)
-	if h == nil {
-		return false
-	}
-	h.ids.mu.Lock()
-	defer h.ids.mu.Unlock()
-	return h.ids.legacyDone
+	return h != nil && h.legacyNumbered()
 }

@@ -263,6 +263,13 @@ func (h *home) maxPathLen() int {
 	return store.LegacyMaxPathLen
 }
 
+// legacyNumbered reports whether numberLegacy has finished.
+func (h *home) legacyNumbered() bool {
+	h.ids.mu.Lock()
+	defer h.ids.mu.Unlock()
+	return h.ids.legacyDone
+}
+
 func (h *home) setLegacyDone() {
 	h.ids.mu.Lock()
 	h.ids.legacyDone = true

@@ -41,9 +41,12 @@ func (h *home) countLinks() {
 		h.linksCounted.Store(true)
 		return
 	}
-	wait := backoff.NewJitter(100*time.Millisecond, 10*time.Second)
-	for !h.writesFormat(store.BatchFormatV6) {
-		// A replica may run a build that keeps no link counts.
+	wait := backoff.NewJitter(100*time.Millisecond, 2*time.Second)
+	for !h.writesFormat(store.BatchFormatV6) || !h.legacyNumbered() {
+		// A replica may run a build that keeps no link counts. And the
+		// numbering of inodes without an id (ids.go) puts each back with
+		// the link count it read, which a count made meanwhile would lose:
+		// the recount comes after it.
 		if wait.Wait(ctx) != nil {
 			return
 		}
