@@ -28,7 +28,7 @@ func (n *Node) serving() (ok bool, reason string) {
 
 // readiness decides whether the node serves every request it accepts: it
 // has started (store open, namespace recovered), it is a member of its
-// group and is not leaving, and every shard replica its group places on
+// group (in the group's state, too) and is not leaving, and every shard replica its group places on
 // it is open, knows its shard's leader (serves the shard if it is that
 // leader) and has applied every entry it knew committed at the previous
 // check (prev: the commit index of each shard the previous check looked
@@ -54,6 +54,12 @@ func (n *Node) readiness(prev, next map[string]uint64) (bool, string) {
 	f := n.groupFSM()
 	if f == nil || !f.Bootstrapped() {
 		return false, "the group's state is not loaded yet"
+	}
+	if _, ok := f.Member(n.cfg.NodeID); !ok {
+		// A new group's leader bootstraps it and then adds itself, with
+		// the shard it creates, in a second entry: until that applies,
+		// HostedBy below has nothing to check.
+		return false, "not in the group's member list yet"
 	}
 	for _, s := range f.HostedBy(n.cfg.NodeID) {
 		h := n.shards.get(s)
