@@ -426,6 +426,11 @@ type CreateRequest struct {
 	// Text is the start of a regular file's content for the full-text
 	// index (FindRequest.Text): valid UTF-8, at most MaxTextLen bytes.
 	Text string `json:"text,omitempty"`
+	// AsGiven creates the inode with Mode, UID and GID exactly as given,
+	// as an import does. Otherwise a parent directory with the setgid bit
+	// gives the new inode its group instead of GID, as Linux does (and a
+	// new directory the bit: MkdirRequest.AsGiven).
+	AsGiven bool `json:"as_given,omitempty"`
 }
 
 // MaxTextLen bounds the text of a file (CreateRequest.Text).
@@ -592,6 +597,8 @@ const MaxBatchCreate = 1000
 // and applies the children it homes itself in one replicated log entry;
 // each child placed on another shard is created as Create would. Each
 // entry succeeds or fails on its own (an existing name: fs.ErrExist).
+// Entries get their mode and group as given, whatever the directory's
+// setgid bit (CreateRequest.AsGiven).
 type BatchCreateRequest struct {
 	// Dir is the absolute path of the parent directory.
 	Dir string `json:"dir"`
@@ -722,6 +729,11 @@ type MkdirRequest struct {
 	// missing parents or to a directory that already exists).
 	Atime int64 `json:"atime,omitempty"`
 	Mtime int64 `json:"mtime,omitempty"`
+	// AsGiven creates the directory with Mode, UID and GID exactly as
+	// given, as an import does. Otherwise, below a directory with the
+	// setgid bit, it takes that directory's group and the bit, as on
+	// Linux (missing parents too).
+	AsGiven bool `json:"as_given,omitempty"`
 }
 
 // MkdirResponse is the directory's inode.

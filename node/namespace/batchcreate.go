@@ -70,7 +70,7 @@ func newBatchCreateReq(ctx context.Context, r *rpc.BatchCreateRequest) (*homeBat
 		}
 		seen[e.Name] = true
 		c := homeCreateReq{Path: path.Join(dir, e.Name), Type: e.Type, Mode: e.Mode, UID: e.UID, GID: e.GID,
-			Size: e.Size, Atime: e.Atime, Mtime: e.Mtime, Target: e.Symlink, Rdev: e.Rdev, Text: e.Text, Xattrs: e.Xattrs}
+			Size: e.Size, Atime: e.Atime, Mtime: e.Mtime, Target: e.Symlink, Rdev: e.Rdev, Text: e.Text, Xattrs: e.Xattrs, AsGiven: true}
 		if c.Type == rpc.TypeSymlink {
 			c.Size = int64(len(c.Target))
 		}

@@ -255,7 +255,7 @@ func (n *Namespace) absentHere(ctx context.Context, path string) bool {
 // or the special file r.Type names.
 func (n *Namespace) Create(ctx context.Context, r *rpc.CreateRequest) (*rpc.CreateResponse, error) {
 	req := &homeCreateReq{Path: r.Path, Type: cmp.Or(r.Type, rpc.TypeFile), Mode: r.Mode, UID: r.UID, GID: r.GID, Layout: r.Layout,
-		Size: r.Size, Atime: r.Atime, Mtime: r.Mtime, Text: r.Text, Rdev: r.Rdev}
+		Size: r.Size, Atime: r.Atime, Mtime: r.Mtime, Text: r.Text, Rdev: r.Rdev, AsGiven: r.AsGiven}
 	switch {
 	case r.Symlink != "" && req.Type != rpc.TypeFile && req.Type != rpc.TypeSymlink:
 		return nil, fmt.Errorf("%w: a %s with a symlink target", fs.ErrInvalid, req.Type)
@@ -370,7 +370,7 @@ func (n *Namespace) mkdirAll(ctx context.Context, r *rpc.MkdirRequest) (*rpc.Mkd
 
 // mkdirReq is the create of directory p for r.
 func mkdirReq(p string, r *rpc.MkdirRequest) *homeCreateReq {
-	return &homeCreateReq{Path: p, Type: rpc.TypeDir, Mode: r.Mode, UID: r.UID, GID: r.GID, Atime: r.Atime, Mtime: r.Mtime}
+	return &homeCreateReq{Path: p, Type: rpc.TypeDir, Mode: r.Mode, UID: r.UID, GID: r.GID, Atime: r.Atime, Mtime: r.Mtime, AsGiven: r.AsGiven}
 }
 
 // create validates and routes a create to the parent directory's home.
@@ -534,12 +534,35 @@ func newInode(r *homeCreateReq, home string, dino *store.Inode, id uint64) rpc.I
 	if r.Type == rpc.TypeDir {
 		nlink = 2
 	}
+	mode, gid := inheritGroup(r, dino)
 	return rpc.Inode{
-		Path: r.Path, Type: r.Type, Mode: r.Mode, UID: r.UID, GID: r.GID, Size: r.Size,
+		Path: r.Path, Type: r.Type, Mode: mode, UID: r.UID, GID: gid, Size: r.Size,
 		Atime: cmp.Or(r.Atime, now), Mtime: cmp.Or(r.Mtime, now), Ctime: now, Nlink: nlink, Version: 1, Home: home,
 		Layout: r.Layout, Target: r.Target, Rdev: r.Rdev, Text: r.Text, HasText: r.Text != "",
 		Ancestors: wireCodes(store.ChildAncestors(store.PathDepth(dir), dino)), ID: id, Xattrs: r.Xattrs,
 	}
+}
+
+// inheritGroup returns the mode and group of the inode r creates below a
+// directory whose inode is dino. Below a directory with the setgid bit
+// the inode takes the directory's group, and a new directory the bit too;
+// a new file keeps a setgid bit it asks for only when its caller is in
+// that group (Linux's inode_init_owner; without ACLs the caller is
+// trusted, as Linux trusts CAP_FSETID). r.AsGiven (an import) keeps both
+// as asked.
+func inheritGroup(r *homeCreateReq, dino *store.Inode) (mode, gid uint32) {
+	mode, gid = r.Mode, r.GID
+	if r.AsGiven || dino == nil || dino.Mode&0o2000 == 0 {
+		return mode, gid
+	}
+	gid = dino.GID
+	switch {
+	case r.Type == rpc.TypeDir:
+		mode |= 0o2000
+	case mode&0o2000 != 0 && r.Caller != nil && !r.Caller.Management && r.Caller.UID != 0 && !r.Caller.InGroup(gid):
+		mode &^= 0o2000
+	}
+	return mode, gid
 }
 
 // addLocalCreate adds to b the create of ino and its entry, both homed

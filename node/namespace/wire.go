@@ -219,6 +219,8 @@ type homeCreateReq struct {
 	// Xattrs are the initial extended attributes, sorted by name
 	// (checkCreate sorts them).
 	Xattrs []rpc.Xattr `json:"xattrs,omitempty"`
+	// AsGiven keeps Mode and GID below a setgid directory (newInode).
+	AsGiven bool `json:"as_given,omitempty"`
 	// Caller is the client's identity when ACLs are on (access.go).
 	Caller *acl.Identity `json:"caller,omitempty"`
 }

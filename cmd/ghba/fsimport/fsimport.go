@@ -575,9 +575,9 @@ func (im *Importer) create(ctx context.Context, src, dst string, want *attrs) er
 	var err error
 	switch want.typ {
 	case rpc.TypeDir:
-		_, err = im.c.Mkdir(ctx, &rpc.MkdirRequest{Path: dst, Mode: want.mode, UID: want.uid, GID: want.gid, Atime: want.atime, Mtime: want.mtime})
+		_, err = im.c.Mkdir(ctx, &rpc.MkdirRequest{Path: dst, Mode: want.mode, UID: want.uid, GID: want.gid, Atime: want.atime, Mtime: want.mtime, AsGiven: true})
 	default:
-		req := &rpc.CreateRequest{Path: dst, Mode: want.mode, UID: want.uid, GID: want.gid, Atime: want.atime, Mtime: want.mtime}
+		req := &rpc.CreateRequest{Path: dst, Mode: want.mode, UID: want.uid, GID: want.gid, Atime: want.atime, Mtime: want.mtime, AsGiven: true}
 		switch {
 		case want.typ == rpc.TypeSymlink:
 			req.Symlink = want.target

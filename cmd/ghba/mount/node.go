@@ -230,24 +230,13 @@ func (f *FS) caller(ctx context.Context) (uid, gid uint32) {
 	return 0, 0
 }
 
-// owner returns the uid, gid and mode bits of a new entry of directory n:
-// the caller's uid and gid (caller), except that a directory with the
-// setgid bit gives its group to new entries and the bit to new
-// directories, as Linux's own file systems do.
-func (f *FS) owner(ctx context.Context, n *node, mode uint32, dir bool) (uid, gid, outMode uint32) {
+// owner returns the uid, gid and mode bits of a new entry: the caller's
+// uid and gid (caller) and the permission bits of mode. Below a directory
+// with the setgid bit the cluster gives the entry the directory's group
+// (and a new directory the bit), as Linux's own file systems do.
+func (f *FS) owner(ctx context.Context, mode uint32) (uid, gid, outMode uint32) {
 	uid, gid = f.caller(ctx)
-	outMode = mode & 0o7777
-	if !f.opts.ActAsCaller {
-		return uid, gid, outMode
-	}
-	st, err := f.stat(ctx, n.path())
-	if err != nil || st.Mode&syscall.S_ISGID == 0 {
-		return uid, gid, outMode
-	}
-	if dir {
-		outMode |= syscall.S_ISGID
-	}
-	return uid, st.GID, outMode
+	return uid, gid, mode & 0o7777
 }
 
 // Lookup finds name in directory n.
@@ -393,7 +382,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 		return nil, e
 	}
 	f := n.fs
-	uid, gid, mode := f.owner(ctx, n, mode, true)
+	uid, gid, mode := f.owner(ctx, mode)
 	req := &rpc.MkdirRequest{Path: p, Mode: mode, UID: uid, GID: gid}
 	var in rpc.Inode
 	f.own.note(p)
@@ -428,7 +417,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 		return nil, e
 	}
 	f := n.fs
-	uid, gid, _ := f.owner(ctx, n, 0o777, false)
+	uid, gid, _ := f.owner(ctx, 0o777)
 	in, err := f.create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o777, UID: uid, GID: gid, Symlink: target})
 	if err != nil {
 		return nil, f.errno("symlink", p, err)
@@ -457,7 +446,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *fu
 	default:
 		return nil, syscall.EINVAL
 	}
-	req.UID, req.GID, req.Mode = f.owner(ctx, n, mode, false)
+	req.UID, req.GID, req.Mode = f.owner(ctx, mode)
 	in, err := f.create(ctx, req)
 	if errors.Is(err, errors.ErrUnsupported) {
 		f.log.Warn("the cluster cannot keep special files yet", "op", "mknod", "path", p, "err", err)
@@ -651,7 +640,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		return nil, nil, 0, e
 	}
 	f := n.fs
-	uid, gid, mode := f.owner(ctx, n, mode, false)
+	uid, gid, mode := f.owner(ctx, mode)
 	now := time.Now().UnixNano()
 	// A layout, even of no block, marks a file whose contents are in the
 	// data store (an imported file has none: its contents are elsewhere).
