@@ -13,6 +13,9 @@
 #      dropping the page cache) through the mount and on the local disk, alternated;
 #   3. memory: the mount process's resident memory at rest, and its peak while cp -r
 #      copies a tree of FILES files into it.
+# Then the FUSE floor: the same phases on a tmpfs and through go-fuse's own
+# example loopback file system over that tmpfs (it passes each call on and does
+# nothing else), alternated: what FUSE alone costs per operation on this machine.
 # With MDTEST=1, between 1 and 2: mdtest's phases (ghba bench --phases mdtest,
 # CONC tasks of MDTEST_ITEMS items each, MDTEST_ITERATIONS iterations) through
 # the Go client and through the mount in one run, and mdtest's summary;
@@ -61,6 +64,9 @@ cleanup() {
 	local rc=$?
 	trap - EXIT INT TERM
 	if grep -qs " $MNT " /proc/mounts; then "$BIN" umount --lazy "$MNT" || true; fi
+	for m in "$TMP/loop" "$TMP/tmpfs"; do
+		if grep -qs " $m " /proc/mounts; then umount -l "$m" || true; fi
+	done
 	stop_agent_pids || true
 	[[ -n "${KEEP:-}" ]] && echo "kept $TMP" >&2 || rm -rf "$TMP"
 	exit $rc
@@ -109,6 +115,26 @@ for r in $(seq 1 "$ROUNDS"); do
 		phase_run mount "$r" "$phase" --prefix "/mount-$r" --dir "$MNT"
 	done
 done
+
+say "the FUSE floor: tmpfs against go-fuse's loopback example over it, $ROUNDS rounds"
+${GO:-go} build -o "$TMP/loopback" github.com/hanwen/go-fuse/v2/example/loopback
+mkdir -p "$TMP/tmpfs" "$TMP/loop"
+mount -t tmpfs ghba-bench "$TMP/tmpfs"
+mkdir -p "$TMP/tmpfs/direct" "$TMP/tmpfs/under"
+"$TMP/loopback" -q "$TMP/loop" "$TMP/tmpfs/under" &
+LOOP_PID=$!
+for _ in $(seq 1 50); do grep -qs " $TMP/loop " /proc/mounts && break; sleep 0.1; done
+grep -qs " $TMP/loop " /proc/mounts || fail "the loopback file system did not mount"
+printf '%-7s %5s %-7s %10s %8s %10s\n' via round phase ops/s p50-ms cpu-us/op
+for r in $(seq 1 "$ROUNDS"); do
+	for phase in mkdir create stat unlink; do
+		phase_run tmpfs "$r" "$phase" --prefix "/f-$r" --dir "$TMP/tmpfs/direct"
+		phase_run loop "$r" "$phase" --prefix "/f-$r" --dir "$TMP/loop"
+	done
+done
+fusermount3 -u "$TMP/loop" || umount -l "$TMP/loop"
+wait "$LOOP_PID" || true
+umount "$TMP/tmpfs"
 
 if [[ -n "$MDTEST" ]]; then
 	say "mdtest phases: the Go client and the mount, $CONC tasks of $MDTEST_ITEMS items, $MDTEST_ITERATIONS iterations ${MDTEST_ARGS[*]+${MDTEST_ARGS[*]}}; load $(cut -d' ' -f1-3 /proc/loadavg)"
