@@ -565,6 +565,23 @@ func inheritGroup(r *homeCreateReq, dino *store.Inode) (mode, gid uint32) {
 	return mode, gid
 }
 
+// chownedMode is the mode of an inode of type t and mode m after a chown,
+// as Linux makes it (ATTR_KILL_SUID, ATTR_KILL_SGID): a file that is not a
+// directory loses its setuid bit, and its setgid bit when it is group
+// executable (without group execute the bit means mandatory locking, and
+// stays). A chown that sets the mode too (as the kernel asks a mount's)
+// keeps the mode it sets.
+func chownedMode(t store.FileType, m uint32) uint32 {
+	if t == store.TypeDir {
+		return m
+	}
+	m &^= 0o4000
+	if m&0o2010 == 0o2010 {
+		m &^= 0o2000
+	}
+	return m
+}
+
 // addLocalCreate adds to b the create of ino and its entry, both homed
 // here (the caller adds the check that the parent exists).
 func addLocalCreate(b *store.Batch, ino *rpc.Inode) {
@@ -981,6 +998,9 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 	}
 	if r.GID != nil {
 		ino.GID = *r.GID
+	}
+	if (r.UID != nil || r.GID != nil) && r.Mode == nil {
+		ino.Mode = chownedMode(ino.Type, ino.Mode)
 	}
 	if r.Size != nil {
 		ino.Size = *r.Size

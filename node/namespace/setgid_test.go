@@ -1,6 +1,7 @@
 package namespace_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/ghba/ghba/node/nodetest"
@@ -83,5 +84,46 @@ func TestSetgidDirectory(t *testing.T) {
 	}
 	if len(homes) < 2 {
 		t.Errorf("every child homed on %v: the test did not cover a child placed on another shard", homes)
+	}
+}
+
+// TestChownClearsSetuid checks Linux's rule for a chown (ATTR_KILL_SUID,
+// ATTR_KILL_SGID): a file that is not a directory loses its setuid bit,
+// and its setgid bit when it is group executable; a directory keeps both;
+// a chown that sets the mode too keeps the mode it sets.
+func TestChownClearsSetuid(t *testing.T) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 1})
+	o := via(c, c.IDs[0])
+	cases := []struct {
+		name string
+		mode uint32
+		dir  bool
+		req  rpc.SetAttrRequest
+		want uint32
+	}{
+		{"setuid and setgid executable", 0o6755, false, rpc.SetAttrRequest{UID: u32(5)}, 0o0755},
+		{"setgid without group execute stays", 0o6744, false, rpc.SetAttrRequest{GID: u32(5)}, 0o2744},
+		{"a directory keeps its bits", 0o6755, true, rpc.SetAttrRequest{UID: u32(5), GID: u32(5)}, 0o6755},
+		{"a mode set with the chown is kept", 0o6755, false, rpc.SetAttrRequest{UID: u32(5), Mode: u32(0o4711)}, 0o4711},
+		{"a chmod alone keeps them", 0o0755, false, rpc.SetAttrRequest{Mode: u32(0o6755)}, 0o6755},
+	}
+	for i, tc := range cases {
+		p := fmt.Sprintf("/f%d", i)
+		if tc.dir {
+			mustOK(t, o.call(rpc.MethodMkdir, &rpc.MkdirRequest{Path: p, Mode: tc.mode}, &rpc.MkdirResponse{}), "mkdir %s", p)
+		} else {
+			mustOK(t, o.call(rpc.MethodCreate, &rpc.CreateRequest{Path: p, Mode: tc.mode}, &rpc.CreateResponse{}), "create %s", p)
+		}
+		tc.req.Path = p
+		if _, err := o.setattr(&tc.req); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		st, err := o.stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Inode.Mode != tc.want {
+			t.Errorf("%s: mode %#o, want %#o", tc.name, st.Inode.Mode, tc.want)
+		}
 	}
 }
