@@ -637,6 +637,9 @@ func (im *Importer) diff(src, dst string, cur *rpc.StatResponse, want *attrs) (*
 	if im.o.Owners && (cur.UID != want.uid || cur.GID != want.gid) {
 		req.UID, req.GID = &want.uid, &want.gid
 		fields = append(fields, "owner")
+		if req.Mode == nil && want.typ != rpc.TypeSymlink {
+			req.Mode = &want.mode // a chown alone clears setuid and setgid
+		}
 	}
 	if cur.Size != want.size && want.typ == rpc.TypeFile {
 		req.Size = &want.size
