@@ -36,35 +36,24 @@ func TestFailoverKeepsWrites(t *testing.T) {
 		mu      sync.Mutex
 		acked   []string
 		stopped atomic.Bool
-		stop    = make(chan struct{})
-		wg      sync.WaitGroup
 	)
 	running := []string{"n1", "n3"}
-	for w := range 6 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				ids := c.IDs
-				if stopped.Load() {
-					ids = running
-				}
-				p := fmt.Sprintf("/%c/w%d-%d", "abc"[i%3], w, i)
-				err := via(c, ids[i%len(ids)]).create(p)
-				switch {
-				case err == nil:
-					mu.Lock()
-					acked = append(acked, p)
-					mu.Unlock()
-				case errors.Is(err, fs.ErrNotExist) || !errors.Is(err, rpc.ErrUnavailable):
-					t.Errorf("create %s: %v (want success or unavailable)", p, err)
-				}
-			}
-		})
-	}
+	halt := loop(t, 6, func(w, i int) {
+		ids := c.IDs
+		if stopped.Load() {
+			ids = running
+		}
+		p := fmt.Sprintf("/%c/w%d-%d", "abc"[i%3], w, i)
+		err := via(c, ids[i%len(ids)]).create(p)
+		switch {
+		case err == nil:
+			mu.Lock()
+			acked = append(acked, p)
+			mu.Unlock()
+		case errors.Is(err, fs.ErrNotExist) || !errors.Is(err, rpc.ErrUnavailable):
+			t.Errorf("create %s: %v (want success or unavailable)", p, err)
+		}
+	})
 	count := func() int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -85,8 +74,7 @@ func TestFailoverKeepsWrites(t *testing.T) {
 		}
 		return nil
 	})
-	close(stop)
-	wg.Wait()
+	halt()
 	t.Logf("%d writes acknowledged, %d after n2 stopped", count(), count()-before)
 	tree := map[string]bool{"/a": true, "/b": true, "/c": true}
 	for _, p := range acked {

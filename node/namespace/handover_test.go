@@ -2,7 +2,6 @@ package namespace_test
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,46 +26,35 @@ func TestHandOverFailsNothing(t *testing.T) {
 	var (
 		done   atomic.Int64
 		failed atomic.Int64
-		stop   = make(chan struct{})
-		wg     sync.WaitGroup
 	)
 	fail := func(format string, a ...any) {
 		if failed.Add(1) <= 20 {
 			t.Errorf(format, a...)
 		}
 	}
-	for w := range 6 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				o := via(c, c.IDs[(w+i)%len(c.IDs)])
-				d := fmt.Sprintf("/%c", "abc"[(w+i)%3])
-				p := fmt.Sprintf("%s/w%d-%d", d, w, i)
-				if err := o.create(p); err != nil {
-					fail("create %s: %v", p, err)
-					continue
-				}
-				if _, err := o.stat(p); err != nil {
-					fail("stat %s: %v", p, err)
-					continue
-				}
-				if err := o.rename(p, p+".r"); err != nil {
-					fail("rename %s: %v", p, err)
-					continue
-				}
-				if i%8 == 7 {
-					if _, err := o.readdir(d, "", 50); err != nil {
-						fail("readdir %s: %v", d, err)
-					}
-				}
-				done.Add(1)
+	halt := loop(t, 6, func(w, i int) {
+		o := via(c, c.IDs[(w+i)%len(c.IDs)])
+		d := fmt.Sprintf("/%c", "abc"[(w+i)%3])
+		p := fmt.Sprintf("%s/w%d-%d", d, w, i)
+		if err := o.create(p); err != nil {
+			fail("create %s: %v", p, err)
+			return
+		}
+		if _, err := o.stat(p); err != nil {
+			fail("stat %s: %v", p, err)
+			return
+		}
+		if err := o.rename(p, p+".r"); err != nil {
+			fail("rename %s: %v", p, err)
+			return
+		}
+		if i%8 == 7 {
+			if _, err := o.readdir(d, "", 50); err != nil {
+				fail("readdir %s: %v", d, err)
 			}
-		})
-	}
+		}
+		done.Add(1)
+	})
 	waitDone := func(k int64) {
 		want := done.Load() + k
 		rpctest.Eventually(t, 30*time.Second, fmt.Sprintf("%d more rounds", k), func() error {
@@ -97,7 +85,6 @@ func TestHandOverFailsNothing(t *testing.T) {
 		}
 	}
 	waitDone(20)
-	close(stop)
-	wg.Wait()
+	halt()
 	t.Logf("%d planned moves, %d rounds of requests, %d failed", moves, done.Load(), failed.Load())
 }

@@ -247,37 +247,26 @@ func TestInodeIDsUniqueAcrossLeaderChanges(t *testing.T) {
 		ids     = map[uint64]string{}
 		dups    []string
 		running atomic.Pointer[[]string]
-		stop    = make(chan struct{})
-		wg      sync.WaitGroup
 	)
 	all := slices.Clone(c.IDs)
 	running.Store(&all)
-	for w := range 6 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				nodes := *running.Load()
-				p := fmt.Sprintf("/w%d/f%d-%d", i%3, w, i)
-				var r rpc.CreateResponse
-				err := via(c, nodes[i%len(nodes)]).call(rpc.MethodCreate, &rpc.CreateRequest{Path: p, Mode: 0o644}, &r)
-				switch {
-				case err == nil:
-					mu.Lock()
-					if other, dup := ids[r.Inode.ID]; dup || r.Inode.ID == 0 {
-						dups = append(dups, fmt.Sprintf("%s and %s: id %d", p, other, r.Inode.ID))
-					}
-					ids[r.Inode.ID] = p
-					mu.Unlock()
-				case !errors.Is(err, rpc.ErrUnavailable) && !errors.Is(err, fs.ErrExist):
-					t.Errorf("create %s: %v", p, err)
-				}
+	halt := loop(t, 6, func(w, i int) {
+		nodes := *running.Load()
+		p := fmt.Sprintf("/w%d/f%d-%d", i%3, w, i)
+		var r rpc.CreateResponse
+		err := via(c, nodes[i%len(nodes)]).call(rpc.MethodCreate, &rpc.CreateRequest{Path: p, Mode: 0o644}, &r)
+		switch {
+		case err == nil:
+			mu.Lock()
+			if other, dup := ids[r.Inode.ID]; dup || r.Inode.ID == 0 {
+				dups = append(dups, fmt.Sprintf("%s and %s: id %d", p, other, r.Inode.ID))
 			}
-		})
-	}
+			ids[r.Inode.ID] = p
+			mu.Unlock()
+		case !errors.Is(err, rpc.ErrUnavailable) && !errors.Is(err, fs.ErrExist):
+			t.Errorf("create %s: %v", p, err)
+		}
+	})
 	count := func() int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -303,8 +292,7 @@ func TestInodeIDsUniqueAcrossLeaderChanges(t *testing.T) {
 		running.Store(&all)
 		waitMore("creates after "+id+" is back", 150)
 	}
-	close(stop)
-	wg.Wait()
+	halt()
 	if len(dups) > 0 {
 		t.Fatalf("ids given twice or missing: %q", dups)
 	}

@@ -501,21 +501,23 @@ func (c *Namespaces) openReplicas(nd *NamespaceNode, log *slog.Logger, first boo
 			si.Hosts = slices.Sorted(slices.Values(c.replicasOf(s)))
 		})
 		nd.watched.Add(1)
-		go c.follow(ctx, nd, rep)
+		go c.follow(ctx, nd, rep, log)
 	}
 	nd.Replica = nd.Replicas[nd.ID]
 	nd.Store = nd.Replica.Store()
 }
 
 // follow serves shard rep's shard on nd's namespace while rep leads it.
-func (c *Namespaces) follow(ctx context.Context, nd *NamespaceNode, rep *shard.Replica) {
+func (c *Namespaces) follow(ctx context.Context, nd *NamespaceNode, rep *shard.Replica, log *slog.Logger) {
 	defer nd.watched.Done()
 	s := rep.Shard()
+	var retry <-chan time.Time // set while a won election is not served yet
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case leader := <-rep.LeaderCh():
+			retry = nil
 			if !leader {
 				nd.NS.Unlead(s)
 				c.Dir.UpdateShard(s, func(si *namespace.ShardInfo) {
@@ -526,16 +528,27 @@ func (c *Namespaces) follow(ctx context.Context, nd *NamespaceNode, rep *shard.R
 				continue
 			}
 			nd.NS.WillLead(s) // (as the node does: requests wait for Lead)
-			if err := rep.Barrier(ctx); err != nil {
-				nd.NS.Unlead(s)
+		case <-retry:
+			retry = nil
+			if !rep.IsLeader() {
 				continue
 			}
-			if err := nd.NS.Lead(ctx, rep); err != nil {
-				nd.NS.Unlead(s)
-				continue
-			}
-			c.Dir.UpdateShard(s, func(si *namespace.ShardInfo) { si.Group, si.Leader = "g1", nd.ID })
 		}
+		// As the node does (node/shards.go): a won election whose barrier
+		// or start-up fails is tried again while the replica still leads,
+		// since nobody else serves the shard meanwhile.
+		bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := rep.Barrier(bctx)
+		if err == nil {
+			err = nd.NS.Lead(bctx, rep)
+		}
+		cancel()
+		if err != nil {
+			log.Warn("not serving a shard after winning its election; trying again", "shard", s, "err", err)
+			retry = time.After(200 * time.Millisecond)
+			continue
+		}
+		c.Dir.UpdateShard(s, func(si *namespace.ShardInfo) { si.Group, si.Leader = "g1", nd.ID })
 	}
 }
 
