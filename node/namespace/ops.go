@@ -559,7 +559,7 @@ func inheritGroup(r *homeCreateReq, dino *store.Inode) (mode, gid uint32) {
 	switch {
 	case r.Type == rpc.TypeDir:
 		mode |= 0o2000
-	case mode&0o2000 != 0 && r.Caller != nil && !r.Caller.Management && r.Caller.UID != 0 && !r.Caller.InGroup(gid):
+	case mode&0o2000 != 0 && !unrestricted(r.Caller) && !r.Caller.Management && !r.Caller.InGroup(gid):
 		mode &^= 0o2000
 	}
 	return mode, gid
