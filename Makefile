@@ -23,12 +23,15 @@ image: build
 ## test: vet, then every test with the race detector (the README's test command); the
 ## in-process group tests (package node) and the container fault suite (cmd/ghba/chaos,
 ## short run) after the rest, each alone: on 2 cores, the leaders of their Raft groups lost
-## their leases while the process tests of cmd/ghba ran beside them
+## their leases while the process tests of cmd/ghba ran beside them; last, pjdfstest's
+## quick subset through a mount (skipped with a message without root, FUSE or the suite's
+## source, unless GHBA_REQUIRE_PJDFSTEST is set)
 test:
 	$(GO) vet $(TAGS) $(PKGS)
 	$(GO) test $(TAGS) -race -count=1 -timeout 40m $$($(GO) list $(PKGS) | grep -v -e '/cmd/ghba/chaos$$' -e '/ghba/node$$')
 	$(GO) test $(TAGS) -race -count=1 -timeout 20m ./node/
 	$(GO) test $(TAGS) -race -count=1 -timeout 15m ./cmd/ghba/chaos/
+	QUICK=1 MISSING_OK=1 scripts/pjdfstest.sh
 
 ## chaos: the container fault suite with random faults for DURATION (default 10m) on
 ## CHAOS_GROUPS groups of 3 nodes (default 3); needs docker. `make test` runs its short
@@ -123,8 +126,9 @@ mount-bench: build
 
 ## pjdfstest: the POSIX conformance suite pjdfstest through a mount of the testdata/
 ## cluster (R=3), built from PJDFSTEST_TOOLS (default ../shared/tools/pjdfstest); one line
-## per test file and a summary per directory; ONLY=REGEX runs the matching files
-## (needs root, FUSE, autoconf, automake, gcc, perl)
+## per test file and a summary per directory; ONLY=REGEX runs the matching files, QUICK=1
+## all but the known failures and the slowest files, as `make test` does (needs root,
+## FUSE, autoconf, automake, gcc, perl)
 pjdfstest: build
 	GHBA_BIN=$(BIN) scripts/pjdfstest.sh
 

@@ -6,12 +6,23 @@
 # starts the agents, a file:// data store and a mount, runs every test file
 # (or those matching ONLY, a regular expression on tests/<dir>/<n>.t) in a fresh
 # directory of the mount, each under a timeout, and prints one line per file
-# (ok / FAIL with the failed test numbers) and a summary per directory of the
-# suite. Exit status 0 only if every file run passed.
+# (ok / FAIL with the failed test numbers, and its time) and a summary per
+# directory of the suite. The files KNOWN_FAIL names fail for a gap the
+# README lists (hard links are not built): they show as XFAIL, and as XPASS,
+# which fails the run so that the list stays true, once they pass. Exit
+# status 0 only if every other file run passed.
+#
+# QUICK=1 (what `make test` runs) leaves out the known failures and the
+# slowest files, which take two thirds of the suite's time on 2 cores:
+# chown/00 (84 s of `sleep 1` between its ctime checks), rename/09 and
+# rename/10 (thousands of sticky-bit combinations, 75–86 s each) and the 14
+# */03.t files (paths of PATH_MAX bytes, 8–9 s each).
 #
 # Environment: GHBA_BIN (default: build bin/ghba), PJDFSTEST_TOOLS, ONLY (a
-# regex; default every file), FILE_TIMEOUT (seconds per file, 120), OUT (a
-# file to write the per-file results to), KEEP=1 keeps the temporary dir.
+# regex; default every file), QUICK, FILE_TIMEOUT (seconds per file, 300),
+# OUT (a file to write the per-file results to), KEEP=1 keeps the temporary
+# dir, MISSING_OK=1 skips the run (exit 0) when a prerequisite is missing
+# unless GHBA_REQUIRE_PJDFSTEST is set.
 # Needs: root, /dev/fuse, fusermount3, autoconf, automake, gcc, make, perl.
 set -euo pipefail
 
@@ -19,18 +30,30 @@ cd "$(dirname "$0")/.."
 . scripts/agents.sh
 PJDFSTEST_TOOLS=${PJDFSTEST_TOOLS:-$(cd .. && pwd)/shared/tools/pjdfstest}
 ONLY=${ONLY:-}
-FILE_TIMEOUT=${FILE_TIMEOUT:-120}
+FILE_TIMEOUT=${FILE_TIMEOUT:-300}
+QUICK=${QUICK:-}
+# Hard links (README "Known limitations"): link(2) answers EOPNOTSUPP.
+KNOWN_FAIL='^tests/(link/0[023679]|rename/(00|23)|unlink/00)\.t$'
+SLOW='^tests/(chown/00|rename/09|rename/10|[a-z_]+/03)\.t$'
 STOP_WAIT=30
 ALL=$(IFS=,; echo "${TESTDATA_ADDRS[*]}")
 
 say() { printf '\n== %s\n' "$*" >&2; }
 fail() { printf '\npjdfstest: FAILED: %s\n' "$*" >&2; exit 1; }
+missing() {
+	if [[ -n "${MISSING_OK:-}" && -z "${GHBA_REQUIRE_PJDFSTEST:-}" ]]; then
+		printf 'pjdfstest: skipped: %s (GHBA_REQUIRE_PJDFSTEST=1 makes this an error)\n' "$*" >&2
+		exit 0
+	fi
+	fail "$*"
+}
 
-[[ $(id -u) -eq 0 ]] || fail "run as root (FUSE mount; the suite changes owners)"
-[[ -c /dev/fuse ]] || fail "no /dev/fuse"
-[[ -x "$PJDFSTEST_TOOLS/build.sh" ]] || fail "no $PJDFSTEST_TOOLS/build.sh (set PJDFSTEST_TOOLS)"
-command -v prove >/dev/null || fail "prove (perl) is needed"
-command -v autoreconf >/dev/null || fail "autoconf and automake are needed to build pjdfstest (apt-get install autoconf automake)"
+[[ $(id -u) -eq 0 ]] || missing "run as root (FUSE mount; the suite changes owners)"
+[[ -c /dev/fuse ]] || missing "no /dev/fuse"
+command -v fusermount3 >/dev/null || missing "fusermount3 is needed (apt-get install fuse3)"
+[[ -x "$PJDFSTEST_TOOLS/build.sh" ]] || missing "no $PJDFSTEST_TOOLS/build.sh (set PJDFSTEST_TOOLS)"
+command -v prove >/dev/null || missing "prove (perl) is needed"
+command -v autoreconf >/dev/null || missing "autoconf and automake are needed to build pjdfstest (apt-get install autoconf automake)"
 if [[ -n "${GHBA_BIN:-}" ]]; then
 	BIN=$GHBA_BIN
 else
@@ -73,6 +96,9 @@ mapfile -t files < <(cd "$SUITE" && find tests -name '*.t' | sort -V)
 if [[ -n "$ONLY" ]]; then
 	mapfile -t files < <(printf '%s\n' "${files[@]}" | grep -E -- "$ONLY" || true)
 fi
+if [[ -n "$QUICK" ]]; then
+	mapfile -t files < <(printf '%s\n' "${files[@]}" | grep -Ev -- "$KNOWN_FAIL|$SLOW" || true)
+fi
 ((${#files[@]} > 0)) || fail "no test file matches ONLY=$ONLY"
 say "running ${#files[@]} test files through the mount ($FILE_TIMEOUT s each at most)"
 results=$TMP/results
@@ -83,6 +109,7 @@ for f in "${files[@]}"; do
 	dir=$MNT/run-$i
 	mkdir "$dir"
 	out=$TMP/out-$i
+	t0=$EPOCHREALTIME
 	# The suite's scripts find the binary relative to themselves and create
 	# their files in the current directory.
 	if (cd "$dir" && timeout --kill-after=10 "$FILE_TIMEOUT" prove -f "$SUITE/$f") >"$out" 2>&1; then
@@ -92,15 +119,19 @@ for f in "${files[@]}"; do
 		status=FAIL
 		((rc == 124 || rc == 137)) && status=TIMEOUT
 	fi
+	if [[ $f =~ $KNOWN_FAIL ]]; then
+		[[ $status == ok ]] && status=XPASS || status=XFAIL
+	fi
+	secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1fs", b - a }')
 	failed=$(awk '/^not ok/ { printf "%s%s", sep, $3; sep = "," }' "$out")
-	printf '%-28s %-7s %s\n' "$f" "$status" "$failed" | tee -a "$results" >&2
+	printf '%-28s %-7s %7s %s\n' "$f" "$status" "$secs" "$failed" | tee -a "$results" >&2
 	rm -rf "$dir" 2>/dev/null || true
 	[[ -n "${KEEP:-}" ]] || rm -f "$out"
 done
 
 say "summary per directory (files passed / run)"
-awk '{ split($1, p, "/"); d = p[2]; n[d]++; if ($2 == "ok") ok[d]++; t++; if ($2 == "ok") tok++ }
+awk '{ split($1, p, "/"); d = p[2]; n[d]++; if ($2 == "ok") ok[d]++; t++; if ($2 == "ok") tok++; if ($2 == "XFAIL") x++ }
 	END { for (d in n) printf "%-12s %3d / %3d\n", d, ok[d], n[d] | "sort"; close("sort");
-	      printf "%-12s %3d / %3d\n", "all", tok, t }' "$results"
+	      printf "%-12s %3d / %3d%s\n", "all", tok, t, x ? sprintf(" (%d known to fail: hard links)", x) : "" }' "$results"
 [[ -n "${OUT:-}" ]] && cp "$results" "$OUT"
-! grep -qv ' ok ' "$results"
+! grep -Ev ' (ok|XFAIL) ' "$results" >/dev/null

@@ -138,15 +138,20 @@ func runMount(cmd *cobra.Command, co *clientOptions, mf *mountFlags, dir string)
 	defer stop()
 	done := make(chan struct{})
 	go func() { fsys.Wait(); close(done) }()
+	outside := false
 	select {
 	case <-done:
+		outside = true
 		log.Info("unmounted from outside", "mountpoint", dir)
 	case <-ctx.Done():
 		log.Info("signal received: flushing and unmounting", "mountpoint", dir)
 	}
 	uctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := fsys.Unmount(uctx); err != nil {
+	// Unmount also flushes and closes; after an unmount from outside
+	// (umount, fusermount3 -u) the kernel has let go already, so its own
+	// unmount step has nothing left to do and fails.
+	if err := fsys.Unmount(uctx); err != nil && !outside {
 		// Busy: detach it, so that it goes once its users are done.
 		log.Warn("unmount failed; detaching", "err", err)
 		if derr := unix.Unmount(dir, unix.MNT_DETACH); derr != nil {
