@@ -819,6 +819,12 @@ type SetAttrRequest struct {
 	// Xattr, when set, sets or removes one extended attribute, with the
 	// inode's ctime (and with the other changes of the request).
 	Xattr *XattrChange `json:"xattr,omitempty"`
+	// Accessed marks the request as recording a read of the inode (a
+	// mount's atime update, docs/mount.md "Access times"): it sets Atime
+	// alone, keeps the ctime, and needs read permission rather than the
+	// owner's or write permission. With Accessed, Atime must be set and
+	// nothing else (fs.ErrInvalid).
+	Accessed bool `json:"accessed,omitempty"`
 }
 
 // SetAttrResponse is the inode after the change.

@@ -39,6 +39,7 @@ type mountFlags struct {
 	retry                        time.Duration
 	cacheEntries                 int
 	debug, xattrs                bool
+	atime                        string
 }
 
 // newMountCmds returns `ghba mount` and `ghba umount`.
@@ -92,6 +93,7 @@ token acts as its own user.`,
 	f.DurationVar(&mf.retry, "retry-timeout", 20*time.Second, "how long an operation waits for an unavailable cluster before it fails with EIO")
 	f.IntVar(&mf.cacheEntries, "cache-entries", mount.DefaultCache().Entries, "inodes the mount's metadata cache holds under leases")
 	f.BoolVar(&mf.debug, "debug", false, "log every FUSE request")
+	f.StringVar(&mf.atime, "atime", mount.AtimeRelative, "when reads update access times: relatime (a read after a change, or a day after the last, as Linux mounts do) or noatime")
 	f.BoolVar(&mf.xattrs, "xattrs", false, "serve extended attributes (getfattr, setfattr, cp --preserve=xattr, rsync -X); off, the kernel asks no more, and small writes cost half as much")
 	return cmd
 }
@@ -108,6 +110,9 @@ func runMount(cmd *cobra.Command, co *clientOptions, mf *mountFlags, dir string)
 	dir, err = filepath.Abs(dir)
 	if err != nil {
 		return usageErrorf("mount point: %v", err)
+	}
+	if err := mount.CheckAtime(mf.atime); err != nil {
+		return usageErrorf("--atime: %v", err)
 	}
 	if mf.background && os.Getenv(envMountReady) == "" {
 		return mountInBackground(cmd, mf, dir)
@@ -236,6 +241,7 @@ func mountOptions(cmd *cobra.Command, co *clientOptions, mf *mountFlags, log *sl
 		RetryTimeout:       mf.retry,
 		Debug:              mf.debug,
 		Xattrs:             mf.xattrs,
+		Atime:              mf.atime,
 	}, data, nil
 }
 

@@ -488,7 +488,8 @@ func TestProcessMountPrograms(t *testing.T) {
 // are read whole in the other once opened after the close returned. Mount
 // b lets its kernel keep names and attributes for 15 s, as long as the
 // cluster's leases (cache_lease 15s): another mount's change must still
-// reach it at once, by the lease's revocation.
+// reach it at once, by the lease's revocation. Then the access times of a
+// (relatime, the default) and of a third mount with --atime noatime.
 func TestProcessMountTwoMounts(t *testing.T) {
 	c := mountClusterWith(t, "", "cache_lease: 15s\n")
 	a := c.mount("a")
@@ -598,6 +599,66 @@ func TestProcessMountTwoMounts(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(a.dir, "shared", "f000"))
 		return err == nil && string(got) == "new contents\n", fmt.Sprintf("%q %v", got[:min(len(got), 20)], err)
 	})
+	checkAtimes(t, a, c.mount("noatime", "--atime", "noatime"))
+}
+
+// checkAtimes checks the access times of relatime mount r (Linux's
+// default: the first read after a change records the access, and keeps
+// the ctime; a listing does the same for a directory) and of noatime
+// mount n (reads record nothing).
+func checkAtimes(t *testing.T, r, n *procMount) {
+	t.Helper()
+	times := func(p string) (atime, mtime, ctime int64) {
+		t.Helper()
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Atim.Nano(), st.Mtim.Nano(), st.Ctim.Nano()
+	}
+	read := func(p string) {
+		t.Helper()
+		if _, err := os.ReadFile(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(r.dir, "atime")
+	f := filepath.Join(dir, "f")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, []byte("read me\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a0, m0, c0 := times(f)
+	if a0 > m0 {
+		t.Fatalf("a new file's atime %d is after its mtime %d", a0, m0)
+	}
+	read(f)
+	a1, _, c1 := times(f)
+	if a1 <= m0 || c1 != c0 {
+		t.Errorf("relatime: after a read atime %d (mtime %d), ctime %d (was %d): want the atime past the mtime, the ctime kept", a1, m0, c1, c0)
+	}
+	read(f)
+	if a2, _, _ := times(f); a2 != a1 {
+		t.Errorf("relatime: a second read moved the atime from %d to %d", a1, a2)
+	}
+	_, dm, _ := times(dir)
+	if _, err := os.ReadDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if da, _, _ := times(dir); da <= dm {
+		t.Errorf("relatime: a listing left the directory's atime %d not past its mtime %d", da, dm)
+	}
+	g := filepath.Join(n.dir, "atime", "g")
+	if err := os.WriteFile(g, []byte("read me too\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a0, _, _ = times(g)
+	read(g)
+	if a1, _, _ := times(g); a1 != a0 {
+		t.Errorf("noatime: a read moved the atime from %d to %d", a0, a1)
+	}
 }
 
 // TestProcessMountFaults kills an agent while cp -r copies into the mount,

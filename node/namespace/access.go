@@ -82,6 +82,21 @@ func hideReserved(ctx context.Context, dir string, r *rpc.ReadDirResponse) {
 	}
 }
 
+// checkAccessBy allows id to record a read of the inode ino of path p
+// (SetAttrRequest.Accessed) when it may read it.
+func checkAccessBy(id *acl.Identity, p string, ino *store.Inode) error {
+	if id == nil || id.UID == 0 {
+		return nil
+	}
+	if err := allowAncestors(id, p, ino.Ancestors); err != nil {
+		return err
+	}
+	if !id.Allowed(ino.Mode, ino.UID, ino.GID, acl.Read) {
+		return fmt.Errorf("%s: %w: recording a read needs read permission (uid %d, owner %d)", p, fs.ErrPermission, id.UID, ino.UID)
+	}
+	return nil
+}
+
 // checkSetAttrBy applies POSIX's rules for a change of attributes by id to
 // the inode ino of path p: only the owner or root may chmod; only root may
 // change the owner; the owner may change the group to one of its own;

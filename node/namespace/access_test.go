@@ -64,6 +64,32 @@ func TestCheckSetAttrBy(t *testing.T) {
 	}
 }
 
+func TestCheckAccessBy(t *testing.T) {
+	owner := &acl.Identity{UID: 1000, GID: 1000}
+	other := &acl.Identity{UID: 1001, GID: 1001}
+	for _, tt := range []struct {
+		name string
+		id   *acl.Identity
+		mode uint32
+		ok   bool
+	}{
+		{"a reader who may not write", other, 0o644, true},
+		{"another who may not read", other, 0o640, false},
+		{"the owner", owner, 0o600, true},
+		{"the owner without read", owner, 0o200, false},
+		{"root", &acl.Identity{}, 0, true},
+		{"no identity", nil, 0, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ino := store.Inode{Type: store.TypeFile, Mode: tt.mode, UID: 1000, GID: 1000}
+			err := checkAccessBy(tt.id, "/f", &ino)
+			if tt.ok != (err == nil) || (err != nil && !errors.Is(err, fs.ErrPermission)) {
+				t.Fatalf("checkAccessBy = %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+}
+
 func TestGuardAndStamp(t *testing.T) {
 	alice := acl.WithIdentity(context.Background(), &acl.Identity{UID: 1000, GID: 100})
 	node := acl.WithIdentity(context.Background(), &acl.Identity{Server: true})

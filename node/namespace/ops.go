@@ -880,6 +880,10 @@ func checkSetAttr(r *rpc.SetAttrRequest) error {
 			return err
 		}
 	}
+	if r.Accessed && (r.Atime == nil || r.Mode != nil || r.UID != nil || r.GID != nil || r.Size != nil ||
+		r.Mtime != nil || len(r.Layout) > 0 || r.Text != nil || r.Xattr != nil) {
+		return fmt.Errorf("%w: an access (accessed) sets the atime and nothing else", fs.ErrInvalid)
+	}
 	if r.Xattr != nil {
 		return checkXattrChange(r.Xattr)
 	}
@@ -984,7 +988,11 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 		// between this check and the commit fails it and retries.
 		return nil, fmt.Errorf("setattr %s: %w: the inode is at version %d, not %d", p, rpc.ErrVersionMismatch, ino.Version, *r.IfVersion)
 	}
-	if err := checkSetAttrBy(req.Caller, p, &ino, r); err != nil {
+	if r.Accessed {
+		if err := checkAccessBy(req.Caller, p, &ino); err != nil {
+			return nil, err
+		}
+	} else if err := checkSetAttrBy(req.Caller, p, &ino, r); err != nil {
 		return nil, err
 	}
 	before := ino
@@ -1044,7 +1052,9 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 			ino.Layout = l.Encode()
 		}
 	}
-	ino.Ctime = now
+	if !r.Accessed { // reading a file changes its atime, not its ctime
+		ino.Ctime = now
+	}
 	ino.Version++
 	local := func(b *store.Batch) {
 		b.RequireInodeVersion(p, old)

@@ -1,7 +1,9 @@
 package namespace_test
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"testing"
 
 	"github.com/ghba/ghba/node/nodetest"
@@ -124,6 +126,50 @@ func TestChownClearsSetuid(t *testing.T) {
 		}
 		if st.Inode.Mode != tc.want {
 			t.Errorf("%s: mode %#o, want %#o", tc.name, st.Inode.Mode, tc.want)
+		}
+	}
+}
+
+// TestAccessedKeepsCtime: a SetAttr that records a read (Accessed, as a
+// mount's relatime does) sets the atime and keeps the ctime, where an
+// explicit atime change (touch -a) moves the ctime; Accessed with any
+// other change is refused.
+func TestAccessedKeepsCtime(t *testing.T) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 1})
+	o := via(c, c.IDs[0])
+	mustOK(t, o.create("/f"), "create /f")
+	before, err := o.stat("/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := before.Inode.Ctime + 1_000_000_000
+	if _, err := o.setattr(&rpc.SetAttrRequest{Path: "/f", Atime: &at, Accessed: true}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := o.stat("/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Inode.Atime != at || st.Inode.Ctime != before.Inode.Ctime {
+		t.Errorf("accessed: atime %d ctime %d, want atime %d and ctime %d kept", st.Inode.Atime, st.Inode.Ctime, at, before.Inode.Ctime)
+	}
+	at++
+	if _, err := o.setattr(&rpc.SetAttrRequest{Path: "/f", Atime: &at}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = o.stat("/f"); err != nil {
+		t.Fatal(err)
+	}
+	if st.Inode.Atime != at || st.Inode.Ctime == before.Inode.Ctime {
+		t.Errorf("touch -a: atime %d ctime %d, want atime %d and a new ctime", st.Inode.Atime, st.Inode.Ctime, at)
+	}
+	for name, r := range map[string]*rpc.SetAttrRequest{
+		"no atime":   {Path: "/f", Accessed: true},
+		"with mtime": {Path: "/f", Atime: &at, Mtime: &at, Accessed: true},
+		"with mode":  {Path: "/f", Atime: &at, Mode: u32(0o600), Accessed: true},
+	} {
+		if _, err := o.setattr(r); !errors.Is(err, fs.ErrInvalid) {
+			t.Errorf("accessed %s: %v, want fs.ErrInvalid", name, err)
 		}
 	}
 }

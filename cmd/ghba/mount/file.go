@@ -136,6 +136,9 @@ type handle struct {
 	// noData is set for a file whose metadata was imported without its
 	// contents (a size and no layout): reads fail with EIO.
 	noData bool
+	// read is set by the handle's first read, which records the access
+	// (atime.go).
+	read atomic.Bool
 }
 
 var (
@@ -210,6 +213,9 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 	n, err := of.f.ReadAt(ctx, dest, off)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, of.fs.errno("read", of.path(), err)
+	}
+	if !h.read.Swap(true) && !of.unlinked.Load() {
+		of.fs.accessed(ctx, of.n)
 	}
 	return fuse.ReadResultData(dest[:n]), 0
 }

@@ -66,6 +66,9 @@ type Options struct {
 	// round trip to the mount's process (go-fuse answers it) that doubles
 	// the cost of 4 KiB writes.
 	Xattrs bool
+	// Atime is the policy for access times (atime.go): AtimeRelative
+	// (the default) or AtimeNever.
+	Atime string
 }
 
 func (o *Options) withDefaults() Options {
@@ -89,6 +92,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.FSName == "" {
 		r.FSName = "ghba"
+	}
+	if r.Atime == "" {
+		r.Atime = AtimeRelative
 	}
 	return r
 }
@@ -144,6 +150,9 @@ func Mount(dir string, o Options) (*FS, error) {
 		return nil, err
 	}
 	opts := o.withDefaults()
+	if err := CheckAtime(opts.Atime); err != nil {
+		return nil, fmt.Errorf("mount: %w", err)
+	}
 	f := &FS{
 		opts: opts, data: opts.Data, log: opts.Logger,
 		open: make(map[uint64]*openFile), seen: make(map[uint64]uint64),

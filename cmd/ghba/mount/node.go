@@ -612,6 +612,7 @@ func (n *node) Readdir(ctx context.Context) (gofs.DirStream, syscall.Errno) {
 		}
 		out = append(out, fuse.DirEntry{Name: e.Name, Mode: typeBits(e.Type), Ino: ino})
 	}
+	f.accessed(ctx, n)
 	return gofs.NewListDirStream(out), 0
 }
 
