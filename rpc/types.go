@@ -816,6 +816,12 @@ type SetAttrRequest struct {
 	// merge, write-if-unchanged cycle, as a mount commits a file's
 	// layout).
 	IfVersion *uint64 `json:"if_version,omitempty"`
+	// IfID, when not zero, makes the change conditional on the inode at
+	// Path having this id: it fails with ErrVersionMismatch when the path
+	// names another inode now (the file was replaced, say by a rename
+	// over it). Versions count per inode, so IfVersion alone may match a
+	// replacement's.
+	IfID uint64 `json:"if_id,omitempty"`
 	// Xattr, when set, sets or removes one extended attribute, with the
 	// inode's ctime (and with the other changes of the request).
 	Xattr *XattrChange `json:"xattr,omitempty"`

@@ -599,6 +599,35 @@ func TestProcessMountTwoMounts(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(a.dir, "shared", "f000"))
 		return err == nil && string(got) == "new contents\n", fmt.Sprintf("%q %v", got[:min(len(got), 20)], err)
 	})
+	// a writes a file that b replaces (an editor's save by rename) before
+	// a closes it: a's close succeeds, and its writes stay with the inode
+	// that lost its name, never reaching b's file (versions count per
+	// inode, so the two may be at the same one).
+	victim := filepath.Join("shared", "victim")
+	if err := os.WriteFile(filepath.Join(a.dir, victim), []byte("old\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fa, err := os.OpenFile(filepath.Join(a.dir, victim), os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fa.WriteAt([]byte("written by a to the replaced file\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b.dir, "shared", ".new"), []byte("new\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(b.dir, "shared", ".new"), filepath.Join(b.dir, victim)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fa.Close(); err != nil {
+		t.Errorf("close in a of the file b replaced: %v", err)
+	}
+	for _, m := range []*procMount{a, b} {
+		if got, err := os.ReadFile(filepath.Join(m.dir, victim)); err != nil || string(got) != "new\n" {
+			t.Errorf("mount %s reads the replacement as %q, %v; want %q", m.name, got, err, "new\n")
+		}
+	}
 	checkAtimes(t, a, c.mount("noatime", "--atime", "noatime"))
 }
 

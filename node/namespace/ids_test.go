@@ -432,14 +432,15 @@ func TestLegacyInodesNumbered(t *testing.T) {
 }
 
 // TestSetAttrIfVersion: a setattr with IfVersion applies only at that
-// version and fails with rpc.ErrVersionMismatch otherwise, changing
-// nothing; concurrent read-merge-write cycles lose no update.
+// version, and with IfID only to that inode, and fails with
+// rpc.ErrVersionMismatch otherwise, changing nothing; concurrent read-merge-write cycles lose no update.
 func TestSetAttrIfVersion(t *testing.T) {
 	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: 3})
 	o := via(c, "n2")
 	mustOK(t, o.mkdir("/v", false), "mkdir")
 	mustOK(t, o.create("/v/f"), "create")
-	v0 := mustStat(t, o, "/v/f").Version
+	st0 := mustStat(t, o, "/v/f")
+	v0, id := st0.Version, st0.ID
 	ver := func(v uint64) *uint64 { return &v }
 	for _, tc := range []struct {
 		name  string
@@ -452,6 +453,8 @@ func TestSetAttrIfVersion(t *testing.T) {
 		{"future version", rpc.SetAttrRequest{Size: i64(9), IfVersion: ver(v0 + 7)}, rpc.ErrVersionMismatch, v0 + 1},
 		{"no condition", rpc.SetAttrRequest{Mtime: i64(5)}, nil, v0 + 2},
 		{"layout at the version", rpc.SetAttrRequest{Layout: []byte("L1"), IfVersion: ver(v0 + 2)}, nil, v0 + 3},
+		{"the inode's id", rpc.SetAttrRequest{Mtime: i64(6), IfID: id, IfVersion: ver(v0 + 3)}, nil, v0 + 4},
+		{"another inode's id", rpc.SetAttrRequest{Size: i64(9), IfID: id + 1, IfVersion: ver(v0 + 4)}, rpc.ErrVersionMismatch, v0 + 4},
 	} {
 		tc.req.Path = "/v/f"
 		var r rpc.SetAttrResponse

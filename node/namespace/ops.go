@@ -983,6 +983,9 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 	if r.Text != nil && *r.Text != "" && ino.Type != store.TypeFile {
 		return nil, fmt.Errorf("%s: %w: only a regular file has a text", p, fs.ErrInvalid)
 	}
+	if r.IfID != 0 && ino.ID != r.IfID {
+		return nil, fmt.Errorf("setattr %s: %w: the path names inode %d now, not %d", p, rpc.ErrVersionMismatch, ino.ID, r.IfID)
+	}
 	if r.IfVersion != nil && ino.Version != *r.IfVersion {
 		// The batch below requires the version read here, so a change
 		// between this check and the commit fails it and retries.

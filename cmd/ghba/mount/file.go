@@ -303,6 +303,19 @@ func (f *FS) commit(ctx context.Context, of *openFile) error {
 		st := &of.base
 		if attempt > 0 {
 			fresh, err := f.stat(ctx, p)
+			if err == nil && fresh.ID != of.id {
+				err = fmt.Errorf("%w: it names inode %d now", fs.ErrNotExist, fresh.ID)
+			}
+			if errors.Is(err, fs.ErrNotExist) {
+				// Another client removed the file or replaced it (a
+				// rename over it): this mount's changes belong to the
+				// inode that lost its name, which POSIX keeps for its
+				// open descriptors only, as after this mount's own unlink.
+				f.log.Info("the file was removed or replaced by another client while open here; its changes stay with this mount's open descriptors",
+					"path", p, "ino", of.id, "err", err)
+				of.unlinked.Store(true)
+				return nil
+			}
 			if err != nil {
 				return err
 			}
@@ -319,7 +332,7 @@ func (f *FS) commit(ctx context.Context, of *openFile) error {
 			layout.BlockSize = contents.DefaultBlockSize
 		}
 		version := st.Version
-		req := &rpc.SetAttrRequest{Path: p, Size: &size, Layout: layout.Encode(), Mtime: &mtime, IfVersion: &version}
+		req := &rpc.SetAttrRequest{Path: p, Size: &size, Layout: layout.Encode(), Mtime: &mtime, IfVersion: &version, IfID: of.id}
 		var resp *rpc.SetAttrResponse
 		err = f.retry(ctx, func(ctx context.Context) error {
 			var err error
