@@ -628,6 +628,24 @@ func TestProcessMountTwoMounts(t *testing.T) {
 			t.Errorf("mount %s reads the replacement as %q, %v; want %q", m.name, got, err, "new\n")
 		}
 	}
+	// And a chmod through a descriptor of the replaced file (fchmod)
+	// leaves the replacement alone.
+	if fa, err = os.Open(filepath.Join(a.dir, victim)); err != nil {
+		t.Fatal(err)
+	}
+	defer fa.Close()
+	if err := os.WriteFile(filepath.Join(b.dir, "shared", ".new"), []byte("newer\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(b.dir, "shared", ".new"), filepath.Join(b.dir, victim)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fa.Chmod(0o600); !errors.Is(err, syscall.ESTALE) {
+		t.Errorf("fchmod in a of the file b replaced: %v, want ESTALE", err)
+	}
+	if st, err := os.Stat(filepath.Join(b.dir, victim)); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("the replacement after a's fchmod of the replaced file: %v, %v; want mode 0644", st.Mode(), err)
+	}
 	checkAtimes(t, a, c.mount("noatime", "--atime", "noatime"))
 }
 

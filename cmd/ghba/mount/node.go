@@ -319,10 +319,23 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 		}
 	}
 	if changed {
+		// Only to the inode the kernel means: another client may have
+		// replaced the file at p (a rename over it) since the kernel
+		// looked the name up.
+		if l := n.last.Load(); l != nil {
+			req.IfID = l.ID
+		}
 		err := f.retry(ctx, func(ctx context.Context) error {
 			_, err := f.c.SetAttr(ctx, &req)
 			return err
 		})
+		if errors.Is(err, rpc.ErrVersionMismatch) {
+			// Linux looks a path up again and retries the call on ESTALE
+			// (chmod, chown, utimensat); on a descriptor, the caller sees
+			// it, as on NFS.
+			f.log.Debug("setattr of a file another client replaced", "path", p, "err", err)
+			return syscall.ESTALE
+		}
 		if err != nil {
 			return f.setattrErrno(p, err)
 		}
