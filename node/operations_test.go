@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,35 +20,24 @@ import (
 	"github.com/ghba/ghba/rpc/rpctest"
 )
 
-// runLoad creates and stats files through cl until stop is closed; every
-// failure is reported.
-func runLoad(t *testing.T, cl *client.Client, stop <-chan struct{}, done *atomic.Int64) *sync.WaitGroup {
-	var wg sync.WaitGroup
+// runLoad creates and stats files through cl until halt is called (or the
+// test ends); every failure is reported.
+func runLoad(t *testing.T, cl *client.Client, done *atomic.Int64) (halt func()) {
 	ctx := context.Background()
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				p := fmt.Sprintf("/load/w%d-%d", w, i)
-				cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-				_, err := cl.Create(cctx, &rpc.CreateRequest{Path: p, Mode: 0o644})
-				if err == nil {
-					_, err = cl.Stat(cctx, p)
-				}
-				cancel()
-				if err != nil {
-					t.Errorf("%s: %v", p, err)
-					continue
-				}
-				done.Add(1)
-			}
-		})
-	}
-	return &wg
+	return rpctest.Loop(t, 4, func(w, i int) {
+		p := fmt.Sprintf("/load/w%d-%d", w, i)
+		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		_, err := cl.Create(cctx, &rpc.CreateRequest{Path: p, Mode: 0o644})
+		if err == nil {
+			_, err = cl.Stat(cctx, p)
+		}
+		cancel()
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			return
+		}
+		done.Add(1)
+	})
 }
 
 // TestStopHandsLeadershipsOver stops a node gracefully (Node.Stop, what
@@ -75,8 +63,7 @@ func TestStopHandsLeadershipsOver(t *testing.T) {
 		return err
 	})
 	var done atomic.Int64
-	stop := make(chan struct{})
-	wg := runLoad(t, cl, stop, &done)
+	halt := runLoad(t, cl, &done)
 	waitDone := func(k int64) {
 		want := done.Load() + k
 		rpctest.Eventually(t, 30*time.Second, fmt.Sprintf("%d more requests", k), func() error {
@@ -99,8 +86,7 @@ func TestStopHandsLeadershipsOver(t *testing.T) {
 	rest := []*node.Node{nodes[0], nodes[2]}
 	cl.SetAddrs(nodeAddrs(rest))
 	waitDone(100)
-	close(stop)
-	wg.Wait()
+	halt()
 	t.Logf("%d requests succeeded", done.Load())
 }
 

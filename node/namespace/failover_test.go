@@ -38,7 +38,7 @@ func TestFailoverKeepsWrites(t *testing.T) {
 		stopped atomic.Bool
 	)
 	running := []string{"n1", "n3"}
-	halt := loop(t, 6, func(w, i int) {
+	halt := rpctest.Loop(t, 6, func(w, i int) {
 		ids := c.IDs
 		if stopped.Load() {
 			ids = running

@@ -32,7 +32,7 @@ func TestHandOverFailsNothing(t *testing.T) {
 			t.Errorf(format, a...)
 		}
 	}
-	halt := loop(t, 6, func(w, i int) {
+	halt := rpctest.Loop(t, 6, func(w, i int) {
 		o := via(c, c.IDs[(w+i)%len(c.IDs)])
 		d := fmt.Sprintf("/%c", "abc"[(w+i)%3])
 		p := fmt.Sprintf("%s/w%d-%d", d, w, i)

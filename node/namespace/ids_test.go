@@ -250,7 +250,7 @@ func TestInodeIDsUniqueAcrossLeaderChanges(t *testing.T) {
 	)
 	all := slices.Clone(c.IDs)
 	running.Store(&all)
-	halt := loop(t, 6, func(w, i int) {
+	halt := rpctest.Loop(t, 6, func(w, i int) {
 		nodes := *running.Load()
 		p := fmt.Sprintf("/w%d/f%d-%d", i%3, w, i)
 		var r rpc.CreateResponse
