@@ -52,7 +52,8 @@ func (f *FS) accessed(ctx context.Context, n *node) {
 	}
 	p := n.path()
 	st, err := f.stat(ctx, p) // mostly from the client's cache, under its lease
-	if err != nil {
+	id := n.knownID()
+	if err != nil || (id != 0 && st.ID != id) { // gone, or another inode's name now
 		return
 	}
 	now := time.Now()
@@ -62,7 +63,7 @@ func (f *FS) accessed(ctx context.Context, n *node) {
 	ns := now.UnixNano()
 	f.own.note(p) // the kernel keeps the name; the revocation drops its attributes
 	err = f.retry(ctx, func(ctx context.Context) error {
-		_, err := f.c.SetAttr(ctx, &rpc.SetAttrRequest{Path: p, Atime: &ns, Accessed: true})
+		_, err := f.c.SetAttr(ctx, &rpc.SetAttrRequest{Path: p, Atime: &ns, Accessed: true, IfID: id})
 		return err
 	})
 	if err != nil {

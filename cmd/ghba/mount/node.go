@@ -41,6 +41,16 @@ func (n *node) remember(in *rpc.Inode) {
 	n.last.Store(&c)
 }
 
+// knownID returns the id of the inode n stands for, as this mount last
+// read it (0 when unknown): the condition (IfID) of a change by path, which
+// may name another inode by now.
+func (n *node) knownID() uint64 {
+	if l := n.last.Load(); l != nil {
+		return l.ID
+	}
+	return 0
+}
+
 // goneAttr fills out for a removed inode: its last known state, with no
 // link, and an open file's changes on top.
 func (n *node) goneAttr(out *fuse.Attr) {
@@ -322,9 +332,7 @@ func (n *node) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttr
 		// Only to the inode the kernel means: another client may have
 		// replaced the file at p (a rename over it) since the kernel
 		// looked the name up.
-		if l := n.last.Load(); l != nil {
-			req.IfID = l.ID
-		}
+		req.IfID = n.knownID()
 		err := f.retry(ctx, func(ctx context.Context) error {
 			_, err := f.c.SetAttr(ctx, &req)
 			return err
