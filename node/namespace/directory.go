@@ -81,6 +81,12 @@ type peerSet struct {
 	shards []ShardInfo
 	shard  map[string]*ShardInfo
 	root   string
+	// everShards is every shard this node has seen in the Directory since
+	// it started, sorted: a shard outlives its owner and is never deleted,
+	// so one that gossip stops naming for a while (its hosts restarting)
+	// still holds paths. A change of a whole subtree is a transaction with
+	// each of them (subtreeShards).
+	everShards []string
 	// seg is set when this node routes with G-HBA segments and knows its
 	// assignment; held is then its segment (the origins it holds), and
 	// extra the replicas its memory budget adds (budget.go).
@@ -111,6 +117,7 @@ func (n *Namespace) refreshPeers() *peerSet {
 	for i := range ps.shards {
 		ps.shard[ps.shards[i].ID] = &ps.shards[i]
 	}
+	ps.everShards = n.noteShards(ps.shards)
 	if n.segmented() {
 		held, ok := n.dir.(Segments).Held()
 		ps.seg, ps.heldKey = ok, HeldKey(held, ok)
@@ -124,6 +131,37 @@ func (n *Namespace) refreshPeers() *peerSet {
 	}
 	n.peers.Store(ps)
 	return ps
+}
+
+// noteShards adds shards to the shards this node has seen and returns
+// them all, sorted.
+func (n *Namespace) noteShards(shards []ShardInfo) []string {
+	n.seenMu.Lock()
+	defer n.seenMu.Unlock()
+	for _, s := range shards {
+		if !slices.Contains(n.seen, s.ID) {
+			n.seen = append(n.seen, s.ID)
+			slices.Sort(n.seen)
+		}
+	}
+	return slices.Clone(n.seen)
+}
+
+// subtreeShards returns the shards a change of a whole subtree (a
+// directory rename's re-key, a recode) is a transaction with: every shard
+// this node has seen, and also must, the ones named (the coordinator's
+// own, the subtree root's home). One that is missing from the Directory
+// has no known leader: the transaction fails as unavailable and is tried
+// again, rather than leave the part of the subtree that shard homes
+// behind.
+func (n *Namespace) subtreeShards(must ...string) []string {
+	all := n.peers.Load().everShards
+	for _, id := range must {
+		if id != "" && !slices.Contains(all, id) {
+			all = append(slices.Clone(all), id)
+		}
+	}
+	return all
 }
 
 // samePeers reports whether a snapshot still matches the Directory.

@@ -149,3 +149,10 @@ func (n *Namespace) LegacyNumbered(shard string) bool {
 	h := n.home(shard)
 	return h != nil && h.legacyNumbered()
 }
+
+// NamesShard reports whether this node's current view of the Directory
+// names shard id.
+func (n *Namespace) NamesShard(id string) bool {
+	_, ok := n.peers.Load().shard[id]
+	return ok
+}

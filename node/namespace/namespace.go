@@ -342,7 +342,10 @@ type Namespace struct {
 	localGeo, lruGeo routing.Geometry
 
 	peers atomic.Pointer[peerSet]
-	hints sync.Map // shard → leaderHint learnt from a "not the leader" answer
+	// seen is every shard the Directory has named since start (peerSet.everShards).
+	seenMu sync.Mutex
+	seen   []string
+	hints  sync.Map // shard → leaderHint learnt from a "not the leader" answer
 
 	homesMu sync.RWMutex
 	homes   map[string]*home // the shards this node leads

@@ -1071,11 +1071,8 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 		// every shard rewrites its descendants' codes, in one transaction
 		// with the change (like a directory rename's re-key).
 		plan := h.newPlan(txn)
-		for _, s := range h.r.peers.Load().shards {
-			plan.add(s.ID, h.id, []string{p}, txnOp{Kind: opRecode, Path: p, Code: code})
-		}
-		if plan.parts[h.id] == nil {
-			plan.add(h.id, h.id, []string{p}, txnOp{Kind: opRecode, Path: p, Code: code})
+		for _, s := range h.r.subtreeShards(h.id) {
+			plan.add(s, h.id, []string{p}, txnOp{Kind: opRecode, Path: p, Code: code})
 		}
 		plan.local = local
 		if _, err := h.runTxn(ctx, plan); err != nil {

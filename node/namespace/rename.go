@@ -311,10 +311,7 @@ func (h *home) planRenameInodes(plan *txnPlan, r *homeRenameReq, e *renameEnds) 
 		})
 		return
 	}
-	for _, s := range h.r.peers.Load().shards {
-		plan.add(s.ID, h.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst, Ancestors: e.chain})
-	}
-	if plan.parts[h.id] == nil || !hasSubtreeOp(plan.parts[h.id].Ops) {
-		plan.add(h.id, h.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst, Ancestors: e.chain})
+	for _, s := range h.r.subtreeShards(h.id, e.se.Home) {
+		plan.add(s, h.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst, Ancestors: e.chain})
 	}
 }

@@ -51,6 +51,22 @@ func (d *Directory) UpdateShard(id string, fn func(s *namespace.ShardInfo)) {
 	d.notify()
 }
 
+// HideShard removes shard id from the Directory, as gossip that stops
+// naming a shard for a while does, and notifies every subscriber; restore
+// puts it back as it was.
+func (d *Directory) HideShard(id string) (restore func()) {
+	d.mu.Lock()
+	s, ok := d.shards[id]
+	delete(d.shards, id)
+	d.mu.Unlock()
+	d.notify()
+	return func() {
+		if ok {
+			d.UpdateShard(id, func(si *namespace.ShardInfo) { *si = s })
+		}
+	}
+}
+
 // Update changes peer id (created if unknown) with fn and notifies every
 // subscriber.
 func (d *Directory) Update(id string, fn func(p *namespace.Peer)) {
