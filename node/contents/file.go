@@ -1005,6 +1005,27 @@ func (f *File) Committed(c *Commit, layout Layout, size int64) {
 	}
 }
 
+// Withdraw tells the file that the metadata server will never apply c
+// (from this file's last Flush): the inode it was for lost its last name
+// before any commit of it was applied. Its objects are then no longer
+// kept for the server: the file keeps reading them while open, and Close
+// deletes them, as it deletes what was never offered.
+func (f *File) Withdraw(c *Commit) {
+	if c == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for blk, gen := range c.Blocks {
+		delete(f.offered, BlockRef{Block: blk, Gen: gen})
+	}
+	for i := range f.orphans {
+		if g, ok := c.Blocks[f.orphans[i].ref.Block]; ok && g == f.orphans[i].ref.Gen {
+			f.orphans[i].offered = false
+		}
+	}
+}
+
 // Reset makes size and layout the file's base after another mount changed
 // the file (close-to-open consistency): cached blocks of the file are
 // dropped. Callers call it only when the file is not Dirty; anything dirty

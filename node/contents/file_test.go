@@ -753,3 +753,48 @@ func TestFileChaos(t *testing.T) {
 	defer f2.Close()
 	(&model{t: t, f: f2, want: want}).readAll(ctx)
 }
+
+// TestWithdrawDeletesAtClose: a commit the metadata server will never
+// apply (the inode lost its name first) leaves no object behind once the
+// file closes, and the file reads its writes until then.
+func TestWithdrawDeletesAtClose(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openFileStore(t)
+	const bs = 1024
+	f := s.OpenFile(16, 0, Layout{BlockSize: bs}, FileOptions{})
+	m := &model{t: t, f: f}
+	m.write(ctx, 0, bytes.Repeat([]byte{'a'}, 2*bs+10))
+	c, err := f.Flush(ctx)
+	if err != nil || c == nil {
+		t.Fatal(c, err)
+	}
+	if refs, _ := s.Objects(ctx, 16); len(refs) != 3 {
+		t.Fatalf("objects after Flush: %v; want 3", refs)
+	}
+	m.write(ctx, 0, bytes.Repeat([]byte{'b'}, bs)) // an offered object superseded
+	f.Withdraw(c)
+	m.readAll(ctx)
+	f.Close()
+	if refs, err := s.Objects(ctx, 16); err != nil || len(refs) != 0 {
+		t.Fatalf("objects after Withdraw and Close: %v (%v); want none", refs, err)
+	}
+}
+
+// TestOfferedKeptAtClose is TestWithdrawDeletesAtClose's contrast: an
+// offered commit's objects stay after Close (the server may have applied
+// it; its layout owns them).
+func TestOfferedKeptAtClose(t *testing.T) {
+	ctx := testCtx(t)
+	s, _ := openFileStore(t)
+	const bs = 1024
+	f := s.OpenFile(17, 0, Layout{BlockSize: bs}, FileOptions{})
+	m := &model{t: t, f: f}
+	m.write(ctx, 0, bytes.Repeat([]byte{'a'}, bs))
+	if c, err := f.Flush(ctx); err != nil || c == nil {
+		t.Fatal(c, err)
+	}
+	f.Close()
+	if refs, err := s.Objects(ctx, 17); err != nil || len(refs) != 1 {
+		t.Fatalf("objects after Close: %v (%v); want the offered one", refs, err)
+	}
+}

@@ -311,9 +311,13 @@ func (f *FS) commit(ctx context.Context, of *openFile) error {
 				// rename over it): this mount's changes belong to the
 				// inode that lost its name, which POSIX keeps for its
 				// open descriptors only, as after this mount's own unlink.
+				// No attempt was applied (each got a version
+				// mismatch), so the objects uploaded for c are
+				// this mount's alone: they go at the last close.
 				f.log.Info("the file was removed or replaced by another client while open here; its changes stay with this mount's open descriptors",
 					"path", p, "ino", of.id, "err", err)
 				of.unlinked.Store(true)
+				of.f.Withdraw(c)
 				return nil
 			}
 			if err != nil {
