@@ -2,7 +2,6 @@ package namespace_test
 
 import (
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,48 +22,31 @@ func TestHandOverFailsNothing(t *testing.T) {
 	for _, d := range []string{"/a", "/b", "/c"} {
 		mustOK(t, via(c, "n1").mkdir(d, false), "mkdir %s", d)
 	}
-	var (
-		done   atomic.Int64
-		failed atomic.Int64
-	)
-	fail := func(format string, a ...any) {
-		if failed.Add(1) <= 20 {
-			t.Errorf(format, a...)
-		}
-	}
+	l := &loadCheck{t: t, timeout: 30 * time.Second}
 	halt := rpctest.Loop(t, 6, func(w, i int) {
 		o := via(c, c.IDs[(w+i)%len(c.IDs)])
 		d := fmt.Sprintf("/%c", "abc"[(w+i)%3])
 		p := fmt.Sprintf("%s/w%d-%d", d, w, i)
 		if err := o.create(p); err != nil {
-			fail("create %s: %v", p, err)
+			l.fail("create %s: %v", p, err)
 			return
 		}
 		if _, err := o.stat(p); err != nil {
-			fail("stat %s: %v", p, err)
+			l.fail("stat %s: %v", p, err)
 			return
 		}
 		if err := o.rename(p, p+".r"); err != nil {
-			fail("rename %s: %v", p, err)
+			l.fail("rename %s: %v", p, err)
 			return
 		}
 		if i%8 == 7 {
 			if _, err := o.readdir(d, "", 50); err != nil {
-				fail("readdir %s: %v", d, err)
+				l.fail("readdir %s: %v", d, err)
 			}
 		}
-		done.Add(1)
+		l.done.Add(1)
 	})
-	waitDone := func(k int64) {
-		want := done.Load() + k
-		rpctest.Eventually(t, 30*time.Second, fmt.Sprintf("%d more rounds", k), func() error {
-			if n := done.Load(); n < want {
-				return fmt.Errorf("%d of %d", n, want)
-			}
-			return nil
-		})
-	}
-	waitDone(50)
+	l.wait(50)
 	moves := 0
 	for round := range 2 {
 		for _, s := range c.IDs {
@@ -76,7 +58,7 @@ func TestHandOverFailsNothing(t *testing.T) {
 					t.Fatalf("round %d: handing %s to %s: %v", round, s, to, err)
 				}
 				moves++
-				waitDone(10)
+				l.wait(10)
 			}
 			if err := c.HandOver(s, s); err != nil {
 				t.Fatalf("round %d: handing %s back to its owner: %v", round, s, err)
@@ -84,7 +66,7 @@ func TestHandOverFailsNothing(t *testing.T) {
 			moves++
 		}
 	}
-	waitDone(20)
+	l.wait(20)
 	halt()
-	t.Logf("%d planned moves, %d rounds of requests, %d failed", moves, done.Load(), failed.Load())
+	t.Logf("%d planned moves, %d rounds of requests, %d failed", moves, l.done.Load(), l.failed.Load())
 }

