@@ -150,10 +150,10 @@ func (n *Namespace) noteShards(shards []ShardInfo) []string {
 // subtreeShards returns the shards a change of a whole subtree (a
 // directory rename's re-key, a recode) is a transaction with: every shard
 // this node has seen, and also must, the ones named (the coordinator's
-// own, the subtree root's home). One that is missing from the Directory
-// has no known leader: the transaction fails as unavailable and is tried
-// again, rather than leave the part of the subtree that shard homes
-// behind.
+// own, the subtree root's home). One that the Directory does not name now
+// is reached through its replicas' hosts if they know its leader; if not,
+// the transaction fails as unavailable and is tried again, rather than
+// leave the part of the subtree that shard homes behind.
 func (n *Namespace) subtreeShards(must ...string) []string {
 	all := n.peers.Load().everShards
 	for _, id := range must {
