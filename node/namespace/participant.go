@@ -169,7 +169,14 @@ func (t *participant) resolution(p *partTxn) *resolution {
 	if !h.tasks.Go(func() {
 		ctx, cancel := context.WithTimeout(h.ctx, h.r.tune.LeaderWait+h.r.tune.PeerTimeout)
 		defer cancel()
-		finish(t.resolve(ctx, p))
+		pending, err := t.resolve(ctx, p)
+		if err != nil && h.ctx.Err() != nil {
+			// The home stopped meanwhile (its leadership was handed
+			// over, say), which cut the resolution short: as below,
+			// the next leader resolves the part.
+			err = fmt.Errorf("transaction %s: %w", p.id, h.notLeader())
+		}
+		finish(pending, err)
 	}) {
 		// The home stopped: its leadership moved (or ended). Nothing was
 		// done; "not the leader" sends the request on to the next
