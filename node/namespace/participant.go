@@ -172,9 +172,14 @@ func (t *participant) resolution(p *partTxn) *resolution {
 		pending, err := t.resolve(ctx, p)
 		if err != nil && h.ctx.Err() != nil {
 			// The home stopped meanwhile (its leadership was handed
-			// over, say), which cut the resolution short: as below,
-			// the next leader resolves the part.
-			err = fmt.Errorf("transaction %s: %w", p.id, h.notLeader())
+			// over, say), which cut the resolution short. The request
+			// waiting for it has changed nothing yet: "shutting down"
+			// lets a caller on this node send it on to the next
+			// leader, which resolves the part (retryable); on the
+			// wire it is "unavailable", which a remote caller's
+			// lookup answers by asking again.
+			err = fmt.Errorf("transaction %s: the shard's leadership moved while it was being resolved: %w: %w",
+				p.id, rpc.ErrShuttingDown, rpc.ErrUnavailable)
 		}
 		finish(pending, err)
 	}) {
