@@ -188,8 +188,11 @@ func TestShardHostsNotKnownYet(t *testing.T) {
 		t.Errorf("home %s, want %s", st.Home, home)
 	}
 	// With the shard's node down as well, nobody can tell the leader.
-	c.Dir.Update(home, func(p *namespace.Peer) { p.Up = false })
+	// (The shard first: a snapshot that shows the node down, which
+	// WaitSeen waits for, then shows both changes.)
 	c.Dir.UpdateShard(home, func(s *namespace.ShardInfo) { s.Group = "elsewhere" })
+	c.Dir.Update(home, func(p *namespace.Peer) { p.Up = false })
+	c.WaitSeen(home, false)
 	if _, err := via(c, entry).stat("/known/f"); errKind(err) != "unavailable" {
 		t.Errorf("stat with the shard's node down and no host known: %v, want unavailable", err)
 	}
