@@ -1,6 +1,7 @@
 package namespace
 
 import (
+	"context"
 	"sort"
 
 	"github.com/ghba/ghba/routing"
@@ -11,8 +12,9 @@ import (
 
 // Crash-injection points of SetCrashHook.
 const (
-	HookPrepared  = hookPrepared
-	HookCommitted = hookCommitted
+	HookPrepared   = hookPrepared
+	HookCommitting = hookCommitting
+	HookCommitted  = hookCommitted
 )
 
 // Path helpers.
@@ -27,6 +29,34 @@ var (
 // SetCrashHook makes a coordinator stop dead at a point of the protocol
 // when h returns true (see crashAt).
 func (n *Namespace) SetCrashHook(h func(point, txn string) bool) { n.hook.Store(&h) }
+
+// Resolving reports whether a prepared part of a shard this node leads is
+// being resolved with its coordinator.
+func (n *Namespace) Resolving() bool {
+	for _, h := range n.ledHomes() {
+		f := &h.txns.flux
+		f.mu.Lock()
+		for _, p := range f.marks {
+			p.resMu.Lock()
+			r := p.resolving
+			p.resMu.Unlock()
+			if r != nil {
+				f.mu.Unlock()
+				return true
+			}
+		}
+		f.mu.Unlock()
+	}
+	return false
+}
+
+// CheckAt asks shard's leader whether it homes p, as a request that knows
+// the shard is p's home does (waiting for its leader, failing if it cannot
+// answer).
+func (n *Namespace) CheckAt(ctx context.Context, shard, p string) (bool, error) {
+	_, ok, err := n.verify(ctx, shard, p, false, true)
+	return ok, err
+}
 
 // Marks returns the marked paths of the shards this node leads, sorted.
 func (n *Namespace) Marks() []string {

@@ -1,10 +1,14 @@
 package namespace_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/nodetest"
 	"github.com/ghba/ghba/rpc/rpctest"
 )
@@ -69,4 +73,73 @@ func TestHandOverFailsNothing(t *testing.T) {
 	l.wait(20)
 	halt()
 	t.Logf("%d planned moves, %d rounds of requests, %d failed", moves, l.done.Load(), l.failed.Load())
+}
+
+// TestHandOverWhileAReadResolves hands a shard's leadership over while a
+// remote request waits at the shard's old leader for the resolution of a
+// prepared unlink whose coordinator is at its commit point (held there by
+// a hook): the move cuts the resolution short, which did nothing, so the
+// request must be answered by the new leader, not fail as "unavailable"
+// (TestHandOverFailsNothing met this once, as a readdir).
+func TestHandOverWhileAReadResolves(t *testing.T) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: 3, RaftTimeout: 2 * time.Second})
+	mustOK(t, via(c, "n1").mkdir("/t", false), "mkdir /t")
+	x := homeOf(c, t, "/t") // the coordinator of unlinks in /t
+	f, s := "", ""
+	for i := 0; s == "" || s == x; i++ {
+		if i == 50 {
+			t.Fatal("no file of /t homed away from /t")
+		}
+		f = fmt.Sprintf("/t/f%d", i)
+		mustOK(t, via(c, x).create(f), "create %s", f)
+		s = homeOf(c, t, f)
+	}
+	r := "" // the third node: it asks s, then leads s
+	for _, id := range c.IDs {
+		if id != x && id != s {
+			r = id
+		}
+	}
+	paused, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(release) })
+	armed := crashHook(c.NS(x), namespace.HookCommitting, func() {
+		close(paused)
+		<-release
+	})
+	armed.Store(true)
+	unlinked := make(chan error, 1)
+	go func() { unlinked <- via(c, x).unlink(f) }()
+	select {
+	case <-paused:
+	case err := <-unlinked:
+		t.Fatalf("unlink %s (home %s, parent's %s) did not reach the commit point: %v", f, s, x, err)
+	}
+	checked := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		ok, err := c.NS(r).CheckAt(ctx, s, f)
+		if err == nil && ok {
+			err = fmt.Errorf("%s is still there after its unlink committed", f)
+		}
+		checked <- err
+	}()
+	rpctest.Eventually(t, 10*time.Second, "the request waits for the unlink's resolution", func() error {
+		if !c.NS(s).Resolving() {
+			return errors.New("no resolution under way")
+		}
+		return nil
+	})
+	if err := c.HandOver(s, r); err != nil {
+		t.Fatalf("handing %s to %s: %v", s, r, err)
+	}
+	once.Do(func() { close(release) })
+	if err := <-unlinked; err != nil {
+		t.Fatalf("unlink %s: %v", f, err)
+	}
+	if err := <-checked; err != nil {
+		t.Fatalf("check of %s at shard %s via %s while %s handed its leadership to %s: %v", f, s, r, s, r, err)
+	}
+	t.Logf("requests sent on by %s: %d", s, c.NS(s).Stats().Forwarded)
 }

@@ -382,7 +382,7 @@ type counters struct {
 	rekeyed                       atomic.Uint64
 	resolved                      atomic.Uint64
 	leaderWaits                   atomic.Uint64
-	moveWaits                     atomic.Uint64
+	moveWaits, forwarded          atomic.Uint64
 	pushesSent, pushFails         atomic.Uint64
 	pushesRecv, pullsSent         atomic.Uint64
 	pullsServed, mismatches       atomic.Uint64
@@ -756,6 +756,10 @@ type Stats struct {
 	// move of a shard this node leads, or for its own start of serving a
 	// shard whose election it won (handover.go).
 	MoveWaits uint64
+	// Forwarded counts requests this node sent on to a shard's next
+	// leader because its own leadership of the shard moved while they
+	// waited, before they did anything.
+	Forwarded uint64
 	// Prepared is the number of prepared parts held by the shards this
 	// node leads; Marks the paths in flux.
 	Prepared, Marks int
@@ -791,9 +795,9 @@ func (n *Namespace) Stats() Stats {
 		Broadcasts: c.broadcasts.Load(), Multicasts: c.multicasts.Load(),
 		TxnsCommitted: c.committed.Load(), TxnsAborted: c.aborted.Load(), TxnsBusy: c.busy.Load(),
 		LeaderWaits: c.leaderWaits.Load(),
-		MoveWaits:   c.moveWaits.Load(),
-		Rekeyed:     c.rekeyed.Load(),
-		PushesSent:  c.pushesSent.Load(), PushFailures: c.pushFails.Load(), PushesReceived: c.pushesRecv.Load(),
+		MoveWaits:   c.moveWaits.Load(), Forwarded: c.forwarded.Load(),
+		Rekeyed:    c.rekeyed.Load(),
+		PushesSent: c.pushesSent.Load(), PushFailures: c.pushFails.Load(), PushesReceived: c.pushesRecv.Load(),
 		PullsSent: c.pullsSent.Load(), PullsServed: c.pullsServed.Load(), VersionMismatches: c.mismatches.Load(),
 		FilterBytesSent:    c.bytesSent.Load(),
 		DataObjectsDeleted: c.objectsDeleted.Load(),

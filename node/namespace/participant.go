@@ -148,6 +148,12 @@ func (t *participant) await(ctx context.Context, p *partTxn) (pending bool, err 
 	}
 }
 
+// errCutShort matches the error of a request that waited for the
+// resolution of a prepared part when the home stopped (its leadership
+// moved) and cut the resolution short: nothing of the request was done,
+// and the shard's next leader can serve it.
+var errCutShort = errors.New("the shard's leadership moved while a transaction it waited for was being resolved")
+
 // resolution returns p's resolution in progress, or starts one.
 func (t *participant) resolution(p *partTxn) *resolution {
 	p.resMu.Lock()
@@ -173,13 +179,12 @@ func (t *participant) resolution(p *partTxn) *resolution {
 		if err != nil && h.ctx.Err() != nil {
 			// The home stopped meanwhile (its leadership was handed
 			// over, say), which cut the resolution short. The request
-			// waiting for it has changed nothing yet: "shutting down"
-			// lets a caller on this node send it on to the next
-			// leader, which resolves the part (retryable); on the
-			// wire it is "unavailable", which a remote caller's
-			// lookup answers by asking again.
-			err = fmt.Errorf("transaction %s: the shard's leadership moved while it was being resolved: %w: %w",
-				p.id, rpc.ErrShuttingDown, rpc.ErrUnavailable)
+			// waiting for it has changed nothing yet: a caller on this
+			// node sends it on to the next leader ("shutting down" is
+			// retryable), and a remote caller's request is sent on by
+			// shardRPC (errCutShort), so that neither fails.
+			err = fmt.Errorf("transaction %s: %w: %w: %w",
+				p.id, errCutShort, rpc.ErrShuttingDown, rpc.ErrUnavailable)
 		}
 		finish(pending, err)
 	}) {

@@ -185,7 +185,9 @@ func retryable(err error) bool {
 }
 
 // shardRPC serves a request for a shard: with fn when this node leads it,
-// otherwise with rpc.NotLeaderError naming the leader this node knows.
+// otherwise with rpc.NotLeaderError naming the leader this node knows. A
+// request the home's stop cut short before it did anything (errCutShort)
+// is sent on to the shard's next leader.
 // A request naming no shard is for the receiver's own (requests of a build
 // before replicated shards).
 func shardRPC[Req, Resp any, PR shardCall[Req]](n *Namespace, method string,
@@ -200,7 +202,17 @@ func shardRPC[Req, Resp any, PR shardCall[Req]](n *Namespace, method string,
 			return nil, err
 		}
 		if h != nil {
-			return fn(h, ctx, r)
+			resp, err := fn(h, ctx, r)
+			if err != nil && errors.Is(err, errCutShort) && n.ctx.Err() == nil {
+				// The shard's leadership moved away while the request
+				// waited, before it did anything: it is sent on to the
+				// next leader here, as a caller on this node would, so
+				// that a planned move fails no request (a remote caller
+				// would only see "unavailable").
+				n.counters.forwarded.Add(1)
+				return callShard(ctx, n, shard, method, PR(r), fn)
+			}
+			return resp, err
 		}
 		e := &rpc.NotLeaderError{Shard: shard}
 		if l := n.leaderOf(shard); l != "" && l != n.id {

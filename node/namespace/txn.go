@@ -115,8 +115,9 @@ func (e *prepareUnreachable) Unwrap() error { return e.err }
 
 // Crash-injection points of tests (Namespace.hook).
 const (
-	hookPrepared  = "prepared"  // every part prepared, before the commit point
-	hookCommitted = "committed" // after the commit point, before telling participants
+	hookPrepared   = "prepared"   // every part prepared, before the commit point
+	hookCommitting = "committing" // the commit point begun (participants asking wait); a pause point, not a crash
+	hookCommitted  = "committed"  // after the commit point, before telling participants
 )
 
 var errSimulatedCrash = fmt.Errorf("%w: simulated crash", rpc.ErrUnavailable)
@@ -356,6 +357,7 @@ func (h *home) commitPoint(t *coordTxn, plan *txnPlan, nodes []string) error {
 	t.mu.Lock()
 	t.state = txnCommitting
 	t.mu.Unlock()
+	h.crashAt(hookCommitting, t.id) // (a test may hold the commit point here; it cannot crash here)
 	var b store.Batch
 	if plan.local != nil {
 		plan.local(&b)
