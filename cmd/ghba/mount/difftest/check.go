@@ -468,7 +468,9 @@ func TmpfsDir(t testing.TB) string {
 	t.Helper()
 	if os.Geteuid() == 0 {
 		dir := t.TempDir()
-		err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=256m,mode=0755")
+		// nosuid and nodev, as FUSE mounts are (so an open of a device
+		// node fails alike on both)
+		err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "size=256m,mode=0755")
 		if err == nil {
 			t.Cleanup(func() {
 				var err error

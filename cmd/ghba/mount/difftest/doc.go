@@ -81,7 +81,8 @@
 // open, fstat, stat, lstat: type, permission bits (07777), size (not for
 // directories), link count, uid, gid; atime and mtime only where set
 // explicitly by utimens and not changed since (see Run). readlink: the
-// target. readdir: the sorted names with their types, "." and ".."
+// target; the device number of character and block devices. readdir: the
+// sorted names with their types, "." and ".."
 // included. Never inode numbers, ctime, st_blocks, st_dev or the size of
 // directories.
 //
@@ -92,11 +93,13 @@
 // generated), symlink, readlink, chmod, chown, lchown, utimensat (exact,
 // UTIME_NOW, UTIME_OMIT, AT_SYMLINK_NOFOLLOW), stat, lstat, readdir,
 // access, mkfifo (every open is O_NONBLOCK, so that one of a FIFO does not
-// wait for its other end), and lsetxattr (XATTR_CREATE, XATTR_REPLACE),
-// lgetxattr, llistxattr (the names sorted) and lremovexattr, with names in
-// the user namespace and invalid ones (a mount must then serve extended
-// attributes: ghba mount --xattrs). Hard links and device nodes are left
-// out for now.
+// wait for its other end), mknod of character and block devices and of
+// sockets (the reference tmpfs is mounted nodev, as FUSE mounts are, so an
+// open of a device fails alike), and lsetxattr (XATTR_CREATE,
+// XATTR_REPLACE), lgetxattr, llistxattr (the names sorted) and
+// lremovexattr, with names in the user namespace and invalid ones (a mount
+// must then serve extended attributes: ghba mount --xattrs). Hard links
+// are left out until ghba has them.
 //
 // Paths in ops are relative, never absolute and never with "..", and so are
 // symbolic link targets: nothing a sequence does reaches outside its root.

@@ -25,10 +25,12 @@ const pathMax = 4096
 // PATH_MAX bytes, renames that must fail (EISDIR, ENOTDIR, ENOTEMPTY,
 // EINVAL, EEXIST), and so on. The model only steers the choices: it need not
 // predict outcomes exactly, and an op that fails unexpectedly is still a
-// valid comparison. FIFOs are modelled as files (an open of one does not
-// wait: Run opens with O_NONBLOCK); extended attributes are set on any
-// path, with names in the user namespace and invalid ones. Hard links and
-// device nodes are never generated.
+// valid comparison. FIFOs, devices and sockets are modelled as files (an
+// open of a FIFO does not wait: Run opens with O_NONBLOCK; an open of a
+// device fails on a file system mounted nodev, as FUSE mounts and
+// TmpfsDir's are; of a socket, with ENXIO); extended attributes are set on
+// any path, with names in the user namespace and invalid ones. Hard links
+// are never generated.
 func Generate(seed uint64, n int) []Op {
 	g := &gen{r: rand.New(rand.NewPCG(seed, pcgStream)), nodes: map[string]mnode{}, kids: map[string]int{}}
 	table := []struct {
@@ -41,7 +43,7 @@ func Generate(seed uint64, n int) []Op {
 		{3, g.truncate}, {9, g.mkdir}, {4, g.rmdir}, {5, g.unlink}, {13, g.rename},
 		{4, g.symlink}, {2, g.readlink}, {3, g.chmod}, {2, g.chown}, {1, g.lchown},
 		{3, g.utimens}, {4, g.stat}, {3, g.lstat}, {4, g.readdir}, {2, g.access},
-		{2, g.mkfifo}, {3, g.setxattr}, {2, g.getxattr}, {2, g.listxattr}, {1, g.removexattr},
+		{2, g.mkfifo}, {2, g.mknod}, {3, g.setxattr}, {2, g.getxattr}, {2, g.listxattr}, {1, g.removexattr},
 	}
 	total := 0
 	for _, e := range table {
@@ -967,6 +969,40 @@ func (g *gen) access() Op {
 // mkfifo makes a FIFO at a fresh path mostly, else where mkdir would fail.
 func (g *gen) mkfifo() Op {
 	op := Op{Kind: OpMkfifo, Mode: g.createMode()}
+	switch x := g.r.IntN(10); {
+	case x < 8:
+		op.Path = g.fresh(g.dir())
+	case x < 9:
+		op.Path = g.any() // EEXIST mostly
+	default:
+		op.Path = g.badPath()
+	}
+	if g.creatable(op.Path) {
+		g.add(op.Path, mnode{kind: mFile})
+	}
+	return op
+}
+
+// nodeDevs are the device numbers mknod uses: a real one (1:3 is
+// /dev/null), one of the majors Linux leaves for local use, and the
+// largest major and minor.
+var nodeDevs = []uint64{unix.Mkdev(1, 3), unix.Mkdev(240, 7), unix.Mkdev(4095, 1<<20-1)}
+
+// mknod makes a character or block device or a socket at a fresh path
+// mostly, else where mkdir would fail.
+func (g *gen) mknod() Op {
+	op := Op{Kind: OpMknod, Mode: g.createMode()}
+	switch g.r.IntN(3) {
+	case 0:
+		op.Type = unix.S_IFCHR
+	case 1:
+		op.Type = unix.S_IFBLK
+	default:
+		op.Type = unix.S_IFSOCK
+	}
+	if op.Type != unix.S_IFSOCK {
+		op.Dev = nodeDevs[g.r.IntN(len(nodeDevs))]
+	}
 	switch x := g.r.IntN(10); {
 	case x < 8:
 		op.Path = g.fresh(g.dir())

@@ -2,6 +2,7 @@ package difftest
 
 import (
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"testing"
@@ -57,6 +58,9 @@ func TestGeneratorCoverage(t *testing.T) {
 			if r.Op.Kind == OpStat && r.Stat != nil && r.Stat.Mtime.Kind == TimeExact {
 				timed++
 			}
+			if (r.Op.Kind == OpStat || r.Op.Kind == OpLstat) && r.Stat != nil {
+				seen["stat "+r.Stat.Type.String()]++
+			}
 			if r.Op.Kind == OpPwrite && r.Errno == 0 && r.Op.Off > 1<<20 {
 				seen["pwrite far"]++
 			}
@@ -96,6 +100,10 @@ func TestGeneratorCoverage(t *testing.T) {
 		"utimens ok", "utimens time 1", "utimens time 2", "utimens time 3",
 		"stat ok", "stat ENOTDIR", "stat ELOOP", "lstat ok", "readdir ok", "readdir ENOTDIR",
 		"access ok", "access EACCES", "close ok", "fstat ok",
+		"mkfifo ok", "mknod ok", "mknod EEXIST", "stat fifo", "stat socket",
+	}
+	if os.Geteuid() == 0 { // (only root makes devices)
+		want = append(want, "stat chardev", "stat blockdev")
 	}
 	for _, w := range want {
 		if seen[w] == 0 {

@@ -57,6 +57,7 @@ const (
 	OpGetxattr         // lgetxattr(Path, Name, a buffer of Len bytes; Len 0 asks the size)
 	OpListxattr        // llistxattr(Path, a buffer of Len bytes; Len 0 asks the size); the names sorted
 	OpRemovexattr      // lremovexattr(Path, Name)
+	OpMknod            // mknod(Path, Type|Mode, Dev): a character or block device, or a socket (a FIFO is OpMkfifo)
 	numKinds
 )
 
@@ -155,6 +156,8 @@ type Op struct {
 	Mtime    Time   // utimens
 	NoFollow bool   // utimens: AT_SYMLINK_NOFOLLOW
 	Name     string // the extended attribute of setxattr, getxattr, removexattr
+	Type     uint32 // mknod: S_IFCHR, S_IFBLK or S_IFSOCK
+	Dev      uint64 // mknod: the device number (unix.Mkdev), 0 for a socket
 }
 
 // Payload returns the bytes a write or pwrite writes: Data if set, otherwise
@@ -206,6 +209,8 @@ const (
 	fNoFollow
 	fName
 	fXattrFlags
+	fNodeType
+	fDev
 )
 
 // kindSpec is the text form of one kind: its name and its fields in order.
@@ -282,6 +287,8 @@ func specOf(k Kind) (kindSpec, bool) {
 		return kindSpec{"listxattr", []field{fPath, fLen}}, true
 	case OpRemovexattr:
 		return kindSpec{"removexattr", []field{fPath, fName}}, true
+	case OpMknod:
+		return kindSpec{"mknod", []field{fPath, fNodeType, fMode, fDev}}, true
 	}
 	return kindSpec{}, false
 }
@@ -336,6 +343,21 @@ var accessNames = []flagName{
 	{"R", unix.R_OK},
 	{"W", unix.W_OK},
 	{"X", unix.X_OK},
+}
+
+// nodeTypeNames are the types of OpMknod in the text form.
+var nodeTypeNames = []struct {
+	name string
+	typ  uint32
+}{{"chr", unix.S_IFCHR}, {"blk", unix.S_IFBLK}, {"sock", unix.S_IFSOCK}}
+
+func formatNodeType(t uint32) string {
+	for _, n := range nodeTypeNames {
+		if n.typ == t {
+			return n.name
+		}
+	}
+	return fmt.Sprintf("%#o", t)
 }
 
 var whenceNames = []string{unix.SEEK_SET: "SET", unix.SEEK_CUR: "CUR", unix.SEEK_END: "END"}
@@ -466,6 +488,10 @@ func (op Op) String() string {
 			if op.Flags != 0 {
 				fmt.Fprintf(&b, " flags=%s", strings.Join(formatFlags(op.Flags, xattrFlagNames), "|"))
 			}
+		case fNodeType:
+			fmt.Fprintf(&b, " type=%s", formatNodeType(op.Type))
+		case fDev:
+			fmt.Fprintf(&b, " dev=%d:%d", unix.Major(op.Dev), unix.Minor(op.Dev))
 		}
 	}
 	return b.String()
@@ -566,6 +592,10 @@ func keysOf(f field) []string {
 		return []string{"nofollow"}
 	case fName:
 		return []string{"name"}
+	case fNodeType:
+		return []string{"type"}
+	case fDev:
+		return []string{"dev"}
 	}
 	return nil
 }
@@ -725,6 +755,23 @@ func setField(op *Op, f field, t token) error {
 		op.Name = t.val
 	case fXattrFlags:
 		op.Flags, err = parseFlags(t.val, xattrFlagNames, nil)
+	case fNodeType:
+		err = fmt.Errorf("want one of chr, blk, sock")
+		for _, n := range nodeTypeNames {
+			if n.name == t.val {
+				op.Type, err = n.typ, nil
+			}
+		}
+	case fDev:
+		majS, minS, ok := strings.Cut(t.val, ":")
+		if !ok {
+			return errors.New("want MAJOR:MINOR")
+		}
+		var maj, mnr uint64
+		if maj, err = strconv.ParseUint(majS, 10, 32); err == nil {
+			mnr, err = strconv.ParseUint(minS, 10, 32)
+		}
+		op.Dev = unix.Mkdev(uint32(maj), uint32(mnr))
 	}
 	return err
 }
@@ -835,6 +882,10 @@ func (op Op) Validate() error {
 	case OpSetxattr:
 		if op.Flags&^allBits(xattrFlagNames) != 0 {
 			return fmt.Errorf("setxattr flags %#x: unsupported bits", op.Flags)
+		}
+	case OpMknod:
+		if op.Type != unix.S_IFCHR && op.Type != unix.S_IFBLK && op.Type != unix.S_IFSOCK {
+			return fmt.Errorf("mknod type %#o: want S_IFCHR, S_IFBLK or S_IFSOCK", op.Type)
 		}
 	case OpLseek:
 		if op.Whence < unix.SEEK_SET || op.Whence > unix.SEEK_END {

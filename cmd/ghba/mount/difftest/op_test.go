@@ -57,6 +57,9 @@ func examples() []Op {
 		{Kind: OpGetxattr, Path: "l", Name: "nouser.a", Len: 512},
 		{Kind: OpListxattr, Path: "f", Len: 3},
 		{Kind: OpRemovexattr, Path: "f", Name: "user.a"},
+		{Kind: OpMknod, Path: "c", Type: unix.S_IFCHR, Mode: 0o620, Dev: unix.Mkdev(1, 3)},
+		{Kind: OpMknod, Path: "b", Type: unix.S_IFBLK, Mode: 0, Dev: unix.Mkdev(4095, 1<<20-1)},
+		{Kind: OpMknod, Path: "s", Type: unix.S_IFSOCK, Mode: 0o777},
 	}
 }
 

@@ -111,6 +111,7 @@ type Stat struct {
 	GID   uint32
 	Atime Time
 	Mtime Time
+	Rdev  uint64 // the device number of a character or block device
 }
 
 // String gives a compact form such as {file 0644 size=5 nlink=1 uid=0 gid=0}.
@@ -121,6 +122,9 @@ func (s Stat) String() string {
 		fmt.Fprintf(&b, " size=%d", s.Size)
 	}
 	fmt.Fprintf(&b, " nlink=%d uid=%d gid=%d", s.Nlink, s.UID, s.GID)
+	if s.Type == TypeCharDev || s.Type == TypeBlockDev {
+		fmt.Fprintf(&b, " rdev=%d:%d", unix.Major(s.Rdev), unix.Minor(s.Rdev))
+	}
 	if s.Atime.Kind != TimeUnset {
 		fmt.Fprintf(&b, " atime=%s", s.Atime)
 	}
@@ -359,6 +363,9 @@ func (r *runner) stat(st *unix.Stat_t) *Stat {
 		GID:   st.Gid,
 		Nlink: uint64(st.Nlink),
 	}
+	if s.Type == TypeCharDev || s.Type == TypeBlockDev {
+		s.Rdev = st.Rdev
+	}
 	if s.Type != TypeDir {
 		s.Size = st.Size
 		t := r.times[st.Ino]
@@ -427,6 +434,7 @@ var opHandlers = map[Kind]opHandler{
 		return nil
 	},
 	OpMkfifo: func(_ *runner, op Op, _ *Result) error { return unix.Mkfifo(op.Path, op.Mode) },
+	OpMknod:  func(_ *runner, op Op, _ *Result) error { return unix.Mknod(op.Path, op.Type|op.Mode, int(op.Dev)) },
 	OpSetxattr: func(_ *runner, op Op, _ *Result) error {
 		return unix.Lsetxattr(op.Path, op.Name, op.Payload(), op.Flags)
 	},
