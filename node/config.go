@@ -209,7 +209,7 @@ func DefaultConfig() Config {
 		PropagateInterval:   rt.PropagateInterval,
 		Placement:           namespace.PlacementColocate,
 		PlacementSpread:     namespace.DefaultSpreadAfter,
-		Scheme:              namespace.SchemeGHBA,
+		Scheme:              namespace.SchemeAuto,
 		CacheLease:          DefaultCacheLease,
 		DataGCGrace:         namespace.DefaultDataGCGrace,
 		StopHandOverTimeout: DefaultStopHandOverTimeout,
@@ -338,10 +338,8 @@ func (c *Config) Validate() error {
 	if c.PlacementSpread <= 0 {
 		return bad("placement_spread", "%d must be positive", c.PlacementSpread)
 	}
-	switch c.Scheme {
-	case namespace.SchemeGHBA, namespace.SchemeHBA:
-	default:
-		return bad("scheme", "%q must be ghba or hba", c.Scheme)
+	if !slices.Contains(namespace.Schemes(), c.Scheme) {
+		return bad("scheme", "%q must be one of %s", c.Scheme, strings.Join(namespace.Schemes(), ", "))
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":

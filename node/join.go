@@ -12,6 +12,7 @@ import (
 
 	"github.com/ghba/ghba/fsm"
 	"github.com/ghba/ghba/node/internal/backoff"
+	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/node/store"
 	"github.com/ghba/ghba/rpc"
 	"github.com/hashicorp/raft"
@@ -444,7 +445,7 @@ func (n *Node) handleGroupJoin(ctx context.Context, req *groupJoinReq) (*groupJo
 	if resp, handled, err := forward[groupJoinReq, groupJoinResp](ctx, n, methodGroupJoin, req); handled {
 		return resp, err
 	}
-	if req.Scheme != "" && req.Scheme != n.cfg.Scheme {
+	if req.Scheme != "" && !namespace.SchemesAgree(req.Scheme, n.cfg.Scheme) {
 		n.log.Warn("join refused: the joiner's routing scheme is not the group's", "joiner", req.Member.ID,
 			"joiner_scheme", req.Scheme, "scheme", n.cfg.Scheme)
 		return &groupJoinResp{Leader: n.cfg.NodeID, Scheme: n.cfg.Scheme,

@@ -961,6 +961,7 @@ func (n *Node) Status() *rpc.StatusResponse {
 		st.FilterBytes, st.Levels, st.Hops = s.FilterBytes, s.Levels, s.Hops
 		st.L2Members, st.Multicasts, st.Broadcasts = s.L2Members, s.Multicasts, s.Broadcasts
 		st.ExtraReplicas = s.ExtraReplicas
+		st.Routing = n.ns.Routing()
 	}
 	st.FilterMemoryBudget = int64(n.cfg.FilterMemoryMB) << 20
 	return st

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"slices"
 	"strings"
@@ -94,6 +95,81 @@ func TestSchemeHBA(t *testing.T) {
 		multicasts += n.NS().Stats().Multicasts
 	}
 	t.Logf("multicasts over the run: %d", multicasts)
+}
+
+// TestSchemeAuto runs scheme auto (the default) on two groups of two, with
+// no L1: the nodes whose memory budget holds every other shard's filter
+// route as HBA (status "hba"): a path that is nowhere costs them no group
+// multicast (L3), while the node with no budget to spare holds its G-HBA
+// segment alone and routes with the multicast ("ghba"). Existing paths
+// are found through every node.
+func TestSchemeAuto(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, goleakOptions()...) })
+	specs := []groupSpec{{"a1", "ga"}, {"a2", "ga"}, {"b1", "gb"}, {"b2", "gb"}}
+	log := rpctest.Logger(t)
+	nodes := startGroups(t, log, specs, func(i int, c *node.Config) {
+		c.LRUEntries = 0
+		c.FilterMemoryMB = 64
+		if specs[i].id == "b2" {
+			c.FilterMemoryMB = 0
+		}
+	})
+	checkGroup(t, 30*time.Second, nodes[:2], []string{"a1", "a2"})
+	checkGroup(t, 30*time.Second, nodes[2:], []string{"b1", "b2"})
+	rpctest.Eventually(t, 60*time.Second, "a1, a2 and b1 route as HBA, b2 as G-HBA", func() error {
+		for _, n := range nodes {
+			n.NS().SyncFilters()
+			want := namespace.SchemeHBA
+			if n.ID() == "b2" {
+				want = namespace.SchemeGHBA
+			}
+			if st := n.Status(); st.Routing != want || st.Scheme != namespace.SchemeAuto {
+				return fmt.Errorf("%s: scheme %q, routing %q; want auto, %s", n.ID(), st.Scheme, st.Routing, want)
+			}
+		}
+		return nil
+	})
+
+	c := client.New(client.Options{Addrs: nodeAddrs(nodes), HomeCacheSize: -1})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var paths []string
+	for d := range 4 {
+		mustMkdir(t, ctx, c, fmt.Sprintf("/d%d", d))
+		for i := range 6 {
+			p := fmt.Sprintf("/d%d/f%d", d, i)
+			mustCreate(t, ctx, c, p)
+			paths = append(paths, p)
+		}
+	}
+	for _, n := range nodes {
+		for _, p := range paths {
+			var r rpc.LookupResponse
+			if err := c.Call(ctx, nodetest.RPCAddr(n.Config()), rpc.MethodLookup, &rpc.LookupRequest{Path: p}, &r); err != nil {
+				t.Fatalf("lookup %s at %s: %v", p, n.ID(), err)
+			}
+		}
+	}
+	for _, n := range nodes {
+		before := n.NS().Stats().Multicasts
+		for d := range 4 {
+			p := fmt.Sprintf("/d%d/missing", d)
+			var r rpc.LookupResponse
+			err := c.Call(ctx, nodetest.RPCAddr(n.Config()), rpc.MethodLookup, &rpc.LookupRequest{Path: p}, &r)
+			if !errors.Is(err, fs.ErrNotExist) {
+				t.Fatalf("lookup %s at %s: %v, want not found", p, n.ID(), err)
+			}
+		}
+		m := n.NS().Stats().Multicasts - before
+		t.Logf("%s (routing %s): %d multicasts for 4 paths that are nowhere", n.ID(), n.NS().Routing(), m)
+		switch {
+		case n.ID() != "b2" && m != 0:
+			t.Errorf("%s routes as HBA but sent %d multicasts", n.ID(), m)
+		case n.ID() == "b2" && m == 0:
+			t.Errorf("b2 holds its segment alone but sent no multicast")
+		}
+	}
 }
 
 // TestSchemeMismatchRefused starts a node with scheme hba that joins a

@@ -1053,8 +1053,12 @@ type StatusResponse struct {
 	// ReplicasMigrated counts the replicas moved between members of this
 	// node's group (light-weight migration, G-HBA §2.4) since it began.
 	ReplicasMigrated uint64 `json:"replicas_migrated"`
-	// Scheme is the routing scheme: "ghba" or "hba".
+	// Scheme is the configured routing scheme: "auto", "ghba" or "hba".
 	Scheme string `json:"scheme,omitempty"`
+	// Routing is the scheme the node routes with now: "hba" (no L3
+	// multicast) or "ghba"; with scheme auto, "hba" while its memory
+	// budget holds every other shard's filter.
+	Routing string `json:"routing,omitempty"`
 	// L2Members is the number of filter replicas loaded in the L2 array;
 	// ExtraReplicas of them are held beyond the G-HBA segment because the
 	// memory budget FilterMemoryBudget (bytes, config filter_memory_mb)

@@ -163,7 +163,7 @@ var agentFlags = []agentFlag{
 	{"lru-entries", "lru_entries", "entries of the LRU list behind the L1 filter"},
 	{"l1-admission", "l1_admission", "how a path enters the LRU list: lru (every use) or frequency (its second use within a window)"},
 	{"placement", "placement", "home placement policy for new paths: colocate (files with their directory), balanced, random or parent"},
-	{"scheme", "scheme", "routing scheme: ghba (segment replicas + group multicast) or hba (every node holds every filter)"},
+	{"scheme", "scheme", "routing scheme: auto (G-HBA, routing as HBA while filter_memory_mb holds every filter), ghba (segment replicas + group multicast) or hba (every node holds every filter)"},
 	{"cache-lease", "cache_lease", "lease under which clients may cache inodes (0: no client caching)"},
 	{"log-level", "log_level", "log level: debug, info, warn or error"},
 	{"log-format", "log_format", "log format: text or json"},

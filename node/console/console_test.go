@@ -52,7 +52,8 @@ func startFakeCluster(t *testing.T, aclOn bool) string {
 		return &rpc.ACLTokenResponse{Token: testToken, User: testUser, Expires: time.Now().Add(time.Hour).UnixNano()}, nil
 	})
 	rpc.Register(srv, rpc.MethodStatus, func(context.Context, *rpc.StatusRequest) (*rpc.StatusResponse, error) {
-		return &rpc.StatusResponse{NodeID: "n1", Group: "g1", Status: "alive", RaftRole: "leader", Leader: "n1"}, nil
+		return &rpc.StatusResponse{NodeID: "n1", Group: "g1", Status: "alive", RaftRole: "leader", Leader: "n1",
+			Scheme: "auto", Routing: "hba"}, nil
 	})
 	rpc.Register(srv, rpc.MethodMembers, func(context.Context, *rpc.MembersRequest) (*rpc.MembersResponse, error) {
 		return &rpc.MembersResponse{Members: []rpc.Member{{ID: "n1", Group: "g1", Status: "alive", RaftRole: "leader"}}}, nil
@@ -316,6 +317,7 @@ func TestACLsOffIsOpen(t *testing.T) {
 	for _, tc := range []struct{ path, want string }{
 		{"/?refresh=0", `class="series"`},
 		{"/", `<table id="members">`},
+		{"/", `routing <b id="routing">hba</b> (scheme auto)`},
 		{"/", `<td>share</td><td>ws1</td><td>/srv/share</td><td><a href="/browse?path=%2fsources%2fshare">/sources/share</a>`},
 		{"/", `<td>1234</td><td>1</td><td>/srv/share/x: permission denied</td>`},
 		{"/search?q=report", `class="stage">exact<`},

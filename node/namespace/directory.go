@@ -342,6 +342,46 @@ func (n *Namespace) segmented() bool {
 	return ok
 }
 
+// routesAsHBA reports whether a lookup that its L1 and L2 arrays miss goes
+// on to the authoritative step at once, without the L3 multicast: always
+// with HBA, never with G-HBA, and with auto while this node holds a loaded
+// replica of every other shard's local filter (its memory budget has room
+// for them all: its L2 array then knows what the multicast would find; a
+// stale replica is covered by the authoritative step, as with HBA). It
+// walks the shards, so it is asked on a miss only, as the multicast would
+// cost far more.
+func (n *Namespace) routesAsHBA() bool {
+	switch n.scheme {
+	case SchemeHBA:
+		return true
+	case SchemeGHBA:
+		return false
+	}
+	ps := n.peers.Load()
+	if ps == nil || len(ps.shards) == 0 {
+		return false
+	}
+	for _, s := range ps.shards {
+		if n.leads(s.ID) {
+			continue
+		}
+		if _, ok := n.prop.loaded.Load(s.ID); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Routing returns the scheme this node routes with now: SchemeHBA or
+// SchemeGHBA (with SchemeAuto, it depends on the replicas held; see
+// routesAsHBA).
+func (n *Namespace) Routing() string {
+	if n.routesAsHBA() {
+		return SchemeHBA
+	}
+	return SchemeGHBA
+}
+
 // currentHeldKey is the held-set summary the Directory reports now.
 func (n *Namespace) currentHeldKey() string {
 	if !n.segmented() {

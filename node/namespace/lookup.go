@@ -103,7 +103,7 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 		}
 		tried = append(tried, lv.hit.ID)
 	}
-	if n.segmented() && len(n.dirHomesHere(directParent(p))) == 0 {
+	if n.segmented() && len(n.dirHomesHere(directParent(p))) == 0 && !n.routesAsHBA() {
 		id, sent := n.l3(ctx, p, k, tried)
 		hops += sent
 		if id != "" && n.shardUp(id) {

@@ -69,11 +69,24 @@ const DefaultSpreadAfter = 10000
 // to it (its segment, about (N−M')/M' of them) and resolves the rest with
 // the L3 group multicast; with SchemeHBA it holds a replica of every other
 // node's filter (HBA, G-HBA §2.5 with M = 1), which costs N−1 replicas per
-// node.
+// node. SchemeAuto is G-HBA's segment plus what the memory budget holds
+// (FilterMemory), and routes as HBA — no L3 multicast — while the budget
+// holds every other shard's filter.
 const (
 	SchemeGHBA = "ghba"
 	SchemeHBA  = "hba"
+	SchemeAuto = "auto"
 )
+
+// Schemes returns the routing schemes, the default first.
+func Schemes() []string { return []string{SchemeAuto, SchemeGHBA, SchemeHBA} }
+
+// SchemesAgree reports whether nodes with schemes a and b may share a
+// group: HBA takes no segment, G-HBA and auto take their group's segments
+// alike. An empty scheme is a build's from before the setting (G-HBA).
+func SchemesAgree(a, b string) bool {
+	return (a == SchemeHBA) == (b == SchemeHBA)
+}
 
 // ErrOptions is wrapped by every error about bad Options.
 var ErrOptions = errors.New("namespace: invalid options")
@@ -282,7 +295,7 @@ type Options struct {
 	// SpreadAfter is the number of files of one directory that
 	// PlacementColocate keeps with it (DefaultSpreadAfter when zero).
 	SpreadAfter int
-	// Scheme is SchemeGHBA (default) or SchemeHBA.
+	// Scheme is SchemeAuto (default), SchemeGHBA or SchemeHBA.
 	Scheme string
 	// FilterMemory is the memory, in bytes, this node's L2 array of
 	// local-filter replicas may take with G-HBA (budget.go): beyond its
@@ -408,12 +421,12 @@ func New(opts Options) (*Namespace, error) {
 		placement = PlacementColocate
 	}
 	if scheme == "" {
-		scheme = SchemeGHBA
+		scheme = SchemeAuto
 	}
 	switch {
 	case !slices.Contains(Placements(), placement):
 		return nil, fmt.Errorf("%w: placement %q", ErrOptions, placement)
-	case scheme != SchemeGHBA && scheme != SchemeHBA:
+	case !slices.Contains(Schemes(), scheme):
 		return nil, fmt.Errorf("%w: scheme %q", ErrOptions, scheme)
 	case rt.L1Admission != L1AdmitLRU && rt.L1Admission != L1AdmitFrequency:
 		return nil, fmt.Errorf("%w: L1 admission %q", ErrOptions, rt.L1Admission)

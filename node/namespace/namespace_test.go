@@ -422,3 +422,25 @@ func testBadRequests(t *testing.T, r int) {
 		t.Errorf("bad prepares left marks: %v", c.NS("n1").Marks())
 	}
 }
+
+func TestSchemesAgree(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{namespace.SchemeAuto, namespace.SchemeGHBA, true}, // both take their group's segments
+		{namespace.SchemeAuto, namespace.SchemeAuto, true},
+		{namespace.SchemeHBA, namespace.SchemeHBA, true},
+		{"", namespace.SchemeAuto, true}, // a build from before the setting: G-HBA
+		{namespace.SchemeHBA, namespace.SchemeAuto, false},
+		{namespace.SchemeGHBA, namespace.SchemeHBA, false},
+		{"", namespace.SchemeHBA, false},
+	} {
+		if got := namespace.SchemesAgree(tc.a, tc.b); got != tc.want {
+			t.Errorf("SchemesAgree(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+		if got := namespace.SchemesAgree(tc.b, tc.a); got != tc.want {
+			t.Errorf("SchemesAgree(%q, %q) = %v, want %v", tc.b, tc.a, got, tc.want)
+		}
+	}
+}
