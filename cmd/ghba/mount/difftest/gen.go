@@ -968,7 +968,12 @@ func (g *gen) access() Op {
 
 // mkfifo makes a FIFO at a fresh path mostly, else where mkdir would fail.
 func (g *gen) mkfifo() Op {
-	op := Op{Kind: OpMkfifo, Mode: g.createMode()}
+	return g.placeSpecial(Op{Kind: OpMkfifo, Mode: g.createMode()})
+}
+
+// placeSpecial gives a mkfifo or mknod its path: a fresh one mostly, else
+// where mkdir would fail; the model keeps what it makes as a file.
+func (g *gen) placeSpecial(op Op) Op {
 	switch x := g.r.IntN(10); {
 	case x < 8:
 		op.Path = g.fresh(g.dir())
@@ -1003,18 +1008,7 @@ func (g *gen) mknod() Op {
 	if op.Type != unix.S_IFSOCK {
 		op.Dev = nodeDevs[g.r.IntN(len(nodeDevs))]
 	}
-	switch x := g.r.IntN(10); {
-	case x < 8:
-		op.Path = g.fresh(g.dir())
-	case x < 9:
-		op.Path = g.any() // EEXIST mostly
-	default:
-		op.Path = g.badPath()
-	}
-	if g.creatable(op.Path) {
-		g.add(op.Path, mnode{kind: mFile})
-	}
-	return op
+	return g.placeSpecial(op)
 }
 
 // xattrName returns an attribute name: mostly one of a few in the user
