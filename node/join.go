@@ -331,7 +331,7 @@ func (n *Node) joinRequest(ctx context.Context, target string, auto bool) (*grou
 		return nil, err
 	}
 	return &groupJoinReq{leaderOnly: leaderOnly{Group: target}, Auto: auto, Member: n.selfMember(),
-		Shards: shards, Creates: creates, Incarnation: n.incarnation, Scheme: n.cfg.Scheme}, nil
+		Shards: shards, Creates: creates, Incarnation: n.incarnation, Scheme: namespace.WireScheme(n.cfg.Scheme)}, nil
 }
 
 // Join joins the Serf pool through the given Serf addresses (host:port) and
@@ -448,9 +448,10 @@ func (n *Node) handleGroupJoin(ctx context.Context, req *groupJoinReq) (*groupJo
 	if req.Scheme != "" && !namespace.SchemesAgree(req.Scheme, n.cfg.Scheme) {
 		n.log.Warn("join refused: the joiner's routing scheme is not the group's", "joiner", req.Member.ID,
 			"joiner_scheme", req.Scheme, "scheme", n.cfg.Scheme)
-		return &groupJoinResp{Leader: n.cfg.NodeID, Scheme: n.cfg.Scheme,
+		want := namespace.WireScheme(n.cfg.Scheme)
+		return &groupJoinResp{Leader: n.cfg.NodeID, Scheme: want,
 			Refused: fmt.Sprintf("node %s routes with scheme %q but group %q (leader %s) with %q; every node of a group must set the same scheme: set scheme: %s in its config",
-				req.Member.ID, req.Scheme, n.group(), n.cfg.NodeID, n.cfg.Scheme, n.cfg.Scheme)}, nil
+				req.Member.ID, req.Scheme, n.group(), n.cfg.NodeID, n.cfg.Scheme, want)}, nil
 	}
 	shards := req.Shards
 	if shards == nil { // a joiner of a build before replicated shards

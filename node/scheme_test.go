@@ -203,4 +203,10 @@ func TestSchemeMismatchRefused(t *testing.T) {
 	if got := fsmMemberIDs(nodes[0]); !slices.Equal(got, []string{"n1"}) {
 		t.Errorf("group members %v after the refused join, want [n1]", got)
 	}
+	// A node with the default scheme, auto, takes its segments as ghba
+	// does: the same group takes it.
+	c3 := nodetest.Config(t, "n3")
+	c3.RetryJoin = []string{nodetest.SerfAddr(cfgs[0])}
+	n3 := nodetest.Start(t, c3, log)
+	checkGroup(t, 30*time.Second, []*node.Node{nodes[0], n3}, []string{"n1", "n3"})
 }

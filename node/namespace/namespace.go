@@ -81,6 +81,17 @@ const (
 // Schemes returns the routing schemes, the default first.
 func Schemes() []string { return []string{SchemeAuto, SchemeGHBA, SchemeHBA} }
 
+// WireScheme is the scheme a node announces when it asks to join a group:
+// auto as ghba (they take their group's segments alike), so that a leader
+// of a build from before auto, which compares schemes as strings, takes
+// it during a rolling upgrade.
+func WireScheme(s string) string {
+	if s == SchemeAuto {
+		return SchemeGHBA
+	}
+	return s
+}
+
 // SchemesAgree reports whether nodes with schemes a and b may share a
 // group: HBA takes no segment, G-HBA and auto take their group's segments
 // alike. An empty scheme is a build's from before the setting (G-HBA).

@@ -443,4 +443,11 @@ func TestSchemesAgree(t *testing.T) {
 			t.Errorf("SchemesAgree(%q, %q) = %v, want %v", tc.b, tc.a, got, tc.want)
 		}
 	}
+	// A joiner announces auto as ghba, which a build from before auto
+	// compares as a string.
+	for in, want := range map[string]string{namespace.SchemeAuto: namespace.SchemeGHBA, namespace.SchemeGHBA: namespace.SchemeGHBA, namespace.SchemeHBA: namespace.SchemeHBA} {
+		if got := namespace.WireScheme(in); got != want {
+			t.Errorf("WireScheme(%q) = %q, want %q", in, got, want)
+		}
+	}
 }
