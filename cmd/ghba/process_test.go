@@ -232,7 +232,7 @@ type procNodeOpts struct {
 	Bootstrap bool
 	// MaxGroupSize is max_group_size (default 7).
 	MaxGroupSize int
-	// Scheme is "ghba" or "hba" (default: the agent's default, ghba).
+	// Scheme is "auto", "ghba" or "hba" (default: the agent's default, auto).
 	Scheme string
 	// LRUEntries is lru_entries (default 1600); negative means 0.
 	LRUEntries int

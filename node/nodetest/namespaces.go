@@ -221,7 +221,7 @@ type NamespacesOptions struct {
 	// Routing configures the filters (default SmallRouting).
 	Routing namespace.Routing
 	// Placement and Scheme are the namespace's (defaults: balanced, so
-	// that most creates are transactions between shards; ghba).
+	// that most creates are transactions between shards; auto).
 	Placement, Scheme string
 	// LogStore is the replicas' Raft log store (shard.LogStores; default
 	// boltdb).
