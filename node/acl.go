@@ -58,6 +58,7 @@ var methodClasses = map[string]methodClass{
 	rpc.MethodBatchCreate: classUser, rpc.MethodBatchCreateDirs: classUser, rpc.MethodFind: classUser,
 	rpc.MethodMembers: classUser, rpc.MethodGroups: classUser, rpc.MethodShards: classUser,
 	rpc.MethodACLWhoAmI: classUser, rpc.MethodSourceList: classUser, rpc.MethodDataStoreGet: classUser,
+	rpc.MethodSourceDiscover: classUser,
 
 	rpc.MethodJoin: classManagement, rpc.MethodLeave: classManagement, rpc.MethodKeyring: classManagement,
 	rpc.MethodACLUserAdd: classManagement, rpc.MethodACLUserList: classManagement,

@@ -534,7 +534,7 @@ func (n *Node) setupRPC() {
 	n.rpcSrv = rpc.NewServer(so)
 	n.registerAdmin()
 	n.acl.register(n.rpcSrv)
-	newSourceService(func() *namespace.Namespace { return n.ns }, n.log.With("component", "sources")).register(n.rpcSrv)
+	newSourceService(func() *namespace.Namespace { return n.ns }, n.serfMembers, n.log.With("component", "sources")).register(n.rpcSrv)
 	n.dataStores = newDataStoreService(func() *namespace.Namespace { return n.ns }, n.log.With("component", "datastore"))
 	n.dataStores.register(n.rpcSrv)
 }

@@ -293,3 +293,12 @@ func (n *Node) serfAgent() *serf.Serf {
 	defer n.mu.Unlock()
 	return n.serf
 }
+
+// serfMembers returns the members of the Serf pool as n sees them (every
+// role), none before Start.
+func (n *Node) serfMembers() []serf.Member {
+	if s := n.serfAgent(); s != nil {
+		return s.Members()
+	}
+	return nil
+}

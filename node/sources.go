@@ -13,6 +13,7 @@ import (
 	"github.com/ghba/ghba/node/acl"
 	"github.com/ghba/ghba/node/namespace"
 	"github.com/ghba/ghba/rpc"
+	"github.com/hashicorp/serf/serf"
 )
 
 // sourcesDir holds one file per registered source ("ghba source"), the
@@ -20,14 +21,16 @@ import (
 // the ACL records.
 const sourcesDir = acl.ReservedDir + "/sources"
 
-// sourceService keeps the source records.
+// sourceService keeps the source records and lists the shares that
+// share agents announce (shareagent.go).
 type sourceService struct {
-	ns  func() *namespace.Namespace
-	log *slog.Logger
+	ns      func() *namespace.Namespace
+	members func() []serf.Member // the Serf pool as this node sees it; nil before Serf starts
+	log     *slog.Logger
 }
 
-func newSourceService(ns func() *namespace.Namespace, log *slog.Logger) *sourceService {
-	return &sourceService{ns: ns, log: log}
+func newSourceService(ns func() *namespace.Namespace, members func() []serf.Member, log *slog.Logger) *sourceService {
+	return &sourceService{ns: ns, members: members, log: log}
 }
 
 // register installs the Sources.* methods.
@@ -35,6 +38,7 @@ func (s *sourceService) register(srv *rpc.Server) {
 	rpc.Register(srv, rpc.MethodSourcePut, s.put)
 	rpc.Register(srv, rpc.MethodSourceList, s.list)
 	rpc.Register(srv, rpc.MethodSourceRemove, s.remove)
+	rpc.Register(srv, rpc.MethodSourceDiscover, s.discover)
 }
 
 func checkSource(src *rpc.Source) error {
@@ -125,6 +129,16 @@ func (s *sourceService) remove(ctx context.Context, r *rpc.SourceRemoveRequest) 
 	}
 	s.log.Info("source removed", "source", r.Name)
 	return &rpc.SourceRemoveResponse{}, nil
+}
+
+// discover lists the machines whose share agents this node's gossip
+// knows, each share with the source it is adopted as.
+func (s *sourceService) discover(ctx context.Context, _ *rpc.SourceDiscoverRequest) (*rpc.SourceDiscoverResponse, error) {
+	srcs, err := s.list(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &rpc.SourceDiscoverResponse{Machines: discoverShares(s.members(), srcs.Sources)}, nil
 }
 
 // readDirAll returns the names in directory dir.

@@ -30,9 +30,10 @@ const (
 	MethodDataStoreGet = "DataStore.Get" // DataStoreGetRequest → DataStoreResponse
 	MethodDataStoreSet = "DataStore.Set" // DataStoreSetRequest → DataStoreResponse
 
-	MethodSourcePut    = "Sources.Put"    // SourcePutRequest → SourcePutResponse
-	MethodSourceList   = "Sources.List"   // SourceListRequest → SourceListResponse
-	MethodSourceRemove = "Sources.Remove" // SourceRemoveRequest → SourceRemoveResponse
+	MethodSourcePut      = "Sources.Put"      // SourcePutRequest → SourcePutResponse
+	MethodSourceList     = "Sources.List"     // SourceListRequest → SourceListResponse
+	MethodSourceRemove   = "Sources.Remove"   // SourceRemoveRequest → SourceRemoveResponse
+	MethodSourceDiscover = "Sources.Discover" // SourceDiscoverRequest → SourceDiscoverResponse
 
 	MethodMembers = "Cluster.Members" // MembersRequest → MembersResponse
 	MethodGroups  = "Cluster.Groups"  // GroupsRequest → GroupsResponse
@@ -577,6 +578,37 @@ type SourceListRequest struct{}
 // SourceListResponse lists the sources by name.
 type SourceListResponse struct {
 	Sources []Source `json:"sources"`
+}
+
+// SourceDiscoverRequest asks for the machines that announce shared
+// folders ("ghba share-agent").
+type SourceDiscoverRequest struct{}
+
+// SourceDiscoverResponse lists the share agents the answering node's
+// gossip knows, by machine name.
+type SourceDiscoverResponse struct {
+	Machines []DiscoveredMachine `json:"machines"`
+}
+
+// DiscoveredMachine is a machine whose share agent announces folders.
+type DiscoveredMachine struct {
+	// Machine is its name, as the sources adopted from it carry.
+	Machine string `json:"machine"`
+	// Addr is its agent's gossip address (host:port).
+	Addr string `json:"addr"`
+	// Status is "alive", "leaving" or "failed" (not reachable now).
+	Status string `json:"status"`
+	// Shares are its shared folders, by name.
+	Shares []DiscoveredShare `json:"shares"`
+}
+
+// DiscoveredShare is one folder a machine shares.
+type DiscoveredShare struct {
+	Name string `json:"name"`
+	// Dir is its absolute path on the machine.
+	Dir string `json:"dir"`
+	// Source is the source it is adopted as ("" until it is).
+	Source string `json:"source,omitempty"`
 }
 
 // SourceRemoveRequest removes a source's registration (not what was

@@ -139,7 +139,8 @@ func (c *procCluster) waitServing(n *procNode) {
 //     she can stat and list below it, and once alice owns it (root's
 //     chown) too; after chmod 700 and chown back every node refuses her
 //     again; root can always stat.
-//   - alice cannot make a node leave (6), does not see /.ghba in ls /, and
+//   - alice cannot make a node leave (6) nor adopt a discovered share
+//     (6; root can), does not see /.ghba in ls /, and
 //     stat /.ghba exits 6; alice cannot list tokens (6).
 //   - A revoked token, and the token of a removed user, is refused (7) by
 //     every node within a few seconds.
@@ -343,6 +344,11 @@ func TestProcessACL(t *testing.T) {
 
 	// ---- what a user without the management role cannot do ----
 	alice.expect(exitDenied, n3, "", "leave")
+	share := c.startShareAgent(n1, rootToken, "--machine", "ws1", "--no-scan", "docs=/srv/docs")
+	c.waitDiscovered(n2, "ws1", "docs")
+	alice.expect(exitDenied, n2, "", "source", "adopt", "ws1", "docs")
+	root.expect(0, n3, "", "source", "adopt", "ws1", "docs")
+	share.stop(t)
 	alice.expect(exitDenied, n1, "", "token", "list")
 	alice.expect(exitDenied, n1, "x-password\n", "user", "add", "mallory", "--uid", "0", "--gid", "0", "--password-stdin")
 	if ls := alice.expect(0, n2, "", "ls", "/"); strings.Contains(ls, ".ghba") || !strings.Contains(ls, "home/") {

@@ -62,7 +62,7 @@ wrong, revoked or expired token.`,
 	add("security", newTLSCmd(), newKeygenCmd(), newKeyringCmd(co))
 	add("security", newACLCmds(co)...)
 	add("namespace", newFSCmds(co)...)
-	add("namespace", newImportCmd(co), newFindCmd(co), newSourceCmd(co), newScanCmd(co))
+	add("namespace", newImportCmd(co), newFindCmd(co), newSourceCmd(co), newScanCmd(co), newShareAgentCmd(co))
 	add("namespace", newDataStoreCmd(co))
 	add("namespace", newMountCmds(co)...)
 	add("tools", newBenchCmd(co), newSimCmd())

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -30,11 +32,12 @@ node lists them; adding and removing one needs the management role when
 ACLs are on.`,
 		Example: `  ghba source add docs /srv/share/docs --every 30m
   ghba source list
-  ghba scan --once`,
+  ghba scan --once
+  ghba source discover && ghba source adopt ws1 docs`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(newSourceAddCmd(o), newSourceListCmd(o), newSourceRmCmd(o))
+	cmd.AddCommand(newSourceAddCmd(o), newSourceListCmd(o), newSourceRmCmd(o), newSourceDiscoverCmd(o), newSourceAdoptCmd(o))
 	return cmd
 }
 
@@ -151,6 +154,110 @@ func newSourceRmCmd(o *clientOptions) *cobra.Command {
 	}
 }
 
+func newSourceDiscoverCmd(o *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "discover",
+		Short: "List the machines that announce shared folders (ghba share-agent)",
+		Long: `List the machines whose "ghba share-agent" announces shared folders to the
+cluster: machine, status (alive, or failed: not reachable now), each shared
+folder and the source it is adopted as ("-": not adopted; "ghba source
+adopt MACHINE SHARE" adopts it). With --json: [{machine, addr, status,
+shares: [{name, dir, source}]}].`,
+		Example: `  ghba source discover
+  ghba --json source discover | jq -r '.[].shares[] | select(.source == null) | .dir'`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				r, err := c.DiscoverShares(ctx)
+				if err != nil {
+					return opError("source discover", "", err)
+				}
+				if o.json {
+					return writeJSON(cmd.OutOrStdout(), r.Machines)
+				}
+				t := newTable(cmd.OutOrStdout(), "MACHINE", "STATUS", "SHARE", "DIR", "SOURCE")
+				for _, m := range r.Machines {
+					for _, sh := range m.Shares {
+						t.row(m.Machine, m.Status, sh.Name, sh.Dir, dash(sh.Source))
+					}
+				}
+				return t.flush()
+			})
+		},
+	}
+}
+
+func newSourceAdoptCmd(o *clientOptions) *cobra.Command {
+	var (
+		as, to  string
+		every   time.Duration
+		content bool
+	)
+	cmd := &cobra.Command{
+		Use:   "adopt MACHINE SHARE [--as NAME] [--to /dest] [--every 10m] [--content]",
+		Short: "Register a discovered shared folder as a source",
+		Long: `Register the folder SHARE that MACHINE's share agent announces ("ghba source
+discover") as a source named --as (default SHARE), imported into --to
+(default /sources/NAME) by that agent every --every, as "ghba source add"
+would. Needs the management role when ACLs are on. Exit code 3 if the
+machine does not announce SHARE, 4 if the source name is registered
+already.`,
+		Example: `  ghba source adopt ws1 docs
+  ghba source adopt ws1 home --as ws1-home --to /machines/ws1/home --every 1h`,
+		Args: exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			machine, share := args[0], args[1]
+			name := cmp.Or(as, share)
+			if !rpc.ValidSourceName(name) {
+				return usageErrorf("source adopt: name %q: want 1-64 of A-Z a-z 0-9 . _ -", name)
+			}
+			if to == "" {
+				to = "/sources/" + name
+			}
+			if err := checkPath(to); err != nil {
+				return err
+			}
+			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
+				r, err := c.DiscoverShares(ctx)
+				if err != nil {
+					return opError("source adopt", share, err)
+				}
+				dir := ""
+				for _, m := range r.Machines {
+					for _, sh := range m.Shares {
+						if m.Machine == machine && sh.Name == share {
+							dir = sh.Dir
+						}
+					}
+				}
+				if dir == "" {
+					return opError("source adopt", machine+" "+share,
+						fmt.Errorf("%w: no machine %s announces a share %s (ghba source discover lists those announced)", fs.ErrNotExist, machine, share))
+				}
+				src := &rpc.Source{Name: name, Machine: machine, Dir: dir, Dest: path.Clean(to), Every: every.String()}
+				if content {
+					src.Content = fsimport.DefaultContentBytes
+				}
+				pr, err := c.SourcePut(ctx, src, true)
+				if err != nil {
+					return opError("source adopt", name, err)
+				}
+				if o.json {
+					return writeJSON(cmd.OutOrStdout(), pr.Source)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "source %s: %s:%s into %s every %s\n", name, machine, dir, src.Dest, src.Every)
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&as, "as", "", "the source's name (default SHARE)")
+	f.StringVar(&to, "to", "", "destination directory (default /sources/NAME)")
+	f.DurationVar(&every, "every", 10*time.Minute, "time between scans (at least 1s)")
+	f.BoolVar(&content, "content", false, "index the start of every text file for search by text")
+	return cmd
+}
+
 // newScanCmd returns "ghba scan".
 func newScanCmd(o *clientOptions) *cobra.Command {
 	var (
@@ -181,7 +288,7 @@ retried at the next turn. With --once, scan each source once now and exit:
 				}
 			}
 			return withClientSet(cmd, o, importClient, func(ctx context.Context, c *client.Client) error {
-				return runScan(ctx, cmd, c, machine, names, once, workers)
+				return runScan(ctx, cmd, c, machine, names, once, workers, time.Minute)
 			})
 		},
 	}
@@ -196,7 +303,8 @@ retried at the next turn. With --once, scan each source once now and exit:
 var errScanFailed = errors.New("scan: some entries were not imported")
 
 // runScan scans the machine's sources, once or on their schedules.
-func runScan(ctx context.Context, cmd *cobra.Command, c *client.Client, machine string, names []string, once bool, workers int) error {
+// Without once, it looks for new registrations at least every recheck.
+func runScan(ctx context.Context, cmd *cobra.Command, c *client.Client, machine string, names []string, once bool, workers int, recheck time.Duration) error {
 	w := cmd.ErrOrStderr()
 	mine := func() ([]rpc.Source, error) {
 		r, err := c.Sources(ctx)
@@ -228,7 +336,7 @@ func runScan(ctx context.Context, cmd *cobra.Command, c *client.Client, machine 
 		if once && len(srcs) == 0 {
 			return fmt.Errorf("scan: no source is registered for machine %s", machine)
 		}
-		next := time.Now().Add(time.Minute) // check for new registrations at least this often
+		next := time.Now().Add(recheck)
 		for i := range srcs {
 			s := &srcs[i]
 			every, _ := time.ParseDuration(s.Every)

@@ -68,6 +68,10 @@ func startFakeCluster(t *testing.T, aclOn bool) string {
 		return &rpc.SourceListResponse{Sources: []rpc.Source{{Name: "share", Machine: "ws1", Dir: "/srv/share", Dest: "/sources/share",
 			Every: "10m0s", Content: 4096, Entries: 1234, Errors: 1, LastError: "/srv/share/x: permission denied"}}}, nil
 	})
+	rpc.Register(srv, rpc.MethodSourceDiscover, func(context.Context, *rpc.SourceDiscoverRequest) (*rpc.SourceDiscoverResponse, error) {
+		return &rpc.SourceDiscoverResponse{Machines: []rpc.DiscoveredMachine{{Machine: "ws1", Status: "alive", Shares: []rpc.DiscoveredShare{
+			{Name: "share", Dir: "/srv/share", Source: "share"}, {Name: "home", Dir: "/home"}}}}}, nil
+	})
 	rpc.Register(srv, rpc.MethodFind, func(_ context.Context, r *rpc.FindRequest) (*rpc.FindResponse, error) {
 		return &rpc.FindResponse{
 			Inodes: []rpc.Inode{{Path: "/docs/Report", Type: rpc.TypeFile}, {Path: "/docs/report", Type: rpc.TypeFile}},
@@ -319,6 +323,8 @@ func TestACLsOffIsOpen(t *testing.T) {
 		{"/", `<table id="members">`},
 		{"/", `routing <b id="routing">hba</b> (scheme auto)`},
 		{"/", `<td>share</td><td>ws1</td><td>/srv/share</td><td><a href="/browse?path=%2fsources%2fshare">/sources/share</a>`},
+		{"/", `<td>ws1</td><td>alive</td><td>home</td><td>/home</td>
+<td><code>ghba source adopt ws1 home</code></td>`},
 		{"/", `<td>1234</td><td>1</td><td>/srv/share/x: permission denied</td>`},
 		{"/search?q=report", `class="stage">exact<`},
 		{"/browse?path=/docs/report", `<td>42</td>`},

@@ -136,7 +136,9 @@ type clusterData struct {
 	Groups  *rpc.GroupsResponse
 	Shards  []rpc.ShardInfo
 	Sources []rpc.Source
-	Charts  []Chart
+	// Discovered are the machines that announce shares (ghba share-agent).
+	Discovered []rpc.DiscoveredMachine
+	Charts     []Chart
 	// Interval is the sample interval of the charts.
 	Interval time.Duration
 }
@@ -152,8 +154,9 @@ func pageCall[T any](s *Server, w http.ResponseWriter, r *http.Request, v *view,
 	return false
 }
 
-// serveCluster shows this node's status, the members, groups, shards and
-// sources (the trees "ghba scan" keeps imported), and the charts of the
+// serveCluster shows this node's status, the members, groups, shards,
+// sources (the trees "ghba scan" keeps imported) and the shares machines
+// announce (ghba share-agent), and the charts of the
 // recent samples.
 func (s *Server) serveCluster(w http.ResponseWriter, r *http.Request, v *view) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.opts.CallTimeout)
@@ -177,6 +180,10 @@ func (s *Server) serveCluster(w http.ResponseWriter, r *http.Request, v *view) {
 	}
 	sl, err := v.client.Sources(ctx)
 	if pageCall(s, w, r, v, sl, err, func(so *rpc.SourceListResponse) { d.Sources = so.Sources }) {
+		return
+	}
+	ds, err := v.client.DiscoverShares(ctx)
+	if pageCall(s, w, r, v, ds, err, func(dr *rpc.SourceDiscoverResponse) { d.Discovered = dr.Machines }) {
 		return
 	}
 	v.page.Title, v.page.Nav, v.page.Data = "Cluster", "cluster", d

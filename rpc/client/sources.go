@@ -23,3 +23,9 @@ func (c *Client) Sources(ctx context.Context) (*rpc.SourceListResponse, error) {
 func (c *Client) SourceRemove(ctx context.Context, name string) error {
 	return c.callAny(ctx, "", rpc.MethodSourceRemove, false, &rpc.SourceRemoveRequest{Name: name}, &rpc.SourceRemoveResponse{})
 }
+
+// DiscoverShares lists the machines whose share agents announce folders.
+func (c *Client) DiscoverShares(ctx context.Context) (*rpc.SourceDiscoverResponse, error) {
+	resp := new(rpc.SourceDiscoverResponse)
+	return resp, c.callAny(ctx, "", rpc.MethodSourceDiscover, true, &rpc.SourceDiscoverRequest{}, resp)
+}
