@@ -63,7 +63,9 @@ also writes CSV files and PNG plots there. Progress goes to stderr.`,
   ghba sim hba --servers 10 --lru-entries 300
   ghba sim ghba --servers 100 --max-group 9 --out sim-out/
   ghba sim optimal-m --servers 30
-  ghba sim migration --servers 100 --max-group 9 --json`,
+  ghba sim migration --servers 100 --max-group 9 --json
+  ghba sim spill --servers 100 --max-group 9
+  ghba sim update --servers 20,100,1000`,
 	}
 	f := cmd.PersistentFlags()
 	f.Int64Var(&o.seed, "seed", 1, "seed of the generated trace and of the placement and entry-server choices")
@@ -77,6 +79,7 @@ also writes CSV files and PNG plots there. Progress goes to stderr.`,
 	f.IntVar(&o.runs, "runs", 1, "replay with this many seeds (seed, seed+1, …) and average the results")
 	f.Float64Var(&o.scan, "scan-frac", 0, "share of the generated trace's operations that sweep sequentially over the files, a stat of each once per sweep (a scan-heavy workload); 0 = none")
 	cmd.AddCommand(newSimPBACmd(o), newSimHBACmd(o), newSimGHBACmd(o), newSimOptimalMCmd(o), newSimMigrationCmd(o), newSimBudgetCmd(o), newSimNexusCmd(o))
+	cmd.AddCommand(newSimSpillCmd(o), newSimUpdateCmd(o))
 	return cmd
 }
 

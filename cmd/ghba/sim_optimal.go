@@ -46,8 +46,8 @@ Values of M giving the same grouping as a smaller M are skipped.`,
 			if minM < 0 || maxM < 0 || (maxM > 0 && maxM < minM) {
 				return usageErrorf("--min-m %d / --max-m %d: want 0 ≤ min ≤ max", minM, maxM)
 			}
-			if d.Mem < 0 || d.RTT < 0 || d.PerMsg < 0 {
-				return usageErrorf("delays must not be negative")
+			if err := simCheckDelays(d.Mem, d.RTT, d.PerMsg); err != nil {
+				return err
 			}
 			var err error
 			if base, err = gf.config(); err != nil {
@@ -75,9 +75,7 @@ Values of M giving the same grouping as a smaller M are skipped.`,
 	f.IntSliceVar(&servers, "servers", []int{30}, "number of metadata servers N (list)")
 	f.IntVar(&minM, "min-m", 0, "smallest M of the sweep (0: 2)")
 	f.IntVar(&maxM, "max-m", 0, "largest M of the sweep (0: min(N−1, 2⌈√N⌉+2))")
-	f.Float64Var(&d.Mem, "d-mem", d.Mem, "assumed D_LRU = D_L2 in ms: probing an in-memory filter array")
-	f.Float64Var(&d.RTT, "d-rtt", d.RTT, "assumed LAN round trip in ms (base of D_group and D_net)")
-	f.Float64Var(&d.PerMsg, "d-per-msg", d.PerMsg, "assumed ms per additional multicast recipient")
+	simDelayFlags(cmd, &d)
 	gf.register(cmd)
 	return cmd
 }
