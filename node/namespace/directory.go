@@ -243,16 +243,21 @@ func (n *Namespace) shardUp(shard string) bool {
 // canFailOver reports whether shard may get a leader other than a dead
 // one soon: a node that is up, other than its last known leader, hosts a
 // replica of it; or no host of it is known yet and a node that may know
-// its leader is up (askPeer), or the shard itself is not known yet. (With one replica per shard, a shard whose node is down
-// has no one to fail over to: requests for it answer at once.)
+// its leader is up (askPeer) or this node hosts a replica of it (it has
+// just started), or the shard itself is not known yet. (With one replica
+// per shard, a shard whose node is down has no one to fail over to:
+// requests for it answer at once.)
 func (n *Namespace) canFailOver(shard string) bool {
+	s := n.peers.Load().shard[shard]
 	if n.hostsUnknown(shard) {
 		// Not known at all yet (gossip brings a shard another node has
 		// just created or taken to a new group within moments), or its
-		// leader may be learned from a peer soon.
-		return n.peers.Load().shard[shard] == nil || n.askPeer(shard) != ""
+		// leader may be learned from a peer soon. A shard this node hosts
+		// a replica of, with no other host known, is one it has just
+		// started with: its replica learns the leader from Raft, and
+		// gossip brings the other hosts up within moments.
+		return s == nil || slices.Contains(s.Hosts, n.id) || n.askPeer(shard) != ""
 	}
-	s := n.peers.Load().shard[shard]
 	for _, h := range s.Hosts {
 		if h != s.Leader && n.isUp(h) {
 			return true

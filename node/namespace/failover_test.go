@@ -172,3 +172,48 @@ func TestLeaderFromReplica(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestWaitsForGossipAfterStart: a node whose view of the cluster is
+// that of a node just started (no other node up yet, no other host of any
+// shard, no leader) receives a request for a shard it hosts a replica of
+// and another node leads. It waits for gossip, bounded by LeaderWait,
+// instead of answering at once that the shard has no reachable leader (a
+// request the CI's TestProcessOperations once saw fail right after a
+// restart).
+func TestRequestWaitsForGossipAfterStart(t *testing.T) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: 3, RaftTimeout: 2 * time.Second})
+	mustOK(t, via(c, "n1").mkdir("/d", false), "mkdir /d")
+	if err := c.HandOver("n1", "n2"); err != nil { // "/" is homed on shard n1
+		t.Fatal(err)
+	}
+	restore := c.Dir.Blind("n1")
+	rpctest.Eventually(t, 5*time.Second, "n1 sees n2 down", func() error {
+		if up, _ := c.NS("n1").SeesPeer("n2"); up {
+			return errors.New("n2 up")
+		}
+		return nil
+	})
+	base := c.NS("n1").Stats().LeaderWaits
+	stat := make(chan error, 1)
+	go func() {
+		_, err := via(c, "n1").readdir("/", "", 10)
+		stat <- err
+	}()
+	// The request must still be waiting when gossip arrives: poll for its
+	// wait to start, then give the view back.
+	rpctest.Eventually(t, 5*time.Second, "the request waits for a leader", func() error {
+		select {
+		case err := <-stat:
+			t.Fatalf("readdir / through n1 answered before gossip came back: %v", err)
+		default:
+		}
+		if c.NS("n1").Stats().LeaderWaits == base {
+			return errors.New("not waiting yet")
+		}
+		return nil
+	})
+	restore()
+	if err := <-stat; err != nil {
+		t.Fatalf("readdir / through n1 once gossip came back: %v", err)
+	}
+}

@@ -31,12 +31,30 @@ type Directory struct {
 	shards map[string]namespace.ShardInfo
 	root   string
 	subs   map[chan struct{}]struct{}
+	blind  map[string]bool // the nodes whose view shows no other node up (Blind)
 }
 
 // NewDirectory returns a Directory without peers whose root shard is root.
 func NewDirectory(root string) *Directory {
 	return &Directory{peers: map[string]namespace.Peer{}, shards: map[string]namespace.ShardInfo{},
-		root: root, subs: map[chan struct{}]struct{}{}}
+		root: root, subs: map[chan struct{}]struct{}{}, blind: map[string]bool{}}
+}
+
+// Blind makes node self's view what a node that has just started sees
+// before gossip reaches it: no other node up, no other host of any shard,
+// no leader other than itself. It notifies every subscriber; restore
+// gives the node the Directory's view again.
+func (d *Directory) Blind(self string) (restore func()) {
+	d.mu.Lock()
+	d.blind[self] = true
+	d.mu.Unlock()
+	d.notify()
+	return func() {
+		d.mu.Lock()
+		delete(d.blind, self)
+		d.mu.Unlock()
+		d.notify()
+	}
 }
 
 // UpdateShard changes shard id (created if unknown) with fn and notifies
@@ -130,7 +148,13 @@ func (v *dirView) Self() namespace.Peer {
 func (v *dirView) Peers() []namespace.Peer {
 	v.d.mu.Lock()
 	defer v.d.mu.Unlock()
-	return sortedByID(v.d.peers, func(p namespace.Peer) string { return p.ID })
+	ps := sortedByID(v.d.peers, func(p namespace.Peer) string { return p.ID })
+	if v.d.blind[v.self] {
+		for i := range ps {
+			ps[i].Up = ps[i].ID == v.self
+		}
+	}
+	return ps
 }
 
 func (v *dirView) RootShard() string { return v.d.Root() }
@@ -138,7 +162,17 @@ func (v *dirView) RootShard() string { return v.d.Root() }
 func (v *dirView) Shards() []namespace.ShardInfo {
 	v.d.mu.Lock()
 	defer v.d.mu.Unlock()
-	return sortedByID(v.d.shards, func(s namespace.ShardInfo) string { return s.ID })
+	ss := sortedByID(v.d.shards, func(s namespace.ShardInfo) string { return s.ID })
+	if v.d.blind[v.self] {
+		for i := range ss {
+			s := &ss[i]
+			if s.Leader != v.self {
+				s.Leader = ""
+			}
+			s.Hosts = slices.DeleteFunc(slices.Clone(s.Hosts), func(h string) bool { return h != v.self })
+		}
+	}
+	return ss
 }
 
 // sortedByID returns the values of m sorted by their id.
