@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 # Link only hashicorp/go-metrics (raft-boltdb's compat layer would pull in armon/go-metrics).
 TAGS      := -tags hashicorpmetrics
 
-.PHONY: all build image test bench scale demo groups-bench compare-etcd mount-bench pjdfstest sim-demo fuzz vet fmt clean chaos chaos-broken formation
+.PHONY: all build image test bench scale scale-load demo groups-bench compare-etcd mount-bench pjdfstest sim-demo fuzz vet fmt clean chaos chaos-broken formation
 
 all: build
 
@@ -88,6 +88,19 @@ scale:
 	GHBA_SCALE=1 GHBA_SCALE_NODES=$(SCALE_NODES) GHBA_SCALE_REPLICATION=$(SCALE_R) GHBA_SCALE_CPUS=$(SCALE_CPUS) \
 		GHBA_SCALE_CLIENTS=$(SCALE_CLIENTS) GHBA_SCALE_ITEMS=$(SCALE_ITEMS) GHBA_SCALE_OUT=$(SCALE_OUT) \
 		$(GO) test $(TAGS) -count=1 -run '^TestScaleOut$$' -timeout 40m -v ./cmd/ghba/scale/
+
+## scale-load: HBA Figs. 15-17 (cmd/ghba/scale, needs docker): against SCALE_NODES nodes at
+## LOAD_R (default 1), each limited to SCALE_CPUS cores, the file phases with LOAD_CLIENTS
+## client tasks in all (default 4,16,64,256), one cluster per node count; prints the table,
+## writes SCALE_OUT/load.csv and SCALE_OUT/load.png (mean latency, throughput and speedup
+## against the clients, a line per node count).
+LOAD_R       ?= 1
+LOAD_CLIENTS ?= 4,16,64,256
+LOAD_PHASES  ?= tree-create,file-create,file-stat,file-remove,tree-remove
+scale-load:
+	GHBA_SCALE=1 GHBA_SCALE_NODES=$(SCALE_NODES) GHBA_SCALE_REPLICATION=$(LOAD_R) GHBA_SCALE_CPUS=$(SCALE_CPUS) \
+		GHBA_SCALE_WORKLOADS=$(LOAD_CLIENTS) GHBA_SCALE_PHASES=$(LOAD_PHASES) GHBA_SCALE_ITEMS=$(SCALE_ITEMS) \
+		GHBA_SCALE_OUT=$(SCALE_OUT) $(GO) test $(TAGS) -count=1 -run '^TestScaleOut$$' -timeout 60m -v ./cmd/ghba/scale/
 
 ## fuzz: run every decoder fuzzer for FUZZTIME each (default 30s)
 FUZZTIME ?= 30s

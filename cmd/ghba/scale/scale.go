@@ -1,7 +1,9 @@
 // Package scale measures how ghba's throughput grows with its number of
 // nodes at equal CPU per node (`make scale`, issue 37) and reports it: a
 // table, a CSV file and a PNG plot with HBA Fig. 16's speedups beside
-// ours.
+// ours. With a list of workloads (`make scale-load`) it also measures,
+// against each cluster, the latency and throughput under more and more
+// clients, and reports them as HBA Figs. 15, 16 and 17 do (load.go).
 //
 // The run itself is TestScaleOut (scale_test.go): for each replication
 // factor and node count it starts that many agent containers of the
@@ -46,6 +48,10 @@ type Point struct {
 	Nodes, Replication int
 	// Phase is the mdtest phase ("file-create", ...).
 	Phase string
+	// Clients is the number of client tasks in all (every task issues
+	// its next operation when the last one answered: a closed model, as
+	// HBA §7 replays its traces).
+	Clients int
 	// OpsPerSec is the mean over the iterations of the phase's rate;
 	// P50Ms and P99Ms the latencies of all its operations.
 	OpsPerSec, P50Ms, P99Ms float64
@@ -66,22 +72,47 @@ type Point struct {
 	CPUShare float64
 }
 
+// MeanLatencyMs is the mean time of one operation in milliseconds: in a
+// closed model with Clients tasks, Little's law gives Clients / OpsPerSec.
+func (p Point) MeanLatencyMs() float64 {
+	if p.OpsPerSec <= 0 {
+		return math.NaN()
+	}
+	return 1000 * float64(p.Clients) / p.OpsPerSec
+}
+
 // Speedups fills every point's Speedup: its rate over the rate of the same
-// phase and replication factor at the smallest node count among pts.
-func Speedups(pts []Point) {
+// phase and replication factor at the smallest node count among pts (the
+// scale-out run, where the clients grow with the nodes).
+func Speedups(pts []Point) { speedups(pts, false) }
+
+// LoadSpeedups fills every point's Speedup as Speedups does, against the
+// point with the same number of clients: at a fixed number of clients
+// the rate ratio is also the latency at the fewest nodes over this
+// latency, HBA Fig. 17's speedup.
+func LoadSpeedups(pts []Point) { speedups(pts, true) }
+
+func speedups(pts []Point, byClients bool) {
 	type key struct {
-		r     int
-		phase string
+		r, clients int
+		phase      string
+	}
+	keyOf := func(p Point) key {
+		k := key{r: p.Replication, phase: p.Phase}
+		if byClients {
+			k.clients = p.Clients
+		}
+		return k
 	}
 	base := make(map[key]Point)
 	for _, p := range pts {
-		k := key{p.Replication, p.Phase}
+		k := keyOf(p)
 		if b, ok := base[k]; !ok || p.Nodes < b.Nodes {
 			base[k] = p
 		}
 	}
 	for i := range pts {
-		b := base[key{pts[i].Replication, pts[i].Phase}]
+		b := base[keyOf(pts[i])]
 		pts[i].Speedup = math.NaN()
 		if b.OpsPerSec > 0 {
 			pts[i].Speedup = pts[i].OpsPerSec / b.OpsPerSec
@@ -89,8 +120,8 @@ func Speedups(pts []Point) {
 	}
 }
 
-// sorted returns pts ordered by replication, phase (in first-seen order)
-// and nodes.
+// sorted returns pts ordered by replication, phase (in first-seen order),
+// nodes and clients.
 func sorted(pts []Point) []Point {
 	order := make(map[string]int)
 	for _, p := range pts {
@@ -101,7 +132,7 @@ func sorted(pts []Point) []Point {
 	out := slices.Clone(pts)
 	slices.SortStableFunc(out, func(a, b Point) int {
 		return cmp.Or(cmp.Compare(a.Replication, b.Replication), cmp.Compare(order[a.Phase], order[b.Phase]),
-			cmp.Compare(a.Nodes, b.Nodes))
+			cmp.Compare(a.Nodes, b.Nodes), cmp.Compare(a.Clients, b.Clients))
 	})
 	return out
 }
@@ -110,10 +141,10 @@ func sorted(pts []Point) []Point {
 // phase and node count, with HBA Fig. 16's speedup for that node count.
 func WriteTable(w io.Writer, pts []Point) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "R\tnodes\tphase\tops/s\tspeedup\tHBA Fig.16\tp50 ms\tp99 ms\thops\terrors\tnode cores\tidle\tclient cores\t")
+	fmt.Fprintln(tw, "R\tnodes\tclients\tphase\tops/s\tspeedup\tHBA Fig.16\tmean ms\tp50 ms\tp99 ms\thops\terrors\tnode cores\tidle\tclient cores\t")
 	for _, p := range sorted(pts) {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%.0f\t%.2f\t%s\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\t%.2f\t\n", p.Replication, p.Nodes, p.Phase,
-			p.OpsPerSec, p.Speedup, paper(p.Nodes), p.P50Ms, p.P99Ms, p.Hops, p.Errors, p.NodeCores, p.IdleCores, p.ClientCores)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%.0f\t%.2f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t%.2f\t%.2f\t%.2f\t\n", p.Replication, p.Nodes, p.Clients, p.Phase,
+			p.OpsPerSec, p.Speedup, paper(p.Nodes), p.MeanLatencyMs(), p.P50Ms, p.P99Ms, p.Hops, p.Errors, p.NodeCores, p.IdleCores, p.ClientCores)
 	}
 	return tw.Flush()
 }
@@ -131,11 +162,11 @@ func WriteCSV(w io.Writer, pts []Point) error {
 	cw := csv.NewWriter(w)
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 	rows := [][]string{{"replication", "nodes", "cpus_per_node", "phase", "ops_per_sec", "speedup", "hba_fig16_speedup",
-		"p50_ms", "p99_ms", "mean_hops", "ops", "errors", "node_cores", "idle_node_cores", "client_cores"}}
+		"p50_ms", "p99_ms", "mean_hops", "ops", "errors", "node_cores", "idle_node_cores", "client_cores", "clients", "mean_latency_ms"}}
 	for _, p := range sorted(pts) {
 		rows = append(rows, []string{strconv.Itoa(p.Replication), strconv.Itoa(p.Nodes), f(p.CPUShare), p.Phase,
 			f(p.OpsPerSec), f(p.Speedup), paper(p.Nodes), f(p.P50Ms), f(p.P99Ms), f(p.Hops), strconv.Itoa(p.Ops),
-			strconv.Itoa(p.Errors), f(p.NodeCores), f(p.IdleCores), f(p.ClientCores)})
+			strconv.Itoa(p.Errors), f(p.NodeCores), f(p.IdleCores), f(p.ClientCores), strconv.Itoa(p.Clients), f(p.MeanLatencyMs())})
 	}
 	if err := cw.WriteAll(rows); err != nil {
 		return fmt.Errorf("scale: write CSV: %w", err)
@@ -170,14 +201,21 @@ func WritePlot(path string, pts []Point) error {
 		}
 		panels[0] = append(panels[0], pl)
 	}
-	w, h := vg.Length(len(rs))*5.5*vg.Inch, 4.5*vg.Inch
-	img := vgimg.New(w, h)
+	return writePanels(path, panels, 5.5*vg.Inch, 4.5*vg.Inch)
+}
+
+// writePanels draws panels (rows of plots, each w by h) into one PNG at
+// path.
+func writePanels(path string, panels [][]*plot.Plot, w, h vg.Length) error {
+	img := vgimg.New(vg.Length(len(panels[0]))*w, vg.Length(len(panels))*h)
 	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 1, Cols: len(rs), PadX: vg.Millimeter, PadY: vg.Millimeter,
+	tiles := draw.Tiles{Rows: len(panels), Cols: len(panels[0]), PadX: vg.Millimeter, PadY: vg.Millimeter,
 		PadTop: vg.Millimeter, PadBottom: vg.Millimeter, PadLeft: vg.Millimeter, PadRight: vg.Millimeter}
 	canvases := plot.Align(panels, tiles, dc)
-	for j, pl := range panels[0] {
-		pl.Draw(canvases[0][j])
+	for i := range panels {
+		for j, pl := range panels[i] {
+			pl.Draw(canvases[i][j])
+		}
 	}
 	f, err := os.Create(path)
 	if err != nil {

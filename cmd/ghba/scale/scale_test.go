@@ -80,6 +80,63 @@ func TestReport(t *testing.T) {
 	}
 }
 
+// TestLoadReport checks the load run's report: the mean latency by
+// Little's law, the speedups against the fewest nodes at the same number
+// of clients (HBA Fig. 17) and that the plot is a PNG image.
+func TestLoadReport(t *testing.T) {
+	var pts []Point
+	for _, n := range []int{1, 2, 4} {
+		for _, c := range []int{8, 32, 128} {
+			// Saturates at 500 ops/s per node once clients outnumber 4 per node.
+			rate := math.Min(float64(c)*100, 500*float64(n))
+			pts = append(pts, Point{Nodes: n, Replication: 1, Clients: c, Phase: "file-stat", OpsPerSec: rate},
+				Point{Nodes: n, Replication: 1, Clients: c, Phase: "tree-create", OpsPerSec: 10})
+		}
+	}
+	LoadSpeedups(pts)
+	for _, p := range pts {
+		if p.Phase != "file-stat" {
+			continue
+		}
+		base := math.Min(float64(p.Clients)*100, 500)
+		if want := math.Min(float64(p.Clients)*100, 500*float64(p.Nodes)) / base; math.Abs(p.Speedup-want) > 1e-9 {
+			t.Errorf("%d nodes, %d clients: speedup %v, want %v", p.Nodes, p.Clients, p.Speedup, want)
+		}
+		if want := 1000 * float64(p.Clients) / p.OpsPerSec; math.Abs(p.MeanLatencyMs()-want) > 1e-9 {
+			t.Errorf("%d nodes, %d clients: mean latency %v, want %v", p.Nodes, p.Clients, p.MeanLatencyMs(), want)
+		}
+	}
+	if s := pts[len(pts)-2].Speedup; s != 4 { // 4 nodes, 128 clients: 2000 against 500 ops/s
+		t.Errorf("4 nodes at 128 clients: speedup %v, want 4", s)
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, pts); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(table.String(), "clients") || !strings.Contains(table.String(), "mean ms") {
+		t.Errorf("table lacks the clients and the mean latency:\n%s", table.String())
+	}
+	path := filepath.Join(t.TempDir(), "load.png")
+	if err := WriteLoadPlot(path, pts); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatalf("plot is not a PNG: %v", err)
+	}
+	if w := img.Bounds().Dx(); w < 1000 {
+		t.Errorf("plot is %d pixels wide, want three panels", w)
+	}
+	if err := WriteLoadPlot(path, pts[1:2]); err == nil {
+		t.Error("a plot of tree phases only: no error")
+	}
+}
+
 // scaleConfig is the scale-out run's configuration, from the environment
 // (the Makefile's scale target sets it).
 type scaleConfig struct {
@@ -87,6 +144,7 @@ type scaleConfig struct {
 	replications []int   // GHBA_SCALE_REPLICATION: replication factors
 	cpus         float64 // GHBA_SCALE_CPUS: each agent's CPU limit in cores
 	perNode      int     // GHBA_SCALE_CLIENTS: client tasks per node
+	workloads    []int   // GHBA_SCALE_WORKLOADS: client tasks in all, each run against every cluster (HBA Figs. 15-17); none: perNode × nodes
 	items        int     // GHBA_SCALE_ITEMS: items per task (mdtest -n)
 	iterations   int     // GHBA_SCALE_ITERATIONS: mdtest -i
 	phases       string  // GHBA_SCALE_PHASES: bench --phases
@@ -119,11 +177,16 @@ func readConfig(t *testing.T) scaleConfig {
 	if err != nil || cpus <= 0 {
 		t.Fatalf("GHBA_SCALE_CPUS=%q: want a positive number of cores", os.Getenv("GHBA_SCALE_CPUS"))
 	}
+	var workloads []int
+	if os.Getenv("GHBA_SCALE_WORKLOADS") != "" {
+		workloads = ints(t, "GHBA_SCALE_WORKLOADS", "")
+	}
 	return scaleConfig{
 		nodes:        ints(t, "GHBA_SCALE_NODES", "1,2,4,8"),
 		replications: ints(t, "GHBA_SCALE_REPLICATION", "1,3"),
 		cpus:         cpus,
 		perNode:      one("GHBA_SCALE_CLIENTS", "32"),
+		workloads:    workloads,
 		items:        one("GHBA_SCALE_ITEMS", "20"),
 		iterations:   one("GHBA_SCALE_ITERATIONS", "2"),
 		phases:       envOr("GHBA_SCALE_PHASES", "tree-create,dir-create,dir-stat,dir-remove,file-create,file-stat,file-remove,tree-remove"),
@@ -176,9 +239,17 @@ func TestScaleOut(t *testing.T) {
 			pts = append(pts, got...)
 		}
 	}
-	Speedups(pts)
-	fmt.Printf("\nscale-out: %.2f cores per node, %d client tasks per node, %d items per task, %d iterations (mean rate)\n",
-		cfg.cpus, cfg.perNode, cfg.items, cfg.iterations)
+	name, plotFn := "scale", WritePlot
+	if len(cfg.workloads) > 0 {
+		LoadSpeedups(pts)
+		name, plotFn = "load", WriteLoadPlot
+		fmt.Printf("\nload: %.2f cores per node, %v client tasks in all, %d items per task, %d iterations (mean rate; mean latency = clients / rate)\n",
+			cfg.cpus, cfg.workloads, cfg.items, cfg.iterations)
+	} else {
+		Speedups(pts)
+		fmt.Printf("\nscale-out: %.2f cores per node, %d client tasks per node, %d items per task, %d iterations (mean rate)\n",
+			cfg.cpus, cfg.perNode, cfg.items, cfg.iterations)
+	}
 	if err := WriteTable(os.Stdout, pts); err != nil {
 		t.Fatal(err)
 	}
@@ -189,11 +260,11 @@ func TestScaleOut(t *testing.T) {
 	if err := WriteCSV(&b, pts); err != nil {
 		t.Fatal(err)
 	}
-	csvPath, pngPath := filepath.Join(cfg.out, "scale.csv"), filepath.Join(cfg.out, "scale.png")
+	csvPath, pngPath := filepath.Join(cfg.out, name+".csv"), filepath.Join(cfg.out, name+".png")
 	if err := os.WriteFile(csvPath, b.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := WritePlot(pngPath, pts); err != nil {
+	if err := plotFn(pngPath, pts); err != nil {
 		t.Fatal(err)
 	}
 	fmt.Printf("wrote %s and %s\n", csvPath, pngPath)
@@ -222,8 +293,10 @@ type benchSummary struct {
 const idleWindow = 5 * time.Second
 
 // measure starts n nodes at replication r, limits each to cfg.cpus cores
-// once they have formed (starting is not measured), runs the bench from a
-// client container and returns one point per phase.
+// once they have formed (starting is not measured), reads their CPU at
+// rest, runs the bench from a client container once per workload (with
+// none, cfg.perNode × n clients) and returns one point per phase and
+// workload.
 func measure(ctx context.Context, t *testing.T, d *chaos.Docker, log *slog.Logger, rng *rand.Rand, cfg scaleConfig,
 	prefix, image string, n, r int) ([]Point, error) {
 	log.Info("cluster", "nodes", n, "replication", r)
@@ -248,9 +321,6 @@ func measure(ctx context.Context, t *testing.T, d *chaos.Docker, log *slog.Logge
 	if err := cl.LimitCPU(ctx, cfg.cpus); err != nil {
 		return nil, err
 	}
-	args := []string{"--addr", strings.Join(cl.RPCAddrs(), ","), "--json", "bench", "--phases", cfg.phases,
-		"--unique-dir", "-c", strconv.Itoa(cfg.perNode * n), "-n", strconv.Itoa(cfg.items),
-		"-i", strconv.Itoa(cfg.iterations), "--via", "client"}
 	// What the nodes spend at rest (heartbeats, gossip, filter exchange)
 	// is taken from the CPU each has for requests.
 	idle0, idleStart := nodesCPU(ctx, d, cl), time.Now()
@@ -259,11 +329,35 @@ func measure(ctx context.Context, t *testing.T, d *chaos.Docker, log *slog.Logge
 		return nil, ctx.Err()
 	case <-time.After(idleWindow):
 	}
-	nodes0 := nodesCPU(ctx, d, cl)
 	idleCores := math.NaN()
-	if idle0 >= 0 && nodes0 >= 0 {
-		idleCores = (nodes0 - idle0).Seconds() / time.Since(idleStart).Seconds()
+	if idle1 := nodesCPU(ctx, d, cl); idle0 >= 0 && idle1 >= 0 {
+		idleCores = (idle1 - idle0).Seconds() / time.Since(idleStart).Seconds()
 	}
+	loads := cfg.workloads
+	if len(loads) == 0 {
+		loads = []int{cfg.perNode * n}
+	}
+	var pts []Point
+	for _, clients := range loads {
+		got, err := runBench(ctx, d, log, cl, cfg, n, r, clients)
+		if err != nil {
+			return nil, fmt.Errorf("%d clients: %w", clients, err)
+		}
+		for i := range got {
+			got[i].IdleCores = idleCores
+		}
+		pts = append(pts, got...)
+	}
+	return pts, nil
+}
+
+// runBench runs the bench with clients tasks in all from a client
+// container against cl and returns one point per phase.
+func runBench(ctx context.Context, d *chaos.Docker, log *slog.Logger, cl *chaos.Cluster, cfg scaleConfig, n, r, clients int) ([]Point, error) {
+	args := []string{"--addr", strings.Join(cl.RPCAddrs(), ","), "--json", "bench", "--phases", cfg.phases,
+		"--unique-dir", "-c", strconv.Itoa(clients), "-n", strconv.Itoa(cfg.items),
+		"-i", strconv.Itoa(cfg.iterations), "--via", "client"}
+	nodes0 := nodesCPU(ctx, d, cl)
 	start := time.Now()
 	client := clientCPU(ctx, d, cl.CommandContainer("client"))
 	out, err := cl.RunCommand(ctx, 10*time.Minute, "client", args...)
@@ -285,11 +379,11 @@ func measure(ctx context.Context, t *testing.T, d *chaos.Docker, log *slog.Logge
 	}
 	var pts []Point
 	for _, s := range rep.Summary {
-		pts = append(pts, Point{Nodes: n, Replication: r, Phase: s.Phase, OpsPerSec: s.Mean, P50Ms: s.P50Ms,
-			P99Ms: s.P99Ms, Hops: s.Hops, Ops: s.Ops, Errors: s.Errors, NodeCores: nodeCores, IdleCores: idleCores, ClientCores: clientCores, CPUShare: cfg.cpus})
-		log.Info("phase", "nodes", n, "replication", r, "phase", s.Phase, "ops_per_sec", math.Round(s.Mean), "errors", s.Errors)
+		pts = append(pts, Point{Nodes: n, Replication: r, Clients: clients, Phase: s.Phase, OpsPerSec: s.Mean, P50Ms: s.P50Ms,
+			P99Ms: s.P99Ms, Hops: s.Hops, Ops: s.Ops, Errors: s.Errors, NodeCores: nodeCores, ClientCores: clientCores, CPUShare: cfg.cpus})
+		log.Info("phase", "nodes", n, "replication", r, "clients", clients, "phase", s.Phase, "ops_per_sec", math.Round(s.Mean), "errors", s.Errors)
 	}
-	log.Info("CPU during the bench", "node_cores", nodeCores, "idle_node_cores", idleCores, "client_cores", clientCores, "seconds", math.Round(wall))
+	log.Info("CPU during the bench", "node_cores", nodeCores, "client_cores", clientCores, "seconds", math.Round(wall))
 	if len(pts) == 0 {
 		return nil, fmt.Errorf("bench reported no phases: %.300s", out)
 	}
