@@ -41,6 +41,10 @@ type simOptions struct {
 	out   string
 	runs  int
 	scan  float64
+	// Repeated access sequences of the generated trace (workload.ScriptConfig).
+	scripts     int
+	scriptNoise float64
+	scriptSkew  float64
 }
 
 func newSimCmd() *cobra.Command {
@@ -78,6 +82,9 @@ also writes CSV files and PNG plots there. Progress goes to stderr.`,
 	f.StringVar(&o.out, "out", "", "also write CSV files and PNG plots into this directory")
 	f.IntVar(&o.runs, "runs", 1, "replay with this many seeds (seed, seed+1, …) and average the results")
 	f.Float64Var(&o.scan, "scan-frac", 0, "share of the generated trace's operations that sweep sequentially over the files, a stat of each once per sweep (a scan-heavy workload); 0 = none")
+	f.IntVar(&o.scripts, "scripts", 0, "sessions that revisit related files in the generated trace: this many tasks, fixed ordered access sequences (half directory walks, half lists of related files of one subtree, like a build's headers or a project's files) that clients replay again and again, the popular ones more often (--script-skew), with small variations (--script-noise); about two thirds of the operations are then task steps; 0 = none (per subtree with --tif)")
+	f.Float64Var(&o.scriptNoise, "script-noise", 0.1, "with --scripts: probability at each step of a task that the replay deviates (half the time the step is skipped, half the time a random access is interleaved)")
+	f.Float64Var(&o.scriptSkew, "script-skew", 1, "with --scripts: Zipf exponent of the tasks' popularity (task i is started with probability ∝ 1/i^skew; 0 = all alike)")
 	cmd.AddCommand(newSimPBACmd(o), newSimHBACmd(o), newSimGHBACmd(o), newSimOptimalMCmd(o), newSimMigrationCmd(o), newSimBudgetCmd(o), newSimNexusCmd(o))
 	cmd.AddCommand(newSimSpillCmd(o), newSimUpdateCmd(o))
 	return cmd
@@ -128,6 +135,14 @@ func (o *simOptions) validate(cmd *cobra.Command) error {
 		return usageErrorf("--scan-frac %v: want a share in [0, 1]", o.scan)
 	case o.scan > 0 && o.trace != "":
 		return usageErrorf("--scan-frac applies to the generated trace, not to --trace")
+	case o.scripts < 0 || o.scripts > 1<<20:
+		return usageErrorf("--scripts %d: want 0 to %d", o.scripts, 1<<20)
+	case o.scripts > 0 && o.trace != "":
+		return usageErrorf("--scripts applies to the generated trace, not to --trace")
+	case !(o.scriptNoise >= 0 && o.scriptNoise <= 1):
+		return usageErrorf("--script-noise %v: want a probability in [0, 1]", o.scriptNoise)
+	case !(o.scriptSkew >= 0 && o.scriptSkew <= 10):
+		return usageErrorf("--script-skew %v: want an exponent in [0, 10]", o.scriptSkew)
 	}
 	if o.trace != "" {
 		if _, err := os.Stat(o.trace); err != nil {
@@ -145,6 +160,9 @@ func (o *simOptions) workloadConfig() workload.Config {
 	cfg.Dirs = max(1, cfg.Files/10)
 	cfg.Ops = o.ops / o.tif
 	cfg.ScanFrac = o.scan
+	if o.scripts > 0 {
+		cfg.Scripts = workload.ScriptConfig{Count: o.scripts, Noise: o.scriptNoise, Skew: o.scriptSkew, Related: true}
+	}
 	return cfg
 }
 
@@ -187,6 +205,9 @@ func (o *simOptions) describe() string {
 	scan := ""
 	if o.scan > 0 {
 		scan = fmt.Sprintf(", scan %v", o.scan)
+	}
+	if o.scripts > 0 {
+		scan += fmt.Sprintf(", %d scripts (noise %v, skew %v)", o.scripts, o.scriptNoise, o.scriptSkew)
 	}
 	return fmt.Sprintf("generated trace: %d files, %d ops, TIF %d, seed %d%s", o.files, o.ops, o.tif, o.seed, scan)
 }

@@ -150,6 +150,56 @@ func TestSimNexusTableAndOut(t *testing.T) {
 	}
 }
 
+// TestSimNexusSessions: on the default generated trace no prefetcher beats
+// LRU (accesses are independent draws, so prefetches are pollution); with
+// --scripts, sessions that revisit related files, Nexus and PG2 turn most
+// of the tasks' misses into hits and beat LRU by a clear margin at the
+// same cache size, with most of their prefetches used.
+func TestSimNexusSessions(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		min, max float64 // Nexus's hit rate minus LRU's
+		used     float64 // minimum share of Nexus's prefetches used
+	}{
+		{"off", nil, -0.06, 0.01, 0},
+		{"sessions", []string{"--scripts", "30"}, 0.08, 1, 0.35},
+		{"uniform tasks, more noise", []string{"--scripts", "30", "--script-skew", "0", "--script-noise", "0.2"}, 0.05, 1, 0.25},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"nexus", "--cache-fraction", "0.1", "--studies", "compare", "--json",
+				"--quick", "--files", "3000", "--ops", "20000"}, tc.args...)
+			out, err := runSim(t, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := simDecodeObject(t, out)
+			hit := v["hit_rate"].(map[string]any)
+			lru, nexus, pg2 := simNumber(t, hit, "lru"), simNumber(t, hit, "nexus"), simNumber(t, hit, "pg2")
+			used := simNumber(t, v["prefetch_used"].(map[string]any), "nexus") /
+				max(1, simNumber(t, v["prefetched"].(map[string]any), "nexus"))
+			t.Logf("LRU %.4f, PG2 %.4f, Nexus %.4f; %.2f of Nexus's prefetches used", lru, pg2, nexus, used)
+			if d := nexus - lru; d < tc.min || d > tc.max {
+				t.Errorf("Nexus %.4f − LRU %.4f = %.4f, want %.2f to %.2f", nexus, lru, d, tc.min, tc.max)
+			}
+			if used < tc.used {
+				t.Errorf("%.2f of Nexus's prefetches used, want at least %.2f", used, tc.used)
+			}
+			if len(tc.args) > 0 && pg2 <= lru {
+				t.Errorf("PG2 %.4f does not beat LRU %.4f with sessions", pg2, lru)
+			}
+		})
+	}
+	// The table's title names the sessions.
+	out, err := runSim(t, append([]string{"nexus", "--cache-fraction", "0.1", "--studies", "compare", "--scripts", "7"}, nexusTiny...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "7 scripts (noise 0.1, skew 1)") {
+		t.Errorf("title does not describe the sessions:\n%s", out)
+	}
+}
+
 func TestSimNexusTraceFile(t *testing.T) {
 	path := generatedTrace(t, 1000, 100, 3000)
 	out, err := runSim(t, "nexus", "--trace", path, "--cache-fraction", "0.5", "--studies", "compare", "--json")
@@ -159,6 +209,12 @@ func TestSimNexusTraceFile(t *testing.T) {
 	v := simDecodeObject(t, out)
 	if n := simNumber(t, v, "accesses"); n != 3000 {
 		t.Errorf("replayed %v accesses, want 3000", n)
+	}
+	// Generator options do not apply to a trace file.
+	for _, flag := range []string{"--scripts", "--scan-frac"} {
+		if _, err := runSim(t, "nexus", "--trace", path, flag, "1"); exitCode(err) != exitUsage {
+			t.Errorf("%s with --trace: error %v, want a usage error", flag, err)
+		}
 	}
 }
 
@@ -177,6 +233,9 @@ func TestSimNexusUsageErrors(t *testing.T) {
 		{"--max-out-edges", "0"},
 		{"--bandwidth-gbps", "0"},
 		{"--disk-latency", "-1ms"},
+		{"--scripts", "-1"},
+		{"--scripts", "5", "--script-noise", "1.5"},
+		{"--scripts", "5", "--script-skew", "-1"},
 		{"extra"},
 	} {
 		full := append(append([]string{"nexus"}, nexusTiny...), args...)
@@ -192,7 +251,8 @@ func TestSimNexusHelp(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Examples:", "ghba sim nexus", "--cache-fraction", "--window", "--group",
-		"--assignment", "--grouping", "--network-delay", "(default 300µs)", "--disk-latency", "--studies", "PG1"} {
+		"--assignment", "--grouping", "--network-delay", "(default 300µs)", "--disk-latency", "--studies", "PG1",
+		"--scripts", "related files", "--script-noise", "--script-skew"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("nexus --help lacks %q:\n%s", want, out)
 		}

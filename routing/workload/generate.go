@@ -92,19 +92,26 @@ type Config struct {
 //     starts in a uniformly chosen directory and moves up until its subtree
 //     is large enough for the script's length;
 //   - odd-numbered scripts are read lists (like the headers or packages a
-//     compiler reads): distinct, uniformly chosen files, each with a fixed
-//     op, stat or open with equal odds.
+//     compiler reads): distinct files, uniformly chosen over the namespace
+//     or, with Related, from one subtree, each with a fixed op, stat or
+//     open with equal odds.
 //
 // Script paths are chosen uniformly, not by popularity, so scripts change
 // the skew of HBA Fig. 5: a few scripts make their paths the hot set, many
 // spread the accesses (the popularity tests run with scripts off).
 //
-// An idle client starts a script (chosen uniformly) with probability Start
-// each time it issues an operation; from then on each of its operations is
-// the script's next step until the script ends. Scripts follow renames and
+// An idle client starts a script (chosen uniformly, or by popularity with
+// Skew) with probability Start each time it issues an operation; from then
+// on each of its operations is the script's next step until the script
+// ends. Scripts follow renames and
 // skip steps whose file or directory no longer exists. Script file accesses
 // join the client's working set. A zero MinLen, MaxLen or Start takes its
-// default when Count > 0; Noise is used as given.
+// default when Count > 0; Noise, Skew and Related are used as given.
+//
+// Count > 0 with Skew about 1, Related and a little Noise gives sessions
+// that revisit related files ("ghba sim --scripts"): the successor
+// relationships of recorded traces that the Nexus paper's prefetcher
+// exploits (§4.4.1: a build reads the same headers in the same order).
 type ScriptConfig struct {
 	// Count is the number of distinct scripts; 0 disables scripts.
 	Count int
@@ -121,6 +128,18 @@ type ScriptConfig struct {
 	// replay deviates: half of the time the step is skipped, half of the
 	// time an operation from the regular mix is inserted before it.
 	Noise float64
+	// Skew makes some scripts more popular than others, as tasks are: an
+	// idle client starts script i (in build order) with probability
+	// ∝ 1/(i+1)^Skew, like the ranks of the hot set. Zero (the default)
+	// chooses uniformly.
+	Skew float64
+	// Related makes read lists groups of related files, like a program's
+	// headers or a project's files: the files of one directory's subtree
+	// (the subtree of a uniformly chosen directory, moved up until it
+	// holds enough files; the files nearest to it in depth-first order)
+	// in a fixed shuffled order, instead of files chosen uniformly over
+	// the namespace. False (the default) keeps uniform read lists.
+	Related bool
 }
 
 // Script defaults (see ScriptConfig).
@@ -220,6 +239,8 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("script start probability %v not in [0, 1]", c.Scripts.Start)
 	case !(c.Scripts.Noise >= 0 && c.Scripts.Noise <= 1):
 		return bad("script noise %v not in [0, 1]", c.Scripts.Noise)
+	case !(c.Scripts.Skew >= 0) || c.Scripts.Skew > 10:
+		return bad("script skew %v not in [0, 10]", c.Scripts.Skew)
 	}
 	sum := 0.0
 	for _, f := range c.fractions() {
@@ -318,8 +339,11 @@ type Generator struct {
 	zipf    []float64
 	clients []client
 	scripts [][]scriptStep
-	gen     uint32 // bumped by directory renames: cached paths must be checked
-	names   uint32 // next name number
+	// scriptZipf is the cumulative popularity of the scripts (nil when
+	// Scripts.Skew is 0: uniform).
+	scriptZipf []float64
+	gen        uint32 // bumped by directory renames: cached paths must be checked
+	names      uint32 // next name number
 
 	thresholds [8]float64
 	phase      int // 0 exists: root prefix, 1 exists: dirs, 2 exists: files, 3 timed, 4 done
@@ -474,16 +498,21 @@ func (g *Generator) buildFiles() {
 
 // buildZipf tabulates the cumulative Zipf distribution over the hot ranks:
 // P(rank i) ∝ 1/(i+1)^HotSkew.
-func (g *Generator) buildZipf() {
-	g.zipf = make([]float64, len(g.hot))
+func (g *Generator) buildZipf() { g.zipf = zipfCDF(len(g.hot), g.cfg.HotSkew) }
+
+// zipfCDF tabulates the cumulative Zipf distribution over n ranks with
+// exponent s: P(rank i) ∝ 1/(i+1)^s.
+func zipfCDF(n int, s float64) []float64 {
+	cdf := make([]float64, n)
 	sum := 0.0
-	for i := range g.zipf {
-		sum += math.Pow(float64(i+1), -g.cfg.HotSkew)
-		g.zipf[i] = sum
+	for i := range cdf {
+		sum += math.Pow(float64(i+1), -s)
+		cdf[i] = sum
 	}
-	for i := range g.zipf {
-		g.zipf[i] /= sum
+	for i := range cdf {
+		cdf[i] /= sum
 	}
+	return cdf
 }
 
 // buildScripts makes cfg.Scripts.Count scripts from the initial namespace
@@ -505,12 +534,16 @@ func (g *Generator) buildScripts() {
 		d := g.files[f].dir
 		files[d] = append(files[d], int32(f))
 	}
-	// size[d] is the number of steps of a complete walk of d's subtree.
+	// size[d] is the number of steps of a complete walk of d's subtree,
+	// nfiles[d] the number of files in it.
 	size := make([]int, len(g.dirs))
+	nfiles := make([]int, len(g.dirs))
 	for d := len(g.dirs) - 1; d >= 0; d-- { // children come after parents
 		size[d] += 1 + len(files[d])
+		nfiles[d] += len(files[d])
 		if d > 0 {
 			size[g.dirs[d].parent] += size[d]
+			nfiles[g.dirs[d].parent] += nfiles[d]
 		}
 	}
 	g.scripts = make([][]scriptStep, sc.Count)
@@ -523,6 +556,23 @@ func (g *Generator) buildScripts() {
 				d = g.dirs[d].parent
 			}
 			s = appendWalk(s, n, d, subdirs, files)
+		} else if sc.Related {
+			d := g.live[g.intn(len(g.live))]
+			for d != 0 && nfiles[d] < n {
+				d = g.dirs[d].parent
+			}
+			// The 2n files nearest to d (fewer in a small namespace),
+			// n of them in a shuffled order.
+			near := appendFiles(make([]int32, 0, 2*n), 2*n, d, subdirs, files)
+			for j := 0; j < n && j < len(near); j++ {
+				k := j + g.intn(len(near)-j)
+				near[j], near[k] = near[k], near[j]
+				op := OpStat
+				if g.u64()&1 == 0 {
+					op = OpOpen
+				}
+				s = append(s, scriptStep{id: near[j], op: op})
+			}
 		} else {
 			seen := make(map[int32]bool, n)
 			for tries := 0; len(s) < n && tries < 4*n; tries++ {
@@ -540,6 +590,27 @@ func (g *Generator) buildScripts() {
 		}
 		g.scripts[i] = s
 	}
+	if sc.Skew > 0 {
+		g.scriptZipf = zipfCDF(len(g.scripts), sc.Skew)
+	}
+}
+
+// appendFiles appends to fs the files of directory d's subtree in
+// depth-first order (d's own files first) until fs holds n files.
+func appendFiles(fs []int32, n int, d int32, subdirs, files [][]int32) []int32 {
+	for _, f := range files[d] {
+		if len(fs) >= n {
+			return fs
+		}
+		fs = append(fs, f)
+	}
+	for _, sd := range subdirs[d] {
+		if len(fs) >= n {
+			return fs
+		}
+		fs = appendFiles(fs, n, sd, subdirs, files)
+	}
+	return fs
 }
 
 // appendWalk appends to s the depth-first walk of directory d (readdir,
@@ -918,7 +989,7 @@ func (g *Generator) scriptNext(c *client, rec Record) (Record, bool) {
 		if g.float() >= sc.Start {
 			return rec, false
 		}
-		c.script, c.pos = 1+g.intn(len(g.scripts)), 0
+		c.script, c.pos = 1+g.pickScript(), 0
 	}
 	s := g.scripts[c.script-1]
 	for c.pos < len(s) {
@@ -952,6 +1023,15 @@ func (g *Generator) scriptNext(c *client, rec Record) (Record, bool) {
 	}
 	c.script = 0
 	return rec, false
+}
+
+// pickScript chooses the script an idle client starts: by popularity
+// (Scripts.Skew) or uniformly.
+func (g *Generator) pickScript() int {
+	if g.scriptZipf != nil {
+		return min(sort.SearchFloat64s(g.scriptZipf, g.float()), len(g.scripts)-1)
+	}
+	return g.intn(len(g.scripts))
 }
 
 // Generate writes the trace described by cfg to emit: first the exists
