@@ -189,6 +189,12 @@ func (n *Node) Groups(ctx context.Context) *rpc.GroupsResponse {
 // answered (members).
 func (n *Node) groupsFrom(members []rpc.Member, statuses map[string]*rpc.StatusResponse) *rpc.GroupsResponse {
 	r := &rpc.GroupsResponse{Groups: n.groupsOf(members)}
+	for i := range r.Groups {
+		g := &r.Groups[i]
+		if st := statuses[g.Leader]; st != nil && st.Group == g.Group {
+			g.MaxGroupSize, g.Auto, g.SizeChoice = st.MaxGroupSize, st.GroupSizeAuto, st.GroupSize
+		}
+	}
 	r.Settled, r.Unsettled = groupsSettled(r.Groups, members, statuses)
 	return r
 }

@@ -64,7 +64,7 @@ type Config struct {
 	Group              string        `mapstructure:"group"`
 	Bootstrap          bool          `mapstructure:"bootstrap"`
 	RetryJoin          []string      `mapstructure:"retry_join"`
-	MaxGroupSize       int           `mapstructure:"max_group_size"`
+	MaxGroupSize       GroupSize     `mapstructure:"max_group_size"`
 	Replication        int           `mapstructure:"replication"`
 	ReplicaRepairAfter time.Duration `mapstructure:"replica_repair_after"`
 	ShardLogStore      string        `mapstructure:"shard_log_store"`
@@ -300,8 +300,10 @@ func (c *Config) Validate() error {
 		}
 	}
 	switch {
-	case c.MaxGroupSize < 1 || c.MaxGroupSize > 64:
-		return bad("max_group_size", "%d must be 1-64", c.MaxGroupSize)
+	case c.MaxGroupSize == GroupSizeAuto && c.Group != GroupAuto:
+		return bad("max_group_size", "auto needs group: %s (a group of fixed name never splits)", GroupAuto)
+	case c.MaxGroupSize != GroupSizeAuto && (c.MaxGroupSize < 1 || c.MaxGroupSize > maxGroupCap):
+		return bad("max_group_size", "%d must be 1-%d or auto", c.MaxGroupSize, maxGroupCap)
 	case c.Replication < 1 || c.Replication > 64:
 		return bad("replication", "%d must be 1-64 (copies of each shard; 1 keeps a single home)", c.Replication)
 	case c.ReplicaRepairAfter <= 0:

@@ -26,7 +26,7 @@ import (
 func autoConfig(t *testing.T, i, m int, first *node.Config) node.Config {
 	t.Helper()
 	c := nodetest.Config(t, fmt.Sprintf("n%d", i))
-	c.MaxGroupSize = m
+	c.MaxGroupSize = node.GroupSize(m)
 	if first == nil {
 		c.Bootstrap = true
 	} else {
@@ -218,6 +218,12 @@ func waitSettled(t *testing.T, d time.Duration, nodes []*node.Node) {
 // size) replicas: a split or merge moves replicas with their shards.
 func shardsInGroups(t *testing.T, d time.Duration, nodes []*node.Node) {
 	t.Helper()
+	shardsInGroupsR(t, d, nodes, 3)
+}
+
+// shardsInGroupsR is shardsInGroups with replication r.
+func shardsInGroupsR(t *testing.T, d time.Duration, nodes []*node.Node, r int) {
+	t.Helper()
 	groupOf := map[string]string{}
 	size := map[string]int{}
 	for _, n := range nodes {
@@ -232,7 +238,7 @@ func shardsInGroups(t *testing.T, d time.Duration, nodes []*node.Node) {
 			if s.Leader == "" || g == "" {
 				return fmt.Errorf("shard %s: leader %q", s.Shard, s.Leader)
 			}
-			if len(s.Replicas) != min(3, size[g]) || len(s.Learners) > 0 {
+			if len(s.Replicas) != min(r, size[g]) || len(s.Learners) > 0 {
 				return fmt.Errorf("shard %s (group %s of %d): replicas %v, learners %v", s.Shard, g, size[g], s.Replicas, s.Learners)
 			}
 			for _, r := range s.Replicas {

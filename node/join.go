@@ -254,7 +254,7 @@ func (n *Node) joinGroupOnce(ctx context.Context) error {
 		target = ""
 		if h, ok := n.activeHint(); ok {
 			var spent bool
-			switch target, spent = n.dir.hintTarget(h, n.cfg.MaxGroupSize); {
+			switch target, spent = n.dir.hintTarget(h, n.joinMaxGroup()); {
 			case spent:
 				// Choose again like any auto node, after a short pause
 				// with jitter: a split elsewhere may be founding a group
@@ -271,12 +271,12 @@ func (n *Node) joinGroupOnce(ctx context.Context) error {
 				case <-t.C:
 				}
 				n.dir.refresh()
-				target = n.dir.pickGroup(n.cfg.MaxGroupSize)
+				target = n.dir.pickGroup(n.joinMaxGroup())
 			case target == "":
 				return fmt.Errorf("%w: waiting for group %q (via %s)", errNoGroup, h.group, h.via)
 			}
 		} else {
-			target = n.dir.pickGroup(n.cfg.MaxGroupSize)
+			target = n.dir.pickGroup(n.joinMaxGroup())
 		}
 		if target == "" {
 			return errNoGroup
@@ -468,7 +468,13 @@ func (n *Node) handleGroupJoin(ctx context.Context, req *groupJoinReq) (*groupJo
 		n.log.Info("join redirected to the group of the joiner's shard", "joiner", req.Member.ID, "shard", s, "group", g, "via", via)
 		return &groupJoinResp{Leader: n.cfg.NodeID, Redirect: g, Via: via}, nil
 	}
-	created, err := n.addMember(ctx, req.Member, shards, req.Incarnation)
+	var created []string
+	var err error
+	if req.Auto && n.groupFullForAuto(req.Member.ID) {
+		err = fmt.Errorf("%w: group %q has as many members as the size its leader chose", fsm.ErrGroupFull, n.group())
+	} else {
+		created, err = n.addMember(ctx, req.Member, shards, req.Incarnation)
+	}
 	if err != nil {
 		if req.Auto && n.cfg.Group == GroupAuto && errors.Is(err, fsm.ErrGroupFull) {
 			resp, serr := n.splitForJoin(ctx, req.Member)

@@ -98,7 +98,13 @@ func (n *Node) leaderRoutine(ctx context.Context, gr *groupRaft) {
 		}
 		n.repairFailed(ctx)
 		n.reconcileShards(ctx)
+		if n.chooseGroupSize(gr) {
+			if err := n.updateTags(); err != nil {
+				n.log.Warn("updating serf tags", "err", err)
+			}
+		}
 		n.maybeMerge(ctx, gr)
+		n.maybeSplit(ctx, gr)
 		select {
 		case <-ctx.Done():
 			return

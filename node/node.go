@@ -25,6 +25,7 @@ import (
 	"github.com/ghba/ghba/node/raftmux"
 	"github.com/ghba/ghba/node/shard"
 	"github.com/ghba/ghba/node/store"
+	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
 	"github.com/ghba/ghba/rpc/client"
 	"github.com/ghba/ghba/rpc/tlsutil"
@@ -108,6 +109,12 @@ type Tuning struct {
 	// same members before its leader merges it into another group with
 	// which it totals at most M−1, and exactly M, members.
 	MergeSettle, MergeQuiet time.Duration
+	// GroupSizeInterval is how often the leader of a group with
+	// max_group_size auto evaluates the group size model (groupsize.go).
+	GroupSizeInterval time.Duration
+	// GroupSizeInputs, if set, adjusts the model's inputs after they are
+	// measured (tests).
+	GroupSizeInputs func(*routing.GroupSizeInputs)
 	// OrphanTimeout is how long an auto node waits without a leader in a
 	// group whose other voters all moved to one other group before it
 	// follows them (checkOrphaned).
@@ -172,6 +179,7 @@ func DefaultTuning() Tuning {
 		SwitchHintTimeout:       time.Minute,
 		MovedAwayGrace:          time.Minute,
 		MergeSettle:             30 * time.Second,
+		GroupSizeInterval:       time.Minute,
 		MergeQuiet:              5 * time.Minute,
 		OrphanTimeout:           30 * time.Second,
 		RefreshInterval:         5 * time.Second,
@@ -263,11 +271,12 @@ type Node struct {
 	bg       tasks.Group // background goroutines (closed by Shutdown)
 	joins    tasks.Group // serf.Join calls in flight (they end once Serf is shut down)
 
-	reconcileCh chan struct{} // wakes the leader's reconcile loop
-	joinCh      chan struct{} // wakes the group join loop
-	refreshCh   chan struct{} // wakes the Directory refresher
-	memberMu    sync.Mutex    // serializes membership changes on the leader
-	reshape     reshapeState  // split/merge bookkeeping; guarded by memberMu
+	reconcileCh chan struct{}  // wakes the leader's reconcile loop
+	joinCh      chan struct{}  // wakes the group join loop
+	refreshCh   chan struct{}  // wakes the Directory refresher
+	memberMu    sync.Mutex     // serializes membership changes on the leader
+	reshape     reshapeState   // split/merge bookkeeping; guarded by memberMu
+	gsize       groupSizeState // max_group_size auto: the M chosen (groupsize.go)
 
 	// Group switch state, guarded by mu: the switch record being carried
 	// out (nil if none), the group being left (still gossiped, with
@@ -326,7 +335,7 @@ func New(cfg Config, logger *slog.Logger, opts ...Option) (*Node, error) {
 	for _, o := range opts {
 		o(n)
 	}
-	if cfg.Replication > cfg.MaxGroupSize {
+	if cfg.MaxGroupSize != GroupSizeAuto && cfg.Replication > int(cfg.MaxGroupSize) {
 		n.log.Warn("replication exceeds max_group_size: each shard gets one replica per member of its group at most",
 			"replication", cfg.Replication, "max_group_size", cfg.MaxGroupSize)
 	}
@@ -951,6 +960,8 @@ func (n *Node) Status() *rpc.StatusResponse {
 	}
 	st.ShardLeaderships, st.ReplicaRepairs = n.shardLeaderships.Load(), n.repairs.Load()
 	st.Scheme = n.cfg.Scheme
+	st.MaxGroupSize, st.GroupSize = n.groupSizeStatus()
+	st.GroupSizeAuto = n.autoGroupSize()
 	if f := n.groupFSM(); f != nil && n.isJoined() {
 		st.ReplicasHeld = f.Load(n.cfg.NodeID)
 		st.ReplicasMigrated = f.ReplicasMigrated()

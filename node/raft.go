@@ -361,7 +361,7 @@ func (n *Node) groupFSMConfig(g string) (fsm.Config, error) {
 	}
 	return fsm.Config{
 		Group:        g,
-		MaxGroupSize: n.cfg.MaxGroupSize,
+		MaxGroupSize: n.fsmMaxGroup(),
 		Replication:  n.cfg.Replication,
 		Filter:       filter,
 		LRUEntries:   n.cfg.LRUEntries,

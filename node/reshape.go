@@ -419,7 +419,7 @@ func (n *Node) splitForJoin(ctx context.Context, j fsm.Member) (*groupJoinResp, 
 	if plan == nil {
 		return redirect, err
 	}
-	return n.carryOutSplit(ctx, gr, plan, j)
+	return n.carryOutSplit(ctx, gr, plan, &j)
 }
 
 // awaitSplits waits, for at most half an RPC timeout, while a split of
@@ -465,7 +465,7 @@ func (n *Node) planSplit(gr *groupRaft, j fsm.Member) (*splitPlan, *groupJoinRes
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: group not bootstrapped", rpc.ErrUnavailable)
 	}
-	m := c.MaxGroupSize
+	m := n.maxGroup(c)
 	myGroup := n.group()
 	members := f.Members()
 	if len(members) < m {
@@ -507,10 +507,15 @@ func (n *Node) planSplit(gr *groupRaft, j fsm.Member) (*splitPlan, *groupJoinRes
 
 // carryOutSplit commits the split p through gr, removes the movers from
 // gr's Raft and tells those removed, in the background, to switch to the
-// new group. It returns the response redirecting the joiner j there.
-// Called with memberMu held.
-func (n *Node) carryOutSplit(ctx context.Context, gr *groupRaft, p *splitPlan, j fsm.Member) (*groupJoinResp, error) {
-	n.log.Info("splitting the group", "group", p.group, "new_group", p.name, "moving", p.movers, "joiner", j.ID, "max_group_size", p.maxGroup)
+// new group. It returns the response redirecting the joiner j there (nil
+// j: a split of a group above its size, maybeSplit). Called with memberMu
+// held.
+func (n *Node) carryOutSplit(ctx context.Context, gr *groupRaft, p *splitPlan, j *fsm.Member) (*groupJoinResp, error) {
+	joiner := ""
+	if j != nil {
+		joiner = j.ID
+	}
+	n.log.Info("splitting the group", "group", p.group, "new_group", p.name, "moving", p.movers, "joiner", joiner, "max_group_size", p.maxGroup)
 	res, err := n.applyOn(ctx, gr, fsm.EncodeSplit(p.movers, p.name))
 	if err != nil {
 		return nil, fmt.Errorf("split command: %w", err)
@@ -523,7 +528,10 @@ func (n *Node) carryOutSplit(ctx context.Context, gr *groupRaft, p *splitPlan, j
 	// The new group: its movers and the joiner, and room for the joiners
 	// that arrive while the split is carried out (takeIntoSplit).
 	boot := removed[0]
-	n.reshape.newGroup, n.reshape.newVia, n.reshape.newSize = p.name, boot, len(removed)+1
+	n.reshape.newGroup, n.reshape.newVia, n.reshape.newSize = p.name, boot, len(removed)
+	if j != nil {
+		n.reshape.newSize++
+	}
 	// The movers are told in the background, with the node's context: the
 	// joiner's call may end first, and membership changes (memberMu) must
 	// not wait for up to k RPC timeouts.
@@ -541,7 +549,7 @@ func (n *Node) carryOutSplit(ctx context.Context, gr *groupRaft, p *splitPlan, j
 	})
 	n.splits.Add(1)
 	n.metrics.splits.Inc()
-	n.log.Info("group split", "group", p.group, "new_group", p.name, "moved", removed, "joiner", j.ID, "remaining", gr.fsm.Size())
+	n.log.Info("group split", "group", p.group, "new_group", p.name, "moved", removed, "joiner", joiner, "remaining", gr.fsm.Size())
 	n.signalRefresh()
 	return &groupJoinResp{Leader: n.cfg.NodeID, Redirect: p.name, Via: boot}, nil
 }
@@ -582,7 +590,7 @@ func (n *Node) takeIntoSplit() *groupJoinResp {
 		return nil
 	}
 	c, ok := f.Config()
-	if !ok || rs.newSize >= c.MaxGroupSize {
+	if !ok || rs.newSize >= n.maxGroup(c) {
 		return nil
 	}
 	rs.newSize++
@@ -713,7 +721,7 @@ func (n *Node) maybeMerge(ctx context.Context, gr *groupRaft) {
 	if !ok {
 		return
 	}
-	maxSize := c.MaxGroupSize
+	maxSize := n.maxGroup(c)
 	myGroup := n.group()
 	n.memberMu.Lock()
 	defer n.memberMu.Unlock()

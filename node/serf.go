@@ -17,19 +17,20 @@ import (
 // Serf's 512-byte limit (checked by checkTags); filters are never gossiped,
 // only addresses and small identifiers.
 const (
-	tagRole    = "role"    // always roleGHBA: ignore other members of the pool
-	tagGroup   = "group"   // the node's group; "" until it has joined one
-	tagRPC     = "rpc"     // host:port of the RPC server
-	tagRaft    = "raft"    // host:port of the group's Raft transport
-	tagHTTP    = "http"    // host:port of the HTTP server
-	tagRoot    = "root"    // "epoch/id" of the node homing "/", once known
-	tagLeaving = "leaving" // "1" while the node drains its files (ghba leave)
-	tagMoving  = "moving"  // "1" while the node switches groups (split, merge)
-	tagAuto    = "auto"    // "1" on nodes configured with group auto (they may be moved)
-	tagHost    = "host"    // the shards this node hosts a replica of, comma-separated
-	tagLead    = "lead"    // the shards this node leads, comma-separated
-	tagInc     = "inc"     // the incarnation of the node's data directory (shard.ReplicaID)
-	tagServing = "serving" // "1" while the node serves every request it accepts (readyLoop)
+	tagRole     = "role"    // always roleGHBA: ignore other members of the pool
+	tagGroup    = "group"   // the node's group; "" until it has joined one
+	tagRPC      = "rpc"     // host:port of the RPC server
+	tagRaft     = "raft"    // host:port of the group's Raft transport
+	tagHTTP     = "http"    // host:port of the HTTP server
+	tagRoot     = "root"    // "epoch/id" of the node homing "/", once known
+	tagLeaving  = "leaving" // "1" while the node drains its files (ghba leave)
+	tagMoving   = "moving"  // "1" while the node switches groups (split, merge)
+	tagAuto     = "auto"    // "1" on nodes configured with group auto (they may be moved)
+	tagHost     = "host"    // the shards this node hosts a replica of, comma-separated
+	tagLead     = "lead"    // the shards this node leads, comma-separated
+	tagInc      = "inc"     // the incarnation of the node's data directory (shard.ReplicaID)
+	tagServing  = "serving" // "1" while the node serves every request it accepts (readyLoop)
+	tagMaxGroup = "maxg"    // the M its group applies, on the leader of a group of auto size (groupsize.go)
 
 	roleGHBA = "ghba"
 
@@ -186,6 +187,9 @@ func (n *Node) currentTags() map[string]string {
 	}
 	if n.cfg.Group == GroupAuto {
 		tags[tagAuto] = "1"
+	}
+	if m := n.gossipedMaxGroup(); m != "" {
+		tags[tagMaxGroup] = m
 	}
 	if n.shards != nil {
 		hostedIDs, led := n.shards.hostedAndLed()

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -83,9 +84,12 @@ func (n *Node) reshapePending() string {
 			sizes[g]++
 		}
 	}
-	maxSize := n.cfg.MaxGroupSize
+	maxSize, gossiped := int(n.cfg.MaxGroupSize), n.dir.groupMaxSizes()
 	names := slices.Sorted(maps.Keys(sizes))
 	for i, a := range names {
+		if n.autoGroupSize() {
+			maxSize = cmp.Or(gossiped[a], groupSizeStart)
+		}
 		if sizes[a] > maxSize {
 			return fmt.Sprintf("group %s has %d members, more than max_group_size %d", a, sizes[a], maxSize)
 		}

@@ -987,6 +987,53 @@ type GroupInfo struct {
 	// settled (StatusResponse.Settled); Unsettled says why not.
 	Settled   bool   `json:"settled"`
 	Unsettled string `json:"unsettled,omitempty"`
+	// MaxGroupSize is the group's maximum size M as its leader applies
+	// it (0: the leader did not answer); Auto is set with max_group_size
+	// auto, and SizeChoice then says how M was chosen.
+	MaxGroupSize int              `json:"max_group_size,omitempty"`
+	Auto         bool             `json:"auto,omitempty"`
+	SizeChoice   *GroupSizeChoice `json:"size_choice,omitempty"`
+}
+
+// GroupSizeChoice is how the leader of a group with max_group_size auto
+// chose the group's maximum size M (G-HBA §2.5, routing.ChooseGroupSize):
+// the model's inputs, which of them were measured, and Γ per M.
+type GroupSizeChoice struct {
+	// M is the maximum group size in use; Best the model's optimum at the
+	// last evaluation (M follows it once it has won twice in a row by
+	// more than the hysteresis).
+	M    int `json:"m"`
+	Best int `json:"best"`
+	// Servers is N; MinM and MaxM bound the choice.
+	Servers int `json:"servers"`
+	MinM    int `json:"min_m"`
+	MaxM    int `json:"max_m"`
+	// PLRU and PL2 are the hit rates, RTTMs and PerMsgMs the multicast
+	// latency D(m) = RTT + PerMsg·(m−1), MemMs an array probe.
+	PLRU     float64 `json:"p_lru"`
+	PL2      float64 `json:"p_l2"`
+	RTTMs    float64 `json:"rtt_ms"`
+	PerMsgMs float64 `json:"per_msg_ms"`
+	MemMs    float64 `json:"mem_ms"`
+	// ReplicaBytes, L1Bytes and BudgetBytes are the memory terms.
+	ReplicaBytes float64 `json:"replica_bytes"`
+	L1Bytes      float64 `json:"l1_bytes"`
+	BudgetBytes  float64 `json:"budget_bytes"`
+	// Measured names the inputs measured on the cluster (the others are
+	// the documented assumptions: too few lookups or multicasts yet).
+	Measured []string `json:"measured"`
+	// Gamma is Γ per M evaluated, in order of M.
+	Gamma []GroupSizeGamma `json:"gamma"`
+	// EvaluatedAt is when, Unix nanoseconds.
+	EvaluatedAt int64 `json:"evaluated_at"`
+}
+
+// GroupSizeGamma is the model's Γ and latency for one M.
+type GroupSizeGamma struct {
+	M         int     `json:"m"`
+	Gamma     float64 `json:"gamma"`
+	LatencyMs float64 `json:"latency_ms"`
+	Space     float64 `json:"space"`
 }
 
 // GroupsResponse lists the groups.
@@ -1091,6 +1138,12 @@ type StatusResponse struct {
 	// multicast) or "ghba"; with scheme auto, "hba" while its memory
 	// budget holds every other shard's filter.
 	Routing string `json:"routing,omitempty"`
+	// MaxGroupSize is the maximum group size this node applies as its
+	// group's leader (the configured one, or with max_group_size auto the
+	// one it chose, GroupSize); 0 on a node that does not lead its group.
+	MaxGroupSize  int              `json:"max_group_size,omitempty"`
+	GroupSizeAuto bool             `json:"group_size_auto,omitempty"`
+	GroupSize     *GroupSizeChoice `json:"group_size,omitempty"`
 	// L2Members is the number of filter replicas loaded in the L2 array;
 	// ExtraReplicas of them are held beyond the G-HBA segment because the
 	// memory budget FilterMemoryBudget (bytes, config filter_memory_mb)

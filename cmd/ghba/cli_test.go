@@ -333,7 +333,8 @@ func TestHumanOutput(t *testing.T) {
 		want []string
 	}{
 		{[]string{"members"}, []string{"ID", "RAFT ROLE", "REPLICAS", "node1", "leader", "failed"}},
-		{[]string{"groups"}, []string{"GROUP", "LEADER", "SETTLED", "g1", "node1,node2", "node1=1 node2=2", "yes",
+		{[]string{"groups"}, []string{"GROUP", "LEADER", "MAX", "SETTLED", "g1", "auto:4", "node1,node2", "node1=1 node2=2", "yes",
+			"group g1: max_group_size auto, M 4 (model's optimum 5 of 3..64): N 9", "measured: servers, p_lru", "M=4 1.5 M=5 1.6",
 			"no: node3: 0 of 2 filter replicas loaded", "cluster not settled: group g2: node3"}},
 		{[]string{"ls", "/d"}, []string{"NAME", "e/", "file"}},
 		{[]string{"stat", "/d/file"}, []string{"path", "/d/file", "0644 (-rw-r--r--)", "level", "L2", "id"}},

@@ -156,7 +156,7 @@ var agentFlags = []agentFlag{
 	{"group", "group", `group name, or "auto" to let the cluster choose`},
 	{"bootstrap", "bootstrap", "bootstrap a new cluster with this node (first node only)"},
 	{"retry-join", "retry_join", "Serf address (host:port) of an existing member to join; repeatable"},
-	{"max-group-size", "max_group_size", "maximum number of nodes per group (M)"},
+	{"max-group-size", "max_group_size", `maximum number of nodes per group (M), or "auto" (with group auto) to let each group's leader choose it by G-HBA's model`},
 	{"replication", "replication", "copies of each shard, on members of its group (1: a single home)"},
 	{"shard-log-store", "shard_log_store", "Raft log store of new shard replicas: wal (raft-wal, one fsync per append) or boltdb (raft-boltdb, two)"},
 	{"bits-per-file", "bits_per_file", "bits per file of the local and segment Bloom filters"},
@@ -184,6 +184,8 @@ func addAgentFlags(fs *pflag.FlagSet) {
 			fs.Bool(f.flag, d, f.usage)
 		case int:
 			fs.Int(f.flag, d, f.usage)
+		case node.GroupSize:
+			fs.String(f.flag, d.String(), f.usage)
 		case float64:
 			fs.Float64(f.flag, d, f.usage)
 		case []string:
@@ -274,6 +276,27 @@ func strictHook(from, to reflect.Type, data any) (any, error) {
 		return bad()
 	}
 	rv := reflect.ValueOf(data)
+	if to == reflect.TypeFor[node.GroupSize]() {
+		switch from.Kind() {
+		case reflect.String:
+			g, err := node.ParseGroupSize(rv.String())
+			if err != nil {
+				return nil, err
+			}
+			return g, nil
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			if rv.Int() == 0 && from != to {
+				return nil, fmt.Errorf("0 members: set auto to let the cluster choose")
+			}
+			return node.GroupSize(rv.Int()), nil
+		case reflect.Float32, reflect.Float64:
+			if f := rv.Float(); f != math.Trunc(f) || f == 0 || math.Abs(f) > 1<<20 {
+				return bad()
+			}
+			return node.GroupSize(rv.Float()), nil
+		}
+		return bad()
+	}
 	switch to.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:

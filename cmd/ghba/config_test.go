@@ -137,8 +137,12 @@ func TestConfigWithoutFile(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if cfg["node_id"] != "solo" || cfg["group"] != "g7" || port(cfg, "rpc") != float64(7400) {
+	if cfg["node_id"] != "solo" || cfg["group"] != "g7" || port(cfg, "rpc") != float64(7400) || cfg["max_group_size"] != float64(7) {
 		t.Errorf("config = %v", cfg)
+	}
+	cfg, code, errOut = checkConfig(t, "--data-dir", dir, "--group", "auto", "--max-group-size", "auto")
+	if code != 0 || cfg["max_group_size"] != "auto" {
+		t.Errorf("--max-group-size auto: exit %d, config %v: %s", code, cfg, errOut)
 	}
 }
 
@@ -243,6 +247,8 @@ func TestConfigBadValues(t *testing.T) {
 		{"group", map[string]any{"group": "no spaces allowed"}, "group"},
 		{"retry_join", map[string]any{"retry_join": []string{"127.0.0.1"}}, "retry_join"},
 		{"max_group_size", map[string]any{"max_group_size": 0}, "max_group_size"},
+		{"max_group_size over the cap", map[string]any{"max_group_size": 65}, "max_group_size"},
+		{"max_group_size auto of a fixed group", map[string]any{"max_group_size": "auto", "group": "g1"}, "max_group_size"},
 		{"bits_per_file", map[string]any{"bits_per_file": 0.5}, "bits_per_file"},
 		{"filter_capacity", map[string]any{"filter_capacity": 0}, "filter_capacity"},
 		{"lru_entries", map[string]any{"lru_entries": -1}, "lru_entries"},

@@ -26,7 +26,9 @@ func startFake(t *testing.T) *rpctest.FakeServer {
 			{ID: "node2", Group: "g1", Status: "failed", RPCAddr: "127.0.0.1:1", RaftRole: "follower", Files: 7, ReplicasHeld: 2},
 		},
 		Groups: []rpc.GroupInfo{
-			{Group: "g1", Members: []string{"node1", "node2"}, Leader: "node1", Replicas: map[string]int{"node1": 1, "node2": 2}, Settled: true},
+			{Group: "g1", Members: []string{"node1", "node2"}, Leader: "node1", Replicas: map[string]int{"node1": 1, "node2": 2}, Settled: true,
+				MaxGroupSize: 4, Auto: true, SizeChoice: &rpc.GroupSizeChoice{M: 4, Best: 5, Servers: 9, MinM: 3, MaxM: 64, PLRU: 0.9, PL2: 0.5,
+					RTTMs: 0.2, PerMsgMs: 0.1, Measured: []string{"servers", "p_lru"}, Gamma: []rpc.GroupSizeGamma{{M: 4, Gamma: 1.5}, {M: 5, Gamma: 1.6}}}},
 			{Group: "g2", Unsettled: "node3: 0 of 2 filter replicas loaded"},
 		},
 		Leave: &rpc.LeaveResponse{MovedShardReplicas: 12, HandedShards: []string{"node1"}, HandedReplicas: 3},

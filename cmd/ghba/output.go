@@ -223,7 +223,7 @@ func shardsJSON(ss []rpc.ShardInfo) []rpc.ShardInfo {
 // printGroups prints the groups as a table; REPLICAS shows the segment
 // replicas assigned to each member (the assignment balance).
 func printGroups(w io.Writer, r *rpc.GroupsResponse) error {
-	t := newTable(w, "GROUP", "LEADER", "SIZE", "MEMBERS", "REPLICAS", "SETTLED")
+	t := newTable(w, "GROUP", "LEADER", "SIZE", "MAX", "MEMBERS", "REPLICAS", "SETTLED")
 	for _, g := range r.Groups {
 		var reps []string
 		for _, id := range slices.Sorted(maps.Keys(g.Replicas)) {
@@ -237,10 +237,24 @@ func printGroups(w io.Writer, r *rpc.GroupsResponse) error {
 		if !g.Settled {
 			settled = "no: " + g.Unsettled
 		}
-		t.row(g.Group, dash(g.Leader), len(g.Members), dash(strings.Join(g.Members, ",")), repl, settled)
+		maxSize := "-"
+		switch {
+		case g.Auto && g.MaxGroupSize > 0:
+			maxSize = "auto:" + strconv.Itoa(g.MaxGroupSize)
+		case g.MaxGroupSize > 0:
+			maxSize = strconv.Itoa(g.MaxGroupSize)
+		}
+		t.row(g.Group, dash(g.Leader), len(g.Members), maxSize, dash(strings.Join(g.Members, ",")), repl, settled)
 	}
 	if err := t.flush(); err != nil {
 		return err
+	}
+	for _, g := range r.Groups {
+		if c := g.SizeChoice; c != nil {
+			if _, err := fmt.Fprintln(w, groupSizeText(g.Group, c)); err != nil {
+				return err
+			}
+		}
 	}
 	if r.Settled {
 		_, err := fmt.Fprintln(w, "cluster settled")
@@ -248,6 +262,23 @@ func printGroups(w io.Writer, r *rpc.GroupsResponse) error {
 	}
 	_, err := fmt.Fprintf(w, "cluster not settled: %s\n", r.Unsettled)
 	return err
+}
+
+// groupSizeText describes how the leader of group g chose its size: the
+// M in use and the model's optimum, the inputs (those not measured yet
+// are assumptions) and Γ around the optimum.
+func groupSizeText(g string, c *rpc.GroupSizeChoice) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "group %s: max_group_size auto, M %d (model's optimum %d of %d..%d): N %d, P_LRU %.3f, P_L2 %.3f, "+
+		"D(m) = %.3f + %.3f·(m−1) ms, replica %.0f B, L1 %.0f B, budget %.0f B; measured: %s\n  Γ:",
+		g, c.M, c.Best, c.MinM, c.MaxM, c.Servers, c.PLRU, c.PL2, c.RTTMs, c.PerMsgMs, c.ReplicaBytes, c.L1Bytes, c.BudgetBytes,
+		strings.Join(c.Measured, ", "))
+	for _, p := range c.Gamma {
+		if p.M >= c.Best-3 && p.M <= c.Best+3 || p.M == c.M {
+			fmt.Fprintf(&b, " M=%d %.4g", p.M, p.Gamma)
+		}
+	}
+	return b.String()
 }
 
 // dirEntryJSON is one element of "ls --json".

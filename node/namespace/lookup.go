@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/ghba/ghba/routing"
 	"github.com/ghba/ghba/rpc"
@@ -118,7 +119,11 @@ func (n *Namespace) locate(ctx context.Context, p string, withInode bool) (locat
 			}
 		}
 	}
-	return n.authoritative(ctx, p, withInode, hops)
+	start := time.Now()
+	l, err := n.authoritative(ctx, p, withInode, hops)
+	n.counters.l4Steps.Add(1)
+	n.counters.l4Nanos.Add(uint64(time.Since(start)))
+	return l, err
 }
 
 // dirHomesHere returns the homes of the shards this node leads that may
@@ -190,6 +195,8 @@ func (n *Namespace) l3(ctx context.Context, p string, k routing.Key, skip []stri
 	for _, id := range n.positives(k) {
 		positives[id] = true
 	}
+	start := time.Now()
+	defer func() { n.counters.l3Nanos.Add(uint64(time.Since(start))) }()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, m := range mates {

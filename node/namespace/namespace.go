@@ -406,6 +406,7 @@ type counters struct {
 	rekeyed                       atomic.Uint64
 	resolved                      atomic.Uint64
 	leaderWaits                   atomic.Uint64
+	l3Nanos, l4Nanos, l4Steps     atomic.Uint64 // time in L3 multicasts and L4 steps (groupsize model)
 	moveWaits, forwarded          atomic.Uint64
 	pushesSent, pushFails         atomic.Uint64
 	pushesRecv, pullsSent         atomic.Uint64
@@ -770,6 +771,11 @@ type Stats struct {
 	NotFound, Unavailable uint64
 	// Broadcasts counts L4 broadcasts; Multicasts L3 group multicasts.
 	Broadcasts, Multicasts uint64
+	// L3Nanos is the time spent in L3 group multicasts; L4Steps counts
+	// the lookups that reached the authoritative step (L4), L4Nanos the
+	// time they spent there (max_group_size auto measures D_group and
+	// D_net with them).
+	L3Nanos, L4Steps, L4Nanos uint64
 	// TxnsCommitted, TxnsAborted and TxnsBusy count coordinated
 	// transactions (busy: retried because of a conflict).
 	TxnsCommitted, TxnsAborted, TxnsBusy uint64
@@ -817,6 +823,7 @@ func (n *Namespace) Stats() Stats {
 		Hops:   c.hops.Load(), Lookups: c.lookups.Load(),
 		NotFound: c.notFound.Load(), Unavailable: c.unavailable.Load(),
 		Broadcasts: c.broadcasts.Load(), Multicasts: c.multicasts.Load(),
+		L3Nanos: c.l3Nanos.Load(), L4Steps: c.l4Steps.Load(), L4Nanos: c.l4Nanos.Load(),
 		TxnsCommitted: c.committed.Load(), TxnsAborted: c.aborted.Load(), TxnsBusy: c.busy.Load(),
 		LeaderWaits: c.leaderWaits.Load(),
 		MoveWaits:   c.moveWaits.Load(), Forwarded: c.forwarded.Load(),
