@@ -36,6 +36,20 @@ func (p *simPerServer) register(cmd *cobra.Command) {
 
 // check validates the flags and applies --quick and an explicit --files or
 // --ops (a total for every N), as "ghba sim budget" does.
+// ghbaBase checks the per-server flags and returns the G-HBA template of
+// gf with maximum group size maxGroup.
+func (p *simPerServer) ghbaBase(cmd *cobra.Command, o *simOptions, gf *ghbaFlags, maxGroup int) (sim.GHBAConfig, error) {
+	if err := p.check(cmd, o); err != nil {
+		return sim.GHBAConfig{}, err
+	}
+	base, err := gf.config()
+	if err != nil {
+		return sim.GHBAConfig{}, err
+	}
+	base.MaxGroup = maxGroup
+	return base, nil
+}
+
 func (p *simPerServer) check(cmd *cobra.Command, o *simOptions) error {
 	if p.files < 0 || p.ops < 0 {
 		return usageErrorf("--files-per-server %d / --ops-per-server %d: want at least 0", p.files, p.ops)
@@ -206,15 +220,9 @@ of the generated trace. --out also writes spill.csv and spill_latency.png.`,
 				}
 				mems[i] = m
 			}
-			if err := per.check(cmd, o); err != nil {
-				return err
-			}
 			var err error
-			if base, err = gf.config(); err != nil {
-				return err
-			}
-			base.MaxGroup = maxGroup
-			return nil
+			base, err = per.ghbaBase(cmd, o, &gf, maxGroup)
+			return err
 		}, func(cmd *cobra.Command) error {
 			rows, err := runSpill(cmd, o, servers, intensities, mems, per, base, d, disk)
 			if err != nil {

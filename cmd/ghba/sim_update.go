@@ -53,15 +53,9 @@ update.csv and update_latency.png.`,
 			if err := simCheckDelays(d.Mem, d.RTT, d.PerMsg); err != nil {
 				return err
 			}
-			if err := per.check(cmd, o); err != nil {
-				return err
-			}
 			var err error
-			if base, err = gf.config(); err != nil {
-				return err
-			}
-			base.MaxGroup = maxGroup
-			return nil
+			base, err = per.ghbaBase(cmd, o, &gf, maxGroup)
+			return err
 		}, func(cmd *cobra.Command) error {
 			p := newSimProgress(cmd, o, "update", len(servers)*o.runs)
 			var rs []*sim.UpdateResult

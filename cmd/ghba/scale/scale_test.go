@@ -66,6 +66,12 @@ func TestReport(t *testing.T) {
 	if err := WritePlot(path, pts); err != nil {
 		t.Fatal(err)
 	}
+	checkPNG(t, path, 500)
+}
+
+// checkPNG fails t unless path is a PNG image at least minWidth wide.
+func checkPNG(t *testing.T, path string, minWidth int) {
+	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -75,8 +81,8 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatalf("plot is not a PNG: %v", err)
 	}
-	if w := img.Bounds().Dx(); w < 500 {
-		t.Errorf("plot is %d pixels wide", w)
+	if w := img.Bounds().Dx(); w < minWidth {
+		t.Errorf("plot is %d pixels wide, want at least %d", w, minWidth)
 	}
 }
 
@@ -120,18 +126,7 @@ func TestLoadReport(t *testing.T) {
 	if err := WriteLoadPlot(path, pts); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatalf("plot is not a PNG: %v", err)
-	}
-	if w := img.Bounds().Dx(); w < 1000 {
-		t.Errorf("plot is %d pixels wide, want three panels", w)
-	}
+	checkPNG(t, path, 1000) // three panels
 	if err := WriteLoadPlot(path, pts[1:2]); err == nil {
 		t.Error("a plot of tree phases only: no error")
 	}
