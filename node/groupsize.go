@@ -104,6 +104,14 @@ type groupSizeState struct {
 	choice    *rpc.GroupSizeChoice
 }
 
+// reset forgets the choice of an earlier leadership: the next one starts
+// from the M its group gossips (seedGroupSize).
+func (g *groupSizeState) reset() {
+	g.mu.Lock()
+	g.chosen, g.candidate, g.wins, g.last, g.choice = 0, 0, 0, time.Time{}, nil
+	g.mu.Unlock()
+}
+
 // autoGroupSize reports whether the node's groups choose their size.
 func (n *Node) autoGroupSize() bool { return n.cfg.MaxGroupSize == GroupSizeAuto }
 

@@ -87,6 +87,7 @@ func (n *Node) leaderRoutine(ctx context.Context, gr *groupRaft) {
 		return // leadership ended
 	}
 	gr.ready.Store(true)
+	n.gsize.reset() // a new term starts from the M its group gossips
 	n.log.Info("leadership established", "group", n.group(), "members", gr.fsm.Size())
 	n.dir.refresh()
 
