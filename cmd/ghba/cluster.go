@@ -212,15 +212,19 @@ func newGroupsCmd(o *clientOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "groups",
 		Short: "List the groups: members, Raft leader, replica assignment balance, settled",
-		Long: `List every group: its members, its Raft leader, how many segment-filter
-replicas each member holds (the assignment balance) and whether it is
-settled. A group is settled when every member that is up serves and sees
+		Long: `List every group: its members, its Raft leader, its maximum size M as the
+leader applies it (MAX; "auto:M" with max_group_size auto), how many
+segment-filter replicas each member holds (the assignment balance) and
+whether it is settled. A group is settled when every member that is up serves and sees
 nothing about to change: it is an active member with a leader, no node is moving
 between groups or without one, no group is about to split or merge (group
 auto), and every filter replica its group assigns it is loaded. The last
-line says whether the whole cluster is. With --json: an array of {group,
-members: [ids], leader, settled} (plus replicas: {id: count}, unsettled:
-why not).
+line says whether the whole cluster is. For a group of auto size, a line
+below the table gives how its leader chose M: the model's optimum, its
+inputs (N, hit rates, multicast latency, memory), which were measured, and
+Γ around the optimum. With --json: an array of {group, members: [ids],
+leader, settled} (plus replicas: {id: count}, unsettled: why not,
+max_group_size, auto, size_choice).
 
 --wait waits until the cluster is settled, then lists the groups; it gives
 up after --timeout (5m if not given) with exit code 5.`,
