@@ -18,6 +18,8 @@ var allTypes = []any{
 	&MembersRequest{}, &MembersResponse{}, &GroupsRequest{}, &GroupsResponse{},
 	&JoinRequest{}, &JoinResponse{}, &LeaveRequest{}, &LeaveResponse{},
 	&StatusRequest{}, &StatusResponse{}, &PingRequest{}, &PingResponse{},
+	&SourcePutRequest{}, &SourcePutResponse{}, &SourceListRequest{}, &SourceListResponse{},
+	&SourceRemoveRequest{}, &SourceRemoveResponse{}, &SourceDiscoverRequest{}, &SourceDiscoverResponse{},
 }
 
 // fill sets every field reachable from v to a non-zero value derived from
@@ -44,6 +46,8 @@ func fill(v reflect.Value, seed *int) {
 		v.SetInt(int64(*seed) * 1_000_003)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		v.SetUint(uint64(*seed) * 7)
+	case reflect.Float32, reflect.Float64:
+		v.SetFloat(float64(*seed) + 0.25)
 	case reflect.Slice:
 		s := reflect.MakeSlice(v.Type(), 2, 2)
 		for i := range 2 {
