@@ -81,6 +81,7 @@ type Batch struct {
 	entryIDs bool // an entry put has an id (batch format version 2)
 	special  bool // an inode or entry put is a special file (version 3)
 	xattrs   bool // an inode put has extended attributes (version 4)
+	anchors  bool // an inode put is a hard link's stub (version 7)
 	// dirTime is the time (Unix ns) the shard leader stamped the batch
 	// with: the directories whose entries it changes get it as their
 	// modification and change times (version 3; 0: none).
@@ -168,7 +169,7 @@ func (b *Batch) Len() int { return len(b.conds) + len(b.muts) }
 func (b *Batch) Reset() {
 	clear(b.conds)
 	clear(b.muts)
-	b.conds, b.muts, b.err, b.texts, b.entryIDs, b.special, b.xattrs = b.conds[:0], b.muts[:0], nil, false, false, false, false
+	b.conds, b.muts, b.err, b.texts, b.entryIDs, b.special, b.xattrs, b.anchors = b.conds[:0], b.muts[:0], nil, false, false, false, false, false
 	b.dirTime, b.keepTimes, b.countLinks, b.recounts, b.dirPuts = 0, false, false, false, false
 }
 
@@ -258,11 +259,12 @@ func (b *Batch) entryArgs(dir, name string) bool {
 
 // PutInode stores ino at path, replacing any inode there.
 func (b *Batch) PutInode(path string, ino Inode) {
-	if b.ok(checkPath(path)) && b.ok(checkType(ino.Type)) && b.ok(checkTarget(&ino)) && b.ok(checkText(&ino)) && b.ok(checkBlob("layout", ino.Layout)) && b.ok(checkXattrs(&ino)) {
+	if b.ok(checkPath(path)) && b.ok(checkType(ino.Type)) && b.ok(checkTarget(&ino)) && b.ok(checkText(&ino)) && b.ok(checkBlob("layout", ino.Layout)) && b.ok(checkXattrs(&ino)) && b.ok(checkAnchor(&ino)) {
 		b.addMut(mutation{kind: mutSetInode, key: inodeKey(path), val: encodeInode(&ino)})
 		b.texts = b.texts || ino.Text != ""
 		b.special = b.special || ino.Type.Special()
 		b.xattrs = b.xattrs || len(ino.Xattrs) > 0
+		b.anchors = b.anchors || ino.Anchor != ""
 		b.dirPuts = b.dirPuts || ino.Type == TypeDir
 	}
 }

@@ -76,6 +76,7 @@ const (
 	batchFormatV4 byte = 4
 	batchFormatV5 byte = 5
 	batchFormatV6 byte = 6
+	batchFormatV7 byte = 7
 )
 
 // The batch formats, for a caller that must choose (a shard leader during
@@ -83,7 +84,8 @@ const (
 // BatchFormatV1 carries no ids, BatchFormatV2 carries them,
 // BatchFormatV3 carries special files too, BatchFormatV4 extended
 // attributes, BatchFormatV5 paths longer than LegacyMaxPathLen,
-// BatchFormatV6 directory link counts, MaxBatchFormat is the newest this
+// BatchFormatV6 directory link counts, BatchFormatV7 hard links' stubs
+// (Inode.Anchor), MaxBatchFormat is the newest this
 // build reads and writes.
 const (
 	BatchFormatV1  = batchFormatV1
@@ -92,7 +94,8 @@ const (
 	BatchFormatV4  = batchFormatV4
 	BatchFormatV5  = batchFormatV5
 	BatchFormatV6  = batchFormatV6
-	MaxBatchFormat = batchFormatV6
+	BatchFormatV7  = batchFormatV7
+	MaxBatchFormat = batchFormatV7
 )
 
 // BatchFormat returns the format a batch encoded in data was written in
@@ -177,6 +180,15 @@ func (b *Batch) AppendBinaryFormat(buf []byte, max byte) ([]byte, error) {
 	case b.recounts && max < batchFormatV6:
 		return buf, fmt.Errorf("store: encode batch: %w: recounting links needs batch format %d, and format %d is the newest allowed",
 			ErrFormatTooOld, batchFormatV6, max)
+	case b.anchors && max < batchFormatV7:
+		return buf, fmt.Errorf("store: encode batch: %w: a hard link's stub needs batch format %d, and format %d is the newest allowed",
+			ErrFormatTooOld, batchFormatV7, max)
+	case b.anchors && !b.countLinks && b.linksMatter():
+		// Version 7 counts links whenever they matter (as the replica
+		// of a shard at format 6 or later asks for).
+		return buf, fmt.Errorf("store: encode batch: %w: a batch with a hard link's stub that changes entries must keep link counts (CountLinks)", ErrInvalid)
+	case b.anchors:
+		v = batchFormatV7
 	case b.countLinks && max >= batchFormatV6:
 		v = batchFormatV6
 	case long:
@@ -319,7 +331,7 @@ func decodeBatch(data []byte) (Batch, error) {
 	var nb Batch
 	r := reader{b: data}
 	v := r.byte("batch format version")
-	if r.err == nil && (v < batchFormatV1 || v > batchFormatV6) {
+	if r.err == nil && (v < batchFormatV1 || v > batchFormatV7) {
 		return nb, fmt.Errorf("store: decode batch: %w: batch format %d", ErrUnknownVersion, v)
 	}
 	decodeCond := func(r *reader) error { return nb.decodeCond(r, v) }
@@ -343,17 +355,23 @@ func decodeBatch(data []byte) (Batch, error) {
 	if err := r.end("batch"); err != nil {
 		return nb, fmt.Errorf("store: decode batch: %w", err)
 	}
-	// Version 6 is written exactly when the batch counts links (and then
+	// Version 7 is written exactly when the batch puts a hard link's
+	// stub, else version 6 exactly when the batch counts links (and then
 	// changes entries, puts a directory or recounts), else version 5 exactly when a path is
 	// longer than the older formats take, else version 4 exactly when
 	// extended attributes are in the batch, else version 3 exactly when a
 	// special file or a stamp is, and a stamp only on a batch that changes
 	// entries, which keeps each batch's encoding unique.
 	long := nb.longPaths()
-	nb.countLinks = v == batchFormatV6
+	nb.countLinks = v == batchFormatV6 || v == batchFormatV7 && nb.linksMatter()
 	switch {
 	case nb.dirTime < 0 || nb.dirTime != 0 && !nb.changesEntries():
 		return nb, fmt.Errorf("store: decode batch: %w: directory time %d on a batch that changes no entry", ErrCorrupt, nb.dirTime)
+	case nb.anchors != (v == batchFormatV7):
+		return nb, fmt.Errorf("store: decode batch: %w: batch format %d with hard links' stubs %v", ErrCorrupt, v, nb.anchors)
+	case v == batchFormatV7:
+		// Written exactly when the batch puts a stub; anything else may
+		// be in it.
 	case nb.countLinks:
 		if !nb.linksMatter() {
 			return nb, fmt.Errorf("store: decode batch: %w: batch format %d on a batch that changes no entry and puts no directory", ErrCorrupt, v)

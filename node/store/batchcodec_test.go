@@ -134,6 +134,27 @@ func TestBatchBinaryRejects(t *testing.T) {
 		t.Errorf("a long path in format 4 at most: %v, want ErrFormatTooOld", err)
 	}
 	longV4 = append([]byte{batchFormatV4}, longV4[1:]...)
+	// A batch with a hard link's stub: format 7, refused below.
+	var withStub Batch
+	withStub.PutInode("/s", Inode{Type: TypeFile, ID: 4, Anchor: "n1"})
+	stubV7, err := withStub.MarshalBinary()
+	if err != nil || BatchFormat(stubV7) != batchFormatV7 {
+		t.Fatalf("a batch with a stub: format %d, err %v; want %d", BatchFormat(stubV7), err, batchFormatV7)
+	}
+	if _, err := withStub.AppendBinaryFormat(nil, batchFormatV6); !errors.Is(err, ErrFormatTooOld) {
+		t.Errorf("a stub in format 6 at most: %v, want ErrFormatTooOld", err)
+	}
+	withStub.PutEntry("/", Entry{Name: "s", Type: TypeFile, Home: "n1", ID: 4})
+	if _, err := withStub.MarshalBinary(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a stub with an entry and no link counts: %v, want ErrInvalid", err)
+	}
+	withStub.CountLinks()
+	if enc, err := withStub.MarshalBinary(); err != nil || BatchFormat(enc) != batchFormatV7 {
+		t.Errorf("a stub with an entry, counting links: format %d, %v", BatchFormat(enc), err)
+	} else if back := (Batch{}); back.UnmarshalBinary(enc) != nil || !back.CountsLinks() {
+		t.Errorf("a stub with an entry decoded: counts links %v", back.CountsLinks())
+	}
+	stubV6 := append([]byte{batchFormatV6}, stubV7[1:]...)
 	// A valid operation with an invalid argument, encoded by hand.
 	invalidPath := []byte{batchFormatV1, 0, 1, opDeleteInode, 3, 'a', '/', 'b'}
 	cases := []struct {
@@ -143,7 +164,9 @@ func TestBatchBinaryRejects(t *testing.T) {
 	}{
 		{"nil", nil, []error{ErrCorrupt}},
 		{"version 0", []byte{0, 0, 0}, []error{ErrUnknownVersion}},
-		{"version 7", append([]byte{7}, enc[1:]...), []error{ErrUnknownVersion}},
+		{"version 8", append([]byte{8}, enc[1:]...), []error{ErrUnknownVersion}},
+		{"version 7 without a stub", append([]byte{batchFormatV7}, enc[1:]...), []error{ErrCorrupt}},
+		{"stub in version 6", stubV6, []error{ErrCorrupt}},
 		{"version 6 that changes no entry", []byte{batchFormatV6, 0, 1, opDeleteInode, 2, '/', 'a', 0}, []error{ErrCorrupt}},
 		{"recount in version 5", []byte{batchFormatV5, 0, 1, opRecountLinks, 2, '/', 'a', 0}, []error{ErrCorrupt}},
 		{"version 5 without a long path", append([]byte{batchFormatV5}, enc[1:]...), []error{ErrCorrupt}},

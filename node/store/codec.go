@@ -278,6 +278,24 @@ func checkType(t FileType) error {
 	return nil
 }
 
+// checkAnchor checks a stub (an inode with an anchor): an id, no
+// directory, no extended attributes (its record has them).
+func checkAnchor(ino *Inode) error {
+	switch {
+	case ino.Anchor == "":
+		return nil
+	case len(ino.Anchor) > MaxIDLen:
+		return invalidf("anchor longer than %d bytes", MaxIDLen)
+	case ino.ID == 0:
+		return invalidf("a stub without an inode id")
+	case ino.Type == TypeDir:
+		return invalidf("a directory with an anchor")
+	case len(ino.Xattrs) > 0:
+		return invalidf("a stub with extended attributes")
+	}
+	return nil
+}
+
 // checkTarget checks an inode's symlink target: present exactly for a
 // symlink, at most MaxTargetLen bytes.
 func checkTarget(ino *Inode) error {
@@ -451,7 +469,7 @@ func encodeInode(ino *Inode) []byte {
 	if ino.Type.Device() {
 		b = binary.AppendUvarint(b, ino.Rdev)
 	}
-	if ino.Text == "" && ino.ID == 0 && len(ino.Xattrs) == 0 {
+	if ino.Text == "" && ino.ID == 0 && len(ino.Xattrs) == 0 && ino.Anchor == "" {
 		return appendCodes(b, ino.Ancestors)
 	}
 	b = binary.AppendUvarint(b, uint64(len(ino.Ancestors)))
@@ -460,16 +478,21 @@ func encodeInode(ino *Inode) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(ino.Text)))
 	b = append(b, ino.Text...)
-	if ino.ID == 0 && len(ino.Xattrs) == 0 {
+	if ino.ID == 0 && len(ino.Xattrs) == 0 && ino.Anchor == "" {
 		return b
 	}
 	b = binary.AppendUvarint(b, ino.ID)
-	if len(ino.Xattrs) == 0 {
+	if len(ino.Xattrs) == 0 && ino.Anchor == "" {
 		return b
 	}
+	// A stub's anchor follows the extended attributes, whose list is
+	// then written even when empty (a stub has none: its record has).
 	b = binary.AppendUvarint(b, uint64(len(ino.Xattrs)))
 	for _, x := range ino.Xattrs {
 		b = appendStr(appendStr(b, x.Name), x.Value)
+	}
+	if ino.Anchor != "" {
+		b = appendStr(b, ino.Anchor)
 	}
 	return b
 }
@@ -587,6 +610,17 @@ func decodeInode(b []byte) (Inode, error) {
 				switch {
 				case r.err == nil && len(r.b) > 0:
 					ino.Xattrs = r.xattrs()
+					if r.err == nil && len(r.b) > 0 {
+						ino.Anchor = r.str("anchor", MaxIDLen)
+						switch {
+						case r.err == nil && ino.Anchor == "":
+							r.fail("an empty anchor is written as none")
+						case r.err == nil && len(ino.Xattrs) > 0:
+							r.fail("a stub with extended attributes")
+						}
+					} else if r.err == nil && len(ino.Xattrs) == 0 {
+						r.fail("extended attributes: an empty list is written as none")
+					}
 				case r.err == nil && ino.ID == 0:
 					r.fail("an inode id of 0 is written as none")
 				}
@@ -603,14 +637,12 @@ func decodeInode(b []byte) (Inode, error) {
 	return ino, nil
 }
 
-// xattrs reads an inode's extended attributes (at least one).
+// xattrs reads an inode's extended attributes (an empty list only
+// before a stub's anchor).
 func (r *reader) xattrs() []Xattr {
 	n := r.count("extended attributes", 3)
-	if r.err == nil && n == 0 {
-		r.fail("extended attributes: an empty list is written as none")
-	}
-	if r.err != nil {
-		return nil
+	if r.err != nil || n == 0 {
+		return nil // (an empty list only before an anchor: the caller checks)
 	}
 	out := make([]Xattr, n)
 	for i := range out {

@@ -28,6 +28,49 @@ var inodeCases = []Inode{
 	{Type: TypeFile, ID: 9, Xattrs: []Xattr{{Name: "security.selinux", Value: []byte("u:r:t\x00")}, {Name: "trusted.x"}, {Name: "user.a", Value: []byte{0, 255}}}},
 	{Type: TypeDir, Xattrs: []Xattr{{Name: "user." + strings.Repeat("n", MaxXattrNameLen-5), Value: bytes.Repeat([]byte("v"), MaxXattrValueLen-MaxXattrNameLen)}}},
 	{Type: TypeSymlink, Target: "t", Text: "", Ancestors: []AncestorCode{{Depth: 1, Mode: 0o100}}, Xattrs: []Xattr{{Name: "user.a", Value: []byte("1")}}},
+	{Type: TypeFile, ID: 5, Anchor: "n1"},
+	{Type: TypeSymlink, Target: "t", ID: 6, Anchor: "node-2", Ancestors: []AncestorCode{{Depth: 1, Mode: 0o100}}},
+}
+
+// TestInodeAnchorChecked: a stub has an id, is no directory and has no
+// extended attributes; its encoding refuses what it cannot write.
+func TestInodeAnchorChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ino  Inode
+		ok   bool
+	}{
+		{"file", Inode{Type: TypeFile, ID: 1, Anchor: "n1"}, true},
+		{"fifo", Inode{Type: TypeFIFO, ID: 1, Anchor: "n1"}, true},
+		{"no id", Inode{Type: TypeFile, Anchor: "n1"}, false},
+		{"directory", Inode{Type: TypeDir, ID: 1, Anchor: "n1"}, false},
+		{"extended attributes", Inode{Type: TypeFile, ID: 1, Anchor: "n1", Xattrs: []Xattr{{Name: "user.a"}}}, false},
+		{"anchor too long", Inode{Type: TypeFile, ID: 1, Anchor: strings.Repeat("n", MaxIDLen+1)}, false},
+	} {
+		var b Batch
+		b.PutInode("/f", tc.ino)
+		if ok := b.Err() == nil; ok != tc.ok {
+			t.Errorf("%s: err %v, want ok %v", tc.name, b.Err(), tc.ok)
+		}
+		if !tc.ok && !errors.Is(b.Err(), ErrInvalid) {
+			t.Errorf("%s: %v is not ErrInvalid", tc.name, b.Err())
+		}
+	}
+	for _, bad := range [][]byte{
+		// An id, an empty list of extended attributes and no anchor.
+		append(encodeInode(&Inode{Type: TypeFile, ID: 3}), 0),
+		// An empty anchor.
+		append(encodeInode(&Inode{Type: TypeFile, ID: 3}), 0, 0),
+		// Extended attributes and an anchor.
+		append(encodeInode(&Inode{Type: TypeFile, ID: 3, Xattrs: []Xattr{{Name: "user.a"}}}), 1, 'n'),
+	} {
+		if _, err := decodeInode(bad); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("decode %x: %v, want ErrCorrupt", bad, err)
+		}
+	}
+	if !IsLinkRecord(LinkRecordPath(42)) || IsLinkRecord("/.ghba/inodesx/1") || LinkRecordPath(42) != "/.ghba/inodes/42" {
+		t.Errorf("LinkRecordPath(42) = %s", LinkRecordPath(42))
+	}
 }
 
 // TestInodeXattrsChecked: names in a namespace, sorted and once, values

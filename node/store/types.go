@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -108,6 +109,31 @@ type Inode struct {
 	// Xattrs are the inode's extended attributes, sorted by name, each
 	// name once (docs/design.md, "Extended attributes"); nil: none.
 	Xattrs []Xattr
+	// Anchor is set on one name of a file with several (a hard link's
+	// stub, docs/design.md "Hard links"): the shard whose store holds
+	// the inode's record at LinkRecordPath(ID), where its attributes are.
+	// A stub keeps only its type, its type's immutable fields (a
+	// symlink's target, a device's number), its id and the ancestor
+	// codes of its own path. "": an inode with one name (batch format 7
+	// writes anchors).
+	Anchor string
+}
+
+// LinkRecordsDir is the reserved directory (under the cluster's /.ghba
+// tree, which clients cannot name) whose paths key the records of
+// inodes with several names; nothing lists it, and a record has no
+// directory entry.
+const LinkRecordsDir = "/.ghba/inodes"
+
+// LinkRecordPath returns the path that keys the record of the inode with
+// id id in its anchor's store.
+func LinkRecordPath(id uint64) string {
+	return LinkRecordsDir + "/" + strconv.FormatUint(id, 10)
+}
+
+// IsLinkRecord reports whether p is the path of an inode's record.
+func IsLinkRecord(p string) bool {
+	return strings.HasPrefix(p, LinkRecordsDir+"/")
 }
 
 // Xattr is one extended attribute: a name of 1 to MaxXattrNameLen bytes
