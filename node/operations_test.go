@@ -212,6 +212,16 @@ func TestVersionGate(t *testing.T) {
 	if err := mkfifo(); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("mkfifo with a member speaking format 1: %v, want errors.ErrUnsupported", err)
 	}
+	// A hard link needs format 7 (its stubs): refused too.
+	link := func() error {
+		return untilAvailable(ctx, func() error {
+			_, err := cl.Link(ctx, "/old0-0", "/old0-0.link")
+			return err
+		})
+	}
+	if err := link(); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("link with a member speaking format 1: %v, want errors.ErrUnsupported", err)
+	}
 
 	// The last node runs this build's formats: they come into use.
 	upgrade(2)
@@ -227,6 +237,19 @@ func TestVersionGate(t *testing.T) {
 	if err := mkfifo(); err != nil {
 		t.Fatalf("mkfifo with every member on this build: %v", err)
 	}
+	rpctest.Eventually(t, 30*time.Second, "a link with every member on this build", func() error {
+		if err := link(); err != nil && !errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		st, err := cl.Stat(ctx, "/old0-0.link")
+		if err != nil {
+			return err
+		}
+		if st.Inode.Nlink != 2 {
+			return fmt.Errorf("/old0-0.link has %d links", st.Inode.Nlink)
+		}
+		return nil
+	})
 	// The directories made before are counted; the new ones count.
 	nlink("/olddir", 4)
 	mkdir("/olddir/s3")

@@ -25,6 +25,7 @@ const (
 	MethodUnlink  = "Namespace.Unlink"  // UnlinkRequest → UnlinkResponse
 	MethodRmdir   = "Namespace.Rmdir"   // RmdirRequest → RmdirResponse
 	MethodRename  = "Namespace.Rename"  // RenameRequest → RenameResponse
+	MethodLink    = "Namespace.Link"    // LinkRequest → LinkResponse
 	MethodFilters = "Namespace.Filters" // FiltersRequest → FiltersResponse
 
 	MethodDataStoreGet = "DataStore.Get" // DataStoreGetRequest → DataStoreResponse
@@ -907,6 +908,21 @@ type RenameRequest struct {
 type RenameResponse struct {
 	// Rekeyed is the number of descendants re-keyed (directory renames).
 	Rekeyed int64 `json:"rekeyed,omitempty"`
+}
+
+// LinkRequest makes New another name of the file at Old (link(2)): one
+// inode, one link count and one set of contents under both names.
+type LinkRequest struct {
+	// Old is the existing absolute path: any type but a directory.
+	Old string `json:"old"`
+	// New is the new absolute path; it must not exist.
+	New string `json:"new"`
+}
+
+// LinkResponse carries the inode as New names it (its link count
+// includes the new name).
+type LinkResponse struct {
+	Inode Inode `json:"inode"`
 }
 
 // ---- Cluster and admin ----

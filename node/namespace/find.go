@@ -137,6 +137,17 @@ func (h *home) handleHomeFind(ctx context.Context, r *homeFindReq) (*rpc.FindRes
 		return ok, nil
 	}
 	err = h.st.SearchInodes(ctx, m.root, r.Find.After, pre, func(p string, ino store.Inode) error {
+		if ino.Anchor != "" {
+			// One name of an inode with several: its record's attributes
+			// (hardlinks.go).
+			rec, ok, err := h.recordOf(ctx, &ino)
+			if err != nil || !ok {
+				return err
+			}
+			codes := ino.Ancestors
+			ino = storeInode(&rec)
+			ino.Ancestors = codes
+		}
 		if m.matchInode(&ino) && findVisible(r.Caller, p, &ino) {
 			out.Inodes = append(out.Inodes, wireInode(p, h.id, &ino))
 			if m.query != nil {

@@ -22,8 +22,11 @@ type located struct {
 	shard string
 	typ   string
 	inode *rpc.Inode
-	level string
-	hops  int
+	// anchor is the shard of the record when the path is one name of an
+	// inode with several (hardlinks.go; only with the inode).
+	anchor string
+	level  string
+	hops   int
 	// With fs.ErrNotExist, missing is the path whose name the entries of
 	// its parent directory, in shard missingIn, said does not exist (L4):
 	// the path itself or, when a directory on the way is missing, that
@@ -389,7 +392,7 @@ func (n *Namespace) verify(ctx context.Context, shard, p string, withInode, stri
 			return located{}, false, fmt.Errorf("%w: shard %s answered without the inode", rpc.ErrProtocol, shard)
 		}
 		resp.Inode.Home = shard
-		l.inode = resp.Inode
+		l.inode, l.anchor = resp.Inode, resp.Anchor
 	}
 	return l, true, nil
 }

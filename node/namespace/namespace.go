@@ -567,6 +567,12 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 		}
 		return n.RenameWith(ctx, r)
 	}))
+	rpc.Register(s, rpc.MethodLink, gate(n, func(ctx context.Context, r *rpc.LinkRequest) (*rpc.LinkResponse, error) {
+		if err := guard(ctx, r.Old, r.New); err != nil {
+			return nil, err
+		}
+		return n.Link(ctx, r)
+	}))
 	rpc.Register(s, rpc.MethodFilters, gate(n, n.handleFilters))
 
 	rpc.Register(s, methodL3Query, gate(n, n.handleL3Query))
@@ -586,6 +592,7 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 	rpc.Register(s, methodHomeFind, gate(n, shardRPC(n, methodHomeFind, (*home).handleHomeFind)))
 	rpc.Register(s, methodHomeRemove, gate(n, shardRPC(n, methodHomeRemove, (*home).handleHomeRemove)))
 	rpc.Register(s, methodHomeRename, gate(n, shardRPC(n, methodHomeRename, (*home).handleHomeRename)))
+	rpc.Register(s, methodHomeLink, gate(n, shardRPC(n, methodHomeLink, (*home).handleHomeLink)))
 	rpc.Register(s, methodHomeReadDir, gate(n, shardRPC(n, methodHomeReadDir, (*home).handleHomeReadDir)))
 	rpc.Register(s, methodHomeSetAttr, gate(n, shardRPC(n, methodHomeSetAttr, (*home).handleHomeSetAttr)))
 	rpc.Register(s, methodHomeEntry, gate(n, shardRPC(n, methodHomeEntry, (*home).handleHomeEntry)))

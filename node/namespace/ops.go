@@ -118,7 +118,10 @@ func (n *Namespace) statLease(ctx context.Context, path string, absent bool) (*r
 	// applied here. Nor does one read before this node's leadership of its
 	// shard began (the read may have been the previous leader's, which may
 	// have applied a change since).
-	if h := n.home(st.Inode.Home); h != nil && h.led.Before(asked) && !h.txns.inFlux(p) && h.gate.beginGrant() {
+	// Nor does one name of an inode with several: a change through
+	// another name is made at the record, which revokes no lease on
+	// this one (hardlinks.go).
+	if h := n.home(st.Inode.Home); l.anchor == "" && h != nil && h.led.Before(asked) && !h.txns.inFlux(p) && h.gate.beginGrant() {
 		st.Lease = int64(n.leases.grant(peer, p, epoch))
 		h.gate.endGrant() // (no grant during a planned move: handover.go)
 	}
@@ -774,6 +777,9 @@ func (h *home) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (*homeRemo
 		if err != nil {
 			return nil, storeErr(err)
 		}
+		if ino.Anchor != "" {
+			return h.removeLinked(ctx, r, op, &ino, owner)
+		}
 		if owner != nil {
 			if err := checkOwner(p, &ino, owner); err != nil {
 				return nil, err
@@ -796,13 +802,26 @@ func (h *home) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (*homeRemo
 		return &homeRemoveResp{}, nil
 	}
 	plan := h.newPlan(op.txn)
-	plan.add(e.Home, h.id, []string{p}, txnOp{Kind: opDelInode, Path: p, Type: typeString(e.Type), EmptyDir: r.Dir, RequireOwner: owner})
+	if r.stub != nil && owner != nil {
+		// A stub has no owner: its record has (hardlinks.go).
+		if err := h.linkedOwner(ctx, p, owner); err != nil {
+			return nil, err
+		}
+		owner = nil
+	}
+	plan.add(e.Home, h.id, []string{p}, txnOp{Kind: opDelInode, Path: p, Type: typeString(e.Type), EmptyDir: r.Dir, RequireOwner: owner, Stub: r.stub})
+	if r.stub != nil {
+		linkCount(plan, h.id, r.stub, -1)
+	}
 	plan.local = func(b *store.Batch) {
 		b.RequireEntryExists(dir, name)
 		b.DeleteEntry(dir, name)
 	}
 	plan.async = true
 	if _, err := h.runTxn(ctx, plan); err != nil {
+		if stub, ok := learnStub(err); ok {
+			r.stub = stub // (the retry plans with it)
+		}
 		return nil, fmt.Errorf("remove %s: %w", p, err)
 	}
 	return &homeRemoveResp{Hops: 2}, nil
@@ -970,6 +989,9 @@ func (h *home) setAttrOnce(ctx context.Context, req *homeSetAttrReq) (*homeSetAt
 		return &homeSetAttrResp{homeStatus: notHomeHere}, nil
 	} else if err != nil {
 		return nil, err
+	}
+	if ino.Anchor != "" {
+		return h.setAttrLinked(ctx, req, p, &ino)
 	}
 	if r.Size != nil && ino.Type == store.TypeDir {
 		return nil, fmt.Errorf("%s: cannot set the size of a directory: %w", p, rpc.ErrIsDir)

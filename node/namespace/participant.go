@@ -257,7 +257,7 @@ func (h *home) preparePart(ctx context.Context, r *txnPrepareReq) (*txnPrepareRe
 		return nil, err
 	}
 	if busy {
-		return &txnPrepareResp{Busy: true}, nil
+		return &txnPrepareResp{Busy: true, Stub: p.stub}, nil
 	}
 	paths, prefixes := p.changes()
 	if p.rv, err = h.revoke(ctx, paths, prefixes, true); err != nil {
@@ -283,6 +283,9 @@ func (h *home) checkOps(ctx context.Context, p *partTxn) (busy bool, err error) 
 			if op.Inode == nil || storeType(op.Inode.Type) == 0 {
 				return false, fmt.Errorf("%w: put_inode without a valid inode", rpc.ErrBadRequest)
 			}
+			if op.Anchor != "" && !h.writesFormat(store.BatchFormatV7) {
+				return false, fmt.Errorf("%s: %w: a replica of shard %s runs a build without hard links", op.Path, errors.ErrUnsupported, h.id)
+			}
 			if _, err := h.st.GetInode(ctx, op.Path); err == nil {
 				return false, fmt.Errorf("%s: %w", op.Path, fs.ErrExist)
 			} else if !errors.Is(err, store.ErrNotFound) {
@@ -298,8 +301,15 @@ func (h *home) checkOps(ctx context.Context, p *partTxn) (busy bool, err error) 
 			if err := typeMismatch(op.Path, op.Type, ino.Type); err != nil {
 				return false, err
 			}
-			if err := checkOwner(op.Path, &ino, op.RequireOwner); err != nil {
-				return false, err
+			if op.Kind == opDelInode && (ino.Anchor != "") != (op.Stub != nil) || op.Stub != nil && (op.Stub.Anchor != ino.Anchor || op.Stub.ID != ino.ID) {
+				// A name of an inode with several, or no longer: the
+				// coordinator plans again with the record's count
+				// (hardlinks.go).
+				p.stub = &stubRef{Anchor: ino.Anchor, ID: ino.ID}
+				return true, nil
+			}
+			if err := h.checkOwnerOf(ctx, op, &ino); err != nil {
+				return errors.Is(err, errBusy), ignoreBusy(err)
 			}
 			if op.EmptyDir && ino.Type == store.TypeDir {
 				ents, _, err := h.st.ReadDir(ctx, op.Path, "", 1)
@@ -390,6 +400,10 @@ func (h *home) checkOps(ctx context.Context, p *partTxn) (busy bool, err error) 
 			if c, err := CleanPath(op.Path); err != nil || c != op.Path || (op.Code != nil && int(op.Code.Depth) != store.PathDepth(c)) {
 				return false, fmt.Errorf("%w: bad recode of %q", rpc.ErrBadRequest, op.Path)
 			}
+		case opLinkFirst, opLinkCount:
+			if busy, err := h.checkLinkOp(ctx, op); busy || err != nil {
+				return busy, err
+			}
 		default:
 			return false, fmt.Errorf("%w: unknown op %q", rpc.ErrBadRequest, op.Kind)
 		}
@@ -449,7 +463,13 @@ func (t *participant) apply(p *partTxn) error {
 			op := &p.ops[i]
 			switch op.Kind {
 			case opPutInode:
-				b.PutInode(op.Path, storeInode(op.Inode))
+				ino := storeInode(op.Inode)
+				ino.Anchor = op.Anchor
+				b.PutInode(op.Path, ino)
+			case opLinkFirst, opLinkCount:
+				if err := h.applyLinkOp(ctx, &b, p.id, i, op); err != nil {
+					return err
+				}
 			case opDelInode:
 				// The part's marks keep the inode as it is now until
 				// the part is applied: its contents' objects go to the
@@ -530,8 +550,10 @@ func (t *participant) apply(p *partTxn) error {
 func (p *partTxn) changes() (paths, prefixes []string) {
 	for i := range p.ops {
 		switch op := &p.ops[i]; op.Kind {
-		case opPutInode, opDelInode:
+		case opPutInode, opDelInode, opLinkCount:
 			paths = append(paths, op.Path)
+		case opLinkFirst:
+			paths = append(paths, op.Path, store.LinkRecordPath(op.ID))
 		case opMoveInode:
 			paths = append(paths, op.Path, op.New)
 		case opPutEntry, opDelEntry:

@@ -36,10 +36,25 @@ func (h *home) localCheck(ctx context.Context, r *localCheckReq) (*localCheckRes
 	}
 	h.touch(r.Path)
 	resp.Exists, resp.Type = true, typeString(ino.Type)
-	if r.WithInode {
+	if !r.WithInode {
+		return resp, nil
+	}
+	if ino.Anchor == "" {
 		w := wireInode(r.Path, h.id, &ino)
 		resp.Inode = &w
+		return resp, nil
 	}
+	// One name of an inode with several: the record's attributes with
+	// this name's path and codes (hardlinks.go).
+	rec, ok, err := h.recordOf(ctx, &ino)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return &localCheckResp{NodeID: h.r.id}, nil
+	}
+	rec.Path, rec.Home, rec.Ancestors = r.Path, h.id, wireCodes(ino.Ancestors)
+	resp.Inode, resp.Anchor = &rec, ino.Anchor
 	return resp, nil
 }
 

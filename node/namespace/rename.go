@@ -141,11 +141,20 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 	if err := h.renameDestEntry(ctx, r, e); err != nil {
 		return nil, err
 	}
+	if e.de.Exists && e.se.ID != 0 && e.de.Entry.ID == e.se.ID && e.srcType != rpc.TypeDir {
+		// Two names of one inode: POSIX has the rename do nothing.
+		return &homeRenameResp{}, nil
+	}
 	plan := h.newPlan(op.txn)
 	h.planRenameEntries(ctx, plan, e)
-	h.planRenameInodes(plan, r, e)
+	if err := h.planRenameInodes(ctx, plan, r, e); err != nil {
+		return nil, err
+	}
 	rekeyed, err := h.runTxn(ctx, plan)
 	if err != nil {
+		if stub, ok := learnStub(err); ok {
+			r.dstStub = stub // (the retry plans with it)
+		}
 		return nil, fmt.Errorf("rename %s to %s: %w", e.src, e.dst, err)
 	}
 	return &homeRenameResp{Rekeyed: rekeyed, Hops: len(plan.parts)}, nil
@@ -294,24 +303,40 @@ func (h *home) planRenameEntries(ctx context.Context, plan *txnPlan, e *renameEn
 }
 
 // planRenameInodes adds the rename's inodes to plan: a replaced
-// destination is deleted first; then a file's inode is moved in its shard,
+// destination is deleted first (one name of an inode with several: its
+// stub, and one from its record's count); then a file's inode is moved in its shard,
 // or a directory's subtree re-keyed by every shard (this one included).
-func (h *home) planRenameInodes(plan *txnPlan, r *homeRenameReq, e *renameEnds) {
+func (h *home) planRenameInodes(ctx context.Context, plan *txnPlan, r *homeRenameReq, e *renameEnds) error {
 	src, dst, de := e.src, e.dst, e.de
 	if de.Exists {
+		owner := stickyOwner(r.Caller, &e.ddino)
+		stub := r.dstStub
+		if stub != nil && owner != nil {
+			// A stub has no owner: its record has (hardlinks.go).
+			if err := h.linkedOwner(ctx, dst, owner); err != nil {
+				return err
+			}
+			owner = nil
+		}
 		plan.add(de.Entry.Home, h.id, []string{dst}, txnOp{
 			Kind: opDelInode, Path: dst, Type: de.Entry.Type, EmptyDir: de.Entry.Type == rpc.TypeDir,
-			RequireOwner: stickyOwner(r.Caller, &e.ddino),
+			RequireOwner: owner, Stub: stub,
 		})
+		if stub != nil {
+			linkCount(plan, h.id, stub, -1)
+		}
+	} else {
+		r.dstStub = nil
 	}
 	if e.srcType != rpc.TypeDir {
 		plan.add(e.se.Home, h.id, []string{src, dst}, txnOp{
 			Kind: opMoveInode, Path: src, New: dst, Type: e.srcType, Ctime: time.Now().UnixNano(),
 			RequireOwner: e.srcOwner, Ancestors: e.chain,
 		})
-		return
+		return nil
 	}
 	for _, s := range h.r.subtreeShards(h.id, e.se.Home) {
 		plan.add(s, h.id, []string{src, dst}, txnOp{Kind: opRekey, Path: src, New: dst, Ancestors: e.chain})
 	}
+	return nil
 }

@@ -52,9 +52,10 @@ const (
 
 // collects reports whether the contents of the inode at p take part in
 // garbage collection: a regular file outside the reserved tree (whose
-// records keep JSON in their layouts).
+// records keep JSON in their layouts), or the record of one with several
+// names (hardlinks.go).
 func collects(p string, ino *store.Inode) bool {
-	return ino != nil && ino.Type == store.TypeFile && !acl.Reserved(p)
+	return ino != nil && ino.Type == store.TypeFile && (!acl.Reserved(p) || store.IsLinkRecord(p))
 }
 
 // droppedObjects returns the objects the layout blob old references and

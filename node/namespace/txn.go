@@ -59,6 +59,8 @@ type partTxn struct {
 	committed atomic.Bool // the batch is applied (rekeys may remain)
 	finished  atomic.Bool
 	rekeyed   int64
+	// stub is what a busy prepare found at a removed name (txnPrepareResp.Stub).
+	stub *stubRef
 	// rv holds the client cache's leases on the inodes the part changes
 	// revoked from its prepare until it is applied or discarded
 	// (leases.go), so that a commit acknowledged before this node applies
@@ -328,6 +330,7 @@ func (h *home) prepareParts(ctx context.Context, plan *txnPlan, nodes []string) 
 	wg.Wait()
 	var firstErr error
 	busy := false
+	var stub *stubRef
 	for i := range results {
 		r := &results[i]
 		switch {
@@ -337,12 +340,18 @@ func (h *home) prepareParts(ctx context.Context, plan *txnPlan, nodes []string) 
 			}
 		case r.resp.Busy:
 			busy = true
+			if r.resp.Stub != nil {
+				stub = r.resp.Stub
+			}
 		default:
 			rekeyed += r.resp.Rekeyed
 		}
 	}
 	if firstErr == nil && busy {
 		firstErr = errBusy
+		if stub != nil {
+			firstErr = &stubFound{ref: stub}
+		}
 	}
 	if firstErr != nil {
 		return 0, firstErr

@@ -46,6 +46,7 @@ const (
 	methodHomeFind    = "Home.Find"
 	methodHomeRemove  = "Home.Remove"  // homeRemoveReq → homeRemoveResp (at the parent's home)
 	methodHomeRename  = "Home.Rename"  // homeRenameReq → homeRenameResp (at the source parent's home)
+	methodHomeLink    = "Home.Link"    // homeLinkReq → homeLinkResp (at the new name's parent's home)
 	methodHomeReadDir = "Home.ReadDir" // homeReadDirReq → homeReadDirResp (at the directory's home)
 	methodHomeSetAttr = "Home.SetAttr" // homeSetAttrReq → homeSetAttrResp (at the path's home)
 	methodHomeEntry   = "Home.Entry"   // homeEntryReq → homeEntryResp (at the directory's home; L4)
@@ -170,6 +171,9 @@ type localCheckResp struct {
 	Exists bool       `json:"exists"`
 	Type   string     `json:"type,omitempty"`  // when Exists
 	Inode  *rpc.Inode `json:"inode,omitempty"` // when Exists and WithInode
+	// Anchor, when the path is one name of an inode with several, is the
+	// shard of its record (hardlinks.go); Inode then is the record's.
+	Anchor string `json:"anchor,omitempty"`
 }
 
 // idbfaReq asks for a group's IDBFA unless the caller has HaveVersion.
@@ -283,6 +287,21 @@ type homeRemoveReq struct {
 	Path   string        `json:"path"`
 	Dir    bool          `json:"dir"`
 	Caller *acl.Identity `json:"caller,omitempty"`
+	// stub is the record of the inode the removed name turned out to
+	// share with other names (hardlinks.go), learnt by an earlier attempt.
+	stub *stubRef
+}
+
+type homeLinkReq struct {
+	shardReq
+	Old    string        `json:"old"`
+	New    string        `json:"new"`
+	Caller *acl.Identity `json:"caller,omitempty"`
+}
+
+type homeLinkResp struct {
+	homeStatus
+	Inode rpc.Inode `json:"inode"`
 }
 
 type homeRemoveResp struct {
@@ -298,6 +317,9 @@ type homeRenameReq struct {
 	// NoReplace refuses an existing Dst (rpc.RenameRequest.NoReplace).
 	NoReplace bool          `json:"no_replace,omitempty"`
 	Caller    *acl.Identity `json:"caller,omitempty"`
+	// dstStub is the record of the inode a replaced destination turned
+	// out to share with other names, learnt by an earlier attempt.
+	dstStub *stubRef
 }
 
 type homeRenameResp struct {
@@ -371,6 +393,8 @@ const (
 	opDelEntry  = "del_entry"  // delete Entry.Name from Dir; must point at ExpectHome
 	opRekey     = "rekey"      // re-key every path under Path to New (directory rename)
 	opRecode    = "recode"     // set Path's ancestor code in its subtree (chmod/chown of a directory)
+	opLinkFirst = "link_first" // turn the inode Path (of id ID) into a stub and a record of Nlink+1 here
+	opLinkCount = "link_count" // add Delta to the link count of the record Path (delete it at 0)
 )
 
 // txnOp is one change of a participant's part of a transaction. Ops are
@@ -414,6 +438,17 @@ type txnOp struct {
 	// version (put entry of a rename: the destination directory as the
 	// coordinator read it, whose codes the moved inodes take).
 	DirVersion uint64 `json:"dir_version,omitempty"`
+	// ID is the inode id a link_first expects at Path.
+	ID uint64 `json:"id,omitempty"`
+	// Delta is what a link_count adds to the record's link count.
+	Delta int32 `json:"delta,omitempty"`
+	// Anchor makes the inode a put_inode creates a stub of the record
+	// in that shard (a hard link's new name).
+	Anchor string `json:"anchor,omitempty"`
+	// Stub, on a del_inode, is the record the coordinator knows the
+	// inode to be a stub of (nil: not a stub); a prepare that finds
+	// otherwise answers busy with what it found (txnPrepareResp.Stub).
+	Stub *stubRef `json:"stub,omitempty"`
 }
 
 // txnPrepareReq stages a participant shard's part of transaction TxnID,
@@ -433,6 +468,9 @@ type txnPrepareReq struct {
 // staged and the coordinator should abort and retry.
 type txnPrepareResp struct {
 	Busy bool `json:"busy,omitempty"`
+	// Stub, with Busy, says that a del_inode's path is a stub of this
+	// record (hardlinks.go): the coordinator plans again with it.
+	Stub *stubRef `json:"stub,omitempty"`
 	// Rekeyed is the number of inodes under a rekey's old prefix here.
 	Rekeyed int64 `json:"rekeyed,omitempty"`
 }

@@ -462,6 +462,20 @@ func (c *Client) RenameWith(ctx context.Context, req *rpc.RenameRequest) (*rpc.R
 	return resp, nil
 }
 
+// Link makes newPath another name of the file at oldPath (link(2)); the
+// answer is the inode as newPath names it. A directory cannot be linked
+// (fs.ErrPermission), and an existing newPath is fs.ErrExist.
+func (c *Client) Link(ctx context.Context, oldPath, newPath string) (*rpc.Inode, error) {
+	// The new name's directory changes, and so does the inode oldPath
+	// names (its link count and ctime).
+	defer c.dirChanged(parent(newPath), oldPath)
+	resp := new(rpc.LinkResponse)
+	if err := c.callAny(ctx, c.dirHomeOf(parent(newPath)), rpc.MethodLink, false, &rpc.LinkRequest{Old: oldPath, New: newPath}, resp); err != nil {
+		return nil, err
+	}
+	return &resp.Inode, nil
+}
+
 // Members returns the cluster's members as seen by some node, and
 // remembers their addresses for resolving home node ids.
 func (c *Client) Members(ctx context.Context) (*rpc.MembersResponse, error) {
