@@ -232,17 +232,21 @@ func newLnCmd(o *clientOptions) *cobra.Command {
 		symbolic bool
 	)
 	cmd := &cobra.Command{
-		Use:   "ln -s TARGET PATH",
-		Short: "Create a symbolic link",
-		Long: `Create PATH as a symbolic link to TARGET. TARGET is kept verbatim (it need not
-exist; the service never resolves a path through a link); "stat PATH" shows
-it. Only symbolic links exist (-s is required). Exit codes as for create.`,
-		Example: `  ghba ln -s ../lib/libc.so.6 /usr/lib/libc.so`,
-		Args:    exactArgs(2),
+		Use:   "ln [-s] TARGET PATH",
+		Short: "Create a hard link, or a symbolic link with -s",
+		Long: `Without -s, make PATH another name of the existing file TARGET (a hard link,
+as ln(1) does): both names then show one inode, with one id, one link count,
+one set of attributes and one set of contents, whichever shards home them. A
+directory cannot be linked (exit 6, as Linux's EPERM), and PATH must not
+exist (exit 4).
+
+With -s, create PATH as a symbolic link to TARGET. TARGET is kept verbatim
+(it need not exist; the service never resolves a path through a link);
+"stat PATH" shows it. Exit codes as for create.`,
+		Example: `  ghba ln /src/main.go /backup/main.go
+  ghba ln -s ../lib/libc.so.6 /usr/lib/libc.so`,
+		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !symbolic {
-				return usageErrorf("ln: only symbolic links are supported: use ln -s")
-			}
 			target, p := args[0], args[1]
 			if err := checkPath(p); err != nil {
 				return err
@@ -250,22 +254,37 @@ it. Only symbolic links exist (-s is required). Exit codes as for create.`,
 			if target == "" {
 				return usageErrorf("ln: empty target")
 			}
+			if !symbolic {
+				if err := checkPath(target); err != nil {
+					return err
+				}
+			}
 			return withClient(cmd, o, func(ctx context.Context, c *client.Client) error {
-				r, err := c.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o777, UID: own.uid, GID: own.gid, Symlink: target})
-				if err != nil {
-					return opError("ln", p, err)
+				var out any
+				if symbolic {
+					r, err := c.Create(ctx, &rpc.CreateRequest{Path: p, Mode: 0o777, UID: own.uid, GID: own.gid, Symlink: target})
+					if err != nil {
+						return opError("ln", p, err)
+					}
+					out = r
+				} else {
+					in, err := c.Link(ctx, target, p)
+					if err != nil {
+						return opError("ln", p, err)
+					}
+					out = in
 				}
 				if o.json {
-					return writeJSON(cmd.OutOrStdout(), r)
+					return writeJSON(cmd.OutOrStdout(), out)
 				}
 				return nil
 			})
 		},
 	}
 	fl := cmd.Flags()
-	fl.BoolVarP(&symbolic, "symbolic", "s", false, "make a symbolic link (required)")
-	fl.Uint32Var(&own.uid, "uid", currentID(os.Getuid()), "owner user id")
-	fl.Uint32Var(&own.gid, "gid", currentID(os.Getgid()), "owner group id")
+	fl.BoolVarP(&symbolic, "symbolic", "s", false, "make a symbolic link instead of a hard link")
+	fl.Uint32Var(&own.uid, "uid", currentID(os.Getuid()), "owner user id of a symbolic link")
+	fl.Uint32Var(&own.gid, "gid", currentID(os.Getgid()), "owner group id of a symbolic link")
 	return cmd
 }
 

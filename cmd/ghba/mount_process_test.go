@@ -334,6 +334,44 @@ func TestProcessMountPrograms(t *testing.T) {
 			t.Errorf("second rsync changed something:\n%s", out)
 		}
 	})
+	t.Run("hard-links", func(t *testing.T) {
+		// ln, cp -al, rsync -H and find -samefile as on a local file
+		// system: names of one inode share its link count, attributes and
+		// contents, whichever shards home them.
+		for _, dir := range []string{m.dir, local} {
+			sh(t, dir, "mkdir hl && cd hl && mkdir a b && echo one > a/f && ln a/f b/g && ln b/g a/h && cp -al a c && echo two >> c/f && chmod 600 b/g && rm a/h")
+		}
+		for _, script := range []string{
+			"cd hl && stat -c '%n %h %a %s' a/f b/g c/f c/h && cat b/g",
+			"cd hl && find . -samefile a/f | sort",
+			"cd hl && test ! -e a/h && echo new > c/new && mv c/new b/g && stat -c '%n %h' a/f b/g c/f c/h",
+		} {
+			got, want := sh(t, m.dir, script), sh(t, local, script)
+			if got != want {
+				t.Errorf("%s:\nmount:\n%s\nlocal:\n%s", script, got, want)
+			}
+		}
+		back := t.TempDir()
+		sh(t, m.dir, "rsync -aH hl/ "+back+"/")
+		if got := sh(t, back, "stat -c '%h' a/f c/f c/h | sort -u"); got != "3\n" {
+			t.Errorf("rsync -H from the mount: link counts %q, want 3", got)
+		}
+		sh(t, local, "rm -rf "+filepath.Join(m.dir, "hl2")+" && rsync -aH hl/ "+filepath.Join(m.dir, "hl2")+"/")
+		if got := sh(t, m.dir, "stat -c '%h' hl2/a/f hl2/c/f hl2/c/h | sort -u && find hl2 -samefile hl2/a/f | wc -l"); got != "3\n3\n" {
+			t.Errorf("rsync -H into the mount: %q, want 3 links and 3 names", got)
+		}
+		out, errOut, code := c.all("ln", "/hl/a/f", "/hl/a/cli")
+		if code != 0 {
+			t.Fatalf("ghba ln: exit %d: %s%s", code, out, errOut)
+		}
+		if got := sh(t, m.dir, "stat -c '%h' hl/a/cli"); got != "4\n" {
+			t.Errorf("a name made by ghba ln: %q links, want 4", got)
+		}
+		if _, _, code := c.all("ln", "/hl/a", "/hl/d"); code != 6 {
+			t.Errorf("ghba ln of a directory: exit %d, want 6", code)
+		}
+		sh(t, m.dir, "rm -r hl hl2 && test ! -e hl")
+	})
 	t.Run("special-files", func(t *testing.T) {
 		// FIFOs, devices and sockets are made as on a local file system,
 		// and a FIFO of the mount carries data between two processes (the

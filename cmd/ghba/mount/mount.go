@@ -122,6 +122,11 @@ type FS struct {
 	// own holds the paths this mount changed lately, whose revocations
 	// the kernel must not hear (notify.go).
 	own ownChanges
+	// kept is, per inode number, the node go-fuse keeps for it: go-fuse
+	// keeps the first node made for a number and drops those that later
+	// lookups make (another name of a file with several), so what such a
+	// lookup learns is remembered by the kept one (newChild).
+	kept sync.Map // uint64 → *node
 
 	ctx    context.Context // ends at Unmount: background work stops
 	cancel context.CancelFunc

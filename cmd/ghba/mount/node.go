@@ -67,21 +67,23 @@ func (n *node) goneAttr(out *fuse.Attr) {
 }
 
 var (
-	_ gofs.NodeLookuper   = (*node)(nil)
-	_ gofs.NodeGetattrer  = (*node)(nil)
-	_ gofs.NodeSetattrer  = (*node)(nil)
-	_ gofs.NodeMkdirer    = (*node)(nil)
-	_ gofs.NodeCreater    = (*node)(nil)
-	_ gofs.NodeUnlinker   = (*node)(nil)
-	_ gofs.NodeRmdirer    = (*node)(nil)
-	_ gofs.NodeRenamer    = (*node)(nil)
-	_ gofs.NodeSymlinker  = (*node)(nil)
-	_ gofs.NodeMknoder    = (*node)(nil)
-	_ gofs.NodeReadlinker = (*node)(nil)
-	_ gofs.NodeReaddirer  = (*node)(nil)
-	_ gofs.NodeOpener     = (*node)(nil)
-	_ gofs.NodeStatfser   = (*node)(nil)
-	_ gofs.NodeFsyncer    = (*node)(nil)
+	_ gofs.NodeLookuper    = (*node)(nil)
+	_ gofs.NodeGetattrer   = (*node)(nil)
+	_ gofs.NodeSetattrer   = (*node)(nil)
+	_ gofs.NodeMkdirer     = (*node)(nil)
+	_ gofs.NodeCreater     = (*node)(nil)
+	_ gofs.NodeUnlinker    = (*node)(nil)
+	_ gofs.NodeRmdirer     = (*node)(nil)
+	_ gofs.NodeRenamer     = (*node)(nil)
+	_ gofs.NodeSymlinker   = (*node)(nil)
+	_ gofs.NodeLinker      = (*node)(nil)
+	_ gofs.NodeOnForgetter = (*node)(nil)
+	_ gofs.NodeMknoder     = (*node)(nil)
+	_ gofs.NodeReadlinker  = (*node)(nil)
+	_ gofs.NodeReaddirer   = (*node)(nil)
+	_ gofs.NodeOpener      = (*node)(nil)
+	_ gofs.NodeStatfser    = (*node)(nil)
+	_ gofs.NodeFsyncer     = (*node)(nil)
 )
 
 // path returns the node's absolute path in the cluster.
@@ -223,9 +225,24 @@ func (f *FS) newChild(ctx context.Context, n *node, in *rpc.Inode, out *fuse.Ent
 	out.SetEntryTimeout(entry)
 	out.SetAttrTimeout(attr)
 	out.NodeId = 0
-	ch := n.NewInode(ctx, &node{fs: f}, gofs.StableAttr{Mode: typeBits(in.Type), Ino: inoOf(in)})
-	ch.Operations().(*node).remember(in)
+	ino := inoOf(in)
+	nd := &node{fs: f}
+	ch := n.NewInode(ctx, nd, gofs.StableAttr{Mode: typeBits(in.Type), Ino: ino})
+	nd.remember(in)
+	if k, _ := f.kept.LoadOrStore(ino, nd); k != nd {
+		// Another name of an inode this mount knows (go-fuse answers
+		// with the kept node): it exists, with this state.
+		kn := k.(*node)
+		kn.remember(in)
+		kn.gone.Store(false)
+	}
 	return ch
+}
+
+// OnForget drops n from the nodes kept by inode number once the kernel
+// forgot it (go-fuse's NodeOnForgetter).
+func (n *node) OnForget() {
+	n.fs.kept.CompareAndDelete(n.StableAttr().Ino, n)
 }
 
 // caller returns the uid and gid new inodes get: the calling process's
@@ -446,6 +463,44 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	return f.newChild(ctx, n, in, out), 0
 }
 
+// Link makes name in n another name of target's inode (link(2)). go-fuse
+// keeps one inode per inode number, the cluster's id, so the kernel sees
+// one inode with two names. The kernel refuses to link a directory itself
+// (EPERM).
+func (n *node) Link(ctx context.Context, target gofs.InodeEmbedder, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	ctx = detach(ctx)
+	p, e := n.checkedChild(name)
+	if e != 0 {
+		return nil, e
+	}
+	t, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	if t.gone.Load() {
+		return nil, syscall.ENOENT // an open file whose last name went: as Linux answers
+	}
+	f, old := n.fs, t.path()
+	f.own.note(old, p)
+	var in *rpc.Inode
+	err := f.change(ctx, func(ctx context.Context) error {
+		var err error
+		in, err = f.c.Link(ctx, old, p)
+		return err
+	}, func(ctx context.Context) bool { // the new name is there, with the target's id
+		st, err := f.stat(ctx, p)
+		if err == nil && st.Inode.ID == t.knownID() && st.Inode.ID != 0 {
+			in = &st.Inode
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return nil, f.errno("link", p, err)
+	}
+	return f.newChild(ctx, n, in, out), 0
+}
+
 // Mknod makes name in n a FIFO, a socket or a device (mknod(2), mkfifo(3),
 // bind(2) of a Unix socket), or a regular file without contents. The
 // cluster keeps their metadata; opening one is the kernel's business, as
@@ -592,13 +647,22 @@ func (n *node) Rename(ctx context.Context, name string, newParent gofs.InodeEmbe
 	return 0
 }
 
-// removed marks ch, whose last name this mount just removed, as gone,
-// and its open file, if any, as unlinked (file.go).
+// removed marks ch, a name of which this mount just removed, as gone,
+// and its open file, if any, as unlinked (file.go), unless the inode has
+// other names (a hard link's: its link count, as this mount last read it,
+// says so), which go on naming it.
 func (f *FS) removed(ch *gofs.Inode) {
 	if ch == nil {
 		return
 	}
-	ch.Operations().(*node).gone.Store(true)
+	nd := ch.Operations().(*node)
+	if l := nd.last.Load(); l != nil && l.Type != rpc.TypeDir && l.Nlink > 1 {
+		c := *l
+		c.Nlink--
+		nd.last.Store(&c)
+		return
+	}
+	nd.gone.Store(true)
 	if of := f.openOf(ch.StableAttr().Ino); of != nil {
 		of.unlinked.Store(true)
 	}
