@@ -156,6 +156,12 @@ type TreeEntry struct {
 	Target string     // symbolic links
 	Hash   string     // regular files: hex SHA-256 of the contents
 	Err    unix.Errno // reading the contents or listing the directory failed
+	// SameAs is the first path of the snapshot (in its order) that names
+	// the same inode (the same st_dev and st_ino) as this one: another
+	// hard link. It is "" for the first name of an inode and for an
+	// inode with one name. Inode numbers themselves are never kept: they
+	// differ between file systems; which paths share one does not.
+	SameAs string
 }
 
 // String summarises the entry on one line.
@@ -174,6 +180,9 @@ func (e TreeEntry) String() string {
 	if e.Err != 0 {
 		fmt.Fprintf(&b, " err=%s", ErrnoString(e.Err))
 	}
+	if e.SameAs != "" {
+		fmt.Fprintf(&b, " same-inode-as=%s", strconv.Quote(e.SameAs))
+	}
 	return b.String()
 }
 
@@ -181,6 +190,25 @@ func (e TreeEntry) String() string {
 // a directory sorted, the root first.
 type Snapshot struct {
 	Entries []TreeEntry
+}
+
+// Links returns the paths that name one inode, for every inode of the
+// snapshot with more than one name (hard links): each group in snapshot
+// order, the groups ordered by their first path's position.
+func (s Snapshot) Links() [][]string {
+	others := map[string][]string{} // a group's first path: the others
+	for _, e := range s.Entries {
+		if e.SameAs != "" {
+			others[e.SameAs] = append(others[e.SameAs], e.Path)
+		}
+	}
+	var groups [][]string
+	for _, e := range s.Entries {
+		if o, ok := others[e.Path]; ok {
+			groups = append(groups, append([]string{e.Path}, o...))
+		}
+	}
+	return groups
 }
 
 // String lists the entries, one per line.
@@ -194,7 +222,8 @@ func (s Snapshot) String() string {
 }
 
 // Tree snapshots the tree under root: names, types, permission bits, sizes,
-// owners, symlink targets and full contents (as hashes). It walks with
+// link counts, owners, symlink targets, full contents (as hashes) and which
+// paths name the same inode (TreeEntry.SameAs). It walks with
 // directory descriptors, so paths longer than PATH_MAX are fine. Listing a
 // directory or reading a file that fails (say, mode 0000 when not root) is
 // recorded in the entry's Err rather than failing the snapshot.
@@ -209,16 +238,33 @@ func Tree(root string) (Snapshot, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return s, fmt.Errorf("snapshot %s: %w", root, err)
 	}
-	w := &walker{buf: make([]byte, 64*1024)}
-	s.Entries = append(s.Entries, entryOf(".", &st))
+	w := &walker{buf: make([]byte, 64*1024), first: map[inodeKey]string{}}
+	s.Entries = append(s.Entries, w.entryOf(".", &st))
 	if err := w.walk(fd, "", &s); err != nil {
 		return s, fmt.Errorf("snapshot %s: %w", root, err)
 	}
 	return s, nil
 }
 
+// inodeKey identifies an inode within one snapshot.
+type inodeKey struct{ dev, ino uint64 }
+
 type walker struct {
-	buf []byte
+	buf   []byte
+	first map[inodeKey]string // the first path met of each inode
+}
+
+// entryOf makes the entry of path from its lstat, noting the first path
+// met of the same inode in SameAs.
+func (w *walker) entryOf(path string, st *unix.Stat_t) TreeEntry {
+	e := entryOf(path, st)
+	k := inodeKey{uint64(st.Dev), st.Ino}
+	if p, ok := w.first[k]; ok {
+		e.SameAs = p
+	} else {
+		w.first[k] = path
+	}
+	return e
 }
 
 func entryOf(path string, st *unix.Stat_t) TreeEntry {
@@ -244,7 +290,7 @@ func (w *walker) walk(dfd int, prefix string, s *Snapshot) error {
 		if err := unix.Fstatat(dfd, de.Name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return fmt.Errorf("lstat %q: %w", p, err)
 		}
-		e := entryOf(p, &st)
+		e := w.entryOf(p, &st)
 		switch e.Type {
 		case TypeSymlink:
 			n, err := unix.Readlinkat(dfd, de.Name, w.buf)
@@ -291,7 +337,10 @@ func hashFile(dfd int, name string) (string, unix.Errno) {
 }
 
 // CompareTrees returns a *Divergence (Index FinalState) for the first entry
-// that differs between a and b, or is in one only, or nil.
+// that differs between a and b, or is in one only, or else for the first
+// path whose inode has other names in one tree than in the other (hard
+// links: the groups of paths that share an inode must be the same; the
+// inode numbers are not compared), or nil.
 func CompareTrees(a, b Snapshot) error {
 	bm := make(map[string]TreeEntry, len(b.Entries))
 	for _, e := range b.Entries {
@@ -304,7 +353,9 @@ func CompareTrees(a, b Snapshot) error {
 		if !ok {
 			return &Divergence{Index: FinalState, Detail: "only in A: " + strconv.Quote(ea.Path), A: ea.String(), B: "(missing)"}
 		}
-		if ea != eb {
+		ca, cb := ea, eb
+		ca.SameAs, cb.SameAs = "", "" // compared below, as groups
+		if ca != cb {
 			return &Divergence{Index: FinalState, Detail: "entry " + strconv.Quote(ea.Path) + " differs", A: ea.String(), B: eb.String()}
 		}
 	}
@@ -313,5 +364,37 @@ func CompareTrees(a, b Snapshot) error {
 			return &Divergence{Index: FinalState, Detail: "only in B: " + strconv.Quote(eb.Path), A: "(missing)", B: eb.String()}
 		}
 	}
+	// Both trees have the same paths: the same groups of names per inode.
+	ga, gb := namesOfInodes(a), namesOfInodes(b)
+	for _, e := range a.Entries {
+		na, nb := ga[e.Path], gb[e.Path]
+		if !slices.Equal(na, nb) {
+			return &Divergence{Index: FinalState, Detail: "the names of the inode at " + strconv.Quote(e.Path) + " differ (hard links)",
+				A: quoteAll(na), B: quoteAll(nb)}
+		}
+	}
 	return nil
+}
+
+// namesOfInodes maps every path of s to all the paths of its inode, in
+// snapshot order (the path alone when the inode has one name).
+func namesOfInodes(s Snapshot) map[string][]string {
+	m := make(map[string][]string, len(s.Entries))
+	for _, e := range s.Entries {
+		m[e.Path] = []string{e.Path}
+	}
+	for _, g := range s.Links() {
+		for _, p := range g {
+			m[p] = g
+		}
+	}
+	return m
+}
+
+func quoteAll(ps []string) string {
+	q := make([]string, len(ps))
+	for i, p := range ps {
+		q[i] = strconv.Quote(p)
+	}
+	return "one inode named " + strings.Join(q, ", ")
 }

@@ -2,6 +2,7 @@ package difftest
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -339,6 +340,85 @@ symlink target="f" path="d/l"
 	}
 }
 
+// TestTreeHardLinks: a snapshot says which paths share an inode, never
+// with the inode numbers (two trees of one tmpfs have different ones and
+// still agree), and CompareTrees finds trees whose entries all agree (link
+// counts included) but whose names are grouped into inodes differently.
+func TestTreeHardLinks(t *testing.T) {
+	dir := TmpfsDir(t)
+	build := func(links string) (string, Snapshot) {
+		t.Helper()
+		work, err := workDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { removeAll(work) })
+		ops, err := ParseSequence(strings.NewReader(`
+mkdir path="d" mode=0755
+open fd=0 path="f" flags=O_WRONLY|O_CREAT mode=0644
+close fd=0
+open fd=0 path="h" flags=O_WRONLY|O_CREAT mode=0644
+close fd=0
+symlink target="f" path="l"
+link from="l" to="d/l2"
+` + links))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Run(work, ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Errno != 0 {
+				t.Fatalf("%v: %v", r.Op, r)
+			}
+		}
+		s, err := Tree(work)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Entries[0].Perm = 0
+		return work, s
+	}
+	workA, a := build("link from=\"f\" to=\"d/g\"\nlink from=\"h\" to=\"i\"\n")
+	workA2, a2 := build("link from=\"f\" to=\"d/g\"\nlink from=\"h\" to=\"i\"\n")
+	_, b := build("link from=\"f\" to=\"i\"\nlink from=\"h\" to=\"d/g\"\n")
+	var st1, st2 unix.Stat_t
+	if unix.Lstat(filepath.Join(workA, "f"), &st1) != nil || unix.Lstat(filepath.Join(workA2, "f"), &st2) != nil || st1.Ino == st2.Ino {
+		t.Fatalf("the two trees' f: inodes %d and %d, want different ones", st1.Ino, st2.Ino)
+	}
+	want := [][]string{{"d/g", "f"}, {"d/l2", "l"}, {"h", "i"}}
+	if got := a.Links(); !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("Links() = %q, want %q", got, want)
+	}
+	if e := a.Entries[4]; e.Path != "f" || e.SameAs != "d/g" || e.Nlink != 2 || !strings.Contains(e.String(), `same-inode-as="d/g"`) {
+		t.Errorf("entry %v", e)
+	}
+	if err := CompareTrees(a, a2); err != nil {
+		t.Errorf("equal trees (inodes numbered differently) differ: %v", err)
+	}
+	var div *Divergence
+	if err := CompareTrees(a, b); !errors.As(err, &div) || !strings.Contains(div.Detail, `"d/g"`) ||
+		div.A != `one inode named "d/g", "f"` || div.B != `one inode named "d/g", "h"` {
+		t.Fatalf("CompareTrees of trees with other links: %v, want the names of d/g's inode", err)
+	}
+	// an inode with one name in one tree, two in the other (and all the
+	// entries alike): a missing SameAs is a difference too
+	c := Snapshot{Entries: slices.Clone(a.Entries)}
+	for i := range c.Entries {
+		if c.Entries[i].Path == "i" {
+			c.Entries[i].SameAs = ""
+		}
+	}
+	if err := CompareTrees(a, c); !errors.As(err, &div) || !strings.Contains(div.Detail, `"h"`) {
+		t.Errorf("CompareTrees with a link left out: %v", err)
+	}
+	if err := CompareTrees(c, a); !errors.As(err, &div) || !strings.Contains(div.Detail, `"h"`) {
+		t.Errorf("CompareTrees with a link left out (the other way): %v", err)
+	}
+}
+
 // TestRunStaysInRoot: paths and targets that could leave the root are
 // refused before anything runs, and the process's working directory and
 // umask are untouched.
@@ -351,6 +431,8 @@ func TestRunStaysInRoot(t *testing.T) {
 		{Kind: OpStat, Path: "../x"},
 		{Kind: OpMkdir, Path: "/tmp/x"},
 		{Kind: OpRename, Path: "a", To: "b/../../c"},
+		{Kind: OpLink, Path: "a", To: "../c"},
+		{Kind: OpLink, Path: "/etc/passwd", To: "c"},
 		{Kind: OpSymlink, Target: "/", Path: "l"},
 		{Kind: OpSymlink, Target: "..", Path: "l"},
 		{Kind: OpRead, FD: MaxFD},

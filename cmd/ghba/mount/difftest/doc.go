@@ -3,7 +3,8 @@
 // directory on each, and the results (errno values, bytes read, returned
 // sizes and offsets, the stat fields that must match, sorted listings) and
 // the final trees (names, types, modes, sizes, contents, link targets,
-// owners) must be the same. It is written for `ghba mount` (the cluster
+// owners, link counts, which names are hard links of one inode) must be
+// the same. It is written for `ghba mount` (the cluster
 // through FUSE) and validated tmpfs against tmpfs.
 //
 // # Pieces
@@ -12,8 +13,8 @@
 //     (ParseSequence, FormatSequence) are its one-line text form, used by
 //     the corpus (testdata/corpus/*.ops, see Corpus) and in failure reports.
 //   - Generate(seed, n) makes a sequence from a seed, steered by a model of
-//     the tree it builds so that most ops hit existing names and some aim at
-//     error cases.
+//     the tree it builds (which names share an inode among it) so that most
+//     ops hit existing names and some aim at error cases.
 //   - Run executes a sequence below a root directory and returns a Result
 //     per op; Compare finds the first divergence of two runs; Tree and
 //     CompareTrees do the same for the final state.
@@ -84,13 +85,19 @@
 // target; the device number of character and block devices. readdir: the
 // sorted names with their types, "." and ".."
 // included. Never inode numbers, ctime, st_blocks, st_dev or the size of
-// directories.
+// directories. The final trees (Tree, CompareTrees): every path's type,
+// permission bits, size (not of directories), link count and owner, the
+// contents of regular files and the targets of symbolic links; and, in
+// place of inode numbers, which paths name one inode (hard links: the same
+// st_dev and st_ino within one tree), group by group (TreeEntry.SameAs,
+// Snapshot.Links).
 //
 // Covered calls: open (O_CREAT, O_EXCL, O_TRUNC, O_APPEND, O_DIRECTORY,
 // O_NOFOLLOW), close, write, pwrite, read, pread, lseek, ftruncate, fstat,
 // fsync, fchmod, fchown, truncate, mkdir, rmdir, unlink, rename and
 // renameat2 (RENAME_NOREPLACE; RENAME_EXCHANGE parses but is not
-// generated), symlink, readlink, chmod, chown, lchown, utimensat (exact,
+// generated), link (linkat without flags: a symbolic link is linked
+// itself), symlink, readlink, chmod, chown, lchown, utimensat (exact,
 // UTIME_NOW, UTIME_OMIT, AT_SYMLINK_NOFOLLOW), stat, lstat, readdir,
 // access, mkfifo (every open is O_NONBLOCK, so that one of a FIFO does not
 // wait for its other end), mknod of character and block devices and of
@@ -98,8 +105,20 @@
 // open of a device fails alike), and lsetxattr (XATTR_CREATE,
 // XATTR_REPLACE), lgetxattr, llistxattr (the names sorted) and
 // lremovexattr, with names in the user namespace and invalid ones (a mount
-// must then serve extended attributes: ghba mount --xattrs). Hard links
-// are left out until ghba has them.
+// must then serve extended attributes: ghba mount --xattrs).
+//
+// Hard links: the generator links files (FIFOs, devices and sockets among
+// them) and symbolic links to new names, aims links at EEXIST (an existing
+// name, the source itself, another name of its inode), EPERM (a
+// directory), ENOENT (a missing source) and bad paths, and then works on
+// linked inodes through two names in a few consecutive ops: write through
+// one name and read through the other (open, write, close, open, read; or
+// two descriptors open at once), chmod, chown, utimens or truncate through
+// one and stat the other, unlink one (also with a descriptor of it open)
+// and read and link the other, rename one onto the other (which succeeds
+// and does nothing: both names remain; EEXIST with RENAME_NOREPLACE), set
+// an extended attribute through one and get it through the other. Unlink
+// and rename pick names of linked inodes more often.
 //
 // Paths in ops are relative, never absolute and never with "..", and so are
 // symbolic link targets: nothing a sequence does reaches outside its root.

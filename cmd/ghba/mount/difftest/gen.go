@@ -29,8 +29,20 @@ const pathMax = 4096
 // open of a FIFO does not wait: Run opens with O_NONBLOCK; an open of a
 // device fails on a file system mounted nodev, as FUSE mounts and
 // TmpfsDir's are; of a socket, with ENXIO); extended attributes are set on
-// any path, with names in the user namespace and invalid ones. Hard links
-// are never generated.
+// any path, with names in the user namespace and invalid ones.
+//
+// Hard links: new names for existing files (often for ones that have
+// several names already) and for symbolic links, and links aimed at EEXIST
+// (an existing name, the source itself, another name of its inode), EPERM
+// (a directory), ENOENT (a missing source) and bad paths. The model knows
+// which names share an inode (mnode.ino), and now and then the generator
+// works on one through two of its names in a few consecutive ops
+// (viaLinks): write through one and read through the other (open, write,
+// close, open, read; or both open at once), chmod, chown, utimens or
+// truncate through one and stat the other, unlink one and use the other
+// (and link it again), rename one onto the other (which does nothing), set
+// an extended attribute through one and get it through the other. Unlink
+// and rename pick names of such inodes more often than others.
 func Generate(seed uint64, n int) []Op {
 	g := &gen{r: rand.New(rand.NewPCG(seed, pcgStream)), nodes: map[string]mnode{}, kids: map[string]int{}}
 	table := []struct {
@@ -44,6 +56,7 @@ func Generate(seed uint64, n int) []Op {
 		{4, g.symlink}, {2, g.readlink}, {3, g.chmod}, {2, g.chown}, {1, g.lchown},
 		{3, g.utimens}, {4, g.stat}, {3, g.lstat}, {4, g.readdir}, {2, g.access},
 		{2, g.mkfifo}, {2, g.mknod}, {3, g.setxattr}, {2, g.getxattr}, {2, g.listxattr}, {1, g.removexattr},
+		{5, g.link}, {3, g.viaLinks},
 	}
 	total := 0
 	for _, e := range table {
@@ -51,6 +64,11 @@ func Generate(seed uint64, n int) []Op {
 	}
 	ops := make([]Op, 0, n)
 	for len(ops) < n {
+		if len(g.queue) > 0 { // the rest of what viaLinks began
+			ops = append(ops, g.queue[0])
+			g.queue = g.queue[1:]
+			continue
+		}
 		x := g.r.IntN(total)
 		for _, e := range table {
 			if x < e.w {
@@ -71,9 +89,12 @@ const (
 	mLink
 )
 
+// mnode is a name of the model. Names with the same ino are hard links of
+// one inode (a directory's ino is its own).
 type mnode struct {
 	kind   mkind
 	target string
+	ino    int
 }
 
 type mfd struct {
@@ -85,14 +106,22 @@ type mfd struct {
 // gen is the generator's state: its random source and its model of the tree
 // (paths relative to the root; the root itself is "" and not in nodes).
 type gen struct {
-	r      *rand.Rand
-	nodes  map[string]mnode
-	kids   map[string]int // number of children of each directory in nodes ("" the root)
-	sorted []string       // the keys of nodes, sorted; nil when stale
-	fds    [MaxFD]mfd
+	r       *rand.Rand
+	nodes   map[string]mnode
+	kids    map[string]int // number of children of each directory in nodes ("" the root)
+	sorted  []string       // the keys of nodes, sorted; nil when stale
+	fds     [MaxFD]mfd
+	lastIno int  // the last mnode.ino given out
+	queue   []Op // ops that Generate emits next, before drawing new ones (viaLinks)
 }
 
+// add puts p in the model; a node without an ino is a new inode and gets
+// one, a node with one (a rename, a link) keeps it.
 func (g *gen) add(p string, n mnode) {
+	if n.ino == 0 {
+		g.lastIno++
+		n.ino = g.lastIno
+	}
 	if _, ok := g.nodes[p]; !ok {
 		g.kids[parentOf(p)]++
 	}
@@ -712,6 +741,9 @@ func (g *gen) unlink() Op {
 	switch x := g.r.IntN(10); {
 	case x < 5:
 		op.Path = g.of(mFile)
+		if l, ok := g.pick(g.linked(0)); ok && g.chance(30) {
+			op.Path = l // one of several names: the others stay
+		}
 	case x < 7:
 		op.Path = g.of(mLink)
 	case x < 8:
@@ -727,7 +759,9 @@ func (g *gen) unlink() Op {
 
 // rename aims at the interesting cases: over existing files and
 // directories, across directories, into a descendant, onto an ancestor,
-// with RENAME_NOREPLACE, and from or to bad paths.
+// onto another name of the same inode (nothing happens), a name of an inode
+// with several to a new name, with RENAME_NOREPLACE, and from or to bad
+// paths.
 func (g *gen) rename() Op {
 	op := Op{Kind: OpRename}
 	files, dirs, links := g.ofKind(mFile), g.ofKind(mDir), g.ofKind(mLink)
@@ -739,9 +773,12 @@ func (g *gen) rename() Op {
 		}
 		return g.of(k)
 	}
-	switch g.r.IntN(16) {
+	switch g.r.IntN(17) {
 	case 0, 1: // a file to a new name, often in another directory
 		op.Path, op.To = pickOr(files, mFile), g.fresh(g.dir())
+		if l, ok := g.pick(g.linked(0)); ok && g.chance(25) {
+			op.Path = l
+		}
 	case 2, 3: // a file over a file
 		op.Path, op.To = pickOr(files, mFile), pickOr(files, mFile)
 	case 4, 5: // a directory to a new name elsewhere (EINVAL if below itself)
@@ -787,6 +824,12 @@ func (g *gen) rename() Op {
 		} else {
 			op.Path, op.To = g.any(), g.badPath()
 		}
+	case 15: // onto another name of the same inode: ok, and nothing happens
+		if a, b, ok := g.twoNames(0); ok {
+			op.Path, op.To = a, b
+		} else {
+			op.Path, op.To = pickOr(files, mFile), pickOr(files, mFile)
+		}
 	default:
 		op.Path, op.To = g.any(), g.any()
 	}
@@ -809,6 +852,9 @@ func (g *gen) modelRename(from, to string, flags int) {
 	if dst, exists := g.nodes[to]; exists {
 		if flags&unix.RENAME_NOREPLACE != 0 {
 			return
+		}
+		if dst.ino == src.ino {
+			return // two names of one inode: rename does nothing, both stay
 		}
 		srcDir, dstDir := src.kind == mDir, dst.kind == mDir
 		if srcDir != dstDir || (dstDir && !g.emptyDir(to)) {
@@ -1061,4 +1107,220 @@ func (g *gen) listxattr() Op {
 
 func (g *gen) removexattr() Op {
 	return Op{Kind: OpRemovexattr, Path: g.any(), Name: g.xattrName()}
+}
+
+// linked returns the names of inodes with several names (hard links),
+// sorted; of kind k only unless k is 0.
+func (g *gen) linked(k mkind) []string {
+	count := map[int]int{}
+	for _, n := range g.nodes {
+		count[n.ino]++
+	}
+	return g.list(func(_ string, n mnode) bool { return count[n.ino] > 1 && (k == 0 || n.kind == k) })
+}
+
+// twoNames picks an inode with several names (of kind k, or any kind if k
+// is 0) and two different names of it.
+func (g *gen) twoNames(k mkind) (string, string, bool) {
+	a, ok := g.pick(g.linked(k))
+	if !ok {
+		return "", "", false
+	}
+	ino := g.nodes[a].ino
+	others := g.list(func(p string, n mnode) bool { return n.ino == ino && p != a })
+	b, ok := g.pick(others)
+	return a, b, ok
+}
+
+// modelLink applies a link to the model if it should succeed: to becomes
+// another name of from's inode.
+func (g *gen) modelLink(from, to string) {
+	src, ok := g.nodes[from]
+	if !ok || src.kind == mDir || strings.HasSuffix(from, "/") || !g.creatable(to) {
+		return
+	}
+	g.add(to, src)
+}
+
+// link makes a hard link: mostly a new name, in any directory, for an
+// existing file (a FIFO, a device or a socket among them), often one that
+// has several names already, or for a symbolic link (linked itself, not
+// followed); else onto an existing name (EEXIST: the source itself,
+// another name of its inode, anything), from a directory (EPERM), from a
+// missing name (ENOENT), or from or to a bad path.
+func (g *gen) link() Op {
+	op := Op{Kind: OpLink}
+	switch x := g.r.IntN(20); {
+	case x < 9: // a file, to a new name
+		op.Path = g.of(mFile)
+		if l, ok := g.pick(g.linked(mFile)); ok && g.chance(30) {
+			op.Path = l
+		}
+		op.To = g.fresh(g.dir())
+	case x < 11: // a symbolic link, to a new name
+		op.Path, op.To = g.of(mLink), g.fresh(g.dir())
+	case x < 13: // onto an existing name: EEXIST
+		op.Path = g.of(mFile)
+		switch g.r.IntN(3) {
+		case 0:
+			op.To = op.Path
+		case 1:
+			if a, b, ok := g.twoNames(0); ok {
+				op.Path, op.To = a, b
+			} else {
+				op.To = g.of(mFile)
+			}
+		default:
+			op.To = g.any()
+		}
+	case x < 15: // a directory: EPERM
+		op.Path = g.of(mDir)
+		if g.chance(20) {
+			op.Path = "."
+		}
+		op.To = g.fresh(g.dir())
+	case x < 17: // a missing source: ENOENT
+		op.Path, op.To = g.fresh(g.dir()), g.fresh(g.dir())
+	default: // a bad source or destination
+		if g.chance(50) {
+			op.Path, op.To = g.badPath(), g.fresh(g.dir())
+		} else {
+			op.Path, op.To = g.of(mFile), g.badPath()
+		}
+	}
+	g.modelLink(op.Path, op.To)
+	return op
+}
+
+// viaLinks works on an inode through two of its names, in a few ops that
+// Generate emits one after the other (the first is returned, the others
+// queued), so that a file system that keeps a name's contents or
+// attributes apart from its other names' shows. Without an inode of
+// several names, it links a file to a new name instead.
+func (g *gen) viaLinks() Op {
+	a, b, ok := g.twoNames(mFile)
+	if !ok {
+		op := Op{Kind: OpLink, Path: g.of(mFile), To: g.fresh(g.dir())}
+		g.modelLink(op.Path, op.To)
+		return op
+	}
+	var ops []Op
+	emit := func(op Op) { ops = append(ops, op) }
+	switch g.r.IntN(9) {
+	case 0, 1: // write through a, read through b: open, write, close, open, read
+		s := g.slot(false)
+		w := Op{Kind: OpOpen, FD: s, Path: a, Flags: unix.O_WRONLY}
+		if g.chance(25) {
+			w.Flags |= unix.O_TRUNC
+		} else if g.chance(25) {
+			w.Flags |= unix.O_APPEND
+		}
+		emit(w)
+		wr := Op{Kind: OpWrite, FD: s}
+		if g.chance(40) {
+			wr.Kind, wr.Off = OpPwrite, g.offset()
+		}
+		g.payload(&wr)
+		emit(wr)
+		emit(Op{Kind: OpClose, FD: s})
+		emit(Op{Kind: OpOpen, FD: s, Path: b, Flags: unix.O_RDONLY})
+		emit(Op{Kind: OpRead, FD: s, Len: min(len(wr.Payload())+g.r.IntN(100)+1, 1<<17)})
+		g.fds[s] = mfd{open: true, acc: unix.O_RDONLY}
+		if g.chance(50) {
+			emit(Op{Kind: OpClose, FD: s})
+			g.fds[s] = mfd{}
+		}
+	case 2: // both names open at once: what one descriptor writes, the other reads
+		s1 := g.slot(false)
+		s2 := g.slot(false)
+		if s2 == s1 {
+			s2 = (s1 + 1 + g.r.IntN(MaxFD-1)) % MaxFD
+		}
+		emit(Op{Kind: OpOpen, FD: s1, Path: a, Flags: unix.O_RDWR})
+		emit(Op{Kind: OpOpen, FD: s2, Path: b, Flags: unix.O_RDWR | g.pickFlag(unix.O_APPEND, 30)})
+		wr := Op{Kind: OpPwrite, FD: s1, Off: g.r.Int64N(8192)}
+		g.payload(&wr)
+		emit(wr)
+		emit(Op{Kind: OpPread, FD: s2, Off: wr.Off, Len: len(wr.Payload()) + 1})
+		wr2 := Op{Kind: OpWrite, FD: s2}
+		g.payload(&wr2)
+		emit(wr2)
+		emit(Op{Kind: OpFstat, FD: s1})
+		emit(Op{Kind: OpPread, FD: s1, Off: 0, Len: g.ioLen()})
+		g.fds[s1] = mfd{open: true, acc: unix.O_RDWR}
+		g.fds[s2] = mfd{open: true, acc: unix.O_RDWR}
+	case 3: // attributes through a, seen through b
+		switch g.r.IntN(4) {
+		case 0:
+			emit(Op{Kind: OpChmod, Path: a, Mode: g.chmodMode()})
+		case 1:
+			emit(Op{Kind: OpChown, Path: a, UID: g.id(), GID: g.id()})
+		case 2:
+			emit(Op{Kind: OpUtimens, Path: a, Atime: g.time(), Mtime: g.time()})
+		default:
+			emit(Op{Kind: OpTruncate, Path: a, Size: g.size()})
+		}
+		emit(Op{Kind: []Kind{OpStat, OpLstat}[g.r.IntN(2)], Path: b})
+		if g.chance(30) {
+			emit(Op{Kind: OpAccess, Path: b, Flags: []int{unix.R_OK, unix.W_OK, unix.X_OK}[g.r.IntN(3)]})
+		}
+	case 4, 5: // unlink a: b stays, with its contents and one link fewer
+		s := g.slot(false)
+		held := g.chance(40)
+		if held { // a descriptor of a, kept across the unlink
+			emit(Op{Kind: OpOpen, FD: s, Path: a, Flags: unix.O_RDWR})
+		}
+		emit(Op{Kind: OpUnlink, Path: a})
+		g.del(a)
+		emit(Op{Kind: OpStat, Path: b})
+		if held {
+			wr := Op{Kind: OpWrite, FD: s}
+			g.payload(&wr)
+			emit(wr)
+			emit(Op{Kind: OpFstat, FD: s})
+		}
+		emit(Op{Kind: OpOpen, FD: s, Path: b, Flags: unix.O_RDONLY})
+		emit(Op{Kind: OpPread, FD: s, Off: 0, Len: g.ioLen()})
+		g.fds[s] = mfd{open: true, acc: unix.O_RDONLY}
+		if g.chance(40) { // and b gets a new name
+			c := g.fresh(g.dir())
+			emit(Op{Kind: OpLink, Path: b, To: c})
+			g.modelLink(b, c)
+			emit(Op{Kind: OpLstat, Path: c})
+		}
+	case 6, 7: // rename a onto b: nothing happens, both names stay
+		r := Op{Kind: OpRename, Path: a, To: b}
+		if g.chance(20) {
+			r.Flags = unix.RENAME_NOREPLACE // EEXIST
+		}
+		emit(r)
+		g.modelRename(r.Path, r.To, r.Flags)
+		emit(Op{Kind: OpLstat, Path: a})
+		emit(Op{Kind: OpLstat, Path: b})
+		if g.chance(50) {
+			emit(Op{Kind: OpReaddir, Path: parentOrDot(a)})
+		}
+	default: // an extended attribute set through a, read through b
+		emit(Op{Kind: OpSetxattr, Path: a, Name: "user.a", Data: g.oneOf("v", "linked\n")})
+		emit(Op{Kind: OpGetxattr, Path: b, Name: "user.a", Len: 64})
+		emit(Op{Kind: OpListxattr, Path: b, Len: 512})
+	}
+	g.queue = append(g.queue, ops[1:]...)
+	return ops[0]
+}
+
+// pickFlag returns flag pct percent of the time, else 0.
+func (g *gen) pickFlag(flag, pct int) int {
+	if g.chance(pct) {
+		return flag
+	}
+	return 0
+}
+
+// parentOrDot names p's directory as an op's path: "." for the root.
+func parentOrDot(p string) string {
+	if d := parentOf(p); d != "" {
+		return d
+	}
+	return "."
 }

@@ -36,7 +36,8 @@ func TestGenerateDeterministic(t *testing.T) {
 
 // TestGeneratorCoverage runs many generated sequences on a tmpfs and
 // requires every op kind, and every error case the generator aims at, to
-// occur, and explicit times to be compared after utimens.
+// occur, explicit times to be compared after utimens, and hard links to be
+// used through their several names (see linkPatterns).
 func TestGeneratorCoverage(t *testing.T) {
 	dir := TmpfsDir(t)
 	seen := map[string]int{}
@@ -50,6 +51,7 @@ func TestGeneratorCoverage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		linkPatterns(res, seen)
 		for _, r := range res {
 			seen[r.Op.Kind.String()+" "+ErrnoString(r.Errno)]++
 			if r.Op.Kind == OpRename && r.Op.Flags&unix.RENAME_NOREPLACE != 0 {
@@ -60,6 +62,9 @@ func TestGeneratorCoverage(t *testing.T) {
 			}
 			if (r.Op.Kind == OpStat || r.Op.Kind == OpLstat) && r.Stat != nil {
 				seen["stat "+r.Stat.Type.String()]++
+				if r.Stat.Nlink > 1 && r.Stat.Type != TypeDir {
+					seen["stat nlink>1 "+r.Stat.Type.String()]++
+				}
 			}
 			if r.Op.Kind == OpPwrite && r.Errno == 0 && r.Op.Off > 1<<20 {
 				seen["pwrite far"]++
@@ -101,6 +106,12 @@ func TestGeneratorCoverage(t *testing.T) {
 		"stat ok", "stat ENOTDIR", "stat ELOOP", "lstat ok", "readdir ok", "readdir ENOTDIR",
 		"access ok", "access EACCES", "close ok", "fstat ok",
 		"mkfifo ok", "mknod ok", "mknod EEXIST", "stat fifo", "stat socket",
+		"link ok", "link EEXIST", "link EPERM", "link ENOENT", "link ENOTDIR", "link ENAMETOOLONG",
+		"stat nlink>1 file", "stat nlink>1 symlink",
+		"links: write one name, read another", "links: write and read through two descriptors",
+		"links: chmod one name, stat another", "links: unlink one name, stat another",
+		"links: unlink one name, link another", "links: rename onto another name",
+		"links: setxattr one name, getxattr another",
 	}
 	if os.Geteuid() == 0 { // (only root makes devices)
 		want = append(want, "stat chardev", "stat blockdev")
@@ -120,5 +131,40 @@ func TestGeneratorCoverage(t *testing.T) {
 		}
 		sort.Strings(keys)
 		t.Logf("outcomes: %s", strings.Join(keys, " "))
+	}
+}
+
+// linkPatterns counts in seen the uses of hard links Generate arranges
+// (viaLinks): ops on one inode through two names, recognised in the results
+// of a run.
+func linkPatterns(res []Result, seen map[string]int) {
+	ok := func(i int, k Kind) bool { return i < len(res) && res[i].Op.Kind == k && res[i].Errno == 0 }
+	for i, r := range res {
+		switch {
+		case ok(i, OpOpen) && (ok(i+1, OpWrite) || ok(i+1, OpPwrite)) && res[i+1].N > 0 && ok(i+2, OpClose) &&
+			ok(i+3, OpOpen) && res[i+3].Op.Path != r.Op.Path && ok(i+4, OpRead) && res[i+4].N > 0:
+			seen["links: write one name, read another"]++
+		case ok(i, OpOpen) && ok(i+1, OpOpen) && res[i+1].Op.Path != r.Op.Path && ok(i+2, OpPwrite) &&
+			ok(i+3, OpPread) && res[i+3].N > 0 && string(res[i+3].Data) == string(res[i+2].Op.Payload()):
+			seen["links: write and read through two descriptors"]++
+		case ok(i, OpChmod) && ok(i+1, OpStat) && res[i+1].Op.Path != r.Op.Path && res[i+1].Stat.Perm == r.Op.Mode:
+			seen["links: chmod one name, stat another"]++
+		case ok(i, OpUnlink) && ok(i+1, OpStat) && res[i+1].Stat.Type == TypeFile && res[i+1].Op.Path != r.Op.Path:
+			seen["links: unlink one name, stat another"]++
+		case ok(i, OpRename) && r.Op.Path != r.Op.To && ok(i+1, OpLstat) && res[i+1].Op.Path == r.Op.Path &&
+			ok(i+2, OpLstat) && res[i+2].Op.Path == r.Op.To:
+			seen["links: rename onto another name"]++ // both names stay
+		case ok(i, OpSetxattr) && ok(i+1, OpGetxattr) && res[i+1].Op.Path != r.Op.Path &&
+			string(res[i+1].Data) == string(r.Op.Payload()):
+			seen["links: setxattr one name, getxattr another"]++
+		}
+		if ok(i, OpLink) && i > 0 && res[i-1].Op.Kind == OpPread && i > 2 {
+			for j := i - 1; j >= 0 && j >= i-6; j-- {
+				if ok(j, OpUnlink) {
+					seen["links: unlink one name, link another"]++
+					break
+				}
+			}
+		}
 	}
 }

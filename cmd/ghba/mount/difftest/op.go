@@ -23,6 +23,8 @@ type Kind uint8
 
 // The op kinds. Each one is one system call (readdir: open, getdents until
 // the end, close; utimens: utimensat followed by a stat of the same path).
+// The text form names kinds (Kind.String), never numbers them; new kinds
+// still go last, before numKinds.
 const (
 	OpInvalid     Kind = iota
 	OpOpen             // openat(AT_FDCWD, Path, Flags|O_CLOEXEC, Mode) into slot FD (closing what the slot held)
@@ -58,6 +60,7 @@ const (
 	OpListxattr        // llistxattr(Path, a buffer of Len bytes; Len 0 asks the size); the names sorted
 	OpRemovexattr      // lremovexattr(Path, Name)
 	OpMknod            // mknod(Path, Type|Mode, Dev): a character or block device, or a socket (a FIFO is OpMkfifo)
+	OpLink             // linkat(AT_FDCWD, Path, AT_FDCWD, To, 0): a hard link; a final symbolic link of Path is not followed
 	numKinds
 )
 
@@ -137,8 +140,8 @@ func parseTime(s string) (Time, error) {
 type Op struct {
 	Kind   Kind
 	FD     int    // descriptor slot, in [0, MaxFD)
-	Path   string // the path the op works on; for OpRename the source
-	To     string // OpRename: the destination
+	Path   string // the path the op works on; for OpRename and OpLink the source
+	To     string // OpRename, OpLink: the destination (the new name)
 	Target string // OpSymlink: the link's contents
 	// Flags: OpOpen: O_* flags (O_CLOEXEC is always added); OpRename:
 	// RENAME_NOREPLACE, RENAME_EXCHANGE; OpAccess: R_OK|W_OK|X_OK or F_OK;
@@ -289,6 +292,8 @@ func specOf(k Kind) (kindSpec, bool) {
 		return kindSpec{"removexattr", []field{fPath, fName}}, true
 	case OpMknod:
 		return kindSpec{"mknod", []field{fPath, fNodeType, fMode, fDev}}, true
+	case OpLink:
+		return kindSpec{"link", []field{fFrom, fTo}}, true
 	}
 	return kindSpec{}, false
 }
@@ -882,6 +887,10 @@ func (op Op) Validate() error {
 	case OpSetxattr:
 		if op.Flags&^allBits(xattrFlagNames) != 0 {
 			return fmt.Errorf("setxattr flags %#x: unsupported bits", op.Flags)
+		}
+	case OpLink:
+		if op.Flags != 0 {
+			return fmt.Errorf("link flags %#x: linkat is always called with 0", op.Flags)
 		}
 	case OpMknod:
 		if op.Type != unix.S_IFCHR && op.Type != unix.S_IFBLK && op.Type != unix.S_IFSOCK {

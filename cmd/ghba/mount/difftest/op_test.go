@@ -60,6 +60,8 @@ func examples() []Op {
 		{Kind: OpMknod, Path: "c", Type: unix.S_IFCHR, Mode: 0o620, Dev: unix.Mkdev(1, 3)},
 		{Kind: OpMknod, Path: "b", Type: unix.S_IFBLK, Mode: 0, Dev: unix.Mkdev(4095, 1<<20-1)},
 		{Kind: OpMknod, Path: "s", Type: unix.S_IFSOCK, Mode: 0o777},
+		{Kind: OpLink, Path: "a/f", To: "b/ünï g"},
+		{Kind: OpLink, Path: "", To: "#x\n"},
 	}
 }
 
@@ -106,6 +108,7 @@ func TestParseRoundTrip(t *testing.T) {
 func TestParseLenient(t *testing.T) {
 	for text, want := range map[string]Op{
 		`rename  to="b"   from="a"   # EISDIR`:                 {Kind: OpRename, Path: "a", To: "b"},
+		`link to="b" from="a" # EEXIST`:                        {Kind: OpLink, Path: "a", To: "b"},
 		`open fd=1 path="f" flags=O_CREAT|O_WRONLY`:            {Kind: OpOpen, FD: 1, Path: "f", Flags: unix.O_CREAT | unix.O_WRONLY},
 		`utimens path="f" atime=12.5 mtime=OMIT nofollow # ok`: {Kind: OpUtimens, Path: "f", Atime: Time{Kind: TimeExact, Sec: 12, Nsec: 500_000_000}, Mtime: Time{Kind: TimeOmit}, NoFollow: true},
 		`write fd=0 data="a # b"`:                              {Kind: OpWrite, Data: "a # b"},
@@ -129,7 +132,12 @@ func TestParseLenient(t *testing.T) {
 func TestParseErrors(t *testing.T) {
 	for _, text := range []string{
 		``,
+		`hardlink from="a" to="b"`,
 		`link path="a" to="b"`,
+		`link from="a"`,
+		`link from="a" to="b" flags=NOREPLACE`,
+		`link from="a" to="../b"`,
+		`link from="/etc/passwd" to="b"`,
 		`stat`,
 		`stat path=a`,
 		`stat path="a" path="b"`,
@@ -164,6 +172,9 @@ func TestParseErrors(t *testing.T) {
 		if op, err := ParseOp(text); err == nil {
 			t.Errorf("ParseOp(%q) = %v, want an error", text, op)
 		}
+	}
+	if err := (Op{Kind: OpLink, Path: "a", To: "b", Flags: 1}).Validate(); err == nil {
+		t.Errorf("a link with flags validated (linkat's flags are always 0)")
 	}
 	if _, err := ParseSequence(strings.NewReader("stat path=\"a\"\nbogus\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("ParseSequence error %v, want one naming line 2", err)

@@ -417,6 +417,7 @@ var opHandlers = map[Kind]opHandler{
 		return unix.Unlink(op.Path)
 	},
 	OpRename:   (*runner).rename,
+	OpLink:     link,
 	OpSymlink:  func(_ *runner, op Op, _ *Result) error { return unix.Symlink(op.Target, op.Path) },
 	OpReadlink: (*runner).readlink,
 	OpChmod:    func(_ *runner, op Op, _ *Result) error { return unix.Chmod(op.Path, op.Mode) },
@@ -597,6 +598,14 @@ func (r *runner) rename(op Op, _ *Result) error {
 		return unix.Rename(op.Path, op.To)
 	}
 	return unix.Renameat2(unix.AT_FDCWD, op.Path, unix.AT_FDCWD, op.To, uint(op.Flags))
+}
+
+// link makes op.To another name of op.Path's inode: linkat with flags 0,
+// so that a final symbolic link of op.Path is linked itself, not followed
+// (a directory: EPERM). Timestamps stay tracked: a link changes the
+// inode's ctime only.
+func link(_ *runner, op Op, _ *Result) error {
+	return unix.Linkat(unix.AT_FDCWD, op.Path, unix.AT_FDCWD, op.To, 0)
 }
 
 // readlink reads the symbolic link op.Path.
