@@ -34,8 +34,16 @@ func (p *simPerServer) register(cmd *cobra.Command) {
 	f.IntVar(&p.ops, "ops-per-server", spillOpsPerServer, fmt.Sprintf("timed operations per server of the generated trace, i.e. --ops = this × N (0: --ops for every N; --quick: %d)", spillQuickOpsPerServer))
 }
 
-// check validates the flags and applies --quick and an explicit --files or
-// --ops (a total for every N), as "ghba sim budget" does.
+// registerWithGHBA adds the two flags and gf's G-HBA flags, whose LRU
+// filters default to spillLRUEntries entries (sized for the per-server
+// traces).
+func (p *simPerServer) registerWithGHBA(cmd *cobra.Command, gf *ghbaFlags) {
+	p.register(cmd)
+	gf.register(cmd)
+	gf.entries = spillLRUEntries
+	cmd.Flags().Lookup("lru-entries").DefValue = strconv.Itoa(spillLRUEntries)
+}
+
 // ghbaBase checks the per-server flags and returns the G-HBA template of
 // gf with maximum group size maxGroup.
 func (p *simPerServer) ghbaBase(cmd *cobra.Command, o *simOptions, gf *ghbaFlags, maxGroup int) (sim.GHBAConfig, error) {
@@ -50,6 +58,8 @@ func (p *simPerServer) ghbaBase(cmd *cobra.Command, o *simOptions, gf *ghbaFlags
 	return base, nil
 }
 
+// check validates the flags and applies --quick and an explicit --files or
+// --ops (a total for every N), as "ghba sim budget" does.
 func (p *simPerServer) check(cmd *cobra.Command, o *simOptions) error {
 	if p.files < 0 || p.ops < 0 {
 		return usageErrorf("--files-per-server %d / --ops-per-server %d: want at least 0", p.files, p.ops)
@@ -238,10 +248,7 @@ of the generated trace. --out also writes spill.csv and spill_latency.png.`,
 	f.StringSliceVar(&memories, "memory", []string{"100%", "50%", "25%", "10%"}, "memory per server for filter replicas: P% of HBA's replica memory at the highest intensity, or bytes (KiB, MiB, GiB) (list)")
 	f.Float64Var(&disk, "d-disk", disk, "assumed ms of one disk access, paid per spilled replica a probe reads")
 	simDelayFlags(cmd, &d)
-	per.register(cmd)
-	gf.register(cmd)
-	gf.entries = spillLRUEntries
-	f.Lookup("lru-entries").DefValue = strconv.Itoa(spillLRUEntries)
+	per.registerWithGHBA(cmd, &gf)
 	return cmd
 }
 

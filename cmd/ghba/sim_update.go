@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -77,10 +76,7 @@ update.csv and update_latency.png.`,
 	f.IntSliceVar(&servers, "servers", []int{20, 40, 60, 80, 100}, "number of metadata servers N (list)")
 	f.IntVar(&maxGroup, "max-group", 9, "maximum group size M (G-HBA's optimum at N = 100, §3.2)")
 	simDelayFlags(cmd, &d)
-	per.register(cmd)
-	gf.register(cmd)
-	gf.entries = spillLRUEntries
-	f.Lookup("lru-entries").DefValue = strconv.Itoa(spillLRUEntries)
+	per.registerWithGHBA(cmd, &gf)
 	return cmd
 }
 
