@@ -45,7 +45,10 @@ with its mode, owner, size and modification time (the access time is set
 on creation only). Devices, sockets and FIFOs are copied with their device
 numbers (skipped and counted while the cluster cannot keep them yet).
 --xattrs copies "user." extended attributes too ("trusted." and "security."
-ones describe the source machine and are left out).
+ones describe the source machine and are left out). A file with several
+names in DIR (hard links) is one inode with that many names in the
+destination; a cluster whose nodes cannot all link yet gets a file of its
+own per name (said once, and counted).
 
 The destination mirrors the source: run again, the import compares both
 sides and applies only what changed (new, modified and deleted entries), so
@@ -65,10 +68,13 @@ or mtime changed, and for files that have none yet; an import without
 
 On a terminal a progress bar shows entries/s and the time left; otherwise
 a progress line goes to stderr every 5 s. -v (and --dry-run) print every
-change as "create|update|delete PATH [fields]". The summary counts created,
-updated, deleted, skipped (special files), errors and unchanged entries;
-with --json it is one object {"created", "updated", "deleted", "skipped",
-"errors", "unchanged"} (with --dry-run: what would change). Exits 0 only
+change as "create|update|delete PATH [fields]" ("[link]": another name of
+a file). The summary counts created, updated, deleted, skipped (special
+files), errors and unchanged entries, then the hard links made (among the
+created and updated) and the names imported as copies because the cluster
+cannot link; with --json it is one object {"created", "updated",
+"deleted", "skipped", "errors", "unchanged", "links", "links_as_copies"}
+(with --dry-run: what would change). Exits 0 only
 when every entry was imported or skipped; 1 when some failed (each is
 printed on stderr).`,
 		Example: `  ghba import ~/src/linux --to /src/linux
@@ -149,6 +155,12 @@ func runImport(ctx context.Context, cmd *cobra.Command, o *clientOptions, c *cli
 		}
 		fmt.Fprintf(errOut, "import: %s: %v\n", p, err)
 	}
+	opts.OnNotice = func(msg string) {
+		if bar != nil {
+			_ = bar.Clear()
+		}
+		fmt.Fprintf(errOut, "import: note: %s\n", msg)
+	}
 	im, err := fsimport.New(c, opts)
 	if err != nil {
 		return usageError{err}
@@ -195,9 +207,9 @@ func runImport(ctx context.Context, cmd *cobra.Command, o *clientOptions, c *cli
 		if opts.DryRun {
 			verb = "dry run (nothing changed)"
 		}
-		fmt.Fprintf(out, "%s %s into %s: %d created, %d updated, %d deleted, %d skipped, %d errors, %d unchanged in %s (%.0f entries/s)\n",
+		fmt.Fprintf(out, "%s %s into %s: %d created, %d updated, %d deleted, %d skipped, %d errors, %d unchanged, %s in %s (%.0f entries/s)\n",
 			verb, opts.Source, opts.Dest, sum.Created, sum.Updated, sum.Deleted, sum.Skipped, sum.Errors, sum.Unchanged,
-			elapsed.Round(time.Millisecond), float64(sum.Entries())/elapsed.Seconds())
+			linksSummary(sum), elapsed.Round(time.Millisecond), float64(sum.Entries())/elapsed.Seconds())
 	}
 	switch {
 	case runErr != nil && ctx.Err() != nil:
@@ -230,7 +242,17 @@ func showProgress(w io.Writer, im *fsimport.Importer, bar *progressbar.ProgressB
 			_ = bar.Set64(s.Entries())
 			continue
 		}
-		fmt.Fprintf(w, "import: %d entries (%d created, %d updated, %d deleted, %d errors), %.0f entries/s\n",
-			s.Entries(), s.Created, s.Updated, s.Deleted, s.Errors, float64(s.Entries())/time.Since(start).Seconds())
+		fmt.Fprintf(w, "import: %d entries (%d created, %d updated, %d deleted, %d errors, %s), %.0f entries/s\n",
+			s.Entries(), s.Created, s.Updated, s.Deleted, s.Errors, linksSummary(s), float64(s.Entries())/time.Since(start).Seconds())
 	}
+}
+
+// linksSummary describes the hard links of an import's summary: "N hard
+// links", and the names imported as copies when there are any.
+func linksSummary(s fsimport.Summary) string {
+	out := fmt.Sprintf("%d hard links", s.Links)
+	if s.LinksAsCopies > 0 {
+		out += fmt.Sprintf(" (%d names imported as copies: the cluster cannot link)", s.LinksAsCopies)
+	}
+	return out
 }

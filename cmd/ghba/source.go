@@ -345,14 +345,15 @@ func runScan(ctx context.Context, cmd *cobra.Command, c *client.Client, machine 
 				next = minTime(next, due)
 				continue
 			}
-			if err := scanSource(ctx, c, s, workers); err != nil {
+			sum, err := scanSource(ctx, c, s, workers)
+			if err != nil {
 				if ctx.Err() != nil {
 					return fmt.Errorf("scan interrupted: %w", ctx.Err())
 				}
 				fmt.Fprintf(w, "scan: %s: %v\n", s.Name, err)
 			}
-			fmt.Fprintf(w, "scan: %s: %d entries, %d created, %d updated, %d deleted, %d skipped, %d errors in %s\n",
-				s.Name, s.Entries, s.Created, s.Updated, s.Deleted, s.Skipped, s.Errors, s.LastDuration)
+			fmt.Fprintf(w, "scan: %s: %d entries, %d created, %d updated, %d deleted, %d skipped, %d errors, %s in %s\n",
+				s.Name, s.Entries, s.Created, s.Updated, s.Deleted, s.Skipped, s.Errors, linksSummary(sum), s.LastDuration)
 			failed = failed || s.Errors > 0 || s.LastError != ""
 			next = minTime(next, time.Now().Add(every))
 		}
@@ -373,8 +374,9 @@ func runScan(ctx context.Context, cmd *cobra.Command, c *client.Client, machine 
 	}
 }
 
-// scanSource imports s and stores the outcome in its record.
-func scanSource(ctx context.Context, c *client.Client, s *rpc.Source, workers int) error {
+// scanSource imports s, stores the outcome in its record and returns the
+// import's summary.
+func scanSource(ctx context.Context, c *client.Client, s *rpc.Source, workers int) (fsimport.Summary, error) {
 	start := time.Now()
 	var first error
 	im, err := fsimport.New(c, fsimport.Options{Source: s.Dir, Dest: s.Dest, Workers: workers, Owners: true, Content: s.Content,
@@ -388,7 +390,7 @@ func scanSource(ctx context.Context, c *client.Client, s *rpc.Source, workers in
 		sum, err = im.Run(ctx)
 	}
 	if err != nil && ctx.Err() != nil {
-		return err // interrupted: the record keeps the last complete scan
+		return sum, err // interrupted: the record keeps the last complete scan
 	}
 	s.LastScan, s.LastDuration = time.Now().UnixNano(), time.Since(start).Round(time.Millisecond).String()
 	s.Entries, s.Created, s.Updated, s.Deleted, s.Skipped, s.Errors = sum.Entries(), sum.Created, sum.Updated, sum.Deleted, sum.Skipped, sum.Errors
@@ -400,9 +402,9 @@ func scanSource(ctx context.Context, c *client.Client, s *rpc.Source, workers in
 		s.LastError = first.Error()
 	}
 	if _, perr := c.SourcePut(ctx, s, false); perr != nil {
-		return fmt.Errorf("recording the scan: %w", perr)
+		return sum, fmt.Errorf("recording the scan: %w", perr)
 	}
-	return err
+	return sum, err
 }
 
 func minTime(a, b time.Time) time.Time {

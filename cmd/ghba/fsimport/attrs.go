@@ -19,7 +19,14 @@ type attrs struct {
 	rdev         uint64      // a device's number (sysAttrs)
 	text         string      // the start of a text file's content (Options.Content)
 	xattrs       []rpc.Xattr // extended attributes, sorted (Options.Xattrs)
+	// link is the source file's (device, inode number) when it is not a
+	// directory and has several names (sysAttrs): the import makes its
+	// names one inode. Zero for a file with one name.
+	link fileKey
 }
+
+// fileKey identifies a source file: its device and inode number.
+type fileKey struct{ dev, ino uint64 }
 
 // importedXattr reports whether an import copies the extended attribute
 // name: a "user." one. "trusted." and "security." ones describe the source

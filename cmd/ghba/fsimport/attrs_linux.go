@@ -13,14 +13,18 @@ import (
 	"github.com/ghba/ghba/rpc"
 )
 
-// sysAttrs fills the owner, the access time and a device's number from
-// the system's stat data.
+// sysAttrs fills the owner, the access time, a device's number and, for
+// a file with several names (hard links), its device and inode number
+// from the system's stat data.
 func sysAttrs(info fs.FileInfo, a *attrs) {
 	if st, ok := info.Sys().(*syscall.Stat_t); ok {
 		a.uid, a.gid = st.Uid, st.Gid
 		a.atime = st.Atim.Nano()
 		if a.typ == rpc.TypeCharDev || a.typ == rpc.TypeBlockDev {
 			a.rdev = st.Rdev
+		}
+		if st.Nlink > 1 && a.typ != rpc.TypeDir {
+			a.link = fileKey{dev: uint64(st.Dev), ino: uint64(st.Ino)}
 		}
 	}
 }

@@ -11,6 +11,13 @@
 // cannot keep yet (not every node speaks shard log format 3) is skipped
 // and counted.
 //
+// A file with several names in the source (hard links; recognised on
+// Linux by its device and inode number) is one inode in the destination:
+// the first of its names the walk meets is created or updated as any
+// entry, and each other name becomes a link to it (client.Client.Link)
+// once that first name is made (hardLinks). A cluster that cannot link
+// yet gets a file of its own for each name, counted.
+//
 // The import compares before it writes, so it is resumable and
 // incremental: run again after an interruption or after the source
 // changed, it applies only the differences and converges to the same
@@ -25,6 +32,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"os"
 	"path"
@@ -72,6 +80,11 @@ type Options struct {
 	// OnError, when set, is called for every entry that could not be
 	// imported, one call at a time.
 	OnError func(path string, err error)
+	// OnNotice, when set, is called with notes about the import as a
+	// whole (each at most once per run, one call at a time), such as a
+	// cluster that cannot keep hard links; nil: they go to the default
+	// slog logger as warnings.
+	OnNotice func(msg string)
 }
 
 // Change kinds.
@@ -90,7 +103,11 @@ type Change struct {
 	// Type is rpc.TypeFile, rpc.TypeDir or rpc.TypeSymlink.
 	Type string `json:"type"`
 	// Fields lists what an Update changes (mode, owner, size, mtime,
-	// text, xattrs), or "type"/"target" when the entry is replaced.
+	// text, xattrs), or "type"/"target" when the entry is replaced;
+	// "link" marks a name made (Create) or replaced (Update) as another
+	// name of a file imported under another name, or a name given an
+	// inode of its own because its destination inode was another source
+	// file's.
 	Fields []string `json:"fields,omitempty"`
 }
 
@@ -108,6 +125,13 @@ type Summary struct {
 	Errors int64 `json:"errors"`
 	// Unchanged counts entries that already matched.
 	Unchanged int64 `json:"unchanged"`
+	// Links counts the names made as another name of a source file with
+	// several names (hard links), among the Created and Updated ones.
+	Links int64 `json:"links"`
+	// LinksAsCopies counts the names of such files that the destination
+	// holds as files of their own because the cluster cannot link yet
+	// (errors.ErrUnsupported: not every node supports hard links).
+	LinksAsCopies int64 `json:"links_as_copies"`
 }
 
 // Entries returns the source entries visited so far.
@@ -161,8 +185,9 @@ type Importer struct {
 	o Options
 
 	created, updated, deleted, skipped, errs, unchanged atomic.Int64
+	links, linksAsCopies                                atomic.Int64
 
-	report  sync.Mutex // serializes OnChange and OnError
+	report  sync.Mutex // serializes OnChange, OnError and OnNotice
 	q       queue
 	batches batcher
 
@@ -171,6 +196,8 @@ type Importer struct {
 	// source's (the cluster set them to the time of each change).
 	dirsMu sync.Mutex
 	dirs   map[string]struct{}
+
+	hl hardLinks
 }
 
 // New returns an importer of o.Source into o.Dest through c.
@@ -198,6 +225,7 @@ func (im *Importer) Progress() Summary {
 	return Summary{
 		Created: im.created.Load(), Updated: im.updated.Load(), Deleted: im.deleted.Load(),
 		Skipped: im.skipped.Load(), Errors: im.errs.Load(), Unchanged: im.unchanged.Load(),
+		Links: im.links.Load(), LinksAsCopies: im.linksAsCopies.Load(),
 	}
 }
 
@@ -332,6 +360,13 @@ func (im *Importer) scan(ctx context.Context, src, dst string, fresh bool) {
 			im.fail(s, err)
 		case !ok:
 			im.skipped.Add(1)
+		case want.link != fileKey{}:
+			g, first := im.claim(want.link, d)
+			if !first {
+				im.later(g, &linkName{src: s, dst: d, attrs: want})
+				continue
+			}
+			creates = append(creates, pendingCreate{src: s, name: name, attrs: want, link: g})
 		default:
 			creates = append(creates, pendingCreate{src: s, name: name, attrs: want})
 		}
@@ -345,10 +380,12 @@ func (im *Importer) scan(ctx context.Context, src, dst string, fresh bool) {
 	}
 }
 
-// pendingCreate is a source entry the destination lacks.
+// pendingCreate is a source entry the destination lacks; link is set for
+// the first name of a file with several names (hardLinks).
 type pendingCreate struct {
 	src, name string
 	attrs
+	link *linkGroup
 }
 
 // createAll creates entries of directory dst in one batched request and
@@ -379,10 +416,10 @@ func (im *Importer) createAll(ctx context.Context, dst string, entries []pending
 			for i := range entries {
 				e := &entries[i]
 				d := path.Join(dst, e.name)
-				if err := im.create(ctx, "", d, &e.attrs); err != nil { // (text read above)
+				if id, err := im.create(ctx, "", d, &e.attrs); err != nil { // (text read above)
 					results[i] = rpc.BatchCreateResult{Code: rpc.ErrorCode(err), Message: err.Error()}
 				} else {
-					results[i] = rpc.BatchCreateResult{Inode: &rpc.Inode{Path: d}}
+					results[i] = rpc.BatchCreateResult{Inode: &rpc.Inode{Path: d, ID: id}}
 				}
 			}
 		default:
@@ -391,21 +428,28 @@ func (im *Importer) createAll(ctx context.Context, dst string, entries []pending
 	}
 	for i, e := range entries {
 		d := path.Join(dst, e.name)
+		var id uint64 // (0: not known, as in a dry run)
 		if results != nil {
 			switch err := results[i].Err(); {
 			case errors.Is(err, fs.ErrExist):
 				// Made since the listing (or by an earlier attempt of this
 				// request): compare it like an existing entry.
-				im.q.push(func(ctx context.Context) { im.recheck(ctx, e.src, d) })
+				im.q.push(func(ctx context.Context) { im.recheck(ctx, e.src, d, e.link) })
 				continue
 			case errors.Is(err, errors.ErrUnsupported) && rpc.SpecialType(e.typ):
 				im.skipped.Add(1)
+				im.resolve(e.link, 0, false)
 				continue
 			case err != nil:
 				im.fail(d, err)
+				im.resolve(e.link, 0, false)
 				continue
 			}
+			if in := results[i].Inode; in != nil {
+				id = in.ID
+			}
 		}
+		im.resolve(e.link, id, true)
 		im.created.Add(1)
 		im.changed(Change{Kind: Create, Path: d, Type: e.typ})
 		if e.typ == rpc.TypeDir {
@@ -415,22 +459,25 @@ func (im *Importer) createAll(ctx context.Context, dst string, entries []pending
 	}
 }
 
-// recheck syncs dst, which exists, with src.
-func (im *Importer) recheck(ctx context.Context, src, dst string) {
+// recheck syncs dst, which exists, with src; g is set when dst is the
+// first name of a file with several names.
+func (im *Importer) recheck(ctx context.Context, src, dst string, g *linkGroup) {
 	info, err := os.Lstat(src)
 	if err != nil {
 		im.fail(src, err)
+		im.resolve(g, 0, false)
 		return
 	}
 	cur, err := im.c.Stat(ctx, dst)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		im.fail(dst, err)
+		im.resolve(g, 0, false)
 		return
 	}
 	if err != nil {
 		cur = nil
 	}
-	im.sync(ctx, src, dst, info, cur)
+	im.syncAs(ctx, src, dst, info, cur, g)
 }
 
 // listDest returns dst's entries with their inodes.
@@ -465,47 +512,81 @@ func (im *Importer) listDest(ctx context.Context, dst string) (map[string]*rpc.S
 // sync makes dst match the source entry src (info from lstat); cur is
 // dst's inode, nil when dst does not exist.
 func (im *Importer) sync(ctx context.Context, src, dst string, info fs.FileInfo, cur *rpc.StatResponse) {
+	im.syncAs(ctx, src, dst, info, cur, nil)
+}
+
+// syncAs is sync for dst, the first name of g when g is set (claimed
+// already); otherwise a source file with several names is claimed here,
+// and a name other than its first waits to be linked (later).
+func (im *Importer) syncAs(ctx context.Context, src, dst string, info fs.FileInfo, cur *rpc.StatResponse, g *linkGroup) {
 	want, ok, err := im.wanted(src, info)
 	if err != nil {
 		im.fail(src, err)
+		im.resolve(g, 0, false)
 		return
 	}
+	if g == nil && ok && want.link != (fileKey{}) {
+		var first bool
+		if g, first = im.claim(want.link, dst); !first {
+			im.later(g, &linkName{src: src, dst: dst, attrs: want, cur: cur})
+			return
+		}
+	}
+	id, made := im.syncWant(ctx, src, dst, want, ok, cur)
+	im.resolve(g, id, made)
+}
+
+// syncWant makes dst match want, what the source entry src asks for (ok
+// false: a special file); cur is dst's inode, nil when dst does not
+// exist. It returns the id of dst's inode (0 when not known, as in a dry
+// run) and whether dst holds (or, in a dry run, would hold) the entry.
+func (im *Importer) syncWant(ctx context.Context, src, dst string, want attrs, ok bool, cur *rpc.StatResponse) (id uint64, made bool) {
 	if !ok {
 		if cur != nil {
 			im.remove(ctx, dst, cur.Type, true)
 		}
 		im.skipped.Add(1)
-		return
+		return 0, false
 	}
-	if cur != nil && (cur.Type != want.typ || cur.Target != want.target || cur.Rdev != want.rdev) {
-		// Another type or link target: replace the entry.
-		fields := []string{"type"}
-		if cur.Type == want.typ {
-			fields = []string{"target"}
-		}
+	var fields []string // set: replace the entry
+	switch {
+	case cur == nil:
+	case cur.Type != want.typ:
+		fields = []string{"type"}
+	case cur.Target != want.target || cur.Rdev != want.rdev:
+		fields = []string{"target"}
+	case cur.Nlink > 1 && cur.Type != rpc.TypeDir && !im.own(cur.ID, want, dst):
+		// dst is one of several names of an inode that another source
+		// file keeps: dst gets an inode of its own.
+		fields = []string{"link"}
+	}
+	if fields != nil {
+		// Another type, link target or file: replace the entry.
 		if !im.remove(ctx, dst, cur.Type, false) {
-			return
+			return 0, false
 		}
-		if err := im.create(ctx, src, dst, &want); err != nil {
+		id, err := im.create(ctx, src, dst, &want)
+		if err != nil {
 			im.fail(dst, err)
-			return
+			return 0, false
 		}
 		im.updated.Add(1)
 		im.changed(Change{Kind: Update, Path: dst, Type: want.typ, Fields: fields})
 		if want.typ == rpc.TypeDir {
 			im.q.push(func(ctx context.Context) { im.scan(ctx, src, dst, true) })
 		}
-		return
+		return id, true
 	}
 	if cur == nil {
-		err := im.create(ctx, src, dst, &want)
+		var err error
+		id, err = im.create(ctx, src, dst, &want)
 		if errors.Is(err, errors.ErrUnsupported) && rpc.SpecialType(want.typ) {
 			im.skipped.Add(1)
-			return
+			return 0, false
 		}
 		if err != nil {
 			im.fail(dst, err)
-			return
+			return 0, false
 		}
 		im.created.Add(1)
 		im.changed(Change{Kind: Create, Path: dst, Type: want.typ})
@@ -515,15 +596,17 @@ func (im *Importer) sync(ctx context.Context, src, dst string, info fs.FileInfo,
 			xattrs = xattrChanges(cur.Xattrs, want.xattrs)
 		}
 		if !im.o.DryRun {
+			// A failed update leaves dst in place: still the inode to
+			// link the file's other names to.
 			if slices.ContainsFunc(fields, func(f string) bool { return f != "xattrs" }) {
 				if _, err := im.c.SetAttr(ctx, req); err != nil {
 					im.fail(dst, err)
-					return
+					return cur.ID, true
 				}
 			}
 			if err := im.setXattrs(ctx, dst, xattrs); err != nil {
 				im.fail(dst, err)
-				return
+				return cur.ID, true
 			}
 		}
 		im.updated.Add(1)
@@ -535,6 +618,10 @@ func (im *Importer) sync(ctx context.Context, src, dst string, info fs.FileInfo,
 		fresh := cur == nil
 		im.q.push(func(ctx context.Context) { im.scan(ctx, src, dst, fresh) })
 	}
+	if cur != nil {
+		id = cur.ID
+	}
+	return id, true
 }
 
 // wanted returns what the destination must hold for source entry src
@@ -563,19 +650,25 @@ func (im *Importer) wanted(src string, info fs.FileInfo) (want attrs, ok bool, e
 
 // create makes dst as want describes (nothing in a dry run), with the
 // text of source file src when Options.Content asks for texts ("": want
-// holds it already).
-func (im *Importer) create(ctx context.Context, src, dst string, want *attrs) error {
+// holds it already); it returns the new inode's id (0 in a dry run).
+func (im *Importer) create(ctx context.Context, src, dst string, want *attrs) (uint64, error) {
 	if im.o.DryRun {
-		return nil
+		return 0, nil
 	}
 	im.entriesChanged(path.Dir(dst))
 	if src != "" {
 		im.readText(src, want)
 	}
-	var err error
+	var (
+		id  uint64
+		err error
+	)
 	switch want.typ {
 	case rpc.TypeDir:
-		_, err = im.c.Mkdir(ctx, &rpc.MkdirRequest{Path: dst, Mode: want.mode, UID: want.uid, GID: want.gid, Atime: want.atime, Mtime: want.mtime, AsGiven: true})
+		var resp *rpc.MkdirResponse
+		if resp, err = im.c.Mkdir(ctx, &rpc.MkdirRequest{Path: dst, Mode: want.mode, UID: want.uid, GID: want.gid, Atime: want.atime, Mtime: want.mtime, AsGiven: true}); err == nil {
+			id = resp.Inode.ID
+		}
 	default:
 		req := &rpc.CreateRequest{Path: dst, Mode: want.mode, UID: want.uid, GID: want.gid, Atime: want.atime, Mtime: want.mtime, AsGiven: true}
 		switch {
@@ -586,12 +679,15 @@ func (im *Importer) create(ctx context.Context, src, dst string, want *attrs) er
 		default:
 			req.Size, req.Text = want.size, want.text
 		}
-		_, err = im.c.Create(ctx, req)
+		var resp *rpc.CreateResponse
+		if resp, err = im.c.Create(ctx, req); err == nil {
+			id = resp.Inode.ID
+		}
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
-	return im.setXattrs(ctx, dst, xattrChanges(nil, want.xattrs))
+	return id, im.setXattrs(ctx, dst, xattrChanges(nil, want.xattrs))
 }
 
 // xattrChanges returns the changes that make the extended attributes cur
@@ -751,6 +847,269 @@ func (im *Importer) remove(ctx context.Context, dst, typ string, self bool) bool
 		im.changed(Change{Kind: Delete, Path: dst, Type: typ})
 	}
 	return true
+}
+
+// hardLinks is what an import knows of the source files with several
+// names (hard links), guarded by mu. The walk is concurrent, so the first
+// name of such a file that a worker meets claims the file (claim) and is
+// created or updated as any entry; every other name is a linkName that
+// waits in its linkGroup, off the queue, until the first name is made
+// (resolve), and is then queued to be linked to it. Nothing blocks a
+// worker, so a few workers cannot all wait for a first name none of them
+// runs; and a tree without links, into a destination without any, never
+// takes mu.
+type hardLinks struct {
+	mu     sync.Mutex
+	groups map[fileKey]*linkGroup
+	// owners maps the id of a destination inode with several names that
+	// a name kept in place (syncWant) to the source file it stands for:
+	// a fileKey, or the destination path of a file with one name. A name
+	// of that inode that stands for another source file gets an inode of
+	// its own.
+	owners map[uint64]any
+	// unsupported is set once Link failed with errors.ErrUnsupported:
+	// the names left are imported as files of their own, and noted once.
+	unsupported atomic.Bool
+	// tmp numbers the temporary names of replaceByLink.
+	tmp atomic.Uint64
+}
+
+// Link group states.
+const (
+	linkPending = iota // the first name is being made; others wait
+	linkMade           // the first name is made: link to it
+	linkFree           // the first name failed: the next name met is first
+)
+
+// linkGroup is one source file with several names.
+type linkGroup struct {
+	state   int
+	first   string      // the destination path of its first name
+	id      uint64      // the first name's inode id once made (0: not known)
+	waiters []*linkName // names waiting for the first to be made
+}
+
+// linkName is a name of a file with several names other than its first:
+// source path, destination path and inode (nil: none), and the source's
+// attributes.
+type linkName struct {
+	src, dst string
+	attrs
+	cur *rpc.StatResponse
+}
+
+// claim returns the group of source file key and whether dst is its
+// first name, which the caller must make and then resolve.
+func (im *Importer) claim(key fileKey, dst string) (g *linkGroup, first bool) {
+	im.hl.mu.Lock()
+	defer im.hl.mu.Unlock()
+	if g = im.hl.groups[key]; g == nil {
+		if im.hl.groups == nil {
+			im.hl.groups = make(map[fileKey]*linkGroup)
+		}
+		g = &linkGroup{first: dst}
+		im.hl.groups[key] = g
+		return g, true
+	}
+	if g.state == linkFree {
+		g.state, g.first = linkPending, dst
+		return g, true
+	}
+	return g, false
+}
+
+// later handles w, a name of g other than its first: it waits while the
+// first name is being made, is queued to be linked once it is, and takes
+// the first name's place when that failed.
+func (im *Importer) later(g *linkGroup, w *linkName) {
+	im.hl.mu.Lock()
+	switch g.state {
+	case linkPending:
+		g.waiters = append(g.waiters, w)
+		im.hl.mu.Unlock()
+	case linkMade:
+		first, id := g.first, g.id
+		im.hl.mu.Unlock()
+		im.q.push(func(ctx context.Context) { im.linkName(ctx, w, first, id) })
+	default:
+		g.state, g.first = linkPending, w.dst
+		im.hl.mu.Unlock()
+		im.q.push(func(ctx context.Context) { im.makeFirst(ctx, g, w) })
+	}
+}
+
+// makeFirst makes w, now the first name of g, as any entry and resolves g.
+func (im *Importer) makeFirst(ctx context.Context, g *linkGroup, w *linkName) {
+	id, made := im.syncWant(ctx, w.src, w.dst, w.attrs, true, w.cur)
+	im.resolve(g, id, made)
+}
+
+// resolve ends the making of g's first name (nothing when g is nil):
+// made, with inode id (0: not known), the waiting names are queued to be
+// linked to it; failed, the first waiting name becomes the first (or the
+// next name met, when none waits). Every first name is resolved once per
+// claim, by the operation that made it, before that operation ends: the
+// queue never runs dry while names wait.
+func (im *Importer) resolve(g *linkGroup, id uint64, made bool) {
+	if g == nil {
+		return
+	}
+	im.hl.mu.Lock()
+	if made {
+		g.state, g.id = linkMade, id
+		first, ws := g.first, g.waiters
+		g.waiters = nil
+		im.hl.mu.Unlock()
+		for _, w := range ws {
+			im.q.push(func(ctx context.Context) { im.linkName(ctx, w, first, id) })
+		}
+		return
+	}
+	if len(g.waiters) == 0 {
+		g.state = linkFree
+		im.hl.mu.Unlock()
+		return
+	}
+	w := g.waiters[0]
+	g.waiters = g.waiters[1:]
+	g.first = w.dst
+	im.hl.mu.Unlock()
+	im.q.push(func(ctx context.Context) { im.makeFirst(ctx, g, w) })
+}
+
+// own reports whether destination path dst, a name of inode id that has
+// several names, may stay a name of it: whether no other source file
+// keeps that inode (the first to ask keeps it). want is the source
+// entry's.
+func (im *Importer) own(id uint64, want attrs, dst string) bool {
+	if id == 0 {
+		return true
+	}
+	var owner any = dst
+	if want.link != (fileKey{}) {
+		owner = want.link
+	}
+	im.hl.mu.Lock()
+	defer im.hl.mu.Unlock()
+	if o, ok := im.hl.owners[id]; ok {
+		return o == owner
+	}
+	if im.hl.owners == nil {
+		im.hl.owners = make(map[uint64]any)
+	}
+	im.hl.owners[id] = owner
+	return true
+}
+
+// linkName makes w.dst another name of the inode at first, the first
+// name of its source file (id: that inode's id, 0 when not known). A
+// destination that is a name of that inode already is left alone; one
+// that is another entry is replaced. A cluster that cannot link gets a
+// file of its own (asCopy).
+func (im *Importer) linkName(ctx context.Context, w *linkName, first string, id uint64) {
+	if im.hl.unsupported.Load() {
+		im.asCopy(ctx, w)
+		return
+	}
+	cur := w.cur
+	if cur != nil && cur.Type != rpc.TypeDir {
+		if id == 0 && !im.o.DryRun {
+			st, err := im.c.Stat(ctx, first)
+			if err != nil {
+				im.fail(w.dst, fmt.Errorf("stat %s, another name of its file: %w", first, err))
+				return
+			}
+			id = st.ID
+		}
+		if id != 0 && cur.ID == id {
+			im.unchanged.Add(1)
+			return
+		}
+	}
+	kind := Create
+	if cur != nil {
+		kind = Update
+	}
+	if !im.o.DryRun {
+		im.entriesChanged(path.Dir(w.dst))
+		var err error
+		switch {
+		case cur == nil:
+			_, err = im.c.Link(ctx, first, w.dst)
+			if errors.Is(err, fs.ErrExist) { // made since the listing
+				st, err := im.c.Stat(ctx, w.dst)
+				if err != nil {
+					im.fail(w.dst, err)
+					return
+				}
+				w.cur = st
+				im.linkName(ctx, w, first, id)
+				return
+			}
+		case cur.Type == rpc.TypeDir:
+			if !im.remove(ctx, w.dst, cur.Type, false) {
+				return
+			}
+			w.cur = nil
+			_, err = im.c.Link(ctx, first, w.dst)
+		default:
+			err = im.replaceByLink(ctx, first, w.dst)
+		}
+		switch {
+		case errors.Is(err, errors.ErrUnsupported):
+			if im.hl.unsupported.CompareAndSwap(false, true) {
+				im.notice("the cluster cannot keep hard links yet (not every node supports them): the other names of files with several names are imported as files of their own")
+			}
+			im.asCopy(ctx, w)
+			return
+		case err != nil:
+			im.fail(w.dst, fmt.Errorf("link to %s: %w", first, err))
+			return
+		}
+	}
+	if kind == Create {
+		im.created.Add(1)
+	} else {
+		im.updated.Add(1)
+	}
+	im.links.Add(1)
+	im.changed(Change{Kind: kind, Path: w.dst, Type: w.typ, Fields: []string{"link"}})
+}
+
+// replaceByLink makes dst, an existing entry other than a directory,
+// another name of the inode at first: a link under a temporary name,
+// renamed over dst, so that dst is never missing and a cluster that
+// cannot link (errors.ErrUnsupported) keeps it as it is.
+func (im *Importer) replaceByLink(ctx context.Context, first, dst string) error {
+	tmp := path.Join(path.Dir(dst), fmt.Sprintf(".ghba-import-link.%d.%d", os.Getpid(), im.hl.tmp.Add(1)))
+	if _, err := im.c.Link(ctx, first, tmp); err != nil {
+		return err
+	}
+	if _, err := im.c.Rename(ctx, tmp, dst); err != nil {
+		if uerr := im.c.Unlink(ctx, tmp); uerr != nil && !errors.Is(uerr, fs.ErrNotExist) {
+			return fmt.Errorf("%w (and removing %s: %w)", err, tmp, uerr)
+		}
+		return err
+	}
+	return nil
+}
+
+// asCopy imports w, a name of a file with several names that the cluster
+// cannot link, as a file of its own, and counts it.
+func (im *Importer) asCopy(ctx context.Context, w *linkName) {
+	im.linksAsCopies.Add(1)
+	im.syncWant(ctx, w.src, w.dst, w.attrs, true, w.cur)
+}
+
+// notice reports a note about the whole import (Options.OnNotice).
+func (im *Importer) notice(msg string) {
+	if im.o.OnNotice == nil {
+		slog.Warn("import: " + msg)
+		return
+	}
+	im.report.Lock()
+	defer im.report.Unlock()
+	im.o.OnNotice(msg)
 }
 
 func (im *Importer) changed(c Change) {

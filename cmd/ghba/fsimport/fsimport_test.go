@@ -494,3 +494,164 @@ func TestImportXattrs(t *testing.T) {
 		t.Errorf("third import changed %v: %+v", made, sum)
 	}
 }
+
+// TestImportHardLinks imports a tree whose files have several names
+// (hard links), with one worker and with many: every name of a source
+// file is one inode in the destination (one id, the link count of the
+// names), other files keep one name. A later import follows a name
+// removed from the source, puts back a name that the destination made a
+// file of its own, gives its own inode to a name the source made a
+// separate file, and changes nothing when nothing changed.
+func TestImportHardLinks(t *testing.T) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: 1})
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	inode := func(p string) *rpc.StatResponse {
+		t.Helper()
+		st, err := c.Client.Stat(ctx, p)
+		if err != nil {
+			t.Fatalf("stat %s: %v", p, err)
+		}
+		return st
+	}
+	// sameInode checks that names are one inode with len(names) names.
+	sameInode := func(dest string, names ...string) {
+		t.Helper()
+		first := inode(path.Join(dest, names[0]))
+		for _, n := range names {
+			st := inode(path.Join(dest, n))
+			if st.ID != first.ID || st.Nlink != uint32(len(names)) {
+				t.Errorf("%s: inode %d with %d names, want inode %d (%s's) with %d", n, st.ID, st.Nlink, first.ID, names[0], len(names))
+			}
+		}
+	}
+	// links lists the changes marked "link", as "kind path".
+	links := func(chs []fsimport.Change) []string {
+		var out []string
+		for _, ch := range chs {
+			if slices.Contains(ch.Fields, "link") {
+				out = append(out, ch.Kind+" "+ch.Path)
+			}
+		}
+		return out
+	}
+	for _, workers := range []int{1, 16} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			src := t.TempDir()
+			dest := fmt.Sprintf("/links%d", workers)
+			for _, d := range []string{"a", "b", "spread"} {
+				must(os.Mkdir(filepath.Join(src, d), 0o755))
+			}
+			// a/one has 3 names in 2 directories; spread/f has 8 names in
+			// 8 directories (more names than workers, met concurrently).
+			must(os.WriteFile(filepath.Join(src, "a/one"), []byte("shared"), 0o640))
+			must(os.Link(filepath.Join(src, "a/one"), filepath.Join(src, "a/two")))
+			must(os.Link(filepath.Join(src, "a/one"), filepath.Join(src, "b/three")))
+			must(os.WriteFile(filepath.Join(src, "b/plain"), []byte("alone"), 0o644))
+			// Any file but a directory may have several names: a symbolic
+			// link (os.Link does not follow it) and a FIFO.
+			must(os.Symlink("one", filepath.Join(src, "a/sym")))
+			must(os.Link(filepath.Join(src, "a/sym"), filepath.Join(src, "b/sym")))
+			must(syscall.Mkfifo(filepath.Join(src, "a/fifo"), 0o600))
+			must(os.Link(filepath.Join(src, "a/fifo"), filepath.Join(src, "b/fifo")))
+			var spread []string
+			for i := range 8 {
+				name := fmt.Sprintf("spread/d%d/f", i)
+				must(os.Mkdir(filepath.Join(src, path.Dir(name)), 0o755))
+				if i == 0 {
+					must(os.WriteFile(filepath.Join(src, name), nil, 0o600))
+				} else {
+					must(os.Link(filepath.Join(src, spread[0]), filepath.Join(src, name)))
+				}
+				spread = append(spread, name)
+			}
+			o := fsimport.Options{Source: src, Dest: dest, Workers: workers}
+
+			sum, chs := run(t, c.Client, o)
+			want := walkSource(t, src)
+			if sum.Created != int64(len(want)) || sum.Links != 2+1+1+7 || sum.LinksAsCopies != 0 || sum.Errors != 0 {
+				t.Errorf("first import: %+v, want %d created, 11 of them links", sum, len(want))
+			}
+			if got := links(chs); len(got) != 11 {
+				t.Errorf("first import: %d changes marked link (%q), want 11", len(got), got)
+			}
+			compareTrees(t, want, walkDest(t, c.Client, dest))
+			sameInode(dest, "a/one", "a/two", "b/three")
+			sameInode(dest, "a/sym", "b/sym")
+			sameInode(dest, "a/fifo", "b/fifo")
+			sameInode(dest, spread...)
+			sameInode(dest, "b/plain")
+			if inode(dest+"/b/plain").ID == inode(dest+"/a/one").ID {
+				t.Error("b/plain is a name of a/one's inode")
+			}
+
+			// A name removed from the source goes; the other two stay one
+			// inode.
+			must(os.Remove(filepath.Join(src, "b/three")))
+			sum, chs = run(t, c.Client, o)
+			if sum.Deleted != 1 || sum.Created != 0 || sum.Links != 0 || sum.Errors != 0 {
+				t.Errorf("import after removing a name: %+v, want 1 deleted, no links", sum)
+			}
+			if got := links(chs); len(got) != 0 {
+				t.Errorf("import after removing a name linked %q", got)
+			}
+			sameInode(dest, "a/one", "a/two")
+			if _, err := c.Client.Stat(ctx, dest+"/b/three"); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("b/three after the import: %v, want it gone", err)
+			}
+			compareTrees(t, walkSource(t, src), walkDest(t, c.Client, dest))
+
+			// Nothing changed: nothing to do.
+			sum, chs = run(t, c.Client, o)
+			if len(chs) != 0 || sum.Links != 0 || sum.Unchanged != int64(len(walkSource(t, src))) {
+				t.Errorf("import of an unchanged tree: %+v, changes %v", sum, chs)
+			}
+
+			// A name that the destination holds as a file of its own (as
+			// an import that kept no links made it) is linked again; a
+			// dry run only says so. Either name may be the one kept (the
+			// first met), and the other is replaced by a link to it.
+			must(c.Client.Unlink(ctx, dest+"/a/two"))
+			one := inode(dest + "/a/one")
+			if _, err := c.Client.Create(ctx, &rpc.CreateRequest{Path: dest + "/a/two", Mode: one.Mode, Size: one.Size, Mtime: one.Mtime, AsGiven: true}); err != nil {
+				t.Fatal(err)
+			}
+			relinked := func(got []string) bool {
+				return slices.Equal(got, []string{"update " + dest + "/a/one"}) || slices.Equal(got, []string{"update " + dest + "/a/two"})
+			}
+			dry := o
+			dry.DryRun = true
+			if sum, chs = run(t, c.Client, dry); !relinked(links(chs)) || sum.Links != 1 {
+				t.Errorf("dry run over a separate name: %+v, links %q", sum, links(chs))
+			}
+			if inode(dest+"/a/two").ID == one.ID {
+				t.Error("the dry run linked a/two")
+			}
+			if sum, chs = run(t, c.Client, o); !relinked(links(chs)) || sum.Links != 1 || sum.Errors != 0 {
+				t.Errorf("import over a separate name: %+v, links %q", sum, links(chs))
+			}
+			sameInode(dest, "a/one", "a/two")
+			compareTrees(t, walkSource(t, src), walkDest(t, c.Client, dest))
+
+			// The source makes a name a file of its own: so does the
+			// destination (whichever of the two names keeps the inode).
+			must(os.Remove(filepath.Join(src, "a/two")))
+			must(os.WriteFile(filepath.Join(src, "a/two"), []byte("its own now"), 0o644))
+			if sum, _ = run(t, c.Client, o); sum.Links != 0 || sum.Errors != 0 {
+				t.Errorf("import after splitting a/two off: %+v", sum)
+			}
+			if a, b := inode(dest+"/a/one"), inode(dest+"/a/two"); a.ID == b.ID || a.Nlink > 1 || b.Nlink > 1 {
+				t.Errorf("after splitting: a/one inode %d with %d names, a/two inode %d with %d", a.ID, a.Nlink, b.ID, b.Nlink)
+			}
+			compareTrees(t, walkSource(t, src), walkDest(t, c.Client, dest))
+			if sum, chs = run(t, c.Client, o); len(chs) != 0 {
+				t.Errorf("import of an unchanged tree: %+v, changes %v", sum, chs)
+			}
+		})
+	}
+}
