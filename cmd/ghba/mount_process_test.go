@@ -273,7 +273,7 @@ func TestProcessMountS3(t *testing.T) {
 // TestProcessMountPrograms runs real programs on the mount and compares
 // what they make with the same on a local directory.
 func TestProcessMountPrograms(t *testing.T) {
-	needTools(t, "tar", "diff", "git", "rsync", "find", "cp")
+	needTools(t, "tar", "diff", "git", "rsync", "find", "cp", "getfattr", "setfattr")
 	c := mountCluster(t)
 	m := c.mount("programs", "--xattrs")
 	local := t.TempDir()
@@ -371,6 +371,30 @@ func TestProcessMountPrograms(t *testing.T) {
 			t.Errorf("ghba ln of a directory: exit %d, want 6", code)
 		}
 		sh(t, m.dir, "rm -r hl hl2 && test ! -e hl")
+	})
+	t.Run("import", func(t *testing.T) {
+		// ghba import of a tree with hard links, a FIFO, a device and
+		// extended attributes: through the mount, find -samefile,
+		// getfattr -d and ls -l agree with the source (contents stay in
+		// the source: only metadata is imported).
+		src := t.TempDir()
+		sh(t, src, "mkdir -p a b && echo one > a/f && ln a/f b/g && ln a/f a/h && echo two > a/solo && mkfifo -m 640 b/fifo && mknod b/chr c 1 3 && "+
+			"setfattr -n user.k -v v1 a/f && setfattr -n user.other -v 'x y' a/solo && touch -d 2021-03-04 a/solo a/f")
+		out, errOut, code := c.all("import", src, "--to", "/imp", "--xattrs")
+		if code != 0 {
+			t.Fatalf("ghba import: exit %d: %s%s", code, out, errOut)
+		}
+		dst := filepath.Join(m.dir, "imp")
+		for _, script := range []string{
+			"find . -samefile a/f | sort",
+			"getfattr -d -R --absolute-names . 2>/dev/null | grep -v '^$' | sed 's|^# file: .*/|# file: |' | sort",
+			"ls -lnR --time-style=+%s . | sed 's/^total .*//' | awk '$1 ~ /^d/ { $5 = \"-\"; $6 = \"-\" } { print }'",
+		} {
+			got, want := sh(t, dst, script), sh(t, src, script)
+			if got != want {
+				t.Errorf("%s:\nmount:\n%s\nsource:\n%s", script, got, want)
+			}
+		}
 	})
 	t.Run("special-files", func(t *testing.T) {
 		// FIFOs, devices and sockets are made as on a local file system,
