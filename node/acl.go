@@ -54,7 +54,7 @@ var methodClasses = map[string]methodClass{
 	rpc.MethodStat: classUser, rpc.MethodLookup: classUser, rpc.MethodBatchStat: classUser,
 	rpc.MethodCreate: classUser, rpc.MethodMkdir: classUser, rpc.MethodReadDir: classUser,
 	rpc.MethodSetAttr: classUser, rpc.MethodUnlink: classUser, rpc.MethodRmdir: classUser,
-	rpc.MethodRename: classUser, rpc.MethodFilters: classUser,
+	rpc.MethodRename: classUser, rpc.MethodFilters: classUser, rpc.MethodLink: classUser, rpc.MethodHold: classUser,
 	rpc.MethodBatchCreate: classUser, rpc.MethodBatchCreateDirs: classUser, rpc.MethodFind: classUser,
 	rpc.MethodMembers: classUser, rpc.MethodGroups: classUser, rpc.MethodShards: classUser,
 	rpc.MethodACLWhoAmI: classUser, rpc.MethodSourceList: classUser, rpc.MethodDataStoreGet: classUser,

@@ -3,8 +3,13 @@ package node
 import (
 	"context"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"log/slog"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/ghba/ghba/node/acl"
@@ -69,5 +74,42 @@ func TestAuthenticateClasses(t *testing.T) {
 	a := newACLService(acl.Config{Enabled: true, DefaultPolicy: acl.PolicyAllow}, noNS, slog.New(slog.DiscardHandler))
 	if _, err := a.authenticate(context.Background(), rpc.MethodACLUserAdd, ""); !errors.Is(err, rpc.ErrUnauthenticated) && !errors.Is(err, fs.ErrPermission) {
 		t.Errorf("user add as nobody: %v", err)
+	}
+}
+
+// TestEveryClientMethodClassified: every method rpc declares (its Method*
+// constants) has a class, so that none is refused to clients as
+// node-to-node by omission.
+func TestEveryClientMethodClassified(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "../rpc/types.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range g.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, name := range vs.Names {
+				if !strings.HasPrefix(name.Name, "Method") || i >= len(vs.Values) {
+					continue
+				}
+				lit, ok := vs.Values[i].(*ast.BasicLit)
+				if !ok || lit.Kind != token.STRING {
+					continue
+				}
+				m, _ := strconv.Unquote(lit.Value)
+				n++
+				if _, ok := methodClasses[m]; !ok {
+					t.Errorf("rpc.%s (%q) has no class in methodClasses: with ACLs on, clients could not call it", name.Name, m)
+				}
+			}
+		}
+	}
+	if n < 30 {
+		t.Fatalf("found %d methods in rpc/types.go: the parse missed them", n)
 	}
 }

@@ -26,6 +26,7 @@ const (
 	MethodRmdir   = "Namespace.Rmdir"   // RmdirRequest → RmdirResponse
 	MethodRename  = "Namespace.Rename"  // RenameRequest → RenameResponse
 	MethodLink    = "Namespace.Link"    // LinkRequest → LinkResponse
+	MethodHold    = "Namespace.Hold"    // HoldRequest → HoldResponse
 	MethodFilters = "Namespace.Filters" // FiltersRequest → FiltersResponse
 
 	MethodDataStoreGet = "DataStore.Get" // DataStoreGetRequest → DataStoreResponse
@@ -54,7 +55,7 @@ const (
 // shutting-down server).
 func Idempotent(method string) bool {
 	switch method {
-	case MethodStat, MethodLookup, MethodBatchStat, MethodReadDir, MethodFilters,
+	case MethodStat, MethodLookup, MethodBatchStat, MethodReadDir, MethodFilters, MethodHold,
 		MethodMembers, MethodGroups, MethodStatus, MethodPing, MethodShards, MethodDataStoreGet:
 		return true
 	}
@@ -923,6 +924,30 @@ type LinkRequest struct {
 // includes the new name).
 type LinkResponse struct {
 	Inode Inode `json:"inode"`
+}
+
+// HoldRequest holds the contents of the inodes IDs, homed by shard Shard,
+// for a client that has them open (a mount's open files): while a hold
+// lasts, the shard deletes none of their objects, even once the files are
+// removed, so the client keeps reading them (docs/design.md, "Garbage
+// collection of contents"). A hold lasts HoldResponse.TTL; the client
+// renews it while the files stay open.
+type HoldRequest struct {
+	// Shard is the shard that homes the inodes (rpc.Inode.Home).
+	Shard string `json:"shard"`
+	// IDs are the inodes' ids (at most MaxHoldIDs).
+	IDs []uint64 `json:"ids"`
+	// Release ends the holds at once (the files were closed).
+	Release bool `json:"release,omitempty"`
+}
+
+// MaxHoldIDs bounds the ids of one HoldRequest.
+const MaxHoldIDs = 10000
+
+// HoldResponse says how long the holds last unless renewed.
+type HoldResponse struct {
+	// TTL is in nanoseconds.
+	TTL int64 `json:"ttl"`
 }
 
 // ---- Cluster and admin ----

@@ -53,6 +53,8 @@ type home struct {
 	// trashPending is the number of objects in the shard's trash after
 	// the last round of its collection (trash.go).
 	trashPending atomic.Int64
+	// holds are the open files' holds on this shard's inodes (holds.go).
+	holds holdTable
 
 	ctx    context.Context // ends when the node stops leading the shard
 	cancel context.CancelFunc

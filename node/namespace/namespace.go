@@ -573,6 +573,7 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 		}
 		return n.Link(ctx, r)
 	}))
+	rpc.Register(s, rpc.MethodHold, gate(n, n.Hold))
 	rpc.Register(s, rpc.MethodFilters, gate(n, n.handleFilters))
 
 	rpc.Register(s, methodL3Query, gate(n, n.handleL3Query))
@@ -593,6 +594,7 @@ func (n *Namespace) RegisterRPC(s *rpc.Server) {
 	rpc.Register(s, methodHomeRemove, gate(n, shardRPC(n, methodHomeRemove, (*home).handleHomeRemove)))
 	rpc.Register(s, methodHomeRename, gate(n, shardRPC(n, methodHomeRename, (*home).handleHomeRename)))
 	rpc.Register(s, methodHomeLink, gate(n, shardRPC(n, methodHomeLink, (*home).handleHomeLink)))
+	rpc.Register(s, methodHomeHold, gate(n, shardRPC(n, methodHomeHold, (*home).holdHere)))
 	rpc.Register(s, methodHomeReadDir, gate(n, shardRPC(n, methodHomeReadDir, (*home).handleHomeReadDir)))
 	rpc.Register(s, methodHomeSetAttr, gate(n, shardRPC(n, methodHomeSetAttr, (*home).handleHomeSetAttr)))
 	rpc.Register(s, methodHomeEntry, gate(n, shardRPC(n, methodHomeEntry, (*home).handleHomeEntry)))

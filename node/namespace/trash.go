@@ -201,7 +201,10 @@ func (h *home) collectTrash(ctx context.Context) {
 				done = append(done, in.ID)
 				continue
 			}
-			if now.Sub(time.Unix(0, in.Created)) < h.r.gcGrace {
+			if now.Sub(time.Unix(0, in.Created)) < h.r.gcGrace || !h.holdsKnown(now) || h.holds.held(ino, now) {
+				// In its grace period, or held open by a client
+				// (holds.go), or maybe held by one that has not renewed
+				// with this leadership yet.
 				pending += int64(len(refs))
 				continue
 			}

@@ -54,6 +54,7 @@ const (
 	// methodHomeAllocIDs: homeAllocIDsReq → homeAllocIDsResp (at the
 	// root shard's leader; ids.go).
 	methodHomeAllocIDs = "Home.AllocIDs"
+	methodHomeHold     = "Home.Hold"       // homeHoldReq → homeHoldResp (at the shard's leader)
 	methodTxnPrepare   = "Txn.Prepare"     // txnPrepareReq → txnPrepareResp (at a participant)
 	methodTxnCommit    = "Txn.CommitChild" // txnEndReq → txnEndResp (at a participant)
 	methodTxnAbort     = "Txn.AbortChild"  // txnEndReq → txnEndResp (at a participant)
@@ -290,6 +291,16 @@ type homeRemoveReq struct {
 	// stub is the record of the inode the removed name turned out to
 	// share with other names (hardlinks.go), learnt by an earlier attempt.
 	stub *stubRef
+}
+
+type homeHoldReq struct {
+	shardReq
+	IDs     []uint64 `json:"ids"`
+	Release bool     `json:"release,omitempty"`
+}
+
+type homeHoldResp struct {
+	TTL int64 `json:"ttl"` // nanoseconds
 }
 
 type homeLinkReq struct {

@@ -476,6 +476,17 @@ func (c *Client) Link(ctx context.Context, oldPath, newPath string) (*rpc.Inode,
 	return &resp.Inode, nil
 }
 
+// Hold holds the contents of the inodes ids, homed by shard shard, for
+// as long as the returned lifetime (rpc.HoldRequest): renew it while the
+// files stay open, or release it (release) once they are closed.
+func (c *Client) Hold(ctx context.Context, shard string, ids []uint64, release bool) (time.Duration, error) {
+	resp := new(rpc.HoldResponse)
+	if err := c.callAny(ctx, c.shardAddr(shard), rpc.MethodHold, true, &rpc.HoldRequest{Shard: shard, IDs: ids, Release: release}, resp); err != nil {
+		return 0, err
+	}
+	return time.Duration(resp.TTL), nil
+}
+
 // Members returns the cluster's members as seen by some node, and
 // remembers their addresses for resolving home node ids.
 func (c *Client) Members(ctx context.Context) (*rpc.MembersResponse, error) {
@@ -601,6 +612,15 @@ func (c *Client) learn(p, id, addr string, isDir bool) {
 		c.mu.Unlock()
 	}
 	c.homes.put(p, addr, isDir)
+}
+
+// shardAddr returns the address of the node last seen serving shard id
+// (shard and node ids coincide until nodes leave), or "" (any node, which
+// forwards).
+func (c *Client) shardAddr(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[id]
 }
 
 // parent returns the parent directory of an absolute path ("/" for "/").

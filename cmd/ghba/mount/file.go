@@ -101,6 +101,7 @@ func (f *FS) acquire(n *node, st *rpc.Inode) (*openFile, error) {
 		of.f = f.data.OpenFile(st.ID, st.Size, layout, f.opts.FileOptions)
 		f.open[ino] = of
 		f.mu.Unlock()
+		f.kickHolds() // its contents stay while it is open (holds.go)
 		return of, nil
 	}
 	of.refs++

@@ -122,6 +122,8 @@ type FS struct {
 	// own holds the paths this mount changed lately, whose revocations
 	// the kernel must not hear (notify.go).
 	own ownChanges
+	// holdKick wakes the loop that holds open files' contents (holds.go).
+	holdKick chan struct{}
 	// kept is, per inode number, the node go-fuse keeps for it: go-fuse
 	// keeps the first node made for a number and drops those that later
 	// lookups make (another name of a file with several), so what such a
@@ -213,6 +215,7 @@ func Mount(dir string, o Options) (*FS, error) {
 	}
 	f.server = server
 	f.watchInvalidations()
+	f.watchHolds()
 	return f, nil
 }
 

@@ -295,6 +295,15 @@ func (n *node) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOu
 	}
 	p := n.path()
 	st, err := f.stat(ctx, p)
+	if fh != nil && (errors.Is(err, fs.ErrNotExist) || err == nil && n.knownID() != 0 && st.Inode.ID != n.knownID()) {
+		// fstat of a file that another client removed, or renamed
+		// another over, while this descriptor was open: it lives on,
+		// with no name, as POSIX has it.
+		if of := f.openOf(n.StableAttr().Ino); of != nil {
+			n.goneAttr(&out.Attr)
+			return 0
+		}
+	}
 	if err != nil {
 		return f.errno("getattr", p, err)
 	}

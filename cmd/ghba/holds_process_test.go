@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestProcessMountOpenUnlinked: a file that one mount has open and another
+// removes keeps its contents for the open descriptor past the data store's
+// grace period (the mount holds it, docs/design.md "Garbage collection of
+// contents"), while a removed file nobody has open loses its objects after
+// the grace; fstat of the open descriptor shows no link. After the last
+// close, the held file's objects go too.
+func TestProcessMountOpenUnlinked(t *testing.T) {
+	const grace = 2 * time.Second
+	c := mountClusterWith(t, "", fmt.Sprintf("data_gc_grace: %s\n", grace))
+	a, b := c.mount("a"), c.mount("b")
+	content := bytes.Repeat([]byte("held open "), 600_000) // 6 MB: two 4 MiB blocks
+	home := func(name string) string {
+		out, errOut, code := c.all("--json", "stat", "/"+name)
+		var st struct{ Home string }
+		if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Home == "" {
+			t.Fatalf("ghba stat /%s: exit %d: %s%s", name, code, out, errOut)
+		}
+		return st.Home
+	}
+	// The witness is a file homed with the held one, so that one round of
+	// that shard's collection sees both.
+	witnessName := ""
+	for i := 0; witnessName == ""; i++ {
+		name := "held"
+		if i > 0 {
+			name = fmt.Sprintf("witness%d", i)
+		}
+		if i > 30 {
+			t.Fatal("no file homed with the held one")
+		}
+		if err := os.WriteFile(filepath.Join(a.dir, name), content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			if home(name) == home("held") {
+				witnessName = name
+			} else if err := os.Remove(filepath.Join(a.dir, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	objects := func(name string) func() int { // the objects of name's inode in the data store
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(a.dir, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(c.dir, "data-store", "blocks", fmt.Sprintf("%016x", st.Ino))
+		return func() int {
+			ents, _ := os.ReadDir(dir)
+			n := 0
+			for _, e := range ents {
+				if !strings.HasSuffix(e.Name(), ".attrs") {
+					n++
+				}
+			}
+			return n
+		}
+	}
+	held, witness := objects("held"), objects(witnessName)
+	if held() != 2 || witness() != 2 {
+		t.Fatalf("objects before: held %d, witness %d; want 2 each", held(), witness())
+	}
+	f, err := os.Open(filepath.Join(a.dir, "held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	head := make([]byte, 10)
+	if _, err := io.ReadFull(f, head); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"held", witnessName} {
+		if err := os.Remove(filepath.Join(b.dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The witness, which nobody has open, goes after the grace; the round
+	// of its shard's collection that deleted it saw the held file's trash,
+	// whose grace had passed too.
+	c.waitFor("the removed file's objects deleted", procReadyTimeout, nil, func() (bool, string) {
+		return witness() == 0, fmt.Sprintf("%d objects left", witness())
+	})
+	if n := held(); n != 2 {
+		t.Fatalf("the open file's objects after the grace: %d, want 2", n)
+	}
+	rest, err := io.ReadAll(f)
+	if err != nil || !bytes.Equal(append(head, rest...), content) {
+		t.Fatalf("reading the open file after another mount removed it: %d bytes, %v", 10+len(rest), err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil || st.Nlink != 0 || st.Size != int64(len(content)) {
+		t.Fatalf("fstat of the open file: nlink %d, size %d, %v; want 0 links and %d bytes", st.Nlink, st.Size, err, len(content))
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	c.waitFor("the closed file's objects deleted", procReadyTimeout, nil, func() (bool, string) {
+		return held() == 0, fmt.Sprintf("%d objects left", held())
+	})
+}
