@@ -17,8 +17,9 @@ import (
 // removes keeps its contents for the open descriptor past the data store's
 // grace period (the mount holds it, docs/design.md "Garbage collection of
 // contents"), while a removed file nobody has open loses its objects after
-// the grace; fstat of the open descriptor shows no link. After the last
-// close, the held file's objects go too.
+// the grace, also across a kill -9 of the leader of their shard; fstat of
+// the open descriptor shows no link. After the last close, the held
+// file's objects go too.
 func TestProcessMountOpenUnlinked(t *testing.T) {
 	const grace = 2 * time.Second
 	c := mountClusterWith(t, "", fmt.Sprintf("data_gc_grace: %s\n", grace))
@@ -84,9 +85,20 @@ func TestProcessMountOpenUnlinked(t *testing.T) {
 	if _, err := io.ReadFull(f, head); err != nil {
 		t.Fatal(err)
 	}
+	heldHome := home("held")
 	for _, name := range []string{"held", witnessName} {
 		if err := os.Remove(filepath.Join(b.dir, name)); err != nil {
 			t.Fatal(err)
+		}
+	}
+	// kill -9 of the node named as the shard (its preferred leader): the
+	// next leader knows no hold, so it deletes nothing until the mount
+	// has renewed with it.
+	for _, n := range c.nodes {
+		if n.id == heldHome {
+			c.kill(n)
+			c.start(n)
+			c.waitReady(n.id+" restarted and the cluster whole", c.nodes...)
 		}
 	}
 	// The witness, which nobody has open, goes after the grace; the round
