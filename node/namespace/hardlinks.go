@@ -75,11 +75,7 @@ func linkCount(plan *txnPlan, coord string, ref *stubRef, delta int32) {
 // and a record on its first extra name) or of its record (whose count
 // grows), and the new name's shard.
 func (n *Namespace) Link(ctx context.Context, r *rpc.LinkRequest) (*rpc.LinkResponse, error) {
-	o, err := CleanPath(r.Old)
-	if err != nil {
-		return nil, err
-	}
-	nw, err := CleanPath(r.New)
+	o, nw, err := cleanPaths(r.Old, r.New)
 	if err != nil {
 		return nil, err
 	}
@@ -99,11 +95,7 @@ func (n *Namespace) Link(ctx context.Context, r *rpc.LinkRequest) (*rpc.LinkResp
 }
 
 func (h *home) handleHomeLink(ctx context.Context, r *homeLinkReq) (*homeLinkResp, error) {
-	o, err := CleanPath(r.Old)
-	if err != nil {
-		return nil, err
-	}
-	nw, err := CleanPath(r.New)
+	o, nw, err := cleanPaths(r.Old, r.New)
 	if err != nil {
 		return nil, err
 	}

@@ -80,6 +80,19 @@ func CleanPath(p string) (string, error) {
 	return b.String(), nil
 }
 
+// cleanPaths is CleanPath of two paths (a rename's or a link's ends).
+func cleanPaths(a, b string) (string, string, error) {
+	ca, err := CleanPath(a)
+	if err != nil {
+		return "", "", err
+	}
+	cb, err := CleanPath(b)
+	if err != nil {
+		return "", "", err
+	}
+	return ca, cb, nil
+}
+
 // quotePath quotes p for an error message, shortened if long.
 func quotePath(p string) string {
 	const max = 80

@@ -36,11 +36,7 @@ func (n *Namespace) Rename(ctx context.Context, src, dst string) (*rpc.RenameRes
 // written), so a name created meanwhile is never replaced.
 func (n *Namespace) RenameWith(ctx context.Context, r *rpc.RenameRequest) (*rpc.RenameResponse, error) {
 	src, dst := r.Src, r.Dst
-	s, err := CleanPath(src)
-	if err != nil {
-		return nil, err
-	}
-	d, err := CleanPath(dst)
+	s, d, err := cleanPaths(src, dst)
 	if err != nil {
 		return nil, err
 	}
@@ -69,11 +65,7 @@ func (n *Namespace) RenameWith(ctx context.Context, r *rpc.RenameRequest) (*rpc.
 }
 
 func (h *home) handleHomeRename(ctx context.Context, r *homeRenameReq) (*homeRenameResp, error) {
-	s, err := CleanPath(r.Src)
-	if err != nil {
-		return nil, err
-	}
-	d, err := CleanPath(r.Dst)
+	s, d, err := cleanPaths(r.Src, r.Dst)
 	if err != nil {
 		return nil, err
 	}
