@@ -15,7 +15,7 @@ import "math"
 func (r *StatResponse) appendMsgpack(b []byte) []byte {
 	in := &r.Inode
 	n := 14 // the fields always present
-	for _, set := range [...]bool{len(in.Layout) > 0, in.Target != "", in.HasText, in.Text != "", len(in.Ancestors) > 0, r.HomeAddr != "", r.Lease != 0, in.ID != 0, in.Rdev != 0, len(in.Xattrs) > 0} {
+	for _, set := range [...]bool{len(in.Layout) > 0, in.Target != "", in.HasText, in.Text != "", len(in.Ancestors) > 0, r.HomeAddr != "", r.Lease != 0, in.ID != 0, in.Rdev != 0, len(in.Xattrs) > 0, in.Anchor != ""} {
 		if set {
 			n++
 		}
@@ -30,6 +30,9 @@ func (r *StatResponse) appendMsgpack(b []byte) []byte {
 			b = kvUint(b, "mode", uint64(a.Mode))
 			b = kvUint(b, "uid", uint64(a.UID))
 		}
+	}
+	if in.Anchor != "" {
+		b = kvStr(b, "anchor", in.Anchor)
 	}
 	b = kvInt(b, "atime", in.Atime)
 	b = kvInt(b, "ctime", in.Ctime)
@@ -121,6 +124,8 @@ func (r *StatResponse) readMsgpack(rd *mpReader) {
 			in.Rdev = rd.uint64()
 		case "home":
 			in.Home = rd.strAs(&rd.lastHome)
+		case "anchor":
+			in.Anchor = rd.str()
 		case "layout":
 			if v, _ := rd.rawBytes(); v != nil {
 				in.Layout = append([]byte{}, v...)

@@ -50,7 +50,7 @@ func statSamples() map[string]*StatResponse {
 			UID: math.MaxUint32, GID: 70000, Size: math.MaxInt64, Atime: -1, Mtime: -200, Ctime: math.MinInt64,
 			Nlink: 300, Version: math.MaxUint64, Home: "n", Layout: []byte{0, 1, 2, 255}, Target: "/t", Rdev: 0x803, HasText: true,
 			Text: "some text", Ancestors: []AncestorCode{{Depth: 0, Mode: 0o111, UID: 1}, {Depth: 1, Mode: 0o100, UID: 2, GID: 3}},
-			ID: math.MaxUint64 - 1, Xattrs: []Xattr{{Name: "user.a", Value: []byte("v")}, {Name: "user.b", Value: []byte{0, 255}}}},
+			ID: math.MaxUint64 - 1, Xattrs: []Xattr{{Name: "user.a", Value: []byte("v")}, {Name: "user.b", Value: []byte{0, 255}}}, Anchor: "node3"},
 			HomeAddr: "h:1", Level: LevelL4, Hops: 3, Lease: -5},
 		"long strings": {Inode: Inode{Path: "/" + strings.Repeat("x", 70000), Type: "other type", Home: strings.Repeat("h", 40),
 			Layout: bytes.Repeat([]byte{7}, 70000)}, Level: "L9", Hops: -40},

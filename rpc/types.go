@@ -155,6 +155,10 @@ type Inode struct {
 	// stat the inode reads them all; the mount shows "trusted." ones to
 	// root only, as Linux does.
 	Xattrs []Xattr `json:"xattrs,omitempty"`
+	// Anchor, for a file with several names (hard links), is the shard
+	// that keeps its record: its attributes and the trash of its contents
+	// (Hold it there). Empty for an inode with one name.
+	Anchor string `json:"anchor,omitempty"`
 }
 
 // Xattr is one extended attribute of an inode: its full name, namespace

@@ -144,9 +144,9 @@ func (h *home) handleHomeFind(ctx context.Context, r *homeFindReq) (*rpc.FindRes
 			if err != nil || !ok {
 				return err
 			}
-			codes := ino.Ancestors
+			codes, anchor := ino.Ancestors, ino.Anchor
 			ino = storeInode(&rec)
-			ino.Ancestors = codes
+			ino.Ancestors, ino.Anchor = codes, anchor
 		}
 		if m.matchInode(&ino) && findVisible(r.Caller, p, &ino) {
 			out.Inodes = append(out.Inodes, wireInode(p, h.id, &ino))

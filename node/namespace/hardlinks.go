@@ -191,7 +191,7 @@ func (h *home) coordLinkOnce(ctx context.Context, r *homeLinkReq) (*homeLinkResp
 		h.touch(r.New)
 	}
 	out := *withoutText(*in)
-	out.Path, out.Home, out.Ancestors = r.New, home, chain
+	out.Path, out.Home, out.Ancestors, out.Anchor = r.New, home, chain, ref.Anchor
 	out.Nlink++
 	out.Ctime = now
 	return &homeLinkResp{Inode: out}, nil
@@ -231,7 +231,7 @@ func (h *home) setAttrLinked(ctx context.Context, req *homeSetAttrReq, p string,
 	if resp.NotHome {
 		return nil, notExist(p) // its last other name went meanwhile, and this one with it
 	}
-	resp.Inode.Path, resp.Inode.Home, resp.Inode.Ancestors = p, h.id, wireCodes(stub.Ancestors)
+	resp.Inode.Path, resp.Inode.Home, resp.Inode.Ancestors, resp.Inode.Anchor = p, h.id, wireCodes(stub.Ancestors), stub.Anchor
 	h.touch(p)
 	return resp, nil
 }

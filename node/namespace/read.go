@@ -53,7 +53,7 @@ func (h *home) localCheck(ctx context.Context, r *localCheckReq) (*localCheckRes
 	if !ok {
 		return &localCheckResp{NodeID: h.r.id}, nil
 	}
-	rec.Path, rec.Home, rec.Ancestors = r.Path, h.id, wireCodes(ino.Ancestors)
+	rec.Path, rec.Home, rec.Ancestors, rec.Anchor = r.Path, h.id, wireCodes(ino.Ancestors), ino.Anchor
 	resp.Inode, resp.Anchor = &rec, ino.Anchor
 	return resp, nil
 }

@@ -555,7 +555,7 @@ func wireInode(p, home string, in *store.Inode) rpc.Inode {
 		Size: in.Size, Atime: in.Atime, Mtime: in.Mtime, Ctime: in.Ctime,
 		Nlink: in.Nlink, Version: in.Version, Home: home, Layout: in.Layout, Target: in.Target,
 		Rdev: in.Rdev, HasText: in.Text != "", Ancestors: wireCodes(in.Ancestors), ID: in.ID,
-		Xattrs: wireXattrs(in.Xattrs),
+		Xattrs: wireXattrs(in.Xattrs), Anchor: in.Anchor,
 	}
 }
 

@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"cmp"
 	"context"
 	"time"
 )
@@ -67,7 +68,9 @@ func (f *FS) holdOpen(ctx context.Context) time.Duration {
 	byShard := map[string][]uint64{}
 	f.mu.Lock()
 	for _, of := range f.open {
-		if home := of.base.Home; home != "" && of.id != 0 {
+		// A file with several names is held where its record is: its
+		// contents go to the trash there.
+		if home := cmp.Or(of.base.Anchor, of.base.Home); home != "" && of.id != 0 {
 			byShard[home] = append(byShard[home], of.id)
 		}
 	}
