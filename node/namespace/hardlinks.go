@@ -28,6 +28,9 @@ import (
 type stubRef struct {
 	Anchor string `json:"anchor"`
 	ID     uint64 `json:"id"`
+	// Path, in a prepare's answer (txnPrepareResp.Stub), is the name
+	// whose inode the participant found to be (or not to be) a stub.
+	Path string `json:"path,omitempty"`
 }
 
 // record returns the path that keys the record in its anchor's store.
@@ -48,11 +51,11 @@ func (e *stubFound) Error() string {
 
 func (e *stubFound) Is(target error) bool { return target == errBusy }
 
-// learnStub returns the stub a failed attempt found (and true), for the
-// next attempt's plan.
-func learnStub(err error) (*stubRef, bool) {
+// learnStub returns what a failed attempt found at path p (and true): the
+// stub, or nil for an inode with one name, for the next attempt's plan.
+func learnStub(err error, p string) (*stubRef, bool) {
 	var sf *stubFound
-	if !errors.As(err, &sf) {
+	if !errors.As(err, &sf) || sf.ref.Path != p {
 		return nil, false
 	}
 	if sf.ref.Anchor == "" {
@@ -249,8 +252,8 @@ func (h *home) checkLinkOp(ctx context.Context, op *txnOp) (busy bool, err error
 		return false, err
 	}
 	if op.Kind == opLinkCount {
-		if !store.IsLinkRecord(op.Path) || op.Delta == 0 {
-			return false, fmt.Errorf("%w: link_count of %q by %d", rpc.ErrBadRequest, op.Path, op.Delta)
+		if !store.IsLinkRecord(op.Path) {
+			return false, fmt.Errorf("%w: link_count of %q", rpc.ErrBadRequest, op.Path)
 		}
 		if op.Delta > 0 && uint64(ino.Nlink)+uint64(op.Delta) > maxLinks {
 			return false, fmt.Errorf("%w: inode %d has %d names (at most %d)", fs.ErrInvalid, ino.ID, ino.Nlink, maxLinks)
@@ -340,9 +343,9 @@ func (h *home) removeLinked(ctx context.Context, r *homeRemoveReq, op *parentOp,
 	return &homeRemoveResp{Hops: 2}, nil
 }
 
-// linkedOwner checks, for a removal from a sticky directory, that the
-// inode path p names (one of several names) has owner owner, as its
-// record says.
+// linkedOwner checks, for a removal or a rename out of a sticky
+// directory, that the inode path p names (one of several names) has owner
+// owner, as its record says.
 func (h *home) linkedOwner(ctx context.Context, p string, owner *uint32) error {
 	l, err := h.r.locate(ctx, p, true)
 	if err != nil {
@@ -350,33 +353,4 @@ func (h *home) linkedOwner(ctx context.Context, p string, owner *uint32) error {
 	}
 	ino := storeInode(l.inode)
 	return checkOwner(p, &ino, owner)
-}
-
-// checkOwnerOf checks op.RequireOwner (a del or move of an inode in a
-// sticky directory) on ino, the inode at op.Path: a stub's owner is its
-// record's, read at its anchor (errBusy when the record went meanwhile).
-// The coordinator of a removal checks a stub's owner itself
-// (linkedOwner): its own transaction holds the record.
-func (h *home) checkOwnerOf(ctx context.Context, op *txnOp, ino *store.Inode) error {
-	if op.RequireOwner == nil || ino.Anchor == "" || op.Kind == opDelInode {
-		return checkOwner(op.Path, ino, op.RequireOwner)
-	}
-	rec, ok, err := h.recordOf(ctx, ino)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return errBusy
-	}
-	ri := storeInode(&rec)
-	return checkOwner(op.Path, &ri, op.RequireOwner)
-}
-
-// ignoreBusy returns err, or nil for errBusy (which the caller reports
-// as busy).
-func ignoreBusy(err error) error {
-	if errors.Is(err, errBusy) {
-		return nil
-	}
-	return err
 }

@@ -104,9 +104,14 @@ func testHardLinks(t *testing.T, r int) {
 	// A rename onto another name of the same inode does nothing.
 	mustOK(t, o.rename("/h/a/f", "/h/b/g"), "rename onto the same inode")
 	same("rename onto the same inode", 3, 0o600, "/h/a/f", "/h/b/g", "/h/a/f2")
-	// A name moves like a file.
+	// A name moves like a file, and the inode's ctime moves with it.
+	before, err := o.stat("/h/a/f")
+	mustOK(t, err, "stat")
 	mustOK(t, o.rename("/h/a/f2", "/h/b/g2"), "rename of a name")
 	same("rename of a name", 3, 0o600, "/h/a/f", "/h/b/g", "/h/b/g2")
+	if after, err := o.stat("/h/a/f"); err != nil || after.Inode.Ctime <= before.Inode.Ctime {
+		t.Errorf("the ctime of another name after a rename: %d, was %d (%v)", after.Inode.Ctime, before.Inode.Ctime, err)
+	}
 	// A file renamed over a name replaces that name only.
 	mustOK(t, o.create("/h/a/x"), "create")
 	mustOK(t, via(c, c.IDs[1]).rename("/h/a/x", "/h/b/g"), "rename over a name")

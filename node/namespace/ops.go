@@ -819,7 +819,7 @@ func (h *home) coordRemoveOnce(ctx context.Context, r *homeRemoveReq) (*homeRemo
 	}
 	plan.async = true
 	if _, err := h.runTxn(ctx, plan); err != nil {
-		if stub, ok := learnStub(err); ok {
+		if stub, ok := learnStub(err, p); ok {
 			r.stub = stub // (the retry plans with it)
 		}
 		return nil, fmt.Errorf("remove %s: %w", p, err)

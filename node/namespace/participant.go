@@ -301,15 +301,19 @@ func (h *home) checkOps(ctx context.Context, p *partTxn) (busy bool, err error) 
 			if err := typeMismatch(op.Path, op.Type, ino.Type); err != nil {
 				return false, err
 			}
-			if op.Kind == opDelInode && (ino.Anchor != "") != (op.Stub != nil) || op.Stub != nil && (op.Stub.Anchor != ino.Anchor || op.Stub.ID != ino.ID) {
+			if (ino.Anchor != "") != (op.Stub != nil) || op.Stub != nil && (op.Stub.Anchor != ino.Anchor || op.Stub.ID != ino.ID) {
 				// A name of an inode with several, or no longer: the
-				// coordinator plans again with the record's count
+				// coordinator plans again with the record's part
 				// (hardlinks.go).
-				p.stub = &stubRef{Anchor: ino.Anchor, ID: ino.ID}
+				p.stub = &stubRef{Anchor: ino.Anchor, ID: ino.ID, Path: op.Path}
 				return true, nil
 			}
-			if err := h.checkOwnerOf(ctx, op, &ino); err != nil {
-				return errors.Is(err, errBusy), ignoreBusy(err)
+			// (A stub has no owner: the coordinator checked its record's,
+			// linkedOwner.)
+			if ino.Anchor == "" {
+				if err := checkOwner(op.Path, &ino, op.RequireOwner); err != nil {
+					return false, err
+				}
 			}
 			if op.EmptyDir && ino.Type == store.TypeDir {
 				ents, _, err := h.st.ReadDir(ctx, op.Path, "", 1)

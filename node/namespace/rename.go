@@ -144,8 +144,12 @@ func (h *home) coordRenameOnce(ctx context.Context, r *homeRenameReq) (*homeRena
 	}
 	rekeyed, err := h.runTxn(ctx, plan)
 	if err != nil {
-		if stub, ok := learnStub(err); ok {
-			r.dstStub = stub // (the retry plans with it)
+		// (The retry plans with what a participant found.)
+		if stub, ok := learnStub(err, e.src); ok {
+			r.srcStub = stub
+		}
+		if stub, ok := learnStub(err, e.dst); ok {
+			r.dstStub = stub
 		}
 		return nil, fmt.Errorf("rename %s to %s: %w", e.src, e.dst, err)
 	}
@@ -321,10 +325,22 @@ func (h *home) planRenameInodes(ctx context.Context, plan *txnPlan, r *homeRenam
 		r.dstStub = nil
 	}
 	if e.srcType != rpc.TypeDir {
+		owner := e.srcOwner
+		if r.srcStub != nil && owner != nil {
+			// A stub has no owner: its record has (hardlinks.go).
+			if err := h.linkedOwner(ctx, src, owner); err != nil {
+				return err
+			}
+			owner = nil
+		}
 		plan.add(e.se.Home, h.id, []string{src, dst}, txnOp{
 			Kind: opMoveInode, Path: src, New: dst, Type: e.srcType, Ctime: time.Now().UnixNano(),
-			RequireOwner: e.srcOwner, Ancestors: e.chain,
+			RequireOwner: owner, Ancestors: e.chain, Stub: r.srcStub,
 		})
+		if r.srcStub != nil {
+			// One name of an inode with several: its record's ctime.
+			linkCount(plan, h.id, r.srcStub, 0)
+		}
 		return nil
 	}
 	for _, s := range h.r.subtreeShards(h.id, e.se.Home) {

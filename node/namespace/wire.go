@@ -328,9 +328,10 @@ type homeRenameReq struct {
 	// NoReplace refuses an existing Dst (rpc.RenameRequest.NoReplace).
 	NoReplace bool          `json:"no_replace,omitempty"`
 	Caller    *acl.Identity `json:"caller,omitempty"`
-	// dstStub is the record of the inode a replaced destination turned
-	// out to share with other names, learnt by an earlier attempt.
-	dstStub *stubRef
+	// srcStub and dstStub are the records of the inodes the source and
+	// a replaced destination turned out to share with other names,
+	// learnt by an earlier attempt.
+	srcStub, dstStub *stubRef
 }
 
 type homeRenameResp struct {
@@ -405,7 +406,7 @@ const (
 	opRekey     = "rekey"      // re-key every path under Path to New (directory rename)
 	opRecode    = "recode"     // set Path's ancestor code in its subtree (chmod/chown of a directory)
 	opLinkFirst = "link_first" // turn the inode Path (of id ID) into a stub and a record of Nlink+1 here
-	opLinkCount = "link_count" // add Delta to the link count of the record Path (delete it at 0)
+	opLinkCount = "link_count" // add Delta (maybe 0) to the link count of the record Path, set its ctime; delete it at 0 links
 )
 
 // txnOp is one change of a participant's part of a transaction. Ops are
@@ -456,9 +457,10 @@ type txnOp struct {
 	// Anchor makes the inode a put_inode creates a stub of the record
 	// in that shard (a hard link's new name).
 	Anchor string `json:"anchor,omitempty"`
-	// Stub, on a del_inode, is the record the coordinator knows the
-	// inode to be a stub of (nil: not a stub); a prepare that finds
-	// otherwise answers busy with what it found (txnPrepareResp.Stub).
+	// Stub, on a del_inode or move_inode, is the record the coordinator
+	// knows the inode to be a stub of (nil: not a stub); a prepare that
+	// finds otherwise answers busy with what it found
+	// (txnPrepareResp.Stub).
 	Stub *stubRef `json:"stub,omitempty"`
 }
 
