@@ -19,9 +19,9 @@ import (
 // (store.Inode.Anchor) with only what belongs to the path, its ancestor
 // codes. A stat of a stub answers with the record's attributes
 // (localCheck), a change of attributes or contents goes to the record
-// (setAttrOnce), and the removal of a name takes one from the record's
-// link count in the same transaction (coordRemoveOnce,
-// planRenameInodes); the record goes with its last name.
+// (setAttrOnce), the removal of a name takes one from the record's link
+// count in the same transaction (coordRemoveOnce, planRenameInodes), and
+// its rename sets the record's ctime; the record goes with its last name.
 
 // stubRef names the record of an inode with several names: its anchor
 // shard and the inode's id.
@@ -37,16 +37,16 @@ type stubRef struct {
 func (s *stubRef) record() string { return store.LinkRecordPath(s.ID) }
 
 // stubFound is the error of a transaction whose prepare found that a name
-// it removes is a stub the coordinator did not know of, or not the one it
-// knew (ref.Anchor "": no stub at all). The coordinator plans again with
-// what was found; any other caller sees errBusy.
+// it removes or moves is a stub the coordinator did not know of, or not
+// the one it knew (ref.Anchor "": no stub at all). The coordinator plans
+// again with what was found; any other caller sees errBusy.
 type stubFound struct{ ref *stubRef }
 
 func (e *stubFound) Error() string {
 	if e.ref.Anchor == "" {
-		return "busy: the removed name has one name only now"
+		return fmt.Sprintf("busy: %s has one name only now", e.ref.Path)
 	}
-	return fmt.Sprintf("busy: the removed name is one of inode %d's names (record at %s)", e.ref.ID, e.ref.Anchor)
+	return fmt.Sprintf("busy: %s is one of inode %d's names (record at %s)", e.ref.Path, e.ref.ID, e.ref.Anchor)
 }
 
 func (e *stubFound) Is(target error) bool { return target == errBusy }
