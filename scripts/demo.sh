@@ -3,7 +3,7 @@
 # as separate processes, load a few thousand paths, look every path up through
 # every node, print the lookups resolved per level and the hops, stop the
 # cluster cleanly; where FUSE works, mount it (ghba mount) and use it with
-# cp, ls, diff, grep, mv and cat. Exits non-zero if anything fails.
+# cp, ls, diff, grep, mv, ln and cat. Exits non-zero if anything fails.
 #
 # Usage: scripts/demo.sh            (from anywhere; builds bin/ghba first)
 # Environment:
@@ -132,6 +132,8 @@ if [[ -c /dev/fuse ]]; then
 	echo "diff -r: the copy is identical"
 	run sh -c "grep -l 'close-to-open' $MNT/home/alice/projects/mount/*.go"
 	run mv "$MNT/home/alice/projects/mount" "$MNT/home/alice/mount-src"
+	run ln "$MNT/home/alice/mount-src/node.go" "$MNT/home/alice/node.go"
+	run stat -c '%n: %h links, inode %i' "$MNT/home/alice/node.go" "$MNT/home/alice/mount-src/node.go"
 	run sh -c "cat $MNT/home/alice/projects/notes.txt; echo 'written through the mount' > $MNT/home/alice/projects/notes.txt"
 	show --addr "$ALL" stat /home/alice/projects/notes.txt
 	show --addr "$ALL" ls /home/alice/mount-src
