@@ -67,7 +67,9 @@ inode created before ids existed that its shard has not numbered yet).
 With --json: one object with the fields path, id (absent when not numbered
 yet), type ("file", "dir" or "symlink"), mode, uid, gid, size, atime, mtime,
 ctime (Unix nanoseconds), nlink, version, home, level, hops, target for a
-symlink (the service never resolves a path through one), ancestors when any
+symlink (the service never resolves a path through one), anchor for a file
+with several names (hard links: the shard that keeps its attributes, shown
+as "record"), ancestors when any
 ancestor directory does not let everyone search it: its permission codes
 (HBA §4.2.2), each {depth, mode (execute bits), uid, gid}, which the
 server checks on every access with ACLs on.`,

@@ -129,6 +129,9 @@ func printStat(w io.Writer, st *rpc.StatResponse) error {
 	}
 	t.row("version", st.Version)
 	t.row("home", dash(st.Home))
+	if st.Anchor != "" {
+		t.row("record", st.Anchor) // a file with several names: where its attributes are
+	}
 	t.row("level", dash(st.Level))
 	t.row("hops", st.Hops)
 	return t.flush()
