@@ -45,6 +45,9 @@ type groupRaft struct {
 	// goroutines may still touch the raft directory, which must then not
 	// be wiped and reused by this process.
 	unclean bool // guarded by Node.switchMu
+	// leaving is the group this Raft served once the node began switching
+	// away from it (beginSwitch), "" before: see groupRaftScope.
+	leaving string // guarded by Node.mu
 }
 
 // errRaftStuck reports a group Raft that did not shut down in time.
@@ -53,28 +56,41 @@ var errRaftStuck = errors.New("the old group raft did not shut down")
 // groupLayerID is the raft multiplexer's id of the group Raft's traffic.
 const groupLayerID = "group"
 
-// groupScope is the scope (raftmux.Scope) the group Raft's connections
-// name: the node's group or, while it moves to another, the group it was
-// sent to ("" while it has neither: a new node in group auto).
-func (n *Node) groupScope() string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return cmp.Or(n.groupName, n.hint.group)
-}
-
-// acceptsGroupScope reports whether a group Raft connection naming the
-// group s is for this node's group Raft: s is the node's group; or the
-// node has none (it joins one) and s is not the group it is leaving.
-// Traffic of a group the node left is refused, so that its leader's
-// heartbeats, until it removes the node, cannot make the node's new group
-// Raft step down and follow the old group (docs/design.md, "One port").
-func (n *Node) acceptsGroupScope(s string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.groupName != "" {
-		return s == n.groupName
+// groupRaftScope is the scope (raftmux.Scope) of gr's connections, so that
+// the traffic of one incarnation of a group never reaches the Raft of
+// another (docs/design.md, "One port"):
+//
+//   - gr dials naming the node's group or, while the node joins one, the
+//     group it was sent to ("" while it has neither: a new node in group
+//     auto); once the node began switching away from gr's group
+//     (beginSwitch), gr dials naming that group until it is closed, so the
+//     peers of the group the node moves to refuse the old Raft's
+//     heartbeats, entries and votes. A connection naming the new group
+//     would let the old group's leader append its log to the node's fresh
+//     Raft, whose entries the new group's leader would then take for its
+//     own where the terms happen to match.
+//   - gr accepts a connection naming the node's group; or, while the node
+//     has none (it joins one), any group but the one it is leaving; and
+//     none once the node began switching away from gr's group.
+func (n *Node) groupRaftScope(gr *groupRaft) raftmux.Scope {
+	return raftmux.Scope{
+		Current: func() string {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			return cmp.Or(gr.leaving, n.groupName, n.hint.group)
+		},
+		Accepts: func(s string) bool {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			switch {
+			case gr.leaving != "":
+				return false
+			case n.groupName != "":
+				return s == n.groupName
+			}
+			return s != n.movingFrom
+		},
 	}
-	return s != n.movingFrom
 }
 
 // startRaftMux binds the raft port and starts the multiplexer every Raft
@@ -140,7 +156,7 @@ func (n *Node) openGroupRaft() (_ *groupRaft, err error) {
 	// AppendEntries, or answered with a newer term) can block the
 	// replication goroutine forever on its unbuffered channels, and
 	// raft.Shutdown then never returns.
-	layer, err := n.mux.ScopedLayer(groupLayerID, raftmux.Scope{Current: n.groupScope, Accepts: n.acceptsGroupScope})
+	layer, err := n.mux.ScopedLayer(groupLayerID, n.groupRaftScope(gr))
 	if err != nil {
 		return nil, fmt.Errorf("raft: %w", err)
 	}

@@ -254,6 +254,9 @@ func (n *Node) beginSwitch(ctx context.Context, rec switchRecord) error {
 	n.pendingSwitch = &rec
 	n.carry = rec.Shards
 	n.movingFrom = rec.From
+	if gr := n.curRaft(); gr != nil {
+		gr.leaving = rec.From
+	}
 	n.groupName, n.joined = "", false
 	n.switching = true
 	n.hint = joinHint{}
