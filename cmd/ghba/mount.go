@@ -137,7 +137,7 @@ func runMount(cmd *cobra.Command, co *clientOptions, mf *mountFlags, dir string)
 		data.Close()
 		return fmt.Errorf("%w (%w)", err, rpc.ErrUnavailable)
 	}
-	log.Info("mounted", "mountpoint", dir, "data_store", data.String())
+	log.Info("mounted", "data_store", data.String())
 	reportReady("")
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -147,16 +147,19 @@ func runMount(cmd *cobra.Command, co *clientOptions, mf *mountFlags, dir string)
 	select {
 	case <-done:
 		outside = true
-		log.Info("unmounted from outside", "mountpoint", dir)
+		log.Info("unmounted from outside")
 	case <-ctx.Done():
-		log.Info("signal received: flushing and unmounting", "mountpoint", dir)
+		log.Info("signal received: flushing and unmounting")
 	}
 	uctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	// Unmount also flushes and closes; after an unmount from outside
-	// (umount, fusermount3 -u) the kernel has let go already, so its own
-	// unmount step has nothing left to do and fails.
-	if err := fsys.Unmount(uctx); err != nil && !outside {
+	if outside {
+		// The kernel has let go: the mount point may already hold a new
+		// mount, which an unmount now would take down.
+		fsys.Close(uctx)
+		return nil
+	}
+	if err := fsys.Unmount(uctx); err != nil {
 		// Busy: detach it, so that it goes once its users are done.
 		log.Warn("unmount failed; detaching", "err", err)
 		if derr := unix.Unmount(dir, unix.MNT_DETACH); derr != nil {

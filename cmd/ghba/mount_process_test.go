@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -907,13 +908,53 @@ func TestProcessMountCLI(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "f"), []byte("bg\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		pid := backgroundPID(t, out)
 		if out, errOut, code := c.cli("umount", dir); code != 0 {
 			t.Fatalf("ghba umount: exit %d: %s%s", code, out, errOut)
 		}
 		if out, _, code := c.all("--json", "stat", "/f"); code != 0 || !strings.Contains(out, `"size": 3`) {
 			t.Fatalf("the file the background mount wrote: exit %d: %s", code, out)
 		}
+		// Mounted again at once: the first mount's process, finishing
+		// after its unmount, must leave the new mount alone.
+		out, errOut, code = c.all("mount", "--background", "--log-file", filepath.Join(c.dir, "bg2.log"), dir)
+		if code != 0 {
+			t.Fatalf("mount --background again: exit %d: %s%s", code, out, errOut)
+		}
+		c.waitFor("the first mount's process to exit", time.Minute, nil, func() (bool, string) {
+			return processGone(pid), fmt.Sprintf("pid %d", pid)
+		})
+		if got, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(got) != "bg\n" {
+			t.Fatalf("the new mount after the old one's process exited: %q %v", got, err)
+		}
+		if out, errOut, code := c.cli("umount", dir); code != 0 {
+			t.Fatalf("ghba umount of the new mount: exit %d: %s%s", code, out, errOut)
+		}
 	})
+}
+
+// backgroundPID returns the pid ghba mount --background printed.
+func backgroundPID(t *testing.T, out string) int {
+	t.Helper()
+	_, rest, ok := strings.Cut(out, "(pid ")
+	if ok {
+		if pid, err := strconv.Atoi(strings.TrimRight(strings.Fields(rest)[0], ",)")); err == nil {
+			return pid
+		}
+	}
+	t.Fatalf("no pid in the output of mount --background: %q", out)
+	return 0
+}
+
+// processGone reports whether process pid has exited (it is gone, or a
+// zombie nobody reaped yet).
+func processGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	_, rest, _ := strings.Cut(string(b), ") ")
+	return strings.HasPrefix(rest, "Z") || strings.HasPrefix(rest, "X")
 }
 
 // TestProcessMountACL mounts a cluster with ACLs on: with the management

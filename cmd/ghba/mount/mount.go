@@ -256,12 +256,26 @@ func (f *FS) Wait() { f.server.Wait() }
 func (f *FS) Unmount(ctx context.Context) error {
 	f.flushAll(ctx)
 	err := f.server.Unmount()
+	f.finish()
+	return err
+}
+
+// Close ends a mount that was unmounted from outside (Wait returned: an
+// umount or fusermount3 -u): it flushes what is left and stops the
+// background work. Unlike Unmount it leaves the mount point alone, which
+// may hold another mount by now (go-fuse's Unmount would unmount that one).
+func (f *FS) Close(ctx context.Context) {
+	f.flushAll(ctx)
+	f.finish()
+}
+
+// finish stops the background work and releases the FS's resources.
+func (f *FS) finish() {
 	f.cancel()
 	f.tasks.Wait()
 	f.closeAll()
 	f.c.Close()
 	f.data.Close()
-	return err
 }
 
 // flushAll commits every open file that has unwritten changes.
