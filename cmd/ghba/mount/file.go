@@ -54,9 +54,28 @@ type openFile struct {
 	// reading and writing its contents, as POSIX keeps an unlinked open
 	// file, and nothing is committed any more.
 	unlinked atomic.Bool
+
+	// holdAt is the shard that holds the file's contents while it is open
+	// (holds.go): its record's for a file with several names, its home's
+	// otherwise; held says whether a hold there has been answered since.
+	// Guarded by fs.mu.
+	holdAt string
+	held   bool
 }
 
 func (of *openFile) path() string { return of.n.path() }
+
+// setBase records st as the inode this mount last read or wrote, and
+// where the file's contents are held; called with of.mu held.
+func (of *openFile) setBase(st *rpc.Inode) {
+	of.version, of.base = st.Version, *st
+	f := of.fs
+	f.mu.Lock()
+	if h := holdShard(st); h != of.holdAt {
+		of.holdAt, of.held = h, false
+	}
+	f.mu.Unlock()
+}
 
 // setMtime records a change's modification time, committed with it.
 func (of *openFile) setMtime(ns int64) { of.mtime.Store(ns) }
@@ -97,7 +116,7 @@ func (f *FS) acquire(n *node, st *rpc.Inode) (*openFile, error) {
 	f.mu.Lock()
 	of := f.open[ino]
 	if of == nil {
-		of = &openFile{fs: f, n: n, id: st.ID, refs: 1, version: st.Version, base: *st}
+		of = &openFile{fs: f, n: n, id: st.ID, refs: 1, version: st.Version, base: *st, holdAt: holdShard(st)}
 		of.f = f.data.OpenFile(st.ID, st.Size, layout, f.opts.FileOptions)
 		f.open[ino] = of
 		f.mu.Unlock()
@@ -110,7 +129,7 @@ func (f *FS) acquire(n *node, st *rpc.Inode) (*openFile, error) {
 	of.mu.Lock()
 	if of.version != st.Version && !of.f.Dirty() && of.mtime.Load() == 0 {
 		of.f.Reset(st.Size, layout)
-		of.version, of.base = st.Version, *st
+		of.setBase(st)
 	}
 	of.mu.Unlock()
 	return of, nil
@@ -351,7 +370,7 @@ func (f *FS) commit(ctx context.Context, of *openFile) error {
 			return err
 		}
 		of.f.Committed(c, layout, size)
-		of.version, of.base = resp.Inode.Version, resp.Inode
+		of.setBase(&resp.Inode)
 		of.n.remember(&resp.Inode)
 		of.mtime.CompareAndSwap(mtime, 0)
 		f.mu.Lock()
