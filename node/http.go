@@ -114,7 +114,7 @@ type nodeCollector struct {
 	filterPushes, filterPulls, filterMismatches, filterBytesSent                   *prometheus.Desc
 	arrayMembers, lruLen, serving, settled                                         *prometheus.Desc
 	rpcServed                                                                      *prometheus.Desc
-	dataDeleted, trashPending                                                      *prometheus.Desc
+	dataDeleted, trashPending, leases                                              *prometheus.Desc
 }
 
 func newNodeCollector(n *Node) *nodeCollector {
@@ -164,6 +164,7 @@ func newNodeCollector(n *Node) *nodeCollector {
 		rpcServed:           d("ghba_rpc_calls_served_total", "RPC calls this node answered (from clients and other nodes), with a result or an error, by method.", "method"),
 		settled:             d("ghba_groups_settled", "1 while the node sees its groups settled (no split, merge or switch pending, its filter replicas loaded), else 0."),
 		dataDeleted:         d("ghba_data_objects_deleted_total", "Objects of the data store (file contents no layout references any more) that the garbage collection of the shards this node led deleted."),
+		leases:              d("ghba_cache_leases_total", "Leases of the client metadata cache: granted on inodes (granted) and on absences (granted_absent); revocations a holder acknowledged (notified) and those that waited for the lease's end (expired).", "event"),
 		trashPending:        d("ghba_data_trash_pending", "Objects the trash of the shards this node leads holds: in their grace period (data_gc_grace), or waiting for a data store."),
 	}
 }
@@ -179,7 +180,7 @@ func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 		c.shardsLed, c.shardsHosted, c.shardLeaderships, c.repairs, c.replicaLag, c.replicaApplied,
 		c.filterPushes, c.filterPulls, c.filterMismatches, c.filterBytesSent,
 		c.arrayMembers, c.lruLen, c.serving, c.settled, c.rpcServed,
-		c.dataDeleted, c.trashPending,
+		c.dataDeleted, c.trashPending, c.leases,
 	} {
 		ch <- d
 	}
@@ -301,6 +302,10 @@ func (c *nodeCollector) collectNamespace(out metricSink, s namespace.Stats) {
 		{c.lruLen, gauge, float64(s.LRULen), ""},
 		{c.dataDeleted, counter, float64(s.DataObjectsDeleted), ""},
 		{c.trashPending, gauge, float64(s.TrashPending), ""},
+		{c.leases, counter, float64(s.LeasesGranted), "granted"},
+		{c.leases, counter, float64(s.LeasesGrantedAbsent), "granted_absent"},
+		{c.leases, counter, float64(s.LeasesNotified), "notified"},
+		{c.leases, counter, float64(s.LeasesExpired), "expired"},
 	} {
 		var labels []string
 		if m.label != "" {

@@ -41,6 +41,19 @@ func clientWithCache(t *testing.T, c *nodetest.Namespaces, opts *client.CacheOpt
 	return cl
 }
 
+// leaseStats sums the lease counters of c's namespaces.
+func leaseStats(c *nodetest.Namespaces) namespace.Stats {
+	var sum namespace.Stats
+	for _, id := range c.IDs {
+		s := c.NS(id).Stats()
+		sum.LeasesGranted += s.LeasesGranted
+		sum.LeasesGrantedAbsent += s.LeasesGrantedAbsent
+		sum.LeasesNotified += s.LeasesNotified
+		sum.LeasesExpired += s.LeasesExpired
+	}
+	return sum
+}
+
 // cached stats p through cl until the answer comes from the cache.
 func cached(t *testing.T, cl *client.Client, p string) *rpc.StatResponse {
 	t.Helper()
@@ -113,6 +126,10 @@ func testCacheNeverStale(t *testing.T, r int) {
 	if s := a.CacheStats(); s.Hits == 0 || s.Invalidated == 0 {
 		t.Errorf("cache stats %+v: want hits and invalidations", s)
 	}
+	if s := leaseStats(c); s.LeasesGranted == 0 || s.LeasesNotified < 40 || s.LeasesExpired != 0 {
+		t.Errorf("lease stats: %d granted, %d revocations acknowledged, %d expired; want some, at least 40, none",
+			s.LeasesGranted, s.LeasesNotified, s.LeasesExpired)
+	}
 
 	cached(t, a, "/d/f2")
 	mustOK(t, w.unlink("/d/f2"), "unlink")
@@ -170,6 +187,9 @@ func TestCacheSilentClient(t *testing.T) {
 	close(release)
 	if !blocked.Load() {
 		t.Fatal("the caching client was never told")
+	}
+	if s := leaseStats(c); s.LeasesExpired != 1 || s.LeasesNotified != 0 {
+		t.Errorf("lease stats: %d revocations waited for the lease's end, %d acknowledged; want 1 and 0", s.LeasesExpired, s.LeasesNotified)
 	}
 	rpctest.Eventually(t, 10*time.Second, "the new mode through the caching client", func() error {
 		st, err := a.Stat(context.Background(), "/f")
@@ -387,5 +407,8 @@ func testCacheAbsent(t *testing.T, r int) {
 	}
 	if s := cl.CacheStats(); s.Invalidated == 0 {
 		t.Errorf("cache stats %+v: want invalidations", s)
+	}
+	if s := leaseStats(c); s.LeasesGrantedAbsent == 0 || s.LeasesNotified == 0 {
+		t.Errorf("lease stats: %d leases on absences, %d revocations acknowledged; want some of each", s.LeasesGrantedAbsent, s.LeasesNotified)
 	}
 }

@@ -45,6 +45,15 @@ type leaseTable struct {
 	prefixMu sync.Mutex
 	prefixes map[string]int // subtrees being written (rekey, recode)
 	nprefix  atomic.Int32   // len(prefixes), for the grant's fast path
+
+	stats leaseStats
+}
+
+// leaseStats count what the lease table did (Stats, /metrics).
+type leaseStats struct {
+	granted, grantedAbsent atomic.Uint64 // leases granted on inodes, on absences
+	notified               atomic.Uint64 // revocations a holder acknowledged
+	expired                atomic.Uint64 // revocations that waited for a lease's end
 }
 
 const leaseStripes = 64
@@ -88,7 +97,11 @@ func (t *leaseTable) grant(peer *rpc.Peer, p string, epoch uint64) time.Duration
 	if t.ttl <= 0 || peer == nil {
 		return 0
 	}
-	return t.record(peer, p, epoch, time.Now().Add(t.ttl))
+	d := t.record(peer, p, epoch, time.Now().Add(t.ttl))
+	if d > 0 {
+		t.stats.granted.Add(1)
+	}
+	return d
 }
 
 // absenceMark is a directory whose writes revoke a lease on an absence
@@ -122,7 +135,11 @@ func (t *leaseTable) grantAbsent(peer *rpc.Peer, p string, epoch uint64, marks [
 		}
 		ds.mu.Unlock()
 	}
-	return t.record(peer, p, epoch, until)
+	d := t.record(peer, p, epoch, until)
+	if d > 0 {
+		t.stats.grantedAbsent.Add(1)
+	}
+	return d
 }
 
 // record is grant's and grantAbsent's lease on p until until, checked
@@ -232,7 +249,13 @@ func (t *leaseTable) beginWrite(ctx context.Context, paths, prefixes []string) (
 	}
 	var wg sync.WaitGroup
 	for peer, hl := range held {
-		wg.Go(func() { hl.revoke(ctx, peer) })
+		wg.Go(func() {
+			if hl.revoke(ctx, peer) {
+				t.stats.notified.Add(1)
+			} else {
+				t.stats.expired.Add(1)
+			}
+		})
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -285,13 +308,13 @@ type heldLeases struct {
 }
 
 // revoke tells peer to drop the entries, and waits for its
-// acknowledgement; if it does not come (the client is gone, slow or cut
-// off), it waits until the leases have expired.
-func (hl *heldLeases) revoke(ctx context.Context, peer *rpc.Peer) {
+// acknowledgement (true); if it does not come (the client is gone, slow or
+// cut off), it waits until the leases have expired (false).
+func (hl *heldLeases) revoke(ctx context.Context, peer *rpc.Peer) bool {
 	nctx, cancel := context.WithDeadline(ctx, hl.until)
 	defer cancel()
 	if err := peer.Notify(nctx, &hl.inv); err == nil {
-		return
+		return true
 	}
 	timer := time.NewTimer(time.Until(hl.until))
 	defer timer.Stop()
@@ -299,6 +322,7 @@ func (hl *heldLeases) revoke(ctx context.Context, peer *rpc.Peer) {
 	case <-timer.C:
 	case <-ctx.Done():
 	}
+	return false
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -822,6 +822,11 @@ type Stats struct {
 	// each shard's last round.
 	DataObjectsDeleted uint64
 	TrashPending       int64
+	// Leases of the client metadata cache (leases.go): granted on inodes
+	// and on absences; revocations the holder acknowledged, and those
+	// that waited for the lease's end instead (a holder gone or slow).
+	LeasesGranted, LeasesGrantedAbsent uint64
+	LeasesNotified, LeasesExpired      uint64
 }
 
 // Stats returns the namespace's counters.
@@ -841,6 +846,8 @@ func (n *Namespace) Stats() Stats {
 		PullsSent: c.pullsSent.Load(), PullsServed: c.pullsServed.Load(), VersionMismatches: c.mismatches.Load(),
 		FilterBytesSent:    c.bytesSent.Load(),
 		DataObjectsDeleted: c.objectsDeleted.Load(),
+		LeasesGranted:      n.leases.stats.granted.Load(), LeasesGrantedAbsent: n.leases.stats.grantedAbsent.Load(),
+		LeasesNotified: n.leases.stats.notified.Load(), LeasesExpired: n.leases.stats.expired.Load(),
 	}
 	for _, h := range n.ledHomes() {
 		if cnt, err := h.st.CountInodes(context.Background()); err == nil {
