@@ -271,6 +271,10 @@ type NamespacesOptions struct {
 	// Configure, if set, adjusts each node's namespace.Options before it
 	// is built.
 	Configure func(*namespace.Options)
+	// MaxLogFormat pins the newest batch format every replica writes
+	// (shard.Options.MaxLogFormat; 0: the newest): a cluster of builds
+	// without what later formats carry.
+	MaxLogFormat byte
 }
 
 // SmallRouting is a small filter configuration for tests: 20,000 files,
@@ -532,7 +536,8 @@ func (c *Namespaces) openReplicas(nd *NamespaceNode, log *slog.Logger, first boo
 		rep, err := shard.Open(context.Background(), shard.Options{
 			Shard: s, NodeID: nd.ID, Dir: filepath.Join(nd.DataDir, "shards", s), LogStore: c.opts.LogStore,
 			Transport: raftmux.NewTransport(layer, nil), Geometry: nd.NS.Geometry(), Logger: log, Tuning: tun,
-			Store: store.Options{MemTableSize: 8 << 20, BlockCacheSize: 4 << 20},
+			Store:        store.Options{MemTableSize: 8 << 20, BlockCacheSize: 4 << 20},
+			MaxLogFormat: c.opts.MaxLogFormat,
 		})
 		if err != nil {
 			t.Fatalf("open shard %s on %s: %v", s, nd.ID, err)

@@ -502,6 +502,63 @@ func TestImportXattrs(t *testing.T) {
 // removed from the source, puts back a name that the destination made a
 // file of its own, gives its own inode to a name the source made a
 // separate file, and changes nothing when nothing changed.
+// TestImportHardLinksAsCopies imports a tree with a file of three names
+// into a cluster whose shards do not write hard links yet (batch format 6,
+// as while a node of a build without them is a member): the import says so
+// once, and makes each name a file of its own with the same contents'
+// size; a second import finds nothing to do (and counts the copies).
+func TestImportHardLinksAsCopies(t *testing.T) {
+	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: 1, MaxLogFormat: store.BatchFormatV6})
+	ctx := context.Background()
+	src := t.TempDir()
+	for _, d := range []string{"a", "b"} {
+		if err := os.Mkdir(filepath.Join(src, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := []string{"a/one", "a/two", "b/three"}
+	if err := os.WriteFile(filepath.Join(src, names[0]), []byte("shared"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names[1:] {
+		if err := os.Link(filepath.Join(src, names[0]), filepath.Join(src, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var notices []string
+	o := fsimport.Options{Source: src, Dest: "/copies", Workers: 4, OnNotice: func(msg string) { notices = append(notices, msg) }}
+	sum, chs := run(t, c.Client, o)
+	if sum.Links != 0 || sum.LinksAsCopies != 2 || sum.Errors != 0 || sum.Created != int64(len(walkSource(t, src))) {
+		t.Errorf("import into a cluster without hard links: %+v, want 2 names as copies, no links", sum)
+	}
+	if len(notices) != 1 || !strings.Contains(notices[0], "cannot keep hard links") {
+		t.Errorf("notices %q, want one saying the cluster cannot keep hard links", notices)
+	}
+	ids := map[uint64]string{}
+	for _, n := range names {
+		st, err := c.Client.Stat(ctx, "/copies/"+n)
+		if err != nil {
+			t.Fatalf("stat %s: %v", n, err)
+		}
+		if st.Size != int64(len("shared")) || st.Nlink != 1 || st.Mode&0o7777 != 0o640 {
+			t.Errorf("%s: size %d, %d links, mode %#o; want 6 bytes, 1 link, 0640", n, st.Size, st.Nlink, st.Mode&0o7777)
+		}
+		if other, ok := ids[st.ID]; ok {
+			t.Errorf("%s and %s are one inode (%d) in a cluster without hard links", n, other, st.ID)
+		}
+		ids[st.ID] = n
+	}
+	for _, ch := range chs {
+		if slices.Contains(ch.Fields, "link") {
+			t.Errorf("a change marked link: %+v", ch)
+		}
+	}
+	notices = nil
+	if sum, chs = run(t, c.Client, o); len(chs) != 0 || sum.LinksAsCopies != 2 || sum.Errors != 0 || sum.Unchanged != int64(len(walkSource(t, src))) {
+		t.Errorf("second import: %+v, changes %v; want nothing to do, the 2 copies still counted", sum, chs)
+	}
+}
+
 func TestImportHardLinks(t *testing.T) {
 	c := nodetest.NewNamespaces(t, nodetest.NamespacesOptions{Nodes: 3, Replication: 1})
 	ctx := context.Background()
