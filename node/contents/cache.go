@@ -34,9 +34,16 @@ func (p *bufPool) get(n int) *[]byte {
 	return &b
 }
 
+// minPooled is the smallest buffer a bufPool keeps: the short copies the
+// block cache makes of small objects (shrink) go to the garbage collector.
+const minPooled = 64 << 10
+
 // put recycles b; the caller keeps no reference to it.
 func (p *bufPool) put(b *[]byte) {
 	n := cap(*b)
+	if n < minPooled {
+		return
+	}
 	*b = (*b)[:n]
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -72,6 +79,27 @@ type cacheEntry struct {
 
 // data returns the object's bytes; valid while the caller holds a reference.
 func (e *cacheEntry) data() []byte { return (*e.buf)[:e.n] }
+
+// entryOverhead is what the cache counts for an entry besides its buffer
+// (the entry, its map slot): a cache of many small objects stays bounded.
+const entryOverhead = 256
+
+// cost is what buf counts against the cache's bound.
+func cost(buf *[]byte) int64 { return int64(cap(*buf)) + entryOverhead }
+
+// shrink returns a buffer of exactly n bytes holding the first n of buf,
+// and recycles buf into pool, when n is at most an eighth of buf's size
+// (a small file's object in a block-sized buffer); else buf itself. The
+// cache then holds thousands of small files in the memory of a few blocks.
+func shrink(pool *bufPool, buf *[]byte, n int) *[]byte {
+	if n > cap(*buf)/8 {
+		return buf
+	}
+	b := make([]byte, n)
+	copy(b, (*buf)[:n])
+	pool.put(buf)
+	return &b
+}
 
 // BlockCache is a cache of clean blocks (whole objects) bounded in bytes,
 // shared by the files of one or more stores; least recently used objects go
@@ -122,7 +150,7 @@ func (c *BlockCache) removeLocked(e *cacheEntry) {
 	e.dead = true
 	delete(c.m, e.key)
 	c.unlinkLocked(e)
-	c.used -= int64(cap(*e.buf))
+	c.used -= cost(e.buf)
 	if e.refs == 0 {
 		c.recycleLocked(e)
 	}
@@ -217,14 +245,14 @@ func (c *BlockCache) get(ctx context.Context, k cacheKey, bs int64) (*cacheEntry
 			return e, nil
 		}
 		// Make room first, so that the evicted buffer is the one reused.
-		c.used += bs
+		c.used += bs + entryOverhead
 		c.evictLocked(nil)
-		c.used -= bs
+		c.used -= bs + entryOverhead
 		e := &cacheEntry{key: k, done: make(chan struct{}), refs: 1}
 		e.buf = k.s.pool.get(int(bs))
 		c.m[k] = e
 		c.pushFrontLocked(e)
-		c.used += int64(cap(*e.buf))
+		c.used += cost(e.buf)
 		c.mu.Unlock()
 
 		n, err := k.s.Get(ctx, k.ino, BlockRef{Block: k.block, Gen: k.gen}, 0, *e.buf)
@@ -232,13 +260,20 @@ func (c *BlockCache) get(ctx context.Context, k cacheKey, bs int64) (*cacheEntry
 			err = nil
 		}
 		e.n, e.err = n, err
-		if err != nil {
-			c.mu.Lock()
+		c.mu.Lock()
+		switch {
+		case err != nil:
 			if c.m[k] == e {
 				c.removeLocked(e)
 			}
-			c.mu.Unlock()
+		case !e.dead:
+			// Waiters read e.buf only once done is closed.
+			old := e.buf
+			if e.buf = shrink(k.s.pool, old, n); e.buf != old {
+				c.used += cost(e.buf) - cost(old)
+			}
 		}
+		c.mu.Unlock()
 		close(e.done)
 		if err != nil {
 			c.release(e)
@@ -250,18 +285,24 @@ func (c *BlockCache) get(ctx context.Context, k cacheKey, bs int64) (*cacheEntry
 
 // put adds the object k whose n bytes are in buf (from k.s.pool) if the
 // cache has room for it without evicting anything, and reports whether it
-// did: the cache then owns buf. Blocks just written may be worth keeping,
-// but not at the expense of blocks read.
+// did: the cache then owns buf (it keeps a short copy of a small object,
+// and recycles buf). Blocks just written may be worth keeping, but not at
+// the expense of blocks read.
 func (c *BlockCache) put(k cacheKey, buf *[]byte, n int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.m[k] != nil || c.used+int64(cap(*buf)) > c.limit {
+	need := cost(buf)
+	if n <= cap(*buf)/8 { // shrink will copy it
+		need = int64(n) + entryOverhead
+	}
+	if c.m[k] != nil || c.used+need > c.limit {
 		return false
 	}
+	buf = shrink(k.s.pool, buf, n)
 	e := &cacheEntry{key: k, buf: buf, n: n}
 	c.m[k] = e
 	c.pushFrontLocked(e)
-	c.used += int64(cap(*buf))
+	c.used += cost(buf)
 	return true
 }
 

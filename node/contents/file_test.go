@@ -798,3 +798,71 @@ func TestOfferedKeptAtClose(t *testing.T) {
 		t.Fatalf("objects after Close: %v (%v); want the offered one", refs, err)
 	}
 }
+
+// TestCacheSmallObjects: small files written, and small files read, stay
+// in a cache whose bound holds only a few blocks: it keeps short copies
+// of small objects, not the block-sized buffers they were written or read
+// into. Once every object is deleted from the store, all the files still
+// read back from the cache.
+func TestCacheSmallObjects(t *testing.T) {
+	const (
+		bs    = 64 << 10
+		files = 200
+	)
+	content := func(i int) []byte { return fmt.Appendf(nil, "small file %d\n", i) }
+	for _, how := range []string{"written", "read"} {
+		t.Run(how, func(t *testing.T) {
+			ctx := testCtx(t)
+			s, dir := openFileStore(t)
+			cache := NewBlockCache(16 * bs) // 16 blocks
+			writeCache := cache
+			if how == "read" {
+				writeCache = NewBlockCache(bs)
+			}
+			layouts := make([]Layout, files)
+			sizes := make([]int64, files)
+			for i := range files {
+				ino := uint64(100 + i)
+				sv := &server{t: t, s: s, ino: ino, seen: map[BlockRef][32]byte{}, layout: Layout{BlockSize: bs}.Encode()}
+				f := s.OpenFile(ino, 0, Layout{BlockSize: bs}, FileOptions{Cache: writeCache})
+				if _, err := f.WriteAt(ctx, content(i), 0); err != nil {
+					t.Fatal(err)
+				}
+				sv.commit(ctx, f)
+				f.Close()
+				layouts[i], sizes[i] = sv.get()
+			}
+			read := func(i int) error {
+				f := s.OpenFile(uint64(100+i), sizes[i], layouts[i], FileOptions{Cache: cache})
+				defer f.Close()
+				buf := make([]byte, 100)
+				n, err := f.ReadAt(ctx, buf, 0)
+				if err != nil && !errors.Is(err, io.EOF) {
+					return err
+				}
+				if !bytes.Equal(buf[:n], content(i)) {
+					return fmt.Errorf("file %d: read %q", i, buf[:n])
+				}
+				return nil
+			}
+			if how == "read" {
+				for i := range files {
+					if err := read(i); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if used, most := cache.Used(), int64(files*(len(content(files))+entryOverhead)); used > most {
+				t.Errorf("the cache holds %d bytes for %d small files, want at most %d", used, files, most)
+			}
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			for i := range files {
+				if err := read(i); err != nil {
+					t.Fatalf("file %d after its object was deleted: %v (not kept by the cache)", i, err)
+				}
+			}
+		})
+	}
+}
