@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -40,6 +43,7 @@ type mountFlags struct {
 	cacheEntries                 int
 	debug, xattrs                bool
 	atime                        string
+	pprof                        string
 }
 
 // newMountCmds returns `ghba mount` and `ghba umount`.
@@ -94,6 +98,7 @@ token acts as its own user.`,
 	f.IntVar(&mf.cacheEntries, "cache-entries", mount.DefaultCache().Entries, "inodes the mount's metadata cache holds under leases")
 	f.BoolVar(&mf.debug, "debug", false, "log every FUSE request")
 	f.StringVar(&mf.atime, "atime", mount.AtimeRelative, "when reads update access times: relatime (a read after a change, or a day after the last, as Linux mounts do) or noatime")
+	f.StringVar(&mf.pprof, "pprof", "", "serve Go's profiles (net/http/pprof) on this address, e.g. 127.0.0.1:6061, to see where the mount's memory and CPU go (no authentication: keep it on loopback)")
 	f.BoolVar(&mf.xattrs, "xattrs", false, "serve extended attributes (getfattr, setfattr, cp --preserve=xattr, rsync -X); off, the kernel asks no more, and small writes cost half as much")
 	return cmd
 }
@@ -128,6 +133,13 @@ func runMount(cmd *cobra.Command, co *clientOptions, mf *mountFlags, dir string)
 		return err
 	}
 	defer closeLog()
+	if mf.pprof != "" {
+		stopProfiles, err := serveProfiles(mf.pprof, log)
+		if err != nil {
+			return usageErrorf("--pprof: %v", err)
+		}
+		defer stopProfiles()
+	}
 	opts, data, err := mountOptions(cmd, co, mf, log)
 	if err != nil {
 		return err
@@ -167,6 +179,36 @@ func runMount(cmd *cobra.Command, co *clientOptions, mf *mountFlags, dir string)
 		}
 	}
 	return nil
+}
+
+// serveProfiles serves Go's runtime profiles (net/http/pprof) on addr
+// until the returned function is called, for example
+//
+//	go tool pprof http://127.0.0.1:6061/debug/pprof/heap
+func serveProfiles(addr string, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("serving profiles stopped", "err", err)
+		}
+	}()
+	log.Info("serving profiles", "addr", ln.Addr().String())
+	return func() {
+		srv.Close()
+		<-done
+	}, nil
 }
 
 // checkMountPoint accepts an existing empty directory (exit code 2
