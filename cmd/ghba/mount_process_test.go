@@ -876,6 +876,7 @@ func TestProcessMountCLI(t *testing.T) {
 		{"not empty", []string{"--addr", c.addrList(), "mount", notEmpty}, exitUsage, "not empty"},
 		{"missing", []string{"--addr", c.addrList(), "mount", filepath.Join(notEmpty, "nope")}, exitUsage, "mount point"},
 		{"no cluster", []string{"--addr", dead, "--timeout", "2s", "mount", t.TempDir()}, exitUnavail, "cluster"},
+		{"bad --pprof", []string{"--addr", c.addrList(), "mount", "--pprof", "127.0.0.1:notaport", t.TempDir()}, exitUsage, "--pprof"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
