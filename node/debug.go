@@ -24,12 +24,7 @@ const debugMethod = "http.debug"
 // management token or the server token: profiles show the node's paths
 // and memory.
 func (n *Node) debugHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux := ProfilesHandler()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := n.authorizeDebug(r); err != nil {
 			code := http.StatusServiceUnavailable // the token could not be read
@@ -44,6 +39,20 @@ func (n *Node) debugHandler() http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// ProfilesHandler serves Go's runtime profiles (net/http/pprof) under
+// /debug/pprof/, with no authorization of its own: the node's HTTP server
+// checks tokens first (debugHandler), ghba mount --pprof serves it on an
+// address of the operator's choice.
+func ProfilesHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // authorizeDebug lets a request to /debug/pprof/ through when ACLs are off
