@@ -61,25 +61,33 @@ func TestProcessMountOpenUnlinked(t *testing.T) {
 			heldName := "held-" + tc.name
 			// The witness is a file homed with the held one (with its
 			// record), so that one round of that shard's collection sees
-			// both.
+			// both. Placement picks the less loaded of two random shards,
+			// so the held file's shard, once it has one more file, comes
+			// up in about one try in nine: empty files are tried (a try
+			// writes nothing to the data store), and the one homed there
+			// gets the contents.
+			if err := os.WriteFile(filepath.Join(a.dir, heldName), content, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			want := home(heldName)
 			witnessName := ""
-			for i := 0; witnessName == ""; i++ {
-				name := heldName
-				if i > 0 {
-					name = fmt.Sprintf("witness-%s-%d", tc.name, i)
-				}
-				if i > 30 {
+			for i := 1; witnessName == ""; i++ {
+				if i > 300 {
 					t.Fatal("no file homed with the held one")
 				}
-				if err := os.WriteFile(filepath.Join(a.dir, name), content, 0o644); err != nil {
+				name := fmt.Sprintf("witness-%s-%d", tc.name, i)
+				if err := os.WriteFile(filepath.Join(a.dir, name), nil, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				if i > 0 {
-					if home(name) == home(heldName) {
-						witnessName = name
-					} else if err := os.Remove(filepath.Join(a.dir, name)); err != nil {
+				if home(name) != want {
+					if err := os.Remove(filepath.Join(a.dir, name)); err != nil {
 						t.Fatal(err)
 					}
+					continue
+				}
+				witnessName = name
+				if err := os.WriteFile(filepath.Join(a.dir, name), content, 0o644); err != nil {
+					t.Fatal(err)
 				}
 			}
 			names := []string{heldName}
